@@ -1,0 +1,8 @@
+//! The domain of the outreach service: one module per resource, each a set of `#[action]`s.
+//!
+//! Nothing here is wired by hand: an action registers itself, and the runtime makes its REST
+//! route, OpenAPI operation and MCP tool. To add a capability, write one annotated async function
+//! in the module of its resource (see the README, "Adding an action").
+
+pub mod prospects;
+pub mod workspace;

@@ -1,0 +1,581 @@
+//! Prospects: create, read, list, update and delete the people a workspace may reach out to.
+//!
+//! Field names are part of the public contract (DESIGN.md section 10). The profile URL is stored
+//! normalised and is unique per workspace, so a second create of the same person is a 409 naming
+//! the prospect that already has it. Tags live twice: as a JSON array on the row (what is read)
+//! and in `prospect_tags` (what the `tag` filter looks up), written in one transaction.
+
+mod normalize;
+
+use std::collections::BTreeMap;
+
+use outreach_runtime::clock::rfc3339;
+use outreach_runtime::db::is_unique_violation;
+use outreach_runtime::{ApiError, Ctx, Page, PageParams, action, ids};
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use sqlx::{AssertSqlSafe, Row};
+use sqlx::any::AnyRow;
+
+/// A prospect as the API shows it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Prospect {
+    pub id: String,
+    pub first_name: Option<String>,
+    pub last_name: Option<String>,
+    /// `first_name last_name`, derived.
+    pub full_name: Option<String>,
+    pub headline: Option<String>,
+    pub title: Option<String>,
+    pub seniority: Option<String>,
+    pub department: Option<String>,
+    pub company_name: Option<String>,
+    pub company_domain: Option<String>,
+    pub company_industry: Option<String>,
+    /// Employees.
+    pub company_size: Option<i64>,
+    pub location: Option<String>,
+    pub country: Option<String>,
+    pub timezone: Option<String>,
+    /// The person's page on the network, normalised to `host/path` (e.g. `linkedin.com/in/jane-doe`).
+    pub profile_url: Option<String>,
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub tags: Vec<String>,
+    pub custom_fields: BTreeMap<String, Value>,
+    /// The latest score (0 to 100), set by scoring runs.
+    pub score: Option<i64>,
+    /// The latest tier (`a`, `b`, `c`, `d`, `disqualified`), set by scoring runs.
+    pub tier: Option<String>,
+    /// Never contact this person.
+    pub do_not_contact: bool,
+    /// Where the prospect came from: `api` for this endpoint, `import` for imports.
+    pub source: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+const COLUMNS: &str = "id, first_name, last_name, headline, title, seniority, department, company_name, \
+    company_domain, company_industry, company_size, location, country, timezone, profile_url, email, phone, \
+    tags, custom_fields, score, tier, do_not_contact, source, created_at, updated_at";
+
+impl Prospect {
+    fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
+        let first_name: Option<String> = row.try_get("first_name")?;
+        let last_name: Option<String> = row.try_get("last_name")?;
+        let tags: String = row.try_get("tags")?;
+        let custom_fields: String = row.try_get("custom_fields")?;
+        Ok(Self {
+            id: row.try_get("id")?,
+            full_name: normalize::full_name(first_name.as_deref(), last_name.as_deref()),
+            first_name,
+            last_name,
+            headline: row.try_get("headline")?,
+            title: row.try_get("title")?,
+            seniority: row.try_get("seniority")?,
+            department: row.try_get("department")?,
+            company_name: row.try_get("company_name")?,
+            company_domain: row.try_get("company_domain")?,
+            company_industry: row.try_get("company_industry")?,
+            company_size: row.try_get("company_size")?,
+            location: row.try_get("location")?,
+            country: row.try_get("country")?,
+            timezone: row.try_get("timezone")?,
+            profile_url: row.try_get("profile_url")?,
+            email: row.try_get("email")?,
+            phone: row.try_get("phone")?,
+            tags: serde_json::from_str(&tags).map_err(ApiError::internal)?,
+            custom_fields: serde_json::from_str(&custom_fields).map_err(ApiError::internal)?,
+            score: row.try_get("score")?,
+            tier: row.try_get("tier")?,
+            do_not_contact: row.try_get::<i64, _>("do_not_contact")? != 0,
+            source: row.try_get("source")?,
+            created_at: rfc3339(row.try_get("created_at")?),
+            updated_at: rfc3339(row.try_get("updated_at")?),
+        })
+    }
+}
+
+/// The writable fields of a prospect, validated and normalised.
+#[derive(Debug, Default, Clone)]
+struct Fields {
+    first_name: Option<String>,
+    last_name: Option<String>,
+    headline: Option<String>,
+    title: Option<String>,
+    seniority: Option<String>,
+    department: Option<String>,
+    company_name: Option<String>,
+    company_domain: Option<String>,
+    company_industry: Option<String>,
+    company_size: Option<i64>,
+    location: Option<String>,
+    country: Option<String>,
+    timezone: Option<String>,
+    profile_url: Option<String>,
+    email: Option<String>,
+    phone: Option<String>,
+    tags: Vec<String>,
+    custom_fields: BTreeMap<String, Value>,
+    do_not_contact: bool,
+}
+
+impl Fields {
+    /// A prospect must be findable: by a name, a profile URL or an email.
+    fn check_identifiable(&self) -> Result<(), ApiError> {
+        if self.first_name.is_none() && self.last_name.is_none() && self.profile_url.is_none() && self.email.is_none() {
+            return Err(ApiError::invalid_request(
+                "A prospect needs at least a name (`first_name` or `last_name`), a `profile_url` or an `email`.",
+            ));
+        }
+        Ok(())
+    }
+
+    fn search_text(&self) -> String {
+        let full_name = normalize::full_name(self.first_name.as_deref(), self.last_name.as_deref());
+        normalize::search_text(full_name.as_deref(), self.company_name.as_deref(), self.title.as_deref())
+    }
+}
+
+fn from_row_fields(prospect: &Prospect) -> Fields {
+    Fields {
+        first_name: prospect.first_name.clone(),
+        last_name: prospect.last_name.clone(),
+        headline: prospect.headline.clone(),
+        title: prospect.title.clone(),
+        seniority: prospect.seniority.clone(),
+        department: prospect.department.clone(),
+        company_name: prospect.company_name.clone(),
+        company_domain: prospect.company_domain.clone(),
+        company_industry: prospect.company_industry.clone(),
+        company_size: prospect.company_size,
+        location: prospect.location.clone(),
+        country: prospect.country.clone(),
+        timezone: prospect.timezone.clone(),
+        profile_url: prospect.profile_url.clone(),
+        email: prospect.email.clone(),
+        phone: prospect.phone.clone(),
+        tags: prospect.tags.clone(),
+        custom_fields: prospect.custom_fields.clone(),
+        do_not_contact: prospect.do_not_contact,
+    }
+}
+
+/// The input of `create_prospect`. At least a name, a `profile_url` or an `email` is required.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CreateProspectInput {
+    pub first_name: Option<String>,
+    pub last_name: Option<String>,
+    pub headline: Option<String>,
+    pub title: Option<String>,
+    pub seniority: Option<String>,
+    pub department: Option<String>,
+    pub company_name: Option<String>,
+    /// A domain such as `acme.com`; a URL is reduced to its host.
+    pub company_domain: Option<String>,
+    pub company_industry: Option<String>,
+    /// Employees.
+    pub company_size: Option<u32>,
+    pub location: Option<String>,
+    pub country: Option<String>,
+    pub timezone: Option<String>,
+    /// The person's profile page; stored normalised and unique in the workspace.
+    pub profile_url: Option<String>,
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    /// Up to 50 tags of up to 64 characters.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Up to 50 fields of any JSON value, keyed by name.
+    #[serde(default)]
+    pub custom_fields: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub do_not_contact: bool,
+}
+
+impl CreateProspectInput {
+    fn into_fields(self) -> Result<Fields, ApiError> {
+        let fields = Fields {
+            first_name: normalize::text("first_name", self.first_name)?,
+            last_name: normalize::text("last_name", self.last_name)?,
+            headline: normalize::text("headline", self.headline)?,
+            title: normalize::text("title", self.title)?,
+            seniority: normalize::text("seniority", self.seniority)?,
+            department: normalize::text("department", self.department)?,
+            company_name: normalize::text("company_name", self.company_name)?,
+            company_domain: normalize::company_domain(self.company_domain)?,
+            company_industry: normalize::text("company_industry", self.company_industry)?,
+            company_size: self.company_size.map(i64::from),
+            location: normalize::text("location", self.location)?,
+            country: normalize::text("country", self.country)?,
+            timezone: normalize::text("timezone", self.timezone)?,
+            profile_url: normalize::profile_url(self.profile_url)?,
+            email: normalize::email(self.email)?,
+            phone: normalize::text("phone", self.phone)?,
+            tags: normalize::tags(self.tags)?,
+            custom_fields: normalize::custom_fields(self.custom_fields)?,
+            do_not_contact: self.do_not_contact,
+        };
+        fields.check_identifiable()?;
+        Ok(fields)
+    }
+}
+
+/// Create a prospect.
+///
+/// Needs at least a name, a `profile_url` or an `email`. The profile URL is normalised (scheme,
+/// `www.`, query and trailing slash removed) and must be unique in the workspace: a duplicate is
+/// a 409 `conflict` whose `existing_id` names the prospect that has it. Costs nothing.
+#[action(scope = "write", http = "POST /prospects")]
+pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Prospect, ApiError> {
+    let fields = input.into_fields()?;
+    let id = ids::new_id("prs");
+    let now = ctx.now_ms();
+    let mut tx = ctx.db().pool().begin().await?;
+    let inserted = sqlx::query(
+        "insert into prospects (id, workspace_id, first_name, last_name, headline, title, seniority, department, \
+         company_name, company_domain, company_industry, company_size, location, country, timezone, profile_url, \
+         email, phone, tags, custom_fields, do_not_contact, source, search_text, created_at, updated_at) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $24)",
+    )
+    .bind(&id)
+    .bind(ctx.workspace_id())
+    .bind(&fields.first_name)
+    .bind(&fields.last_name)
+    .bind(&fields.headline)
+    .bind(&fields.title)
+    .bind(&fields.seniority)
+    .bind(&fields.department)
+    .bind(&fields.company_name)
+    .bind(&fields.company_domain)
+    .bind(&fields.company_industry)
+    .bind(fields.company_size)
+    .bind(&fields.location)
+    .bind(&fields.country)
+    .bind(&fields.timezone)
+    .bind(&fields.profile_url)
+    .bind(&fields.email)
+    .bind(&fields.phone)
+    .bind(json_text(&fields.tags)?)
+    .bind(json_text(&fields.custom_fields)?)
+    .bind(i64::from(fields.do_not_contact))
+    .bind("api")
+    .bind(fields.search_text())
+    .bind(now)
+    .execute(&mut *tx)
+    .await;
+    if let Err(error) = inserted {
+        drop(tx);
+        return Err(profile_url_conflict(&ctx, error, fields.profile_url.as_deref()).await);
+    }
+    write_tags(&mut tx, ctx.workspace_id(), &id, &fields.tags).await?;
+    tx.commit().await?;
+    fetch(&ctx, &id).await
+}
+
+/// Maps a unique violation on the profile URL to a 409 naming the prospect that has it.
+async fn profile_url_conflict(ctx: &Ctx, error: sqlx::Error, profile_url: Option<&str>) -> ApiError {
+    let Some(profile_url) = profile_url.filter(|_| is_unique_violation(&error, "prospects_profile_url_key")) else {
+        return error.into();
+    };
+    let existing = sqlx::query("select id from prospects where workspace_id = $1 and profile_url = $2")
+        .bind(ctx.workspace_id())
+        .bind(profile_url)
+        .fetch_optional(ctx.db().pool())
+        .await;
+    match existing {
+        Ok(Some(row)) => {
+            let existing_id: String = row.try_get("id").unwrap_or_default();
+            ApiError::conflict(format!(
+                "A prospect with the profile URL `{profile_url}` already exists: `{existing_id}`."
+            ))
+            .with_extra("existing_id", existing_id)
+        }
+        Ok(None) => ApiError::conflict(format!("A prospect with the profile URL `{profile_url}` already exists.")),
+        Err(error) => error.into(),
+    }
+}
+
+fn json_text<T: Serialize>(value: &T) -> Result<String, ApiError> {
+    serde_json::to_string(value).map_err(ApiError::internal)
+}
+
+async fn write_tags(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    workspace_id: &str,
+    prospect_id: &str,
+    tags: &[String],
+) -> Result<(), ApiError> {
+    sqlx::query("delete from prospect_tags where prospect_id = $1").bind(prospect_id).execute(&mut **tx).await?;
+    for tag in tags {
+        sqlx::query("insert into prospect_tags (prospect_id, workspace_id, tag) values ($1, $2, $3)")
+            .bind(prospect_id)
+            .bind(workspace_id)
+            .bind(tag)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+// SQL built with format! here interpolates only constants and `$n` placeholders; values are bound.
+
+/// Reads one prospect of the caller's workspace, or 404.
+async fn fetch(ctx: &Ctx, id: &str) -> Result<Prospect, ApiError> {
+    if !ids::is_id("prs", id) {
+        return Err(ApiError::new(
+            outreach_runtime::ErrorCode::NotFound,
+            format!("No prospect with id `{id}`: prospect ids look like `prs_` followed by 20 letters and digits."),
+        ));
+    }
+    let row = sqlx::query(AssertSqlSafe(format!("select {COLUMNS} from prospects where workspace_id = $1 and id = $2")))
+        .bind(ctx.workspace_id())
+        .bind(id)
+        .fetch_optional(ctx.db().pool())
+        .await?
+        .ok_or_else(|| ApiError::not_found("prospect", id))?;
+    Prospect::from_row(&row)
+}
+
+/// The input of `get_prospect` and `delete_prospect`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ProspectId {
+    /// The prospect's id (`prs_...`).
+    pub id: String,
+}
+
+/// Get a prospect by id.
+///
+/// Returns every field of the prospect, including its latest score and tier. Costs nothing.
+#[action(scope = "read", http = "GET /prospects/{id}")]
+pub async fn get_prospect(ctx: Ctx, input: ProspectId) -> Result<Prospect, ApiError> {
+    fetch(&ctx, &input.id).await
+}
+
+/// The input of `list_prospects`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListProspectsInput {
+    /// Only prospects whose name, company or title contains this text (case-insensitive).
+    pub q: Option<String>,
+    /// Only prospects with this tag (exact match).
+    pub tag: Option<String>,
+    #[serde(flatten)]
+    pub page: PageParams,
+}
+
+/// List prospects, newest first.
+///
+/// Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while `has_more`.
+/// Filter with `q` (name, company or title contains) and `tag`. Costs nothing.
+#[action(scope = "read", http = "GET /prospects")]
+pub async fn list_prospects(ctx: Ctx, input: ListProspectsInput) -> Result<Page<Prospect>, ApiError> {
+    let mut filter = String::from("workspace_id = $1");
+    let mut binds: Vec<String> = vec![ctx.workspace_id().to_owned()];
+    if let Some(q) = input.q.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
+        binds.push(normalize::like_pattern(q));
+        filter.push_str(&format!(" and search_text like ${} escape '\\'", binds.len()));
+    }
+    if let Some(tag) = input.tag.as_deref().map(str::trim).filter(|tag| !tag.is_empty()) {
+        binds.push(tag.to_owned());
+        filter.push_str(&format!(
+            " and exists (select 1 from prospect_tags t where t.workspace_id = $1 and t.tag = ${} and t.prospect_id = prospects.id)",
+            binds.len()
+        ));
+    }
+    let count_sql = format!("select count(*) as total from prospects where {filter}");
+    let mut count = sqlx::query(AssertSqlSafe(count_sql));
+    for bind in &binds {
+        count = count.bind(bind);
+    }
+    let total: i64 = count.fetch_one(ctx.db().pool()).await?.try_get("total")?;
+
+    let (limit, offset) = input.page.sql();
+    let page_sql = format!(
+        "select {COLUMNS} from prospects where {filter} order by created_at desc, id desc limit ${} offset ${}",
+        binds.len() + 1,
+        binds.len() + 2
+    );
+    let mut page = sqlx::query(AssertSqlSafe(page_sql));
+    for bind in &binds {
+        page = page.bind(bind);
+    }
+    let rows = page.bind(limit).bind(offset).fetch_all(ctx.db().pool()).await?;
+    let items = rows.iter().map(Prospect::from_row).collect::<Result<Vec<_>, _>>()?;
+    Ok(Page::new(input.page, u64::try_from(total).unwrap_or(0), items))
+}
+
+/// Deserializes a field that may be absent (keep), `null` (clear) or a value (set).
+fn patch<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// The input of `update_prospect`: only the fields given change; `null` clears a field.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct UpdateProspectInput {
+    /// The prospect's id (`prs_...`).
+    pub id: String,
+    #[serde(default, deserialize_with = "patch")]
+    pub first_name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub last_name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub headline: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub title: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub seniority: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub department: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub company_name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub company_domain: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub company_industry: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub company_size: Option<Option<u32>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub location: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub country: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub timezone: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub profile_url: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub email: Option<Option<String>>,
+    #[serde(default, deserialize_with = "patch")]
+    pub phone: Option<Option<String>>,
+    /// Replaces the tags.
+    pub tags: Option<Vec<String>>,
+    /// Replaces the custom fields.
+    pub custom_fields: Option<BTreeMap<String, Value>>,
+    pub do_not_contact: Option<bool>,
+}
+
+/// Applies a text patch: absent keeps, `null` clears, a value is normalised and set.
+fn apply(
+    current: &mut Option<String>,
+    patch: Option<Option<String>>,
+    normalise: impl FnOnce(Option<String>) -> Result<Option<String>, ApiError>,
+) -> Result<(), ApiError> {
+    if let Some(value) = patch {
+        *current = normalise(value)?;
+    }
+    Ok(())
+}
+
+/// Update a prospect.
+///
+/// Only the fields given change; `null` clears a field; `tags` and `custom_fields` replace the
+/// whole value. The prospect must keep a name, a profile URL or an email. A profile URL already
+/// used by another prospect is a 409 `conflict`. Costs nothing.
+#[action(scope = "write", http = "PATCH /prospects/{id}")]
+pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Prospect, ApiError> {
+    let current = fetch(&ctx, &input.id).await?;
+    let mut fields = from_row_fields(&current);
+    let text = |field: &'static str| move |value| normalize::text(field, value);
+    apply(&mut fields.first_name, input.first_name, text("first_name"))?;
+    apply(&mut fields.last_name, input.last_name, text("last_name"))?;
+    apply(&mut fields.headline, input.headline, text("headline"))?;
+    apply(&mut fields.title, input.title, text("title"))?;
+    apply(&mut fields.seniority, input.seniority, text("seniority"))?;
+    apply(&mut fields.department, input.department, text("department"))?;
+    apply(&mut fields.company_name, input.company_name, text("company_name"))?;
+    apply(&mut fields.company_domain, input.company_domain, normalize::company_domain)?;
+    apply(&mut fields.company_industry, input.company_industry, text("company_industry"))?;
+    apply(&mut fields.location, input.location, text("location"))?;
+    apply(&mut fields.country, input.country, text("country"))?;
+    apply(&mut fields.timezone, input.timezone, text("timezone"))?;
+    apply(&mut fields.profile_url, input.profile_url, normalize::profile_url)?;
+    apply(&mut fields.email, input.email, normalize::email)?;
+    apply(&mut fields.phone, input.phone, text("phone"))?;
+    if let Some(size) = input.company_size {
+        fields.company_size = size.map(i64::from);
+    }
+    if let Some(tags) = input.tags {
+        fields.tags = normalize::tags(tags)?;
+    }
+    if let Some(custom_fields) = input.custom_fields {
+        fields.custom_fields = normalize::custom_fields(custom_fields)?;
+    }
+    if let Some(do_not_contact) = input.do_not_contact {
+        fields.do_not_contact = do_not_contact;
+    }
+    fields.check_identifiable()?;
+
+    let mut tx = ctx.db().pool().begin().await?;
+    let updated = sqlx::query(
+        "update prospects set first_name = $3, last_name = $4, headline = $5, title = $6, seniority = $7, \
+         department = $8, company_name = $9, company_domain = $10, company_industry = $11, company_size = $12, \
+         location = $13, country = $14, timezone = $15, profile_url = $16, email = $17, phone = $18, tags = $19, \
+         custom_fields = $20, do_not_contact = $21, search_text = $22, updated_at = $23 \
+         where workspace_id = $1 and id = $2",
+    )
+    .bind(ctx.workspace_id())
+    .bind(&current.id)
+    .bind(&fields.first_name)
+    .bind(&fields.last_name)
+    .bind(&fields.headline)
+    .bind(&fields.title)
+    .bind(&fields.seniority)
+    .bind(&fields.department)
+    .bind(&fields.company_name)
+    .bind(&fields.company_domain)
+    .bind(&fields.company_industry)
+    .bind(fields.company_size)
+    .bind(&fields.location)
+    .bind(&fields.country)
+    .bind(&fields.timezone)
+    .bind(&fields.profile_url)
+    .bind(&fields.email)
+    .bind(&fields.phone)
+    .bind(json_text(&fields.tags)?)
+    .bind(json_text(&fields.custom_fields)?)
+    .bind(i64::from(fields.do_not_contact))
+    .bind(fields.search_text())
+    .bind(ctx.now_ms())
+    .execute(&mut *tx)
+    .await;
+    match updated {
+        Ok(result) if result.rows_affected() == 0 => return Err(ApiError::not_found("prospect", &current.id)),
+        Ok(_) => {}
+        Err(error) => {
+            drop(tx);
+            return Err(profile_url_conflict(&ctx, error, fields.profile_url.as_deref()).await);
+        }
+    }
+    if fields.tags != current.tags {
+        write_tags(&mut tx, ctx.workspace_id(), &current.id, &fields.tags).await?;
+    }
+    tx.commit().await?;
+    fetch(&ctx, &current.id).await
+}
+
+/// What `delete_prospect` returns.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Deleted {
+    pub id: String,
+    pub deleted: bool,
+}
+
+/// Delete a prospect.
+///
+/// Removes the prospect and its tags for good. Costs nothing.
+#[action(scope = "write", http = "DELETE /prospects/{id}")]
+pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, ApiError> {
+    let prospect = fetch(&ctx, &input.id).await?;
+    let mut tx = ctx.db().pool().begin().await?;
+    sqlx::query("delete from prospect_tags where prospect_id = $1").bind(&prospect.id).execute(&mut *tx).await?;
+    let result = sqlx::query("delete from prospects where workspace_id = $1 and id = $2")
+        .bind(ctx.workspace_id())
+        .bind(&prospect.id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    if result.rows_affected() == 0 {
+        return Err(ApiError::not_found("prospect", &prospect.id));
+    }
+    Ok(Deleted { id: prospect.id, deleted: true })
+}

@@ -1,0 +1,76 @@
+//! The workspace and the caller: what a client calls first to check its credential.
+
+use outreach_runtime::clock::rfc3339;
+use outreach_runtime::{ApiError, CredentialKind, Ctx, Role, Scope, action};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+
+/// `get_workspace` takes no input.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetWorkspaceInput {}
+
+/// The workspace and who is calling.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkspaceView {
+    pub workspace: Workspace,
+    pub caller: Caller,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Workspace {
+    pub id: String,
+    pub name: String,
+    /// `production` (keys start `pk_live_`) or another name such as `development` (`pk_test_`).
+    pub environment: String,
+    pub created_at: String,
+    /// Whether an owner or admin has accepted the sending terms; `send` needs them.
+    pub sending_terms_accepted: bool,
+    pub sending_terms_accepted_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Caller {
+    pub person_id: String,
+    pub email: String,
+    pub role: Role,
+    pub credential_kind: CredentialKind,
+    pub credential_id: String,
+    pub credential_name: String,
+    /// What this credential may do now: its own scopes capped by the role and the sending terms.
+    pub scopes: Vec<Scope>,
+}
+
+/// Show the workspace and the caller.
+///
+/// Returns the workspace (id, name, environment, creation time, whether the sending terms are
+/// accepted) and the caller: the person, their role, the credential used and its effective
+/// scopes. Call it first to check a credential. Costs nothing.
+#[action(scope = "read", http = "GET /workspace")]
+pub async fn get_workspace(ctx: Ctx, _input: GetWorkspaceInput) -> Result<WorkspaceView, ApiError> {
+    let row = sqlx::query("select id, name, created_at, terms_accepted_at from workspaces where id = $1")
+        .bind(ctx.workspace_id())
+        .fetch_one(ctx.db().pool())
+        .await?;
+    let terms_accepted_at: Option<i64> = row.try_get("terms_accepted_at")?;
+    let principal = ctx.principal();
+    Ok(WorkspaceView {
+        workspace: Workspace {
+            id: row.try_get("id")?,
+            name: row.try_get("name")?,
+            environment: ctx.config().environment.name().to_owned(),
+            created_at: rfc3339(row.try_get("created_at")?),
+            sending_terms_accepted: terms_accepted_at.is_some(),
+            sending_terms_accepted_at: terms_accepted_at.map(rfc3339),
+        },
+        caller: Caller {
+            person_id: principal.person_id.clone(),
+            email: principal.email.clone(),
+            role: principal.role,
+            credential_kind: principal.credential_kind,
+            credential_id: principal.credential_id.clone(),
+            credential_name: principal.credential_name.clone(),
+            scopes: principal.effective.included(),
+        },
+    })
+}

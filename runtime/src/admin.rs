@@ -1,0 +1,336 @@
+//! Identity administration: workspaces, members, API keys and the sending terms.
+//!
+//! These are the operations behind `outreach admin` (and, later, the settings pages). They apply
+//! the same rules the API does (who may hold which scope, at least one owner per workspace) so a
+//! script cannot create a credential the API would refuse to honour. Each returns a plain result
+//! or an error whose message is a sentence for the operator.
+
+use anyhow::{Context, anyhow, bail};
+use argon2::password_hash::{PasswordHasher, SaltString, rand_core::OsRng};
+use serde::Serialize;
+use sqlx::Row;
+
+use crate::clock::{Clock, rfc3339};
+use crate::config::Environment;
+use crate::db::Db;
+use crate::ids;
+use crate::scope::{Role, Scope, scope_refusal};
+
+/// Hashes a password with argon2id and a random salt.
+pub fn hash_password(password: &str) -> anyhow::Result<String> {
+    let salt = SaltString::generate(&mut OsRng);
+    argon2::Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|hash| hash.to_string())
+        .map_err(|error| anyhow!("could not hash the password: {error}"))
+}
+
+fn normalize_email(email: &str) -> anyhow::Result<String> {
+    let email = email.trim().to_lowercase();
+    let valid = email
+        .split_once('@')
+        .is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.'));
+    if !valid || email.chars().any(char::is_whitespace) {
+        bail!("`{email}` is not an email address");
+    }
+    Ok(email)
+}
+
+/// A new workspace and its first owner.
+#[derive(Debug, Serialize)]
+pub struct CreatedWorkspace {
+    pub workspace_id: String,
+    pub person_id: String,
+    /// The generated password when none was given (shown once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+}
+
+pub async fn create_workspace(
+    db: &Db,
+    clock: &Clock,
+    name: &str,
+    owner_email: &str,
+    owner_password: Option<&str>,
+) -> anyhow::Result<CreatedWorkspace> {
+    let name = name.trim();
+    if name.is_empty() {
+        bail!("the workspace name must not be empty");
+    }
+    let email = normalize_email(owner_email)?;
+    let now = clock.now_ms();
+    let workspace_id = ids::new_id("wsp");
+    let mut tx = db.pool().begin().await?;
+    sqlx::query("insert into workspaces (id, name, created_at) values ($1, $2, $3)")
+        .bind(&workspace_id)
+        .bind(name)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    let (person_id, password) = find_or_create_person(&mut tx, &email, owner_password, now).await?;
+    insert_membership(&mut tx, &workspace_id, &person_id, Role::Owner, now).await?;
+    tx.commit().await?;
+    Ok(CreatedWorkspace { workspace_id, person_id, password })
+}
+
+/// Finds a person by email or creates one; returns the generated password of a new person
+/// created without one.
+async fn find_or_create_person(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    email: &str,
+    password: Option<&str>,
+    now: i64,
+) -> anyhow::Result<(String, Option<String>)> {
+    let existing = sqlx::query("select id from people where email = $1").bind(email).fetch_optional(&mut **tx).await?;
+    if let Some(row) = existing {
+        return Ok((row.try_get("id")?, None));
+    }
+    let generated = password.is_none().then(ids::new_password);
+    let password = password.or(generated.as_deref()).unwrap_or_default();
+    if password.chars().count() < 8 {
+        bail!("the password must be at least 8 characters");
+    }
+    let person_id = ids::new_id("psn");
+    let display_name = email.split('@').next().unwrap_or(email).to_owned();
+    sqlx::query("insert into people (id, email, display_name, password_hash, created_at) values ($1, $2, $3, $4, $5)")
+        .bind(&person_id)
+        .bind(email)
+        .bind(display_name)
+        .bind(hash_password(password)?)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok((person_id, generated))
+}
+
+async fn insert_membership(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    workspace_id: &str,
+    person_id: &str,
+    role: Role,
+    now: i64,
+) -> anyhow::Result<()> {
+    sqlx::query("insert into memberships (workspace_id, person_id, role, created_at) values ($1, $2, $3, $4)")
+        .bind(workspace_id)
+        .bind(person_id)
+        .bind(role.as_str())
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn require_workspace(db: &Db, workspace_id: &str) -> anyhow::Result<()> {
+    let found = sqlx::query("select id from workspaces where id = $1").bind(workspace_id).fetch_optional(db.pool()).await?;
+    if found.is_none() {
+        bail!("no workspace with id `{workspace_id}`");
+    }
+    Ok(())
+}
+
+/// The person id and role of a member, found by email.
+async fn member(db: &Db, workspace_id: &str, email: &str) -> anyhow::Result<(String, Role)> {
+    require_workspace(db, workspace_id).await?;
+    let email = normalize_email(email)?;
+    let row = sqlx::query(
+        "select p.id, m.role from people p join memberships m on m.person_id = p.id \
+         where m.workspace_id = $1 and p.email = $2",
+    )
+    .bind(workspace_id)
+    .bind(&email)
+    .fetch_optional(db.pool())
+    .await?
+    .ok_or_else(|| anyhow!("`{email}` is not a member of workspace `{workspace_id}`"))?;
+    let role: String = row.try_get("role")?;
+    Ok((row.try_get("id")?, Role::parse(&role).context("unknown role in the database")?))
+}
+
+/// Adds a person (created if new) to a workspace with a role.
+pub async fn add_member(
+    db: &Db,
+    clock: &Clock,
+    workspace_id: &str,
+    email: &str,
+    role: Role,
+    password: Option<&str>,
+) -> anyhow::Result<CreatedWorkspace> {
+    require_workspace(db, workspace_id).await?;
+    let email = normalize_email(email)?;
+    let now = clock.now_ms();
+    let mut tx = db.pool().begin().await?;
+    let (person_id, generated) = find_or_create_person(&mut tx, &email, password, now).await?;
+    let already = sqlx::query("select role from memberships where workspace_id = $1 and person_id = $2")
+        .bind(workspace_id)
+        .bind(&person_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if already.is_some() {
+        bail!("`{email}` is already a member of `{workspace_id}`; use `member set-role` to change the role");
+    }
+    insert_membership(&mut tx, workspace_id, &person_id, role, now).await?;
+    tx.commit().await?;
+    Ok(CreatedWorkspace { workspace_id: workspace_id.to_owned(), person_id, password: generated })
+}
+
+/// Refuses to leave a workspace without an owner.
+async fn ensure_other_owner(db: &Db, workspace_id: &str, person_id: &str) -> anyhow::Result<()> {
+    let row = sqlx::query("select count(*) as owners from memberships where workspace_id = $1 and role = 'owner' and person_id <> $2")
+        .bind(workspace_id)
+        .bind(person_id)
+        .fetch_one(db.pool())
+        .await?;
+    if row.try_get::<i64, _>("owners")? == 0 {
+        bail!("this is the workspace's last owner; make someone else an owner first");
+    }
+    Ok(())
+}
+
+/// Removes a person from a workspace; their keys stop working on the next request.
+pub async fn remove_member(db: &Db, workspace_id: &str, email: &str) -> anyhow::Result<()> {
+    let (person_id, role) = member(db, workspace_id, email).await?;
+    if role == Role::Owner {
+        ensure_other_owner(db, workspace_id, &person_id).await?;
+    }
+    sqlx::query("delete from memberships where workspace_id = $1 and person_id = $2")
+        .bind(workspace_id)
+        .bind(&person_id)
+        .execute(db.pool())
+        .await?;
+    Ok(())
+}
+
+/// Changes a member's role; the new cap applies to their credentials on the next request.
+pub async fn set_role(db: &Db, workspace_id: &str, email: &str, role: Role) -> anyhow::Result<()> {
+    let (person_id, current) = member(db, workspace_id, email).await?;
+    if current == Role::Owner && role != Role::Owner {
+        ensure_other_owner(db, workspace_id, &person_id).await?;
+    }
+    sqlx::query("update memberships set role = $1 where workspace_id = $2 and person_id = $3")
+        .bind(role.as_str())
+        .bind(workspace_id)
+        .bind(&person_id)
+        .execute(db.pool())
+        .await?;
+    Ok(())
+}
+
+/// A new API key; `key` is the only time its value is shown.
+#[derive(Debug, Serialize)]
+pub struct CreatedKey {
+    pub id: String,
+    pub key: String,
+    pub prefix: String,
+    pub scopes: Vec<Scope>,
+    pub expires_at: Option<String>,
+}
+
+/// How many characters of a key are kept for display: the environment prefix and four more.
+const DISPLAY_PREFIX_EXTRA: usize = 4;
+
+/// Creates an API key for a member, refused when the role or the terms do not allow `scope`.
+#[allow(clippy::too_many_arguments)]
+pub async fn create_key(
+    db: &Db,
+    clock: &Clock,
+    environment: &Environment,
+    workspace_id: &str,
+    email: &str,
+    name: &str,
+    scope: Scope,
+    expires_at: Option<i64>,
+) -> anyhow::Result<CreatedKey> {
+    let (person_id, role) = member(db, workspace_id, email).await?;
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 100 {
+        bail!("the key name must be 1 to 100 characters");
+    }
+    let terms_accepted = terms_accepted(db, workspace_id).await?;
+    if let Some(why) = scope_refusal(role, terms_accepted, scope) {
+        bail!("cannot create a key with `{scope}`: {why}");
+    }
+    let now = clock.now_ms();
+    if let Some(expires_at) = expires_at
+        && expires_at <= now
+    {
+        bail!("the expiry {} is in the past", rfc3339(expires_at));
+    }
+    let prefix_text = environment.key_prefix();
+    let key = ids::new_secret(prefix_text);
+    let prefix: String = key.chars().take(prefix_text.len() + DISPLAY_PREFIX_EXTRA).collect();
+    let id = ids::new_id("key");
+    sqlx::query(
+        "insert into api_keys (id, workspace_id, person_id, name, scopes, prefix, key_hash, environment, expires_at, created_by, created_at) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(&id)
+    .bind(workspace_id)
+    .bind(&person_id)
+    .bind(name)
+    .bind(scope.list_string())
+    .bind(&prefix)
+    .bind(ids::hash_secret(&key))
+    .bind(environment.key_tag())
+    .bind(expires_at)
+    .bind(&person_id)
+    .bind(now)
+    .execute(db.pool())
+    .await?;
+    Ok(CreatedKey { id, key, prefix, scopes: scope.included(), expires_at: expires_at.map(rfc3339) })
+}
+
+/// Revokes a key; it is refused from its next request on.
+pub async fn revoke_key(db: &Db, clock: &Clock, key_id: &str) -> anyhow::Result<()> {
+    let row = sqlx::query("select revoked_at from api_keys where id = $1").bind(key_id).fetch_optional(db.pool()).await?;
+    let Some(row) = row else { bail!("no API key with id `{key_id}`") };
+    if let Some(revoked_at) = row.try_get::<Option<i64>, _>("revoked_at")? {
+        bail!("key `{key_id}` was already revoked at {}", rfc3339(revoked_at));
+    }
+    sqlx::query("update api_keys set revoked_at = $1 where id = $2 and revoked_at is null")
+        .bind(clock.now_ms())
+        .bind(key_id)
+        .execute(db.pool())
+        .await?;
+    Ok(())
+}
+
+async fn terms_accepted(db: &Db, workspace_id: &str) -> anyhow::Result<bool> {
+    let row = sqlx::query("select terms_accepted_at from workspaces where id = $1").bind(workspace_id).fetch_one(db.pool()).await?;
+    Ok(row.try_get::<Option<i64>, _>("terms_accepted_at")?.is_some())
+}
+
+/// Records that an owner or admin accepted the sending terms for the workspace.
+pub async fn accept_terms(db: &Db, clock: &Clock, workspace_id: &str, email: &str) -> anyhow::Result<()> {
+    let (person_id, role) = member(db, workspace_id, email).await?;
+    if !role.can_manage() {
+        bail!("only an owner or admin may accept the sending terms; `{email}` is a `{role}`");
+    }
+    sqlx::query("update workspaces set terms_accepted_at = $1, terms_accepted_by = $2 where id = $3 and terms_accepted_at is null")
+        .bind(clock.now_ms())
+        .bind(&person_id)
+        .bind(workspace_id)
+        .execute(db.pool())
+        .await?;
+    Ok(())
+}
+
+/// What `serve` prints the first time it starts on an empty database.
+#[derive(Debug, Serialize)]
+pub struct Bootstrap {
+    pub workspace_id: String,
+    pub email: String,
+    pub password: String,
+    pub key: CreatedKey,
+}
+
+/// On a database with no workspace, creates one with an owner and a read+write key.
+pub async fn bootstrap_if_empty(db: &Db, clock: &Clock, environment: &Environment) -> anyhow::Result<Option<Bootstrap>> {
+    let row = sqlx::query("select count(*) as workspaces from workspaces").fetch_one(db.pool()).await?;
+    if row.try_get::<i64, _>("workspaces")? > 0 {
+        return Ok(None);
+    }
+    let email = "owner@example.com";
+    let password = ids::new_password();
+    let created = create_workspace(db, clock, "My workspace", email, Some(&password)).await?;
+    let key = create_key(db, clock, environment, &created.workspace_id, email, "First key", Scope::Write, None).await?;
+    Ok(Some(Bootstrap { workspace_id: created.workspace_id, email: email.to_owned(), password, key }))
+}

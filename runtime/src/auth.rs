@@ -1,0 +1,243 @@
+//! Bearer authentication, shared by the REST and MCP faces.
+//!
+//! Every request re-reads its credential, the person's membership and role, and the workspace's
+//! sending terms from the database in one query: nothing is cached, so a revoked key, a removed
+//! member or a demotion takes effect on the very next call, on every instance. The result is a
+//! [`Principal`] whose effective scope is the credential's own scope capped by the role and the
+//! terms. The middleware puts it in the request's extensions, where the REST handlers and the MCP
+//! tool calls (through `http::request::Parts`) find it.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use sqlx::Row;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::ids;
+use crate::scope::{Role, Scope};
+use crate::server::AppState;
+
+/// Re-record `last_used_at` at most this often per key: a write per request would serialize
+/// every call on SQLite's single writer for a figure nobody reads to the millisecond.
+const LAST_USED_RESOLUTION_MS: i64 = 60_000;
+
+/// What kind of credential made the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialKind {
+    ApiKey,
+    OauthToken,
+}
+
+/// The caller of one request: a person in a workspace, through one credential.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub workspace_id: String,
+    pub person_id: String,
+    pub email: String,
+    pub role: Role,
+    pub credential_kind: CredentialKind,
+    pub credential_id: String,
+    pub credential_name: String,
+    /// The credential's own highest scope, before the role and terms cap it.
+    pub granted: Scope,
+    /// What the credential may do now; `None` only if the cap leaves nothing (never below read).
+    pub effective: Scope,
+    pub terms_accepted: bool,
+}
+
+impl Principal {
+    pub fn allows(&self, needed: Scope) -> bool {
+        needed <= self.effective
+    }
+}
+
+/// Which door a request came through; it decides the `resource_metadata` the 401 points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Face {
+    Rest,
+    Mcp,
+}
+
+/// Authenticates the `Authorization` header of a request.
+pub async fn authenticate(state: &AppState, authorization: Option<&str>, face: Face) -> Result<Principal, ApiError> {
+    let challenge = |error: ApiError, sent: bool| challenge(state, face, error, sent);
+    let Some(authorization) = authorization else {
+        return Err(challenge(
+            ApiError::new(
+                ErrorCode::Unauthenticated,
+                "No credential: send your API key as `Authorization: Bearer <key>`.",
+            ),
+            false,
+        ));
+    };
+    let token = match authorization.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => token.trim(),
+        _ => {
+            return Err(challenge(
+                ApiError::new(
+                    ErrorCode::InvalidCredential,
+                    "The Authorization header must be `Bearer <key>`.",
+                ),
+                true,
+            ));
+        }
+    };
+    let environment = &state.config.environment;
+    let own_prefix = environment.key_prefix();
+    let Some(body) = token.strip_prefix(own_prefix) else {
+        let message = if token.starts_with("pk_live_") || token.starts_with("pk_test_") {
+            format!(
+                "This key belongs to another environment: this server runs in `{}` and accepts only `{own_prefix}` keys.",
+                environment.name()
+            )
+        } else {
+            format!("The bearer credential is not an API key of this service (they start with `{own_prefix}`).")
+        };
+        return Err(challenge(ApiError::new(ErrorCode::InvalidCredential, message), true));
+    };
+    if !ids::is_secret_body(body) {
+        return Err(challenge(
+            ApiError::new(ErrorCode::InvalidCredential, "The API key is malformed; copy it again from where you saved it."),
+            true,
+        ));
+    }
+    let principal = lookup_api_key(state, token).await?;
+    principal.map_err(|error| challenge(error, true))
+}
+
+/// Adds the `WWW-Authenticate` challenge of DESIGN.md section 6 to a 401.
+fn challenge(state: &AppState, face: Face, error: ApiError, credential_sent: bool) -> ApiError {
+    let metadata = match face {
+        Face::Mcp => state.config.resource_metadata_url(),
+        Face::Rest => format!("{}/.well-known/oauth-protected-resource", state.config.base_url),
+    };
+    let value = if credential_sent {
+        format!(
+            "Bearer resource_metadata=\"{metadata}\", error=\"invalid_token\", error_description=\"{}\"",
+            error.code
+        )
+    } else {
+        format!("Bearer resource_metadata=\"{metadata}\"")
+    };
+    error.with_header(header::WWW_AUTHENTICATE, &value)
+}
+
+/// The outer `Result` is a database failure; the inner one a refused credential.
+async fn lookup_api_key(state: &AppState, token: &str) -> Result<Result<Principal, ApiError>, ApiError> {
+    let row = sqlx::query(
+        "select k.id, k.name, k.scopes, k.expires_at, k.revoked_at, k.last_used_at, \
+                k.workspace_id, k.person_id, p.email, m.role, w.terms_accepted_at \
+         from api_keys k \
+         join people p on p.id = k.person_id \
+         join workspaces w on w.id = k.workspace_id \
+         left join memberships m on m.workspace_id = k.workspace_id and m.person_id = k.person_id \
+         where k.key_hash = $1 and k.environment = $2",
+    )
+    .bind(ids::hash_secret(token))
+    .bind(state.config.environment.key_tag())
+    .fetch_optional(state.db.pool())
+    .await?;
+    let Some(row) = row else {
+        return Ok(Err(ApiError::new(ErrorCode::InvalidCredential, "Unknown API key.")));
+    };
+    let now = state.clock.now_ms();
+    let key_id: String = row.try_get("id")?;
+    if row.try_get::<Option<i64>, _>("revoked_at")?.is_some() {
+        return Ok(Err(ApiError::new(ErrorCode::CredentialRevoked, "This API key has been revoked.")));
+    }
+    if let Some(expires_at) = row.try_get::<Option<i64>, _>("expires_at")?
+        && expires_at <= now
+    {
+        return Ok(Err(ApiError::new(
+            ErrorCode::CredentialExpired,
+            format!("This API key expired at {}.", crate::clock::rfc3339(expires_at)),
+        )));
+    }
+    let Some(role) = row.try_get::<Option<String>, _>("role")?.as_deref().and_then(Role::parse) else {
+        return Ok(Err(ApiError::new(
+            ErrorCode::NotAMember,
+            "The person this key acts as is no longer a member of its workspace.",
+        )));
+    };
+    let granted = Scope::parse_list(&row.try_get::<String, _>("scopes")?).map_err(ApiError::internal)?;
+    let terms_accepted = row.try_get::<Option<i64>, _>("terms_accepted_at")?.is_some();
+    let last_used_at: Option<i64> = row.try_get("last_used_at")?;
+    if last_used_at.is_none_or(|at| now - at >= LAST_USED_RESOLUTION_MS) {
+        record_last_use(state, key_id.clone(), now);
+    }
+    let principal = Principal {
+        workspace_id: row.try_get("workspace_id")?,
+        person_id: row.try_get("person_id")?,
+        email: row.try_get("email")?,
+        role,
+        credential_kind: CredentialKind::ApiKey,
+        credential_name: row.try_get("name")?,
+        credential_id: key_id,
+        granted,
+        effective: granted.min(role.scope_cap(terms_accepted)),
+        terms_accepted,
+    };
+    Ok(Ok(principal))
+}
+
+/// Records a key's use off the request path; losing one update costs nothing.
+fn record_last_use(state: &AppState, key_id: String, now: i64) {
+    let db = state.db.clone();
+    tokio::spawn(async move {
+        let result = sqlx::query("update api_keys set last_used_at = $1 where id = $2")
+            .bind(now)
+            .bind(&key_id)
+            .execute(db.pool())
+            .await;
+        if let Err(error) = result {
+            tracing::warn!(key_id, %error, "could not record last use of key");
+        }
+    });
+}
+
+/// The error for a call whose credential lacks `needed`.
+pub fn insufficient_scope(state: &AppState, principal: &Principal, needed: Scope) -> ApiError {
+    let settings = state.config.settings_api_url();
+    let why = if principal.granted >= needed {
+        if principal.role.scope_cap(principal.terms_accepted) < needed && needed == Scope::Send && principal.role.can_manage() {
+            " because the workspace's sending terms are not accepted yet".to_owned()
+        } else {
+            format!(" because your role is `{}`", principal.role)
+        }
+    } else {
+        String::new()
+    };
+    ApiError::new(
+        ErrorCode::InsufficientScope,
+        format!(
+            "This action needs the `{needed}` scope; this credential has `{}`{why}. Manage keys and scopes at {settings}.",
+            principal.effective
+        ),
+    )
+    .with_extra("required_scope", needed.as_str())
+    .with_header(
+        header::WWW_AUTHENTICATE,
+        &format!("Bearer error=\"insufficient_scope\", scope=\"{}\"", needed.included().iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ")),
+    )
+}
+
+/// Axum middleware: authenticates, then hands the [`Principal`] to the route in the extensions.
+pub async fn require_principal(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
+    let face = if request.uri().path().starts_with("/api/mcp") { Face::Mcp } else { Face::Rest };
+    let authorization = request.headers().get(header::AUTHORIZATION).map(|value| value.to_str().unwrap_or("\u{0}"));
+    match authenticate(&state, authorization, face).await {
+        Ok(principal) => {
+            request.extensions_mut().insert(Arc::new(principal));
+            next.run(request).await
+        }
+        Err(error) => {
+            let request_id = crate::server::request_id(&request);
+            error.log(&request_id).into_response()
+        }
+    }
+}

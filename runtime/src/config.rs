@@ -1,0 +1,92 @@
+//! Server configuration: where to listen, what the public address is, which database.
+//!
+//! The CLI fills it from flags and environment variables; tests build it directly. The base URL is
+//! the one address the service knows itself by: it names the settings page in scope errors, the
+//! OAuth resource, and the hosts the MCP endpoint accepts.
+
+/// Whether keys are `pk_live_` (production) or `pk_test_` (anything else).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Environment(String);
+
+impl Environment {
+    pub fn new(name: &str) -> Self {
+        let name = name.trim();
+        Self(if name.is_empty() { "development".to_owned() } else { name.to_owned() })
+    }
+
+    pub fn is_production(&self) -> bool {
+        self.0 == "production"
+    }
+
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+
+    /// The API key prefix this environment issues and accepts.
+    pub fn key_prefix(&self) -> &'static str {
+        if self.is_production() { "pk_live_" } else { "pk_test_" }
+    }
+
+    /// The stored environment tag of keys: `live` or `test`.
+    pub fn key_tag(&self) -> &'static str {
+        if self.is_production() { "live" } else { "test" }
+    }
+}
+
+impl Default for Environment {
+    fn default() -> Self {
+        Self::new("development")
+    }
+}
+
+/// Everything `serve` needs besides the database handle.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The public base URL without a trailing slash, e.g. `http://127.0.0.1:8080`.
+    pub base_url: String,
+    pub environment: Environment,
+    /// The largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+/// Bodies larger than this are refused with 413 `payload_too_large`.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+
+impl Config {
+    pub fn new(base_url: &str, environment: Environment) -> Self {
+        Self {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            environment,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+
+    pub fn settings_api_url(&self) -> String {
+        format!("{}/settings/api", self.base_url)
+    }
+
+    pub fn mcp_url(&self) -> String {
+        format!("{}/api/mcp", self.base_url)
+    }
+
+    /// RFC 9728 protected-resource metadata of the MCP endpoint (served by the OAuth module).
+    pub fn resource_metadata_url(&self) -> String {
+        format!("{}/.well-known/oauth-protected-resource/api/mcp", self.base_url)
+    }
+
+    /// The `host[:port]` authority of the base URL, for `Host` checks.
+    pub fn authority(&self) -> Option<String> {
+        let url = url::Url::parse(&self.base_url).ok()?;
+        let host = url.host_str()?;
+        Some(match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        })
+    }
+
+    /// The `scheme://host[:port]` origin of the base URL, for `Origin` checks.
+    pub fn origin(&self) -> Option<String> {
+        let url = url::Url::parse(&self.base_url).ok()?;
+        Some(url.origin().ascii_serialization())
+    }
+}

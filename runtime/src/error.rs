@@ -1,0 +1,224 @@
+//! The one error type every action, face and middleware returns.
+//!
+//! Codes are a public contract: [`ErrorCode`] is the whole table, each code with its HTTP status,
+//! and a snapshot test (`error_table_snapshot`) makes a rename a reviewable diff. An [`ApiError`]
+//! carries a sentence for the caller and, separately, an internal cause that is only logged with
+//! the request id (dropshot's internal/external split). Both faces render the same body:
+//! `{"error": "...", "code": "...", ...extra}`.
+
+use std::fmt;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+macro_rules! error_codes {
+    ($($variant:ident => ($code:literal, $status:literal, $when:literal),)*) => {
+        /// Every error code of the API with its HTTP status.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode { $($variant,)* }
+
+        impl ErrorCode {
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $code,)* }
+            }
+
+            pub fn status(self) -> StatusCode {
+                match self {
+                    $(ErrorCode::$variant => match StatusCode::from_u16($status) {
+                        Ok(status) => status,
+                        Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                    },)*
+                }
+            }
+
+            /// When the code is used, as documented in the README and OpenAPI.
+            pub fn when(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $when,)* }
+            }
+        }
+    };
+}
+
+error_codes! {
+    InvalidRequest => ("invalid_request", 400, "malformed JSON, wrong type, missing or bad field (the sentence names it)"),
+    Unauthenticated => ("unauthenticated", 401, "no bearer credential"),
+    InvalidCredential => ("invalid_credential", 401, "unknown, malformed, or another environment's key; unknown token"),
+    CredentialExpired => ("credential_expired", 401, "key past its expiry, access token past its lifetime"),
+    CredentialRevoked => ("credential_revoked", 401, "key revoked, OAuth grant disconnected"),
+    NotAMember => ("not_a_member", 401, "the credential's person is no longer in the workspace"),
+    InsufficientScope => ("insufficient_scope", 403, "the credential lacks the scope the action needs"),
+    Forbidden => ("forbidden", 403, "the person's role does not allow it"),
+    NotFound => ("not_found", 404, "no such object in this workspace, or no such path"),
+    MethodNotAllowed => ("method_not_allowed", 405, "the path exists but not with this method (see `Allow`)"),
+    InvalidState => ("invalid_state", 409, "illegal state transition; the sentence says the state and what is allowed"),
+    Conflict => ("conflict", 409, "unique constraint (duplicate name, duplicate prospect)"),
+    IdempotencyKeyInUse => ("idempotency_key_in_use", 409, "the same idempotency key is still being processed"),
+    IdempotencyKeyReused => ("idempotency_key_reused", 422, "the same idempotency key was used for a different request"),
+    InsufficientCredits => ("insufficient_credits", 402, "the balance is below the price (with `price` and `balance`)"),
+    PayloadTooLarge => ("payload_too_large", 413, "the body is over the limit"),
+    UnsupportedMediaType => ("unsupported_media_type", 415, "the body is not `application/json`"),
+    RateLimited => ("rate_limited", 429, "too many requests (with `Retry-After`)"),
+    InternalError => ("internal_error", 500, "a fault on our side, with a request id to quote"),
+    NotImplemented => ("not_implemented", 501, "the action is declared but its runtime support is not built yet"),
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error for the caller, with an optional internal cause for the logs.
+#[derive(Debug)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    /// Documented extra body fields (`required_scope`, `price`, `balance`, `retry_after`, ...).
+    pub extra: Map<String, Value>,
+    /// Extra response headers (`WWW-Authenticate`, `Allow`, `Retry-After`).
+    pub headers: Vec<(header::HeaderName, HeaderValue)>,
+    /// What went wrong inside; logged, never sent.
+    pub internal: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), extra: Map::new(), headers: Vec::new(), internal: None }
+    }
+
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidRequest, message)
+    }
+
+    pub fn not_found(what: &str, id: &str) -> Self {
+        Self::new(ErrorCode::NotFound, format!("No {what} with id `{id}` in this workspace."))
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Conflict, message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Forbidden, message)
+    }
+
+    /// A fault on our side: the caller sees a generic sentence, the cause goes to the log.
+    pub fn internal(cause: impl fmt::Display) -> Self {
+        let mut error = Self::new(ErrorCode::InternalError, "Something went wrong on our side.");
+        error.internal = Some(cause.to_string());
+        error
+    }
+
+    pub fn with_extra(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.extra.insert(key.to_owned(), value.into());
+        self
+    }
+
+    pub fn with_header(mut self, name: header::HeaderName, value: &str) -> Self {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            self.headers.push((name, value));
+        }
+        self
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
+    }
+
+    /// The body both faces send: `{error, code, ...extra}`.
+    pub fn body(&self) -> Value {
+        let mut body = Map::with_capacity(2 + self.extra.len());
+        body.insert("error".into(), Value::String(self.message.clone()));
+        body.insert("code".into(), Value::String(self.code.as_str().to_owned()));
+        for (key, value) in &self.extra {
+            body.insert(key.clone(), value.clone());
+        }
+        Value::Object(body)
+    }
+
+    /// Logs the internal cause (if any) and adds the request id to the sentence of a 500.
+    pub fn log(mut self, request_id: &str) -> Self {
+        if self.code == ErrorCode::InternalError {
+            tracing::error!(request_id, cause = self.internal.as_deref().unwrap_or(""), "internal error");
+            self.message = format!("Something went wrong on our side; quote request id {request_id} if you contact support.");
+            self.extra.insert("request_id".into(), json!(request_id));
+        } else if let Some(cause) = &self.internal {
+            tracing::info!(request_id, code = %self.code, cause, "request refused");
+        }
+        self
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::internal(format!("database: {error}"))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let mut response = (status, axum::Json(self.body())).into_response();
+        let headers = response.headers_mut();
+        for (name, value) in self.headers {
+            headers.append(name, value);
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rename of a public code shows up here as a diff to review.
+    #[test]
+    fn error_table_snapshot() {
+        let table: Vec<String> = ErrorCode::ALL
+            .iter()
+            .map(|code| format!("{} {}", code.status().as_u16(), code.as_str()))
+            .collect();
+        assert_eq!(
+            table,
+            [
+                "400 invalid_request",
+                "401 unauthenticated",
+                "401 invalid_credential",
+                "401 credential_expired",
+                "401 credential_revoked",
+                "401 not_a_member",
+                "403 insufficient_scope",
+                "403 forbidden",
+                "404 not_found",
+                "405 method_not_allowed",
+                "409 invalid_state",
+                "409 conflict",
+                "409 idempotency_key_in_use",
+                "422 idempotency_key_reused",
+                "402 insufficient_credits",
+                "413 payload_too_large",
+                "415 unsupported_media_type",
+                "429 rate_limited",
+                "500 internal_error",
+                "501 not_implemented",
+            ]
+        );
+    }
+
+    #[test]
+    fn body_carries_extra_fields() {
+        let error = ApiError::new(ErrorCode::InsufficientCredits, "short").with_extra("price", 5);
+        assert_eq!(error.body(), json!({"error": "short", "code": "insufficient_credits", "price": 5}));
+    }
+}

@@ -1,0 +1,128 @@
+//! The MCP face: every action as a tool at `/api/mcp`, over rmcp's Streamable HTTP transport.
+//!
+//! The server is stateless (no sessions, JSON responses), so any instance answers any request and
+//! both the `server/discover` probe of new clients and the `initialize` handshake of older ones
+//! work. The handler is written by hand over the registry rather than with rmcp's tool macros:
+//! tools are data here, built once at start-up from the same schema maps as the OpenAPI document.
+//! A tool call goes through the same [`dispatch`] as REST; its `structuredContent` is the REST
+//! body, success or error. The principal arrives from the shared auth middleware through the
+//! HTTP request parts rmcp puts in the request context.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::transport::StreamableHttpServerConfig;
+use rmcp::transport::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, service::RequestContext};
+use serde_json::Value;
+
+use crate::auth::Principal;
+use crate::dispatch::dispatch;
+use crate::registry::{Action, Registry};
+use crate::server::{AppState, RequestId};
+
+/// Builds the tool list once: name, description, schemas and annotations for every action.
+pub fn tools(registry: &Registry) -> Vec<Tool> {
+    registry.actions().iter().map(tool).collect()
+}
+
+fn tool(action: &Action) -> Tool {
+    let def = action.def;
+    let description = if def.description.is_empty() {
+        def.summary.to_owned()
+    } else {
+        format!("{}\n\n{}", def.summary, def.description)
+    };
+    let read_only = action.is_read_only();
+    let mut annotations = ToolAnnotations::with_title(def.summary.trim_end_matches('.'))
+        .read_only(read_only)
+        .open_world(false);
+    if !read_only {
+        annotations = annotations.destructive(action.is_destructive()).idempotent(def.idempotent);
+    }
+    let mut tool = Tool::new(action.tool_name(), description, action.input_schema.clone());
+    tool.output_schema = Some(action.output_schema.clone());
+    tool.annotations = Some(annotations);
+    tool
+}
+
+/// The transport configuration: stateless, JSON responses, `Host` and `Origin` held to the base URL.
+pub fn service(state: Arc<AppState>) -> StreamableHttpService<McpFace, NeverSessionManager> {
+    let mut config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_max_request_body_bytes(state.config.max_body_bytes);
+    config = match state.config.authority() {
+        Some(authority) => config.with_allowed_hosts([authority]),
+        None => config,
+    };
+    if let Some(origin) = state.config.origin() {
+        config = config.with_allowed_origins([origin]);
+    }
+    StreamableHttpService::new(
+        move || Ok(McpFace { state: state.clone() }),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    )
+}
+
+/// The MCP server handler over the registry.
+#[derive(Clone)]
+pub struct McpFace {
+    state: Arc<AppState>,
+}
+
+impl ServerHandler for McpFace {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("outreach", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Prospecting and outreach workspace. Call service_get_workspace first to see the workspace, \
+                 your role and your scopes. Every tool is also a REST operation under /api/v1.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.state.tools.as_ref().clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.state.tools.iter().find(|tool| tool.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(action) = self.state.registry.by_tool_name(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!("Unknown tool `{}`; tools/list names them all.", request.name),
+                None,
+            ));
+        };
+        let parts = context.extensions.get::<http::request::Parts>();
+        let principal = parts.and_then(|parts| parts.extensions.get::<Arc<Principal>>()).cloned();
+        let request_id: Arc<str> = parts
+            .and_then(|parts| parts.extensions.get::<RequestId>())
+            .map_or_else(|| Arc::from("unknown"), |id| id.0.clone());
+        let Some(principal) = principal else {
+            return Err(McpError::internal_error("the request reached the MCP handler unauthenticated", None));
+        };
+        let input = Value::Object(request.arguments.unwrap_or_default());
+        let result = match dispatch(&self.state, principal, action, input, request_id.clone()).await {
+            Ok(output) => CallToolResult::structured(output),
+            Err(error) => CallToolResult::structured_error(error.log(&request_id).body()),
+        };
+        Ok(result.into())
+    }
+}

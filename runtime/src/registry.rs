@@ -1,0 +1,248 @@
+//! The registry: every `#[action]` in the binary, collected once at start-up.
+//!
+//! The macro submits one [`ActionDef`] per function through `inventory`; [`Registry::build`] gathers
+//! them, sorts them by name and validates what the type system cannot see (name length, unique
+//! names and routes, object schemas, path parameters present in the input). A registry that fails
+//! validation stops the server before it binds a port, with a message naming the action.
+//!
+//! Each action's schemas are generated here, once, and shared by every face: the MCP tool's input
+//! schema and the OpenAPI request schema are the same `serde_json::Value`.
+
+use std::any::Any;
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use schemars::{Schema, SchemaGenerator, generate::SchemaSettings};
+use serde_json::{Map, Value};
+
+use crate::credits::Price;
+use crate::{ApiError, Ctx, Scope};
+
+/// A boxed, sendable future: what the macro-generated shims return.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A decoded input whose concrete type only the action's own shims know.
+pub type ErasedInput = Box<dyn Any + Send + Sync>;
+
+/// Decodes the JSON input object into the action's input type.
+pub type DecodeFn = fn(Value) -> Result<ErasedInput, ApiError>;
+
+/// Runs the action on a decoded input and encodes its output.
+pub type CallFn = fn(Ctx, ErasedInput) -> BoxFuture<'static, Result<Value, ApiError>>;
+
+/// Prices a decoded input (actions declared with `credits = ...`).
+pub type PriceFn = for<'a> fn(&'a Ctx, &'a ErasedInput) -> BoxFuture<'a, Result<Price, ApiError>>;
+
+/// The REST route of an action, relative to `/api/v1`.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpRoute {
+    pub method: &'static str,
+    pub path: &'static str,
+}
+
+/// One `#[action]`, as the macro registers it. Fields are public for the macro only.
+pub struct ActionDef {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub description: &'static str,
+    pub scope: Scope,
+    pub http: Option<HttpRoute>,
+    pub idempotent: bool,
+    pub price: Option<PriceFn>,
+    pub input_schema: fn(&mut SchemaGenerator) -> Schema,
+    pub output_schema: fn(&mut SchemaGenerator) -> Schema,
+    pub decode: DecodeFn,
+    pub call: CallFn,
+}
+
+inventory::collect!(ActionDef);
+
+/// A validated action with its schemas generated and its route parsed.
+pub struct Action {
+    pub def: &'static ActionDef,
+    /// The input object schema, shared by the MCP tool and the OpenAPI operation.
+    pub input_schema: Arc<Map<String, Value>>,
+    pub output_schema: Arc<Map<String, Value>>,
+    /// The names of the input's top-level properties, for precise unknown-field errors.
+    pub input_fields: BTreeSet<String>,
+    pub route: Option<Route>,
+}
+
+/// A parsed REST route.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub method: http::Method,
+    /// The path under `/api/v1`, in axum's `{param}` syntax.
+    pub path: String,
+    pub path_params: Vec<String>,
+}
+
+impl Action {
+    pub fn name(&self) -> &'static str {
+        self.def.name
+    }
+
+    /// The MCP tool name.
+    pub fn tool_name(&self) -> String {
+        format!("service_{}", self.def.name)
+    }
+
+    /// A read action changes nothing; it is the one kind that takes `GET` and `readOnlyHint`.
+    pub fn is_read_only(&self) -> bool {
+        self.def.scope == Scope::Read && self.def.price.is_none()
+    }
+
+    /// Deletes and sends cannot be undone by the caller.
+    pub fn is_destructive(&self) -> bool {
+        self.def.name.starts_with("delete_")
+            || self.def.name.starts_with("remove_")
+            || self.def.scope == Scope::Send
+    }
+
+    /// The tag that groups the operation in OpenAPI and the docs: the resource after the verb.
+    pub fn tag(&self) -> &'static str {
+        let name = self.def.name;
+        let resource = name.split_once('_').map_or(name, |(_, rest)| rest);
+        match resource.strip_suffix('s') {
+            Some(singular) if !singular.ends_with('s') => singular,
+            _ => resource,
+        }
+    }
+}
+
+/// All actions, sorted by name.
+pub struct Registry {
+    actions: Vec<Action>,
+    by_name: BTreeMap<&'static str, usize>,
+}
+
+/// The longest action name; tool names must fit in 64 characters with the `service_` prefix
+/// counted by clients that show them, so the name itself is held to 64.
+pub const MAX_NAME_LEN: usize = 64;
+
+impl Registry {
+    /// Collects every registered action and validates the set.
+    pub fn build() -> Result<Self, String> {
+        Self::from_defs(inventory::iter::<ActionDef>.into_iter().collect())
+    }
+
+    pub fn from_defs(mut defs: Vec<&'static ActionDef>) -> Result<Self, String> {
+        defs.sort_by_key(|def| def.name);
+        let mut problems = Vec::new();
+        let mut actions = Vec::with_capacity(defs.len());
+        let mut by_name = BTreeMap::new();
+        let mut routes = BTreeMap::new();
+        for def in defs {
+            match validate(def) {
+                Ok(action) => {
+                    if by_name.insert(def.name, actions.len()).is_some() {
+                        problems.push(format!("action `{}` is registered twice", def.name));
+                    }
+                    if let Some(route) = &action.route {
+                        let key = (route.method.to_string(), route.path.clone());
+                        if let Some(other) = routes.insert(key, def.name) {
+                            problems.push(format!(
+                                "actions `{other}` and `{}` share the route {} {}",
+                                def.name, route.method, route.path
+                            ));
+                        }
+                    }
+                    actions.push(action);
+                }
+                Err(problem) => problems.push(problem),
+            }
+        }
+        if problems.is_empty() {
+            Ok(Self { actions, by_name })
+        } else {
+            Err(format!("invalid action registry:\n- {}", problems.join("\n- ")))
+        }
+    }
+
+    pub fn actions(&self) -> &[Action] {
+        &self.actions
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Action> {
+        self.by_name.get(name).map(|&index| &self.actions[index])
+    }
+
+    /// Finds an action by its MCP tool name.
+    pub fn by_tool_name(&self, tool: &str) -> Option<&Action> {
+        tool.strip_prefix("service_").and_then(|name| self.get(name))
+    }
+}
+
+/// The schema settings every face shares: JSON Schema 2020-12 (what OpenAPI 3.1 and MCP use),
+/// with subschemas inlined so each tool's input schema stands alone.
+pub fn schema_generator() -> SchemaGenerator {
+    SchemaSettings::draft2020_12()
+        .with(|settings| {
+            settings.inline_subschemas = true;
+            settings.meta_schema = None;
+        })
+        .into_generator()
+}
+
+fn validate(def: &'static ActionDef) -> Result<Action, String> {
+    let name = def.name;
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(format!("action name `{name}` must be 1 to {MAX_NAME_LEN} characters"));
+    }
+    if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+        return Err(format!("action name `{name}` must be snake_case ASCII"));
+    }
+    let mut input_schema = object_schema(name, "input", (def.input_schema)(&mut schema_generator()))?;
+    let output_schema = object_schema(name, "output", (def.output_schema)(&mut schema_generator()))?;
+    // Inputs are strict: a misspelt field is an error, not silently ignored.
+    input_schema.insert("additionalProperties".into(), Value::Bool(false));
+    let input_fields: BTreeSet<String> = input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|props| props.keys().cloned().collect())
+        .unwrap_or_default();
+    let route = def.http.map(|http| parse_route(name, http, &input_fields)).transpose()?;
+    Ok(Action {
+        def,
+        input_schema: Arc::new(input_schema),
+        output_schema: Arc::new(output_schema),
+        input_fields,
+        route,
+    })
+}
+
+fn object_schema(name: &str, which: &str, schema: Schema) -> Result<Map<String, Value>, String> {
+    let Value::Object(mut map) = schema.to_value() else {
+        return Err(format!("action `{name}`: the {which} schema must be a JSON object schema"));
+    };
+    map.remove("$schema");
+    if map.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(format!(
+            "action `{name}`: the {which} type must serialize as a JSON object (a struct with named fields)"
+        ));
+    }
+    Ok(map)
+}
+
+fn parse_route(name: &str, http: HttpRoute, fields: &BTreeSet<String>) -> Result<Route, String> {
+    let method = http::Method::from_bytes(http.method.as_bytes())
+        .map_err(|_| format!("action `{name}`: unknown HTTP method `{}`", http.method))?;
+    if !http.path.starts_with('/') {
+        return Err(format!("action `{name}`: path `{}` must start with `/`", http.path));
+    }
+    let mut path_params = Vec::new();
+    for segment in http.path.split('/').skip(1) {
+        if let Some(param) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            if !fields.contains(param) {
+                return Err(format!(
+                    "action `{name}`: path parameter `{param}` in `{}` is not a field of its input type; add `{param}` to the input struct",
+                    http.path
+                ));
+            }
+            path_params.push(param.to_owned());
+        }
+    }
+    Ok(Route { method, path: http.path.to_owned(), path_params })
+}

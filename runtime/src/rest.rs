@@ -1,0 +1,271 @@
+//! The REST face: `/api/v1` routes made from the registry.
+//!
+//! Each action with an `http` route becomes one axum route. The handler only assembles the input
+//! object (path parameters plus the query string for `GET`/`DELETE`, plus the JSON body for
+//! `POST`/`PATCH`/`PUT`) and hands it to [`dispatch`]. Query strings carry only strings, so they
+//! are coerced to the types the input schema declares; that keeps one decoder (serde) for both
+//! faces. Routing errors (404, 405 with `Allow`, 413, 415) use the same `{error, code}` body.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Extension, Path, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodFilter, MethodRouter, on};
+use serde_json::{Map, Value};
+
+use crate::auth::Principal;
+use crate::dispatch::{dispatch, json_kind};
+use crate::error::{ApiError, ErrorCode};
+use crate::registry::Action;
+use crate::server::{AppState, request_id};
+
+/// The routes of every action with an `http` attribute, relative to `/api/v1`.
+pub fn action_routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
+    let mut by_path: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (index, action) in state.registry.actions().iter().enumerate() {
+        if let Some(route) = &action.route {
+            by_path.entry(route.path.clone()).or_default().push(index);
+        }
+    }
+    let mut router = Router::new();
+    for (path, indices) in by_path {
+        let mut methods: Vec<Method> = Vec::new();
+        let mut method_router: MethodRouter<Arc<AppState>> = MethodRouter::new();
+        for index in indices {
+            let Some(route) = &state.registry.actions()[index].route else { continue };
+            let Ok(filter) = MethodFilter::try_from(route.method.clone()) else { continue };
+            methods.push(route.method.clone());
+            method_router = method_router.merge(on(
+                filter,
+                move |state: State<Arc<AppState>>,
+                      principal: Extension<Arc<Principal>>,
+                      params: Result<Path<Vec<(String, String)>>, PathRejection>,
+                      request: Request| handle(state, principal, params, index, request),
+            ));
+        }
+        let allow = allow_header(&methods);
+        method_router = method_router.fallback(move |request: Request| {
+            let allow = allow.clone();
+            async move {
+                ApiError::new(
+                    ErrorCode::MethodNotAllowed,
+                    format!("{} is not allowed on {}; allowed: {allow}.", request.method(), request.uri().path()),
+                )
+                .with_header(header::ALLOW, &allow)
+            }
+        });
+        router = router.route(&path, method_router);
+    }
+    router
+}
+
+fn allow_header(methods: &[Method]) -> String {
+    let mut names: Vec<&str> = methods.iter().map(Method::as_str).collect();
+    if names.contains(&"GET") {
+        names.push("HEAD");
+    }
+    names.join(", ")
+}
+
+async fn handle(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Arc<Principal>>,
+    params: Result<Path<Vec<(String, String)>>, PathRejection>,
+    index: usize,
+    request: Request,
+) -> Response {
+    let request_id: Arc<str> = request_id(&request).into();
+    let action = &state.registry.actions()[index];
+    let input = match params {
+        Ok(Path(params)) => rest_input(&state, action, params, request).await,
+        Err(rejection) => Err(ApiError::invalid_request(format!("Bad path parameter: {}.", rejection.body_text()))),
+    };
+    let result = match input {
+        Ok(input) => dispatch(&state, principal, action, input, request_id.clone()).await,
+        Err(error) => Err(error),
+    };
+    match result {
+        Ok(output) => (success_status(action), axum::Json(output)).into_response(),
+        Err(error) => error.log(&request_id).into_response(),
+    }
+}
+
+/// `201 Created` for `create_*` actions, `200 OK` otherwise.
+pub fn success_status(action: &Action) -> StatusCode {
+    if action.name().starts_with("create_") { StatusCode::CREATED } else { StatusCode::OK }
+}
+
+/// Builds the input object from the path, the query string and the body.
+async fn rest_input(
+    state: &AppState,
+    action: &Action,
+    params: Vec<(String, String)>,
+    request: Request,
+) -> Result<Value, ApiError> {
+    let (parts, body) = request.into_parts();
+    let route = action.route.as_ref().ok_or_else(|| ApiError::internal("REST call of an action without a route"))?;
+    let has_body = matches!(route.method, Method::POST | Method::PATCH | Method::PUT);
+    let mut input = Map::new();
+
+    if let Some(query) = parts.uri.query().filter(|query| !query.is_empty()) {
+        if has_body {
+            return Err(ApiError::invalid_request(format!(
+                "{} takes its input as a JSON body, not in the query string.",
+                route.method
+            )));
+        }
+        for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
+            let coerced = coerce(&action.input_schema, &key, &value)?;
+            if input.insert(key.clone().into_owned(), coerced).is_some() {
+                return Err(ApiError::invalid_request(format!("Query parameter `{key}` is given more than once.")));
+            }
+        }
+    }
+
+    if has_body {
+        let bytes = read_body(state, &parts.headers, body).await?;
+        if !bytes.iter().all(u8::is_ascii_whitespace) {
+            if !is_json(&parts.headers) {
+                return Err(ApiError::new(
+                    ErrorCode::UnsupportedMediaType,
+                    "Send the body as JSON with `Content-Type: application/json`.",
+                ));
+            }
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(Value::Object(body)) => input = body,
+                Ok(other) => {
+                    return Err(ApiError::invalid_request(format!(
+                        "The body must be a JSON object, got {}.",
+                        json_kind(&other)
+                    )));
+                }
+                Err(error) => return Err(ApiError::invalid_request(format!("The body is not valid JSON: {error}."))),
+            }
+        }
+    }
+
+    for (name, value) in params {
+        if input.contains_key(&name) {
+            return Err(ApiError::invalid_request(format!(
+                "`{name}` is given in the path; leave it out of the {}.",
+                if has_body { "body" } else { "query string" }
+            )));
+        }
+        let coerced = coerce(&action.input_schema, &name, &value)?;
+        input.insert(name, coerced);
+    }
+    Ok(Value::Object(input))
+}
+
+/// Reads the body up to the configured limit, answering 413 past it.
+async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+    let limit = state.config.max_body_bytes;
+    let too_large = || {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("The body is larger than the limit of {limit} bytes."),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|_| too_large())
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .map(|essence| {
+            let essence = essence.trim().to_ascii_lowercase();
+            essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+        })
+        .unwrap_or(false)
+}
+
+/// Converts a query or path string to the JSON type the input schema declares for `field`.
+fn coerce(schema: &Map<String, Value>, field: &str, text: &str) -> Result<Value, ApiError> {
+    let Some(property) = schema.get("properties").and_then(|props| props.get(field)) else {
+        // Unknown fields are reported by the dispatch with the list of expected ones.
+        return Ok(Value::String(text.to_owned()));
+    };
+    let types = schema_types(property);
+    let wants = |kind: &str| types.iter().any(|t| t == kind);
+    if wants("integer") {
+        if let Ok(number) = text.parse::<i64>() {
+            return Ok(Value::from(number));
+        }
+        if let Ok(number) = text.parse::<u64>() {
+            return Ok(Value::from(number));
+        }
+        if !wants("string") {
+            return Err(ApiError::invalid_request(format!("`{field}` must be an integer, got `{text}`.")));
+        }
+    }
+    if wants("number") {
+        if let Some(number) = text.parse::<f64>().ok().and_then(serde_json::Number::from_f64) {
+            return Ok(Value::Number(number));
+        }
+        if !wants("string") {
+            return Err(ApiError::invalid_request(format!("`{field}` must be a number, got `{text}`.")));
+        }
+    }
+    if wants("boolean") {
+        match text {
+            "true" => return Ok(Value::Bool(true)),
+            "false" => return Ok(Value::Bool(false)),
+            _ if !wants("string") => {
+                return Err(ApiError::invalid_request(format!("`{field}` must be `true` or `false`, got `{text}`.")));
+            }
+            _ => {}
+        }
+    }
+    if wants("array") {
+        return Ok(Value::Array(
+            text.split(',').filter(|part| !part.is_empty()).map(|part| Value::String(part.to_owned())).collect(),
+        ));
+    }
+    Ok(Value::String(text.to_owned()))
+}
+
+/// The JSON types a property schema allows (`type` as a string or a list, or via `anyOf`/`oneOf`).
+fn schema_types(property: &Value) -> Vec<String> {
+    let mut types = Vec::new();
+    match property.get("type") {
+        Some(Value::String(kind)) => types.push(kind.clone()),
+        Some(Value::Array(kinds)) => types.extend(kinds.iter().filter_map(Value::as_str).map(str::to_owned)),
+        _ => {}
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(options)) = property.get(key) {
+            for option in options {
+                types.extend(schema_types(option));
+            }
+        }
+    }
+    if types.is_empty() && property.get("enum").is_some() {
+        types.push("string".to_owned());
+    }
+    types
+}
+
+/// The JSON 404 for any path no route matches.
+pub async fn not_found(request: Request) -> Response {
+    let request_id = request_id(&request);
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!("No such path: {} {}. The API reference is at /api/v1/docs.", request.method(), request.uri().path()),
+    )
+    .log(&request_id)
+    .into_response()
+}

@@ -1,0 +1,22 @@
+// Test: an `http` route that is not "METHOD /path" shows the expected form.
+use outreach_runtime::{action, ApiError, Ctx};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Deserialize, JsonSchema)]
+pub struct GetInput {
+    pub id: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct GetOutput {
+    pub name: String,
+}
+
+/// Get the thing.
+#[action(scope = "read", http = "GET/things")]
+pub async fn get_thing(_ctx: Ctx, input: GetInput) -> Result<GetOutput, ApiError> {
+    Ok(GetOutput { name: input.id })
+}
+
+fn main() {}

@@ -1,0 +1,22 @@
+// Test: an unknown scope lists the valid ones.
+use outreach_runtime::{action, ApiError, Ctx};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Deserialize, JsonSchema)]
+pub struct GetInput {
+    pub id: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct GetOutput {
+    pub name: String,
+}
+
+/// Get the thing.
+#[action(scope = "admin")]
+pub async fn get_thing(_ctx: Ctx, input: GetInput) -> Result<GetOutput, ApiError> {
+    Ok(GetOutput { name: input.id })
+}
+
+fn main() {}

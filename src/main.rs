@@ -1,0 +1,296 @@
+//! `outreach`: serve the API, migrate the database, administer workspaces from scripts.
+//!
+//! The command shapes here are a contract external scripts depend on (issue 2): `serve`,
+//! `migrate` and `admin ...` with `--json` for one JSON object on stdout. Errors go to stderr (and
+//! as `{"error": "..."}` on stdout with `--json`) with exit status 1.
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use outreach_runtime::clock::parse_rfc3339;
+use outreach_runtime::server::{AppState, serve, shutdown_signal};
+use outreach_runtime::{Clock, Config, Db, Environment, Role, Scope, admin};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+// The actions register themselves; this keeps the linker from dropping them.
+use outreach_actions as _;
+
+#[derive(Parser)]
+#[command(name = "outreach", version, about = "Prospecting and outreach workspace: REST API and MCP server")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Migrate the database, then serve REST (/api/v1) and MCP (/api/mcp).
+    Serve(ServeArgs),
+    /// Apply pending database migrations and exit.
+    Migrate(DatabaseArgs),
+    /// Administer workspaces, members, keys and terms (scriptable).
+    Admin(AdminArgs),
+}
+
+#[derive(Args)]
+struct DatabaseArgs {
+    /// `sqlite://file.db` (default, created if missing) or `postgres://...`.
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://outreach.db")]
+    database_url: String,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "OUTREACH_ADDR", default_value = "127.0.0.1:8080")]
+    addr: String,
+    /// Public base URL (default `http://<addr>`); names the settings page and the MCP resource.
+    #[arg(long, env = "OUTREACH_BASE_URL")]
+    base_url: Option<String>,
+    #[command(flatten)]
+    database: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct AdminArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Print one JSON object on stdout.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: AdminCommand,
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Workspaces.
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
+    /// Members of a workspace.
+    #[command(subcommand)]
+    Member(MemberCommand),
+    /// API keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// The sending terms.
+    #[command(subcommand)]
+    Terms(TermsCommand),
+}
+
+#[derive(Subcommand)]
+enum WorkspaceCommand {
+    /// Create a workspace with its first owner.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        owner_email: String,
+        /// At least 8 characters; a random one is generated and printed when omitted.
+        #[arg(long)]
+        owner_password: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum MemberCommand {
+    /// Add a person (created if new) to a workspace.
+    Add {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        email: String,
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        #[arg(long)]
+        password: Option<String>,
+    },
+    /// Remove a person from a workspace; their keys fail on the next call.
+    Remove {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        email: String,
+    },
+    /// Change a member's role; it caps their keys from the next call.
+    SetRole {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        email: String,
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// Create an API key; its value is printed once.
+    Create {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        email: String,
+        #[arg(long)]
+        name: String,
+        /// Comma-separated: read, write, send (they nest).
+        #[arg(long, value_parser = parse_scopes)]
+        scopes: Scope,
+        /// RFC 3339, e.g. 2027-01-01T00:00:00Z.
+        #[arg(long, value_parser = parse_expiry)]
+        expires_at: Option<i64>,
+    },
+    /// Revoke an API key; it fails from its next request.
+    Revoke {
+        #[arg(long)]
+        id: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum TermsCommand {
+    /// Record that an owner or admin accepted the sending terms.
+    Accept {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        email: String,
+    },
+}
+
+fn parse_role(text: &str) -> Result<Role, String> {
+    Role::parse(text).ok_or_else(|| format!("unknown role `{text}`: expected owner, admin or member"))
+}
+
+fn parse_scopes(text: &str) -> Result<Scope, String> {
+    Scope::parse_list(text)
+}
+
+fn parse_expiry(text: &str) -> Result<i64, String> {
+    parse_rfc3339(text).ok_or_else(|| format!("`{text}` is not an RFC 3339 time such as 2027-01-01T00:00:00Z"))
+}
+
+fn environment() -> Environment {
+    Environment::new(&std::env::var("OUTREACH_ENV").unwrap_or_default())
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let json_output = matches!(&cli.command, Command::Admin(args) if args.json);
+    match run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            if json_output {
+                println!("{}", json!({"error": format!("{error:#}")}));
+            }
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => run_serve(args).await,
+        Command::Migrate(args) => {
+            let db = Db::connect(&args.database_url).await?;
+            db.migrate().await?;
+            println!("migrations applied");
+            Ok(())
+        }
+        Command::Admin(args) => run_admin(args).await,
+    }
+}
+
+async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    let environment = environment();
+    let clock = Clock::default();
+    let db = Db::connect(&args.database.database_url).await?;
+    db.migrate().await.context("could not migrate the database")?;
+    let listener = TcpListener::bind(&args.addr).await.with_context(|| format!("could not listen on {}", args.addr))?;
+    let local: SocketAddr = listener.local_addr()?;
+    let base_url = args.base_url.unwrap_or_else(|| format!("http://{local}"));
+    if let Some(first) = admin::bootstrap_if_empty(&db, &clock, &environment).await? {
+        println!("Created a first workspace (shown once; save these now):");
+        println!("  workspace: {}", first.workspace_id);
+        println!("  owner:     {} / password {}", first.email, first.password);
+        println!("  API key:   {} (scopes read,write)", first.key.key);
+    }
+    let state = AppState::new(db.clone(), clock, Config::new(&base_url, environment))?;
+    println!("REST: {base_url}/api/v1");
+    println!("MCP:  {base_url}/api/mcp");
+    println!("Docs: {base_url}/api/v1/docs");
+    tracing::info!(%local, %base_url, "listening");
+    serve(state, listener, shutdown_signal()).await?;
+    db.close().await;
+    Ok(())
+}
+
+async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
+    let db = Db::connect(&args.database.database_url).await?;
+    db.migrate().await?;
+    let clock = Clock::default();
+    let output: Value = match args.command {
+        AdminCommand::Workspace(WorkspaceCommand::Create { name, owner_email, owner_password }) => {
+            let created = admin::create_workspace(&db, &clock, &name, &owner_email, owner_password.as_deref()).await?;
+            serde_json::to_value(created)?
+        }
+        AdminCommand::Member(MemberCommand::Add { workspace, email, role, password }) => {
+            let added = admin::add_member(&db, &clock, &workspace, &email, role, password.as_deref()).await?;
+            let mut value = json!({"person_id": added.person_id});
+            if let Some(password) = added.password {
+                value["password"] = json!(password);
+            }
+            value
+        }
+        AdminCommand::Member(MemberCommand::Remove { workspace, email }) => {
+            admin::remove_member(&db, &workspace, &email).await?;
+            json!({"removed": true})
+        }
+        AdminCommand::Member(MemberCommand::SetRole { workspace, email, role }) => {
+            admin::set_role(&db, &workspace, &email, role).await?;
+            json!({"role": role})
+        }
+        AdminCommand::Key(KeyCommand::Create { workspace, email, name, scopes, expires_at }) => {
+            let key = admin::create_key(&db, &clock, &environment(), &workspace, &email, &name, scopes, expires_at).await?;
+            serde_json::to_value(key)?
+        }
+        AdminCommand::Key(KeyCommand::Revoke { id }) => {
+            admin::revoke_key(&db, &clock, &id).await?;
+            json!({"revoked": true})
+        }
+        AdminCommand::Terms(TermsCommand::Accept { workspace, email }) => {
+            admin::accept_terms(&db, &clock, &workspace, &email).await?;
+            json!({"accepted": true})
+        }
+    };
+    db.close().await;
+    if args.json {
+        println!("{output}");
+    } else {
+        print_plain(&output);
+    }
+    Ok(())
+}
+
+/// `key: value` lines for people at a terminal.
+fn print_plain(output: &Value) {
+    if let Some(map) = output.as_object() {
+        for (key, value) in map {
+            match value {
+                Value::String(text) => println!("{key}: {text}"),
+                other => println!("{key}: {other}"),
+            }
+        }
+    }
+}
