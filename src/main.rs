@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use outreach_runtime::clock::parse_rfc3339;
 use outreach_runtime::server::{AppState, serve, shutdown_signal};
-use outreach_runtime::{Clock, Config, Db, Environment, Role, Scope, admin};
+use outreach_runtime::{Clock, Config, Db, Environment, Role, Scope, admin, credits};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
@@ -78,6 +78,22 @@ enum AdminCommand {
     /// The sending terms.
     #[command(subcommand)]
     Terms(TermsCommand),
+    /// Credits.
+    #[command(subcommand)]
+    Credits(CreditsCommand),
+}
+
+#[derive(Subcommand)]
+enum CreditsCommand {
+    /// Add credits to a workspace's balance (recorded in its ledger).
+    Grant {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        amount: i64,
+        #[arg(long)]
+        reason: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -187,7 +203,10 @@ async fn main() -> std::process::ExitCode {
             if json_output {
                 println!("{}", json!({"error": format!("{error:#}")}));
             }
-            eprintln!("error: {error:#}");
+            #[allow(clippy::print_stderr, reason = "the CLI reports its failure to the operator")]
+            {
+                eprintln!("error: {error:#}");
+            }
             std::process::ExitCode::FAILURE
         }
     }
@@ -226,7 +245,11 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         println!("  owner:     {} / password {}", first.email, first.password);
         println!("  API key:   {} (scopes read,write)", first.key.key);
     }
-    let state = AppState::new(db.clone(), clock, Config::new(&base_url, environment))?;
+    let mut config = Config::new(&base_url, environment);
+    if let Ok(overrides) = std::env::var("OUTREACH_PRICES") {
+        config.prices = config.prices.with_overrides(&overrides).map_err(anyhow::Error::msg)?;
+    }
+    let state = AppState::new(db.clone(), clock, config)?;
     println!("REST: {base_url}/api/v1");
     println!("MCP:  {base_url}/api/mcp");
     println!("Docs: {base_url}/api/v1/docs");
@@ -272,6 +295,11 @@ async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
         AdminCommand::Terms(TermsCommand::Accept { workspace, email }) => {
             admin::accept_terms(&db, &clock, &workspace, &email).await?;
             json!({"accepted": true})
+        }
+        AdminCommand::Credits(CreditsCommand::Grant { workspace, amount, reason }) => {
+            let source = credits::Source { reason: Some(reason.as_deref().unwrap_or("granted by an operator")), ..Default::default() };
+            let balance = credits::grant(&db, &clock, &workspace, amount, &source).await.map_err(|error| anyhow::anyhow!(error.message))?;
+            json!({"balance": balance})
         }
     };
     db.close().await;

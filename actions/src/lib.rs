@@ -4,5 +4,6 @@
 //! route, OpenAPI operation and MCP tool. To add a capability, write one annotated async function
 //! in the module of its resource (see the README, "Adding an action").
 
+pub mod credits;
 pub mod prospects;
 pub mod workspace;

@@ -27,6 +27,8 @@ pub struct Workspace {
     /// Whether an owner or admin has accepted the sending terms; `send` needs them.
     pub sending_terms_accepted: bool,
     pub sending_terms_accepted_at: Option<String>,
+    /// Credits available to actions that spend them.
+    pub credits_balance: i64,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -44,11 +46,11 @@ pub struct Caller {
 /// Show the workspace and the caller.
 ///
 /// Returns the workspace (id, name, environment, creation time, whether the sending terms are
-/// accepted) and the caller: the person, their role, the credential used and its effective
+/// accepted, credits balance) and the caller: the person, their role, the credential used and its effective
 /// scopes. Call it first to check a credential. Costs nothing.
 #[action(scope = "read", http = "GET /workspace")]
 pub async fn get_workspace(ctx: Ctx, _input: GetWorkspaceInput) -> Result<WorkspaceView, ApiError> {
-    let row = sqlx::query("select id, name, created_at, terms_accepted_at from workspaces where id = $1")
+    let row = sqlx::query("select id, name, created_at, terms_accepted_at, credits_balance from workspaces where id = $1")
         .bind(ctx.workspace_id())
         .fetch_one(ctx.db().pool())
         .await?;
@@ -62,6 +64,7 @@ pub async fn get_workspace(ctx: Ctx, _input: GetWorkspaceInput) -> Result<Worksp
             created_at: rfc3339(row.try_get("created_at")?),
             sending_terms_accepted: terms_accepted_at.is_some(),
             sending_terms_accepted_at: terms_accepted_at.map(rfc3339),
+            credits_balance: row.try_get("credits_balance")?,
         },
         caller: Caller {
             person_id: principal.person_id.clone(),

@@ -4,6 +4,8 @@
 //! the one address the service knows itself by: it names the settings page in scope errors, the
 //! OAuth resource, and the hosts the MCP endpoint accepts.
 
+use crate::credits::PriceTable;
+
 /// Whether keys are `pk_live_` (production) or `pk_test_` (anything else).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Environment(String);
@@ -47,6 +49,8 @@ pub struct Config {
     pub environment: Environment,
     /// The largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Unit prices of the actions that spend credits.
+    pub prices: PriceTable,
 }
 
 /// Bodies larger than this are refused with 413 `payload_too_large`.
@@ -58,6 +62,7 @@ impl Config {
             base_url: base_url.trim_end_matches('/').to_owned(),
             environment,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            prices: PriceTable::default(),
         }
     }
 

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use crate::auth::Principal;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::credits::{self, Reservation};
 use crate::db::Db;
+use crate::error::ApiError;
 
 /// The context of one action call.
 #[derive(Clone)]
@@ -19,11 +21,41 @@ pub struct Ctx {
     clock: Clock,
     config: Arc<Config>,
     request_id: Arc<str>,
+    reservation: Option<Arc<Reservation>>,
 }
 
 impl Ctx {
     pub fn new(db: Db, principal: Arc<Principal>, clock: Clock, config: Arc<Config>, request_id: Arc<str>) -> Self {
-        Self { db, principal, clock, config, request_id }
+        Self { db, principal, clock, config, request_id, reservation: None }
+    }
+
+    pub(crate) fn with_reservation(mut self, reservation: Reservation) -> Self {
+        self.reservation = Some(Arc::new(reservation));
+        self
+    }
+
+    /// The unit price of a priced item (`import.prospect`, ...), from the configured table.
+    pub fn unit_price(&self, item: &str) -> i64 {
+        self.config.prices.unit(item)
+    }
+
+    /// The credits reserved for this call (priced actions only).
+    pub fn reservation(&self) -> Option<&Reservation> {
+        self.reservation.as_deref()
+    }
+
+    /// Keeps `used` credits of this call's reservation and returns the rest, inside the action's
+    /// own transaction so the spend commits with its writes. Records what the spend paid for.
+    pub async fn settle_credits(&self, conn: &mut sqlx::AnyConnection, used: i64, object_id: &str) -> Result<(), ApiError> {
+        match &self.reservation {
+            Some(reservation) => credits::settle(conn, &self.clock, reservation, used, Some(object_id)).await,
+            None if used == 0 => Ok(()),
+            None => Err(ApiError::internal("settle_credits called by an action without a reservation")),
+        }
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     pub fn db(&self) -> &Db {

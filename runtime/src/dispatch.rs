@@ -1,57 +1,201 @@
 //! The one dispatch both faces call.
 //!
 //! REST and MCP differ only in how they find the action and assemble its input object; from there
-//! on the pipeline is this function, so the two faces cannot disagree: scope check, strict decode,
-//! then the call. The caller has already authenticated (the shared middleware). Idempotency and
-//! credits slot in between decode and call; until they are built, an action that declares them
-//! answers 501 `not_implemented` rather than silently running without them.
+//! on the pipeline is this function, so the two faces cannot disagree:
+//!
+//! scope check -> strict decode -> [estimate and return] -> [claim the idempotency key or replay]
+//! -> [reserve credits] -> call -> [release what a failed call held] -> [store the response]
+//!
+//! The caller has already authenticated (the shared middleware). Requests refused before the
+//! action begins (scope, validation, 402) store nothing, so they can be fixed and retried with
+//! the same idempotency key.
 
 use std::sync::Arc;
 
+use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::auth::{self, Principal};
+use crate::credits::{self, Estimate, Source};
 use crate::ctx::Ctx;
 use crate::error::{ApiError, ErrorCode};
+use crate::idempotency::{self, Claim, Claimed};
 use crate::registry::Action;
+use crate::scope::Scope;
 use crate::server::AppState;
 
-/// Runs `action` for `principal` on an input object; returns the output JSON.
+/// The input field the framework adds to priced actions.
+pub const ESTIMATE_FIELD: &str = "estimate_only";
+
+/// The MCP argument that carries an idempotency key (REST uses the `Idempotency-Key` header).
+pub const IDEMPOTENCY_FIELD: &str = "idempotency_key";
+
+/// A successful dispatch: the body to send and its status, possibly replayed from the first
+/// request with the same idempotency key (a replayed status may be an error status).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Value,
+    pub replayed: bool,
+}
+
+/// Runs `action` for `principal` on an input object.
 pub async fn dispatch(
     state: &AppState,
     principal: Arc<Principal>,
     action: &Action,
     input: Value,
+    idempotency_key: Option<String>,
     request_id: Arc<str>,
-) -> Result<Value, ApiError> {
+) -> Result<Reply, ApiError> {
     let def = action.def;
-    if !principal.allows(def.scope) {
-        return Err(auth::insufficient_scope(state, &principal, def.scope));
+    let Value::Object(mut fields) = input else {
+        return Err(ApiError::invalid_request(format!("The input must be a JSON object, got {}.", json_kind(&input))));
+    };
+    let estimate = def.price.is_some() && take_estimate_flag(&mut fields)?;
+    let needed = if estimate { Scope::Read } else { def.scope };
+    if !principal.allows(needed) {
+        return Err(auth::insufficient_scope(state, &principal, needed));
     }
-    check_fields(action, &input)?;
+    check_fields(action, &fields)?;
+    if let Some(key) = &idempotency_key {
+        idempotency::validate_key(key)?;
+    }
+    let input = Value::Object(fields);
+    let fingerprint = (def.idempotent && idempotency_key.is_some()).then(|| idempotency::fingerprint(def.name, &input));
     let decoded = (def.decode)(input)?;
-    if def.price.is_some() || def.idempotent {
-        return Err(ApiError::new(
-            ErrorCode::NotImplemented,
-            format!(
-                "`{}` spends credits or honours idempotency keys, which this server does not support yet; nothing was done.",
-                def.name
-            ),
-        ));
+    let ctx = Ctx::new(state.db.clone(), principal.clone(), state.clock.clone(), state.config.clone(), request_id);
+
+    if estimate {
+        let price = price(&ctx, action, &decoded).await?;
+        let balance = credits::balance(&state.db, &principal.workspace_id).await?;
+        let estimate = Estimate {
+            estimate: true,
+            price: price.total,
+            breakdown: price.breakdown,
+            details: price.details,
+            balance,
+            sufficient: balance >= price.total,
+        };
+        let body = serde_json::to_value(estimate).map_err(ApiError::internal)?;
+        return Ok(Reply { status: StatusCode::OK, body, replayed: false });
     }
-    let ctx = Ctx::new(state.db.clone(), principal, state.clock.clone(), state.config.clone(), request_id);
-    (def.call)(ctx, decoded).await
+
+    let claim = match (fingerprint, idempotency_key) {
+        (Some(fingerprint), Some(key)) => {
+            let claim = Claim {
+                workspace_id: principal.workspace_id.clone(),
+                person_id: principal.person_id.clone(),
+                action: def.name,
+                key,
+            };
+            match idempotency::claim(&state.db, &state.clock, claim, &fingerprint).await? {
+                Claimed::Replay { status, body } => {
+                    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+                    return Ok(Reply { status, body, replayed: true });
+                }
+                Claimed::Run(claim) => Some(claim),
+            }
+        }
+        _ => None,
+    };
+
+    let result = run(state, &ctx, action, decoded, claim.as_ref()).await;
+    let Some(claim) = claim else {
+        return result.map(|body| Reply { status: action.success_status(), body, replayed: false }).map_err(ApiError::from);
+    };
+    match result {
+        Ok(body) => {
+            idempotency::complete(&state.db, &claim, action.success_status().as_u16(), &body).await?;
+            Ok(Reply { status: action.success_status(), body, replayed: false })
+        }
+        Err(Failure::BeforeStart(error)) | Err(Failure::Ran(error @ ApiError { code: ErrorCode::InternalError, .. })) => {
+            // Nothing was done (or our fault undid it): let the same key be used again.
+            idempotency::abandon(&state.db, &claim).await?;
+            Err(error)
+        }
+        Err(Failure::Ran(error)) => {
+            idempotency::complete(&state.db, &claim, error.status().as_u16(), &error.body()).await?;
+            Err(error)
+        }
+    }
 }
 
-/// Refuses a non-object input and names unknown top-level fields with the ones expected.
-fn check_fields(action: &Action, input: &Value) -> Result<(), ApiError> {
-    let Value::Object(fields) = input else {
-        return Err(ApiError::invalid_request(format!(
-            "The input must be a JSON object, got {}.",
-            json_kind(input)
-        )));
+/// Why a call failed: before the action began (nothing to remember) or while it ran.
+enum Failure {
+    BeforeStart(ApiError),
+    Ran(ApiError),
+}
+
+impl From<Failure> for ApiError {
+    fn from(failure: Failure) -> Self {
+        match failure {
+            Failure::BeforeStart(error) | Failure::Ran(error) => error,
+        }
+    }
+}
+
+/// Reserves the price (priced actions), calls the action, and releases what a failure held.
+async fn run(
+    state: &AppState,
+    ctx: &Ctx,
+    action: &Action,
+    decoded: crate::registry::ErasedInput,
+    claim: Option<&Claim>,
+) -> Result<Value, Failure> {
+    let def = action.def;
+    let mut ctx = ctx.clone();
+    let mut reservation = None;
+    if def.price.is_some() {
+        let price = price(&ctx, action, &decoded).await.map_err(Failure::BeforeStart)?;
+        let principal = ctx.principal();
+        let source = Source {
+            action: Some(def.name),
+            idempotency_key: claim.map(|claim| claim.key.as_str()),
+            person_id: Some(&principal.person_id),
+            ..Source::default()
+        };
+        let held = credits::reserve(&state.db, &state.clock, &principal.workspace_id, price.total, &source)
+            .await
+            .map_err(Failure::BeforeStart)?;
+        reservation = Some(held.clone());
+        ctx = ctx.with_reservation(held);
+    }
+    let result = (def.call)(ctx, decoded).await;
+    if let (Err(_), Some(reservation)) = (&result, &reservation)
+        && let Err(error) = credits::release_remaining(&state.db, &state.clock, reservation).await
+    {
+        tracing::error!(reservation = reservation.id, %error, "could not release the credits of a failed action");
+    }
+    result.map_err(Failure::Ran)
+}
+
+async fn price(ctx: &Ctx, action: &Action, decoded: &crate::registry::ErasedInput) -> Result<credits::Price, ApiError> {
+    let Some(price) = action.def.price else {
+        return Err(ApiError::internal(format!("`{}` has no price function", action.def.name)));
     };
+    let price = price(ctx, decoded).await?;
+    if price.total < 0 {
+        return Err(ApiError::internal(format!("`{}` priced a call at {} credits", action.def.name, price.total)));
+    }
+    Ok(price)
+}
+
+/// Removes the framework's `estimate_only` flag from the input and reads it.
+fn take_estimate_flag(fields: &mut Map<String, Value>) -> Result<bool, ApiError> {
+    match fields.remove(ESTIMATE_FIELD) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(flag)) => Ok(flag),
+        Some(other) => Err(ApiError::invalid_request(format!(
+            "Invalid field `{ESTIMATE_FIELD}`: expected `true` or `false`, got {}.",
+            json_kind(&other)
+        ))),
+    }
+}
+
+/// Names unknown top-level fields with the ones expected.
+fn check_fields(action: &Action, fields: &Map<String, Value>) -> Result<(), ApiError> {
     let unknown: Vec<&str> = fields.keys().map(String::as_str).filter(|key| !action.input_fields.contains(*key)).collect();
     if unknown.is_empty() {
         return Ok(());

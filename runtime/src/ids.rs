@@ -44,9 +44,13 @@ pub fn is_secret_body(body: &str) -> bool {
 
 /// The stored form of a secret: lowercase hex SHA-256.
 pub fn hash_secret(secret: &str) -> String {
-    let digest = Sha256::digest(secret.as_bytes());
-    let mut hex = String::with_capacity(64);
-    for byte in digest {
+    hex(&Sha256::digest(secret.as_bytes()))
+}
+
+/// Lowercase hexadecimal.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
         hex.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
         hex.push(char::from(b"0123456789abcdef"[usize::from(byte & 0xf)]));
     }

@@ -17,6 +17,7 @@ pub mod dispatch;
 pub mod docs;
 pub mod error;
 pub mod ids;
+pub mod idempotency;
 pub mod mcp;
 pub mod openapi;
 pub mod paging;

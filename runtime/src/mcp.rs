@@ -21,7 +21,8 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, service::RequestCon
 use serde_json::Value;
 
 use crate::auth::Principal;
-use crate::dispatch::dispatch;
+use crate::dispatch::{IDEMPOTENCY_FIELD, dispatch};
+use crate::error::ApiError;
 use crate::registry::{Action, Registry};
 use crate::server::{AppState, RequestId};
 
@@ -44,7 +45,7 @@ fn tool(action: &Action) -> Tool {
     if !read_only {
         annotations = annotations.destructive(action.is_destructive()).idempotent(def.idempotent);
     }
-    let mut tool = Tool::new(action.tool_name(), description, action.input_schema.clone());
+    let mut tool = Tool::new(action.tool_name(), description, action.mcp_input_schema.clone());
     tool.output_schema = Some(action.output_schema.clone());
     tool.annotations = Some(annotations);
     tool
@@ -118,9 +119,25 @@ impl ServerHandler for McpFace {
         let Some(principal) = principal else {
             return Err(McpError::internal_error("the request reached the MCP handler unauthenticated", None));
         };
-        let input = Value::Object(request.arguments.unwrap_or_default());
-        let result = match dispatch(&self.state, principal, action, input, request_id.clone()).await {
-            Ok(output) => CallToolResult::structured(output),
+        let mut arguments = request.arguments.unwrap_or_default();
+        let idempotency_key = match arguments.remove(IDEMPOTENCY_FIELD) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(key)) if action.def.idempotent => Some(key),
+            Some(Value::String(_)) => {
+                let error = ApiError::invalid_request(format!(
+                    "Unknown field `{IDEMPOTENCY_FIELD}`: `{}` does not take idempotency keys.",
+                    request.name
+                ));
+                return Ok(CallToolResult::structured_error(error.body()).into());
+            }
+            Some(_) => {
+                let error = ApiError::invalid_request(format!("Invalid field `{IDEMPOTENCY_FIELD}`: expected a string."));
+                return Ok(CallToolResult::structured_error(error.body()).into());
+            }
+        };
+        let result = match dispatch(&self.state, principal, action, Value::Object(arguments), idempotency_key, request_id.clone()).await {
+            Ok(reply) if reply.status.is_success() => CallToolResult::structured(reply.body),
+            Ok(reply) => CallToolResult::structured_error(reply.body),
             Err(error) => CallToolResult::structured_error(error.log(&request_id).body()),
         };
         Ok(result.into())

@@ -9,7 +9,6 @@ use serde_json::{Map, Value, json};
 
 use crate::error::ErrorCode;
 use crate::registry::{Action, Registry};
-use crate::rest::success_status;
 
 /// Builds the whole document. The server URL is relative (`/api/v1`), so the document does not
 /// depend on the configured base URL and reads the same on every instance.
@@ -106,7 +105,7 @@ fn operation(action: &Action) -> Value {
             }),
         );
     }
-    let status = success_status(action);
+    let status = action.success_status();
     let mut responses = Map::new();
     responses.insert(
         status.as_u16().to_string(),

@@ -15,9 +15,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use schemars::{Schema, SchemaGenerator, generate::SchemaSettings};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
-use crate::credits::Price;
+use crate::credits::{Estimate, Price};
+use crate::dispatch::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD};
+use crate::idempotency::MAX_KEY_LEN;
 use crate::{ApiError, Ctx, Scope};
 
 /// A boxed, sendable future: what the macro-generated shims return.
@@ -62,10 +64,15 @@ inventory::collect!(ActionDef);
 /// A validated action with its schemas generated and its route parsed.
 pub struct Action {
     pub def: &'static ActionDef,
-    /// The input object schema, shared by the MCP tool and the OpenAPI operation.
+    /// The input object schema, shared by the MCP tool and the OpenAPI operation (with
+    /// `estimate_only` added for priced actions).
     pub input_schema: Arc<Map<String, Value>>,
+    /// The MCP tool's input schema: `input_schema`, plus `idempotency_key` for idempotent actions
+    /// (REST carries the key in a header instead).
+    pub mcp_input_schema: Arc<Map<String, Value>>,
+    /// The output schema; for priced actions, either the output or an estimate.
     pub output_schema: Arc<Map<String, Value>>,
-    /// The names of the input's top-level properties, for precise unknown-field errors.
+    /// The names of the input type's own top-level properties, for precise unknown-field errors.
     pub input_fields: BTreeSet<String>,
     pub route: Option<Route>,
 }
@@ -92,6 +99,11 @@ impl Action {
     /// A read action changes nothing; it is the one kind that takes `GET` and `readOnlyHint`.
     pub fn is_read_only(&self) -> bool {
         self.def.scope == Scope::Read && self.def.price.is_none()
+    }
+
+    /// `201 Created` for `create_*` actions, `200 OK` otherwise.
+    pub fn success_status(&self) -> http::StatusCode {
+        if self.def.name.starts_with("create_") { http::StatusCode::CREATED } else { http::StatusCode::OK }
     }
 
     /// Deletes and sends cannot be undone by the caller.
@@ -195,7 +207,7 @@ fn validate(def: &'static ActionDef) -> Result<Action, String> {
         return Err(format!("action name `{name}` must be snake_case ASCII"));
     }
     let mut input_schema = object_schema(name, "input", (def.input_schema)(&mut schema_generator()))?;
-    let output_schema = object_schema(name, "output", (def.output_schema)(&mut schema_generator()))?;
+    let mut output_schema = object_schema(name, "output", (def.output_schema)(&mut schema_generator()))?;
     // Inputs are strict: a misspelt field is an error, not silently ignored.
     input_schema.insert("additionalProperties".into(), Value::Bool(false));
     let input_fields: BTreeSet<String> = input_schema
@@ -203,14 +215,57 @@ fn validate(def: &'static ActionDef) -> Result<Action, String> {
         .and_then(Value::as_object)
         .map(|props| props.keys().cloned().collect())
         .unwrap_or_default();
+    for reserved in [ESTIMATE_FIELD, IDEMPOTENCY_FIELD] {
+        if input_fields.contains(reserved) {
+            return Err(format!("action `{name}`: the input field `{reserved}` is reserved for the framework; rename it"));
+        }
+    }
+    if def.price.is_some() {
+        add_property(
+            &mut input_schema,
+            ESTIMATE_FIELD,
+            json!({
+                "type": "boolean",
+                "default": false,
+                "description": "Only price the request: spend nothing, do nothing, and return the price, its breakdown, \
+                    the balance and whether it is sufficient. Needs only the `read` scope."
+            }),
+        );
+        let estimate = object_schema(name, "estimate", schema_generator().root_schema_for::<Estimate>())?;
+        output_schema = Map::from_iter([
+            ("type".to_owned(), json!("object")),
+            ("oneOf".to_owned(), json!([Value::Object(output_schema), Value::Object(estimate)])),
+        ]);
+    }
+    let mut mcp_input_schema = input_schema.clone();
+    if def.idempotent {
+        add_property(
+            &mut mcp_input_schema,
+            IDEMPOTENCY_FIELD,
+            json!({
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_KEY_LEN,
+                "description": "A key of your choice (1 to 255 printable characters). A retry with the same key and \
+                    the same arguments within 24 hours returns the first result and spends nothing again."
+            }),
+        );
+    }
     let route = def.http.map(|http| parse_route(name, http, &input_fields)).transpose()?;
     Ok(Action {
         def,
         input_schema: Arc::new(input_schema),
+        mcp_input_schema: Arc::new(mcp_input_schema),
         output_schema: Arc::new(output_schema),
         input_fields,
         route,
     })
+}
+
+fn add_property(schema: &mut Map<String, Value>, name: &str, property: Value) {
+    if let Value::Object(properties) = schema.entry("properties").or_insert_with(|| json!({})) {
+        properties.insert(name.to_owned(), property);
+    }
 }
 
 fn object_schema(name: &str, which: &str, schema: Schema) -> Result<Map<String, Value>, String> {

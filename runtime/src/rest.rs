@@ -12,8 +12,8 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Extension, Path, Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::extract::{Extension, OriginalUri, Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
 use serde_json::{Map, Value};
@@ -52,9 +52,10 @@ pub fn action_routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
         method_router = method_router.fallback(move |request: Request| {
             let allow = allow.clone();
             async move {
+                let path = request.extensions().get::<OriginalUri>().map_or_else(|| request.uri().path(), |uri| uri.path());
                 ApiError::new(
                     ErrorCode::MethodNotAllowed,
-                    format!("{} is not allowed on {}; allowed: {allow}.", request.method(), request.uri().path()),
+                    format!("{} is not allowed on {path}; allowed: {allow}.", request.method()),
                 )
                 .with_header(header::ALLOW, &allow)
             }
@@ -81,23 +82,44 @@ async fn handle(
 ) -> Response {
     let request_id: Arc<str> = request_id(&request).into();
     let action = &state.registry.actions()[index];
+    let headers = request.headers().clone();
     let input = match params {
         Ok(Path(params)) => rest_input(&state, action, params, request).await,
         Err(rejection) => Err(ApiError::invalid_request(format!("Bad path parameter: {}.", rejection.body_text()))),
     };
     let result = match input {
-        Ok(input) => dispatch(&state, principal, action, input, request_id.clone()).await,
+        Ok(input) => match idempotency_key(action, &headers) {
+            Ok(key) => dispatch(&state, principal, action, input, key, request_id.clone()).await,
+            Err(error) => Err(error),
+        },
         Err(error) => Err(error),
     };
     match result {
-        Ok(output) => (success_status(action), axum::Json(output)).into_response(),
+        Ok(reply) => {
+            let mut response = (reply.status, axum::Json(reply.body)).into_response();
+            if reply.replayed {
+                response.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+            }
+            response
+        }
         Err(error) => error.log(&request_id).into_response(),
     }
 }
 
-/// `201 Created` for `create_*` actions, `200 OK` otherwise.
-pub fn success_status(action: &Action) -> StatusCode {
-    if action.name().starts_with("create_") { StatusCode::CREATED } else { StatusCode::OK }
+/// The `Idempotency-Key` header of an idempotent action (ignored by the others).
+fn idempotency_key(action: &Action, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    if !action.def.idempotent {
+        return Ok(None);
+    }
+    let mut values = headers.get_all("idempotency-key").iter();
+    let Some(value) = values.next() else { return Ok(None) };
+    if values.next().is_some() {
+        return Err(ApiError::invalid_request("Send one `Idempotency-Key` header, not several."));
+    }
+    let key = value
+        .to_str()
+        .map_err(|_| ApiError::invalid_request("The `Idempotency-Key` header must be printable ASCII characters."))?;
+    Ok(Some(key.to_owned()))
 }
 
 /// Builds the input object from the path, the query string and the body.

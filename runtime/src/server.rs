@@ -7,7 +7,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -24,7 +24,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::Db;
 use crate::registry::Registry;
-use crate::{docs, ids, mcp, openapi, rest};
+use crate::{docs, idempotency, ids, mcp, openapi, rest};
 
 /// What every request shares.
 pub struct AppState {
@@ -118,8 +118,27 @@ async fn with_request_id(mut request: Request, next: Next) -> Response {
 
 /// Serves until `shutdown` resolves, then finishes the requests in flight.
 pub async fn serve(state: Arc<AppState>, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await?;
+    let purger = tokio::spawn(purge_expired(state.clone()));
+    let served = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await;
+    purger.abort();
+    served?;
     Ok(())
+}
+
+/// How often expired idempotency records are deleted.
+const PURGE_EVERY: Duration = Duration::from_secs(600);
+
+/// Deletes idempotency records past their window, now and then, for as long as the server runs.
+async fn purge_expired(state: Arc<AppState>) {
+    let mut ticks = tokio::time::interval(PURGE_EVERY);
+    loop {
+        ticks.tick().await;
+        match idempotency::purge(&state.db, &state.clock).await {
+            Ok(0) => {}
+            Ok(purged) => tracing::info!(purged, "purged expired idempotency records"),
+            Err(error) => tracing::warn!(%error, "could not purge idempotency records"),
+        }
+    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
