@@ -54,7 +54,7 @@ pub struct Config {
 }
 
 /// Bodies larger than this are refused with 413 `payload_too_large`.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 impl Config {
     pub fn new(base_url: &str, environment: Environment) -> Self {

@@ -9,6 +9,7 @@ mod normalize;
 
 use std::collections::BTreeMap;
 
+use crate::common::{Deleted, json_text};
 use outreach_runtime::clock::rfc3339;
 use outreach_runtime::db::is_unique_violation;
 use outreach_runtime::{ApiError, Ctx, Page, PageParams, action, ids};
@@ -297,10 +298,6 @@ async fn profile_url_conflict(ctx: &Ctx, error: sqlx::Error, profile_url: Option
     }
 }
 
-fn json_text<T: Serialize>(value: &T) -> Result<String, ApiError> {
-    serde_json::to_string(value).map_err(ApiError::internal)
-}
-
 async fn write_tags(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     workspace_id: &str,
@@ -551,13 +548,6 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     }
     tx.commit().await?;
     fetch(&ctx, &current.id).await
-}
-
-/// What `delete_prospect` returns.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Deleted {
-    pub id: String,
-    pub deleted: bool,
 }
 
 /// Delete a prospect.
