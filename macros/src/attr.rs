@@ -12,6 +12,8 @@ use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::{Expr, ExprLit, Lit, LitStr, Meta, Path, Token};
 
+use crate::combine;
+
 /// Who may call the action; mirrors `outreach_runtime::Scope`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -108,16 +110,15 @@ pub fn parse(attr: TokenStream) -> syn::Result<Args> {
     }
 
     match (errors.into_iter().reduce(combine), scope) {
-        (None, Some(scope)) => Ok(Args { scope, http, idempotent, credits }),
+        (None, Some(scope)) => Ok(Args {
+            scope,
+            http,
+            idempotent,
+            credits,
+        }),
         (Some(error), _) => Err(error),
         (None, None) => unreachable!("a missing scope is an error"),
     }
-}
-
-/// Folds errors into one, so all of them are reported.
-pub fn combine(mut first: syn::Error, next: syn::Error) -> syn::Error {
-    first.combine(next);
-    first
 }
 
 fn parse_scope(meta: &Meta) -> syn::Result<Scope> {
@@ -160,8 +161,12 @@ fn parse_credits(meta: &Meta) -> syn::Result<Path> {
     const EXPECTED: &str = "`credits` takes the price function, e.g. `credits = price_import`";
     match meta {
         Meta::NameValue(nv) => match &nv.value {
-            Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => Ok(path.path.clone()),
-            Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) => Err(syn::Error::new(
+            Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => {
+                Ok(path.path.clone())
+            }
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(lit), ..
+            }) => Err(syn::Error::new(
                 lit.span(),
                 format!(
                     "`credits` takes the price function itself, not a string: write `credits = {}`",
@@ -179,7 +184,9 @@ fn parse_credits(meta: &Meta) -> syn::Result<Path> {
 fn string_value(meta: &Meta, wrong: impl FnOnce(Option<&Expr>) -> String) -> syn::Result<LitStr> {
     match meta {
         Meta::NameValue(nv) => match &nv.value {
-            Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) => Ok(lit.clone()),
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(lit), ..
+            }) => Ok(lit.clone()),
             other => Err(syn::Error::new_spanned(other, wrong(Some(other)))),
         },
         _ => Err(syn::Error::new_spanned(meta, wrong(None))),
@@ -211,13 +218,20 @@ pub fn parse_route(route: &str) -> Result<Route, String> {
     };
 
     let Some(rest) = path.strip_prefix('/') else {
-        return Err(format!("path `{path}` must start with `/`: write `/{path}`"));
+        return Err(format!(
+            "path `{path}` must start with `/`: write `/{path}`"
+        ));
     };
     if path == "/" {
-        return Ok(Route { method, path: path.to_owned() });
+        return Ok(Route {
+            method,
+            path: path.to_owned(),
+        });
     }
     if let Some(trimmed) = path.strip_suffix('/') {
-        return Err(format!("path `{path}` must not end with `/`: write `{trimmed}`"));
+        return Err(format!(
+            "path `{path}` must not end with `/`: write `{trimmed}`"
+        ));
     }
 
     let mut params: Vec<&str> = Vec::new();
@@ -232,7 +246,9 @@ pub fn parse_route(route: &str) -> Result<Route, String> {
                 ));
             }
             if params.contains(&param) {
-                return Err(format!("path parameter `{segment}` appears twice in `{path}`"));
+                return Err(format!(
+                    "path parameter `{segment}` appears twice in `{path}`"
+                ));
             }
             params.push(param);
         } else if segment.contains(['{', '}']) {
@@ -252,7 +268,10 @@ pub fn parse_route(route: &str) -> Result<Route, String> {
             ));
         }
     }
-    Ok(Route { method, path: path.to_owned() })
+    Ok(Route {
+        method,
+        path: path.to_owned(),
+    })
 }
 
 fn is_identifier(name: &str) -> bool {
@@ -284,11 +303,25 @@ mod tests {
 
     #[test]
     fn all_four_arguments_parse() {
-        let args = parse_ok(quote!(scope = "write", credits = price_import, idempotent, http = "POST /imports"));
+        let args = parse_ok(quote!(
+            scope = "write",
+            credits = price_import,
+            idempotent,
+            http = "POST /imports"
+        ));
         assert_eq!(args.scope, Scope::Write);
         assert!(args.idempotent);
-        assert_eq!(args.http, Some(Route { method: "POST", path: "/imports".into() }));
-        assert_eq!(args.credits.unwrap().to_token_stream().to_string(), "price_import");
+        assert_eq!(
+            args.http,
+            Some(Route {
+                method: "POST",
+                path: "/imports".into()
+            })
+        );
+        assert_eq!(
+            args.credits.unwrap().to_token_stream().to_string(),
+            "price_import"
+        );
     }
 
     #[test]
@@ -302,10 +335,17 @@ mod tests {
 
     #[test]
     fn credits_may_be_a_path_and_a_trailing_comma_is_fine() {
-        let args = parse_ok(quote!(scope = "send", credits = crate::pricing::per_message,));
+        let args = parse_ok(quote!(
+            scope = "send",
+            credits = crate::pricing::per_message,
+        ));
         assert_eq!(args.scope, Scope::Send);
         assert_eq!(
-            args.credits.unwrap().to_token_stream().to_string().replace(' ', ""),
+            args.credits
+                .unwrap()
+                .to_token_stream()
+                .to_string()
+                .replace(' ', ""),
             "crate::pricing::per_message"
         );
     }
@@ -326,7 +366,10 @@ mod tests {
 
     #[test]
     fn unquoted_scope_suggests_the_string() {
-        assert_eq!(messages(quote!(scope = read)), ["`scope` is a string: write `scope = \"read\"`"]);
+        assert_eq!(
+            messages(quote!(scope = read)),
+            ["`scope` is a string: write `scope = \"read\"`"]
+        );
     }
 
     #[test]
@@ -386,7 +429,9 @@ mod tests {
     fn credits_as_a_string_suggests_the_path() {
         assert_eq!(
             messages(quote!(scope = "write", credits = "price_import")),
-            ["`credits` takes the price function itself, not a string: write `credits = price_import`"]
+            [
+                "`credits` takes the price function itself, not a string: write `credits = price_import`"
+            ]
         );
         assert_eq!(
             messages(quote!(scope = "write", credits)),
@@ -412,12 +457,31 @@ mod tests {
         for (route, method, path) in [
             ("GET /", "GET", "/"),
             ("GET /prospects/{id}", "GET", "/prospects/{id}"),
-            ("POST /agents/{agent_id}/run", "POST", "/agents/{agent_id}/run"),
-            ("DELETE /lists/{id}/members/{prospect_id}", "DELETE", "/lists/{id}/members/{prospect_id}"),
-            ("PATCH /sender-accounts/{id}", "PATCH", "/sender-accounts/{id}"),
+            (
+                "POST /agents/{agent_id}/run",
+                "POST",
+                "/agents/{agent_id}/run",
+            ),
+            (
+                "DELETE /lists/{id}/members/{prospect_id}",
+                "DELETE",
+                "/lists/{id}/members/{prospect_id}",
+            ),
+            (
+                "PATCH /sender-accounts/{id}",
+                "PATCH",
+                "/sender-accounts/{id}",
+            ),
             ("PUT /targeting", "PUT", "/targeting"),
         ] {
-            assert_eq!(parse_route(route), Ok(Route { method, path: path.into() }), "{route}");
+            assert_eq!(
+                parse_route(route),
+                Ok(Route {
+                    method,
+                    path: path.into()
+                }),
+                "{route}"
+            );
         }
     }
 
@@ -426,20 +490,59 @@ mod tests {
         for (route, message) in [
             ("", MALFORMED_HTTP),
             ("GET /a /b", MALFORMED_HTTP),
-            ("/imports", "malformed `http`: the method is missing: write \"GET /imports\" (or POST, PUT, PATCH, DELETE)"),
-            ("FETCH /imports", "unknown HTTP method `FETCH`: expected one of `GET`, `POST`, `PUT`, `PATCH`, `DELETE`"),
-            ("get /imports", "HTTP method `get` must be uppercase: write `GET`"),
-            ("GET imports", "path `imports` must start with `/`: write `/imports`"),
-            ("GET /imports/", "path `/imports/` must not end with `/`: write `/imports`"),
+            (
+                "/imports",
+                "malformed `http`: the method is missing: write \"GET /imports\" (or POST, PUT, PATCH, DELETE)",
+            ),
+            (
+                "FETCH /imports",
+                "unknown HTTP method `FETCH`: expected one of `GET`, `POST`, `PUT`, `PATCH`, `DELETE`",
+            ),
+            (
+                "get /imports",
+                "HTTP method `get` must be uppercase: write `GET`",
+            ),
+            (
+                "GET imports",
+                "path `imports` must start with `/`: write `/imports`",
+            ),
+            (
+                "GET /imports/",
+                "path `/imports/` must not end with `/`: write `/imports`",
+            ),
             ("GET /a//b", "path `/a//b` has an empty segment (`//`)"),
-            ("GET /prospects/{}", "bad path parameter `{}` in `/prospects/{}`: write `{name}`, where `name` is a field of the input"),
-            ("GET /prospects/{1d}", "bad path parameter `{1d}` in `/prospects/{1d}`: write `{name}`, where `name` is a field of the input"),
-            ("GET /prospects/id{id}", "bad path parameter `id{id}` in `/prospects/id{id}`: a parameter is a whole segment, `{name}`"),
-            ("GET /prospects/{id", "bad path parameter `{id` in `/prospects/{id`: a parameter is a whole segment, `{name}`"),
-            ("GET /prospects/:id", "path parameter `:id` in `/prospects/:id` uses the wrong syntax: write `{id}`"),
-            ("GET /Prospects", "path segment `Prospects` in `/Prospects` may only use lowercase letters, digits, `_` and `-` (or be a `{param}`)"),
-            ("GET /prospects?limit=1", "path segment `prospects?limit=1` in `/prospects?limit=1` may only use lowercase letters, digits, `_` and `-` (or be a `{param}`)"),
-            ("GET /a/{id}/b/{id}", "path parameter `{id}` appears twice in `/a/{id}/b/{id}`"),
+            (
+                "GET /prospects/{}",
+                "bad path parameter `{}` in `/prospects/{}`: write `{name}`, where `name` is a field of the input",
+            ),
+            (
+                "GET /prospects/{1d}",
+                "bad path parameter `{1d}` in `/prospects/{1d}`: write `{name}`, where `name` is a field of the input",
+            ),
+            (
+                "GET /prospects/id{id}",
+                "bad path parameter `id{id}` in `/prospects/id{id}`: a parameter is a whole segment, `{name}`",
+            ),
+            (
+                "GET /prospects/{id",
+                "bad path parameter `{id` in `/prospects/{id`: a parameter is a whole segment, `{name}`",
+            ),
+            (
+                "GET /prospects/:id",
+                "path parameter `:id` in `/prospects/:id` uses the wrong syntax: write `{id}`",
+            ),
+            (
+                "GET /Prospects",
+                "path segment `Prospects` in `/Prospects` may only use lowercase letters, digits, `_` and `-` (or be a `{param}`)",
+            ),
+            (
+                "GET /prospects?limit=1",
+                "path segment `prospects?limit=1` in `/prospects?limit=1` may only use lowercase letters, digits, `_` and `-` (or be a `{param}`)",
+            ),
+            (
+                "GET /a/{id}/b/{id}",
+                "path parameter `{id}` appears twice in `/a/{id}/b/{id}`",
+            ),
         ] {
             assert_eq!(parse_route(route), Err(message.to_owned()), "{route}");
         }

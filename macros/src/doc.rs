@@ -10,7 +10,7 @@
 use proc_macro2::Span;
 use syn::{Attribute, Expr, ExprLit, Lit, Meta};
 
-use crate::attr::combine;
+use crate::combine;
 
 /// The summary and description of an action.
 #[derive(Debug, PartialEq, Eq)]
@@ -27,18 +27,21 @@ pub fn parse(attrs: &[Attribute], missing: Span) -> syn::Result<Doc> {
     let mut lines = Vec::new();
     let mut errors = Vec::new();
     for attr in attrs.iter().filter(|attr| attr.path().is_ident("doc")) {
-        match &attr.meta {
-            Meta::NameValue(nv) => match &nv.value {
-                Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) => {
-                    lines.extend(text.value().lines().map(str::to_owned));
-                }
-                _ => errors.push(syn::Error::new_spanned(
+        // `#[doc(hidden)]` and friends carry no text.
+        if let Meta::NameValue(nv) = &attr.meta {
+            if let Expr::Lit(ExprLit {
+                lit: Lit::Str(text),
+                ..
+            }) = &nv.value
+            {
+                // Not `lines()`: an empty `///` line is an empty string, and it separates paragraphs.
+                lines.extend(text.value().split('\n').map(str::to_owned));
+            } else {
+                errors.push(syn::Error::new_spanned(
                     attr,
                     "`#[action]` reads the doc comment at compile time: write it as `///` lines",
-                )),
-            },
-            // `#[doc(hidden)]` and friends carry no text.
-            _ => {}
+                ));
+            }
         }
     }
     if let Some(error) = errors.into_iter().reduce(combine) {
@@ -49,7 +52,10 @@ pub fn parse(attrs: &[Attribute], missing: Span) -> syn::Result<Doc> {
 
 /// Splits doc lines into summary and description; `None` when there is no text at all.
 fn split(lines: &[String]) -> Option<Doc> {
-    let mut lines = lines.iter().map(|line| line.trim_end()).skip_while(|line| line.trim().is_empty());
+    let mut lines = lines
+        .iter()
+        .map(|line| line.trim_end())
+        .skip_while(|line| line.trim().is_empty());
 
     let mut summary = Vec::new();
     for line in lines.by_ref() {
@@ -72,10 +78,21 @@ fn split(lines: &[String]) -> Option<Doc> {
         .map(|line| line.len() - line.trim_start().len())
         .min()
         .unwrap_or(0);
-    let description: Vec<&str> =
-        rest.iter().map(|line| if line.trim().is_empty() { "" } else { &line[indent..] }).collect();
+    let description: Vec<&str> = rest
+        .iter()
+        .map(|line| {
+            if line.trim().is_empty() {
+                ""
+            } else {
+                &line[indent..]
+            }
+        })
+        .collect();
 
-    Some(Doc { summary: summary.join(" "), description: description.join("\n") })
+    Some(Doc {
+        summary: summary.join(" "),
+        description: description.join("\n"),
+    })
 }
 
 #[cfg(test)]
@@ -96,7 +113,10 @@ mod tests {
         });
         assert_eq!(
             parsed.unwrap(),
-            Doc { summary: "Get the workspace.".into(), description: String::new() }
+            Doc {
+                summary: "Get the workspace.".into(),
+                description: String::new()
+            }
         );
     }
 
@@ -137,7 +157,8 @@ mod tests {
         assert_eq!(
             parsed.unwrap(),
             Doc {
-                summary: "Score prospects against the targeting profile and store their tiers.".into(),
+                summary: "Score prospects against the targeting profile and store their tiers."
+                    .into(),
                 description: "More.".into(),
             }
         );
@@ -151,13 +172,25 @@ mod tests {
         });
         assert_eq!(
             parsed.unwrap(),
-            Doc { summary: "List prospects.".into(), description: "Newest first.".into() }
+            Doc {
+                summary: "List prospects.".into(),
+                description: "Newest first.".into()
+            }
         );
     }
 
     #[test]
     fn missing_or_empty_doc_is_an_error() {
-        for tokens in [quote!(fn f() {}), quote!(#[doc = "   "] #[doc(hidden)] fn f() {})] {
+        for tokens in [
+            quote!(
+                fn f() {}
+            ),
+            quote!(
+                #[doc = "   "]
+                #[doc(hidden)]
+                fn f() {}
+            ),
+        ] {
             assert_eq!(doc(tokens).unwrap_err().to_string(), MISSING);
         }
     }
@@ -165,7 +198,12 @@ mod tests {
     #[test]
     fn computed_doc_is_an_error() {
         assert_eq!(
-            doc(quote!(#[doc = include_str!("x.md")] fn f() {})).unwrap_err().to_string(),
+            doc(quote!(
+                #[doc = include_str!("x.md")]
+                fn f() {}
+            ))
+            .unwrap_err()
+            .to_string(),
             "`#[action]` reads the doc comment at compile time: write it as `///` lines"
         );
     }

@@ -49,3 +49,9 @@ use proc_macro::TokenStream;
 pub fn action(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand(attr.into(), item.into()).into()
 }
+
+/// Folds errors into one, so that every problem is reported, not only the first.
+fn combine(mut first: syn::Error, next: syn::Error) -> syn::Error {
+    first.combine(next);
+    first
+}

@@ -9,7 +9,7 @@
 use syn::spanned::Spanned;
 use syn::{FnArg, GenericArgument, Ident, PathArguments, ReturnType, Signature, Type};
 
-use crate::attr::combine;
+use crate::combine;
 
 /// The longest action name; the runtime enforces the same limit at start-up.
 const MAX_NAME_LEN: usize = 64;
@@ -32,13 +32,25 @@ pub fn check(sig: &Signature) -> syn::Result<Action> {
     let mut errors = Vec::new();
 
     if sig.asyncness.is_none() {
-        errors.push(syn::Error::new(sig.fn_token.span, "an action must be an `async fn`"));
+        errors.push(syn::Error::new(
+            sig.fn_token.span,
+            format!(
+                "an action must be an `async fn`: write `async fn {}`",
+                sig.ident
+            ),
+        ));
     }
     if let Some(unsafety) = sig.unsafety {
-        errors.push(syn::Error::new(unsafety.span, "an action cannot be `unsafe`"));
+        errors.push(syn::Error::new(
+            unsafety.span,
+            "an action cannot be `unsafe`",
+        ));
     }
     if let Some(abi) = &sig.abi {
-        errors.push(syn::Error::new_spanned(abi, "an action cannot declare an ABI: remove it"));
+        errors.push(syn::Error::new_spanned(
+            abi,
+            "an action cannot declare an ABI: remove it",
+        ));
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
         errors.push(syn::Error::new_spanned(
@@ -47,14 +59,23 @@ pub fn check(sig: &Signature) -> syn::Result<Action> {
         ));
     }
 
-    let name = check_name(&sig.ident).map_err(|error| errors.push(error)).ok();
-    let arguments = check_arguments(sig).map_err(|error| errors.push(error)).ok();
+    let name = check_name(&sig.ident)
+        .map_err(|error| errors.push(error))
+        .ok();
+    let arguments = check_arguments(sig)
+        .map_err(|error| errors.push(error))
+        .ok();
     let result = result_types(sig).map_err(|error| errors.push(error)).ok();
 
     match (errors.into_iter().reduce(combine), name, arguments, result) {
-        (None, Some(name), Some((ctx, input)), Some((output, error))) => {
-            Ok(Action { ident: sig.ident.clone(), name, ctx, input, output, error })
-        }
+        (None, Some(name), Some((ctx, input)), Some((output, error))) => Ok(Action {
+            ident: sig.ident.clone(),
+            name,
+            ctx,
+            input,
+            output,
+            error,
+        }),
         (Some(error), ..) => Err(error),
         (None, ..) => unreachable!("every failed check pushed an error"),
     }
@@ -63,7 +84,9 @@ pub fn check(sig: &Signature) -> syn::Result<Action> {
 fn check_name(ident: &Ident) -> syn::Result<String> {
     let name = syn::ext::IdentExt::unraw(ident).to_string();
     let snake_case = name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
     if !snake_case {
         return Err(syn::Error::new(
             ident.span(),
@@ -101,7 +124,11 @@ fn check_arguments(sig: &Signature) -> syn::Result<(Type, Type)> {
         })
         .collect();
     let [ctx, input] = typed.as_slice() else {
-        let span = if sig.inputs.is_empty() { sig.paren_token.span.join() } else { sig.inputs.span() };
+        let span = if sig.inputs.is_empty() {
+            sig.paren_token.span.join()
+        } else {
+            sig.inputs.span()
+        };
         return Err(syn::Error::new(
             span,
             format!(
@@ -122,7 +149,7 @@ fn check_arguments(sig: &Signature) -> syn::Result<(Type, Type)> {
             reference,
             format!(
                 "the input is passed by value: write `input: {}`",
-                quote::ToTokens::to_token_stream(&reference.elem)
+                code(&reference.elem)
             ),
         )),
         Type::ImplTrait(_) | Type::Infer(_) => errors.push(syn::Error::new_spanned(
@@ -154,7 +181,10 @@ fn result_types(sig: &Signature) -> syn::Result<(Type, Type)> {
         _ => None,
     };
     let Some(segment) = segment.filter(|segment| segment.ident == "Result") else {
-        return Err(syn::Error::new_spanned(ty, EXPECTED));
+        return Err(syn::Error::new_spanned(
+            ty,
+            format!("{EXPECTED}: write `-> Result<{}, ApiError>`", code(ty)),
+        ));
     };
     let types: Vec<&Type> = match &segment.arguments {
         PathArguments::AngleBracketed(args) => args
@@ -173,11 +203,27 @@ fn result_types(sig: &Signature) -> syn::Result<(Type, Type)> {
             ty,
             format!(
                 "{EXPECTED}; write both types out: `Result<{}, ApiError>`",
-                quote::ToTokens::to_token_stream(output)
+                code(output)
             ),
         )),
         _ => Err(syn::Error::new_spanned(ty, EXPECTED)),
     }
+}
+
+/// A type as a user would write it in a suggestion: `Vec<u8>`, not `Vec < u8 >`.
+fn code(ty: &Type) -> String {
+    let text = quote::ToTokens::to_token_stream(ty).to_string();
+    [
+        (" <", "<"),
+        ("< ", "<"),
+        (" >", ">"),
+        (" :: ", "::"),
+        (":: ", "::"),
+        (" ,", ","),
+        ("& ", "&"),
+    ]
+    .iter()
+    .fold(text, |text, (from, to)| text.replace(from, to))
 }
 
 #[cfg(test)]
@@ -228,35 +274,60 @@ mod tests {
     #[test]
     fn non_async_is_rejected() {
         assert_eq!(
-            messages(quote!(fn get_it(ctx: Ctx, input: In) -> Result<Out, ApiError> {})),
-            ["an action must be an `async fn`"]
+            messages(quote!(
+                fn get_it(ctx: Ctx, input: In) -> Result<Out, ApiError> {}
+            )),
+            ["an action must be an `async fn`: write `async fn get_it`"]
         );
     }
 
     #[test]
     fn return_type_must_be_a_result() {
         assert_eq!(
-            messages(quote!(async fn get_it(ctx: Ctx, input: In) -> Out {})),
-            ["an action returns `Result<Output, ApiError>`"]
+            messages(quote!(
+                async fn get_it(ctx: Ctx, input: In) -> Out {}
+            )),
+            ["an action returns `Result<Output, ApiError>`: write `-> Result<Out, ApiError>`"]
         );
         assert_eq!(
-            messages(quote!(async fn get_it(ctx: Ctx, input: In) {})),
+            messages(quote!(
+                async fn get_it(ctx: Ctx, input: In) {}
+            )),
             ["an action returns `Result<Output, ApiError>`: add `-> Result<YourOutput, ApiError>`"]
         );
         assert_eq!(
-            messages(quote!(async fn get_it(ctx: Ctx, input: In) -> anyhow::Result<Out> {})),
-            ["an action returns `Result<Output, ApiError>`; write both types out: `Result<Out, ApiError>`"]
+            messages(quote!(
+                async fn get_it(ctx: Ctx, input: In) -> anyhow::Result<Out> {}
+            )),
+            [
+                "an action returns `Result<Output, ApiError>`; write both types out: `Result<Out, ApiError>`"
+            ]
+        );
+    }
+
+    #[test]
+    fn suggestions_print_types_as_written() {
+        let ty: Type = syn::parse_quote!(std::collections::HashMap<String, Vec<&'static str>>);
+        assert_eq!(
+            code(&ty),
+            "std::collections::HashMap<String, Vec<&'static str>>"
         );
     }
 
     #[test]
     fn argument_count_and_self_are_checked() {
         assert_eq!(
-            messages(quote!(async fn get_it(ctx: Ctx) -> Result<Out, ApiError> {})),
-            ["an action takes two arguments, the context and its input, e.g. `(ctx: Ctx, input: ImportInput)`; found 1"]
+            messages(quote!(
+                async fn get_it(ctx: Ctx) -> Result<Out, ApiError> {}
+            )),
+            [
+                "an action takes two arguments, the context and its input, e.g. `(ctx: Ctx, input: ImportInput)`; found 1"
+            ]
         );
         assert_eq!(
-            messages(quote!(async fn get_it(&self, input: In) -> Result<Out, ApiError> {})),
+            messages(quote!(
+                async fn get_it(&self, input: In) -> Result<Out, ApiError> {}
+            )),
             ["an action is a free function: remove `self` and take `(ctx: Ctx, input: YourInput)`"]
         );
     }
@@ -264,15 +335,22 @@ mod tests {
     #[test]
     fn arguments_are_taken_by_value() {
         assert_eq!(
-            messages(quote!(async fn get_it(ctx: &Ctx, input: &In) -> Result<Out, ApiError> {})),
-            ["the context is passed by value: write `ctx: Ctx`", "the input is passed by value: write `input: In`"]
+            messages(quote!(
+                async fn get_it(ctx: &Ctx, input: &In) -> Result<Out, ApiError> {}
+            )),
+            [
+                "the context is passed by value: write `ctx: Ctx`",
+                "the input is passed by value: write `input: In`"
+            ]
         );
     }
 
     #[test]
     fn generics_are_rejected() {
         assert_eq!(
-            messages(quote!(async fn get_it<T>(ctx: Ctx, input: T) -> Result<Out, ApiError> {})),
+            messages(quote!(
+                async fn get_it<T>(ctx: Ctx, input: T) -> Result<Out, ApiError> {}
+            )),
             ["an action cannot be generic: its input and output must be concrete types"]
         );
     }
@@ -280,20 +358,29 @@ mod tests {
     #[test]
     fn names_are_snake_case_and_short() {
         assert_eq!(
-            messages(quote!(async fn GetIt(ctx: Ctx, input: In) -> Result<Out, ApiError> {})),
-            ["the action name `GetIt` must be snake_case (`verb_resource`, e.g. `list_prospects`): it is the operation id and the MCP tool name"]
+            messages(quote!(
+                async fn GetIt(ctx: Ctx, input: In) -> Result<Out, ApiError> {}
+            )),
+            [
+                "the action name `GetIt` must be snake_case (`verb_resource`, e.g. `list_prospects`): it is the operation id and the MCP tool name"
+            ]
         );
-        let long = syn::Ident::new(&"a".repeat(65), proc_macro2::Span::call_site());
+        let long = Ident::new(&"a".repeat(65), proc_macro2::Span::call_site());
         assert_eq!(
             messages(quote!(async fn #long(ctx: Ctx, input: In) -> Result<Out, ApiError> {})),
-            [format!("the action name `{long}` is 65 characters long; shorten it to at most 64")]
+            [format!(
+                "the action name `{long}` is 65 characters long; shorten it to at most 64"
+            )]
         );
     }
 
     #[test]
     fn all_problems_are_reported_together() {
         assert_eq!(
-            messages(quote!(fn get_it<T>(ctx: Ctx) -> T {})).len(),
+            messages(quote!(
+                fn get_it<T>(ctx: Ctx) -> T {}
+            ))
+            .len(),
             4,
             "not async, generic, one argument, not a Result"
         );

@@ -1,5 +1,5 @@
 // Test: an `http` route that is not "METHOD /path" shows the expected form.
-use outreach_runtime::{action, ApiError, Ctx};
+use outreach_runtime::{ApiError, Ctx, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,5 @@
 // Test: a path parameter in another syntax suggests `{param}`.
-use outreach_runtime::{action, ApiError, Ctx};
+use outreach_runtime::{ApiError, Ctx, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,5 @@
 // Test: a path without a leading `/` says how to write it.
-use outreach_runtime::{action, ApiError, Ctx};
+use outreach_runtime::{ApiError, Ctx, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,5 @@
 // Test: an input type that does not derive `Deserialize` is reported once, on the input type.
-use outreach_runtime::{action, ApiError, Ctx};
+use outreach_runtime::{ApiError, Ctx, action};
 use schemars::JsonSchema;
 use serde::Serialize;
 

@@ -1,5 +1,5 @@
 // Test: an action must be an `async fn`.
-use outreach_runtime::{action, ApiError, Ctx};
+use outreach_runtime::{ApiError, Ctx, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

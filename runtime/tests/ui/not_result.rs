@@ -1,5 +1,5 @@
 // Test: an action that does not return a `Result` is told the expected return type.
-use outreach_runtime::{action, Ctx};
+use outreach_runtime::{Ctx, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

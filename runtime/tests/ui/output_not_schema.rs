@@ -1,5 +1,5 @@
 // Test: an output type without `JsonSchema` is reported once, on the output type.
-use outreach_runtime::{action, ApiError, Ctx};
+use outreach_runtime::{ApiError, Ctx, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,5 @@
-// Test: correct actions, with every argument and with none but `scope`, compile.
-use outreach_runtime::{action, ApiError, Ctx, Price};
+// Test: correct actions, with every argument and with `scope` alone, compile and register.
+use outreach_runtime::{ApiError, Ctx, Price, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +19,9 @@ pub struct ImportOutcome {
 /// Costs one credit per row.
 #[action(scope = "write", credits = price_import, idempotent, http = "POST /imports")]
 pub async fn import_prospects(_ctx: Ctx, input: ImportInput) -> Result<ImportOutcome, ApiError> {
-    Ok(ImportOutcome { created: input.rows.len() })
+    Ok(ImportOutcome {
+        created: input.rows.len(),
+    })
 }
 
 async fn price_import(_ctx: &Ctx, input: &ImportInput) -> Result<Price, ApiError> {
@@ -31,8 +33,36 @@ pub struct Empty {}
 
 /// Get the workspace.
 #[action(scope = "read")]
-pub async fn get_workspace(_ctx: outreach_runtime::Ctx, _: Empty) -> std::result::Result<ImportOutcome, outreach_runtime::ApiError> {
+pub async fn get_workspace(
+    _ctx: outreach_runtime::Ctx,
+    _: Empty,
+) -> std::result::Result<ImportOutcome, outreach_runtime::ApiError> {
     Ok(ImportOutcome { created: 0 })
 }
 
-fn main() {}
+fn main() {
+    let registry = outreach_runtime::registry::Registry::build().expect("a valid registry");
+    let import = registry
+        .get("import_prospects")
+        .expect("`import_prospects` is registered");
+    assert_eq!(
+        import.def.summary,
+        "Import prospects from CSV text or JSON rows."
+    );
+    assert_eq!(import.def.description, "Costs one credit per row.");
+    assert_eq!(import.def.scope, outreach_runtime::Scope::Write);
+    assert!(import.def.idempotent && import.def.price.is_some());
+    let route = import.route.as_ref().expect("an HTTP route");
+    assert_eq!(
+        (route.method.as_str(), route.path.as_str()),
+        ("POST", "/imports")
+    );
+
+    let workspace = registry
+        .get("get_workspace")
+        .expect("`get_workspace` is registered");
+    assert_eq!(workspace.def.scope, outreach_runtime::Scope::Read);
+    assert!(
+        workspace.route.is_none() && workspace.def.price.is_none() && !workspace.def.idempotent
+    );
+}

@@ -1,5 +1,5 @@
 // Test: an unknown argument lists the known ones.
-use outreach_runtime::{action, ApiError, Ctx};
+use outreach_runtime::{ApiError, Ctx, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,5 @@
 // Test: a `Result` with an error type other than `ApiError` is reported once, on the error type.
-use outreach_runtime::{action, Ctx};
+use outreach_runtime::{Ctx, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
