@@ -232,6 +232,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    // Listen for SIGTERM/Ctrl-C before anything is printed, so a signal is never missed.
+    let shutdown = shutdown_signal();
     let environment = environment();
     let clock = Clock::default();
     let db = Db::connect(&args.database.database_url).await?;
@@ -254,7 +256,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     println!("MCP:  {base_url}/api/mcp");
     println!("Docs: {base_url}/api/v1/docs");
     tracing::info!(%local, %base_url, "listening");
-    serve(state, listener, shutdown_signal()).await?;
+    serve(state, listener, shutdown).await?;
     db.close().await;
     Ok(())
 }

@@ -6,5 +6,10 @@
 
 pub mod common;
 pub mod credits;
+pub mod dashboard;
+pub mod imports;
+pub mod lists;
 pub mod prospects;
+pub mod scoring;
+pub mod targeting;
 pub mod workspace;

@@ -139,16 +139,17 @@ pub struct Source<'a> {
     pub person_id: Option<&'a str>,
 }
 
-async fn insert_entry(
-    conn: &mut sqlx::AnyConnection,
-    workspace_id: &str,
-    kind: &str,
+/// The figures of one ledger row.
+struct Entry<'a> {
+    workspace_id: &'a str,
+    kind: &'a str,
     amount: i64,
     balance_after: i64,
-    reservation_id: Option<&str>,
-    source: &Source<'_>,
-    now: i64,
-) -> Result<String, ApiError> {
+    reservation_id: Option<&'a str>,
+}
+
+async fn insert_entry(conn: &mut sqlx::AnyConnection, entry: Entry<'_>, source: &Source<'_>, now: i64) -> Result<String, ApiError> {
+    let Entry { workspace_id, kind, amount, balance_after, reservation_id } = entry;
     let id = ids::new_id("crd");
     sqlx::query(
         "insert into credit_ledger (id, workspace_id, kind, amount, balance_after, reservation_id, action, object_id, \
@@ -184,7 +185,8 @@ pub async fn grant(db: &Db, clock: &Clock, workspace_id: &str, amount: i64, sour
         .await?
         .ok_or_else(|| ApiError::not_found("workspace", workspace_id))?;
     let balance: i64 = row.try_get("credits_balance")?;
-    insert_entry(&mut tx, workspace_id, "grant", amount, balance, None, source, clock.now_ms()).await?;
+    let entry = Entry { workspace_id, kind: "grant", amount, balance_after: balance, reservation_id: None };
+    insert_entry(&mut tx, entry, source, clock.now_ms()).await?;
     tx.commit().await?;
     Ok(balance)
 }
@@ -210,14 +212,15 @@ pub async fn reserve(db: &Db, clock: &Clock, workspace_id: &str, amount: i64, so
         .with_extra("balance", balance));
     };
     let balance_after: i64 = row.try_get("credits_balance")?;
-    let id = insert_entry(&mut tx, workspace_id, "spend", -amount, balance_after, None, source, clock.now_ms()).await?;
+    let entry = Entry { workspace_id, kind: "spend", amount: -amount, balance_after, reservation_id: None };
+    let id = insert_entry(&mut tx, entry, source, clock.now_ms()).await?;
     tx.commit().await?;
     Ok(Reservation { id, workspace_id: workspace_id.to_owned(), amount })
 }
 
 /// How much of a reservation is still held (its amount minus what was released already).
 async fn held(conn: &mut sqlx::AnyConnection, reservation: &Reservation) -> Result<i64, ApiError> {
-    let row = sqlx::query("select coalesce(sum(amount), 0) as released from credit_ledger where reservation_id = $1")
+    let row = sqlx::query("select cast(coalesce(sum(amount), 0) as bigint) as released from credit_ledger where reservation_id = $1")
         .bind(&reservation.id)
         .fetch_one(&mut *conn)
         .await?;
@@ -241,7 +244,14 @@ async fn release_in(
         .await?;
     let balance: i64 = row.try_get("credits_balance")?;
     let source = Source { reason: Some(reason), ..Source::default() };
-    insert_entry(conn, &reservation.workspace_id, "release", amount, balance, Some(&reservation.id), &source, clock.now_ms()).await?;
+    let entry = Entry {
+        workspace_id: &reservation.workspace_id,
+        kind: "release",
+        amount,
+        balance_after: balance,
+        reservation_id: Some(&reservation.id),
+    };
+    insert_entry(conn, entry, &source, clock.now_ms()).await?;
     Ok(())
 }
 

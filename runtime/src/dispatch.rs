@@ -59,6 +59,9 @@ pub async fn dispatch(
         return Err(auth::insufficient_scope(state, &principal, needed));
     }
     check_fields(action, &fields)?;
+    for (name, value) in &fields {
+        refuse_nul(name, value)?;
+    }
     if let Some(key) = &idempotency_key {
         idempotency::validate_key(key)?;
     }
@@ -211,6 +214,26 @@ fn check_fields(action: &Action, fields: &Map<String, Value>) -> Result<(), ApiE
     let names = unknown.iter().map(|field| format!("`{field}`")).collect::<Vec<_>>().join(", ");
     let noun = if unknown.len() == 1 { "Unknown field" } else { "Unknown fields" };
     Err(ApiError::invalid_request(format!("{noun} {names}: {expected}.")))
+}
+
+/// Refuses text holding U+0000 anywhere in the input: PostgreSQL cannot store it, and no field
+/// of this API means it, so it is a 400 on every backend rather than a 500 on one.
+fn refuse_nul(path: &str, value: &Value) -> Result<(), ApiError> {
+    match value {
+        Value::String(text) if text.contains('\0') => Err(ApiError::invalid_request(format!(
+            "Invalid field `{path}`: text must not contain the NUL character (U+0000)."
+        ))),
+        Value::Array(items) => items.iter().enumerate().try_for_each(|(index, item)| refuse_nul(&format!("{path}[{index}]"), item)),
+        Value::Object(fields) => fields.iter().try_for_each(|(key, item)| {
+            if key.contains('\0') {
+                return Err(ApiError::invalid_request(format!(
+                    "Invalid field `{path}`: keys must not contain the NUL character (U+0000)."
+                )));
+            }
+            refuse_nul(&format!("{path}.{key}"), item)
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Decodes an input object into `T`, naming the field at fault.

@@ -20,7 +20,8 @@ pub struct PageParams {
     #[schemars(range(min = 1, max = 200))]
     pub limit: Option<u32>,
     /// How many items to skip: default 0. Use the previous page's `next_offset`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "offset_not_negative")]
+    #[schemars(range(min = 0))]
     pub offset: Option<u64>,
 }
 
@@ -39,13 +40,23 @@ impl PageParams {
     }
 }
 
+// Both read a signed number so that a negative value gets a sentence naming the field: paging
+// fields are flattened into each list input, where serde loses the field's path.
 fn limit_in_range<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
-    let limit = Option::<u64>::deserialize(deserializer)?;
-    match limit {
-        Some(limit) if !(1..=u64::from(MAX_LIMIT)).contains(&limit) => Err(serde::de::Error::custom(format!(
-            "`limit` must be between 1 and {MAX_LIMIT}, got {limit}"
-        ))),
-        other => Ok(other.map(|limit| limit as u32)),
+    match Option::<i64>::deserialize(deserializer) {
+        Ok(Some(limit)) if (1..=i64::from(MAX_LIMIT)).contains(&limit) => Ok(Some(limit as u32)),
+        Ok(Some(limit)) => Err(serde::de::Error::custom(format!("`limit` must be between 1 and {MAX_LIMIT}, got {limit}"))),
+        Ok(None) => Ok(None),
+        Err(_) => Err(serde::de::Error::custom(format!("`limit` must be a whole number between 1 and {MAX_LIMIT}"))),
+    }
+}
+
+fn offset_not_negative<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    match Option::<i64>::deserialize(deserializer) {
+        Ok(Some(offset)) if offset >= 0 => Ok(Some(offset as u64)),
+        Ok(Some(offset)) => Err(serde::de::Error::custom(format!("`offset` must be 0 or more, got {offset}"))),
+        Ok(None) => Ok(None),
+        Err(_) => Err(serde::de::Error::custom("`offset` must be a whole number, 0 or more")),
     }
 }
 

@@ -1,0 +1,238 @@
+//! The dashboard: the workspace's figures over a period, in one call.
+//!
+//! Every figure is a count or a sum over tables the other resources keep, so there is nothing to
+//! keep in sync: the dashboard can never disagree with the lists it summarises. Credits spent are
+//! net of releases and attributed to the action that spent them (a release is joined to its
+//! spend). Outreach figures will join when outreach exists.
+
+use outreach_runtime::clock::rfc3339;
+use outreach_runtime::{ApiError, Ctx, action};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+
+/// How far back the period-bound figures look.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub enum Period {
+    #[serde(rename = "24h")]
+    Day,
+    #[serde(rename = "7d")]
+    Week,
+    #[default]
+    #[serde(rename = "30d")]
+    Month,
+    #[serde(rename = "90d")]
+    Quarter,
+    #[serde(rename = "365d")]
+    Year,
+    #[serde(rename = "all")]
+    All,
+}
+
+impl Period {
+    fn length_ms(self) -> Option<i64> {
+        const DAY: i64 = 24 * 60 * 60 * 1000;
+        match self {
+            Period::Day => Some(DAY),
+            Period::Week => Some(7 * DAY),
+            Period::Month => Some(30 * DAY),
+            Period::Quarter => Some(90 * DAY),
+            Period::Year => Some(365 * DAY),
+            Period::All => None,
+        }
+    }
+}
+
+/// The input of `get_dashboard`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetDashboardInput {
+    /// `24h`, `7d`, `30d` (default), `90d`, `365d` or `all`: the window of the "new", import,
+    /// scoring and spending figures. Totals and tiers are always current.
+    #[serde(default)]
+    pub period: Period,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Dashboard {
+    pub period: PeriodWindow,
+    pub prospects: ProspectFigures,
+    pub lists: ListFigures,
+    pub imports: ImportFigures,
+    pub scoring_runs: ScoringFigures,
+    pub credits: CreditFigures,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PeriodWindow {
+    pub name: Period,
+    /// The start of the window; null for `all`.
+    pub from: Option<String>,
+    pub to: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ProspectFigures {
+    pub total: i64,
+    /// Created in the period.
+    pub new: i64,
+    /// Current prospects by their latest tier.
+    pub by_tier: TierCounts,
+}
+
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct TierCounts {
+    pub a: i64,
+    pub b: i64,
+    pub c: i64,
+    pub d: i64,
+    pub disqualified: i64,
+    /// Never scored.
+    pub unscored: i64,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListFigures {
+    pub total: i64,
+    /// Created in the period.
+    pub new: i64,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ImportFigures {
+    /// Imports in the period.
+    pub count: i64,
+    /// Prospects those imports created.
+    pub rows_created: i64,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ScoringFigures {
+    /// Scoring runs in the period.
+    pub count: i64,
+    /// Prospects those runs scored.
+    pub prospects_scored: i64,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CreditFigures {
+    pub balance: i64,
+    /// Granted in the period.
+    pub granted: i64,
+    /// Spent in the period, net of releases.
+    pub spent: i64,
+    /// Spent in the period by the action that spent it, largest first.
+    pub spent_by_source: Vec<SourceSpend>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SourceSpend {
+    /// The action that spent, e.g. `import_prospects`.
+    pub source: String,
+    pub credits: i64,
+}
+
+/// Show the workspace's dashboard.
+///
+/// Prospects (total, new in the period, by tier), lists, imports (count and prospects created),
+/// scoring runs (count and prospects scored) and credits (balance, granted and spent in the
+/// period, spending by source). `period` is `24h`, `7d`, `30d` (default), `90d`, `365d` or `all`.
+/// Costs nothing.
+#[action(scope = "read", http = "GET /dashboard")]
+pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboard, ApiError> {
+    let now = ctx.now_ms();
+    let since = input.period.length_ms().map_or(i64::MIN, |length| now - length);
+    let workspace = ctx.workspace_id();
+    let pool = ctx.db().pool();
+
+    let prospects = sqlx::query(
+        "select count(*) as total, cast(coalesce(sum(case when created_at >= $2 then 1 else 0 end), 0) as bigint) as new_count \
+         from prospects where workspace_id = $1",
+    )
+    .bind(workspace)
+    .bind(since)
+    .fetch_one(pool)
+    .await?;
+    let mut by_tier = TierCounts::default();
+    let tiers = sqlx::query("select tier, count(*) as n from prospects where workspace_id = $1 group by tier")
+        .bind(workspace)
+        .fetch_all(pool)
+        .await?;
+    for row in &tiers {
+        let count: i64 = row.try_get("n")?;
+        match row.try_get::<Option<String>, _>("tier")?.as_deref() {
+            Some("a") => by_tier.a = count,
+            Some("b") => by_tier.b = count,
+            Some("c") => by_tier.c = count,
+            Some("d") => by_tier.d = count,
+            Some("disqualified") => by_tier.disqualified = count,
+            _ => by_tier.unscored += count,
+        }
+    }
+    let lists = sqlx::query(
+        "select count(*) as total, cast(coalesce(sum(case when created_at >= $2 then 1 else 0 end), 0) as bigint) as new_count \
+         from lists where workspace_id = $1",
+    )
+    .bind(workspace)
+    .bind(since)
+    .fetch_one(pool)
+    .await?;
+    let imports = sqlx::query(
+        "select count(*) as n, cast(coalesce(sum(created_count), 0) as bigint) as created from imports where workspace_id = $1 and created_at >= $2",
+    )
+    .bind(workspace)
+    .bind(since)
+    .fetch_one(pool)
+    .await?;
+    let runs = sqlx::query(
+        "select count(*) as n, cast(coalesce(sum(total), 0) as bigint) as scored from scoring_runs where workspace_id = $1 and created_at >= $2",
+    )
+    .bind(workspace)
+    .bind(since)
+    .fetch_one(pool)
+    .await?;
+    let granted = sqlx::query(
+        "select cast(coalesce(sum(amount), 0) as bigint) as granted from credit_ledger where workspace_id = $1 and kind = 'grant' and created_at >= $2",
+    )
+    .bind(workspace)
+    .bind(since)
+    .fetch_one(pool)
+    .await?;
+    // PostgreSQL sums bigints into numeric, hence the casts back to bigint.
+    // A spend is its own reservation; a release points at the spend it returns credits of.
+    let spending = sqlx::query(
+        "select coalesce(s.action, 'other') as source, cast(-sum(l.amount) as bigint) as credits \
+         from credit_ledger l left join credit_ledger s on s.id = coalesce(l.reservation_id, l.id) \
+         where l.workspace_id = $1 and l.kind in ('spend', 'release') and l.created_at >= $2 \
+         group by coalesce(s.action, 'other') order by credits desc, source",
+    )
+    .bind(workspace)
+    .bind(since)
+    .fetch_all(pool)
+    .await?;
+    let spent_by_source = spending
+        .iter()
+        .map(|row| Ok(SourceSpend { source: row.try_get("source")?, credits: row.try_get("credits")? }))
+        .collect::<Result<Vec<_>, sqlx::Error>>()?
+        .into_iter()
+        .filter(|spend| spend.credits != 0)
+        .collect::<Vec<_>>();
+    let balance = outreach_runtime::credits::balance(ctx.db(), workspace).await?;
+
+    Ok(Dashboard {
+        period: PeriodWindow {
+            name: input.period,
+            from: input.period.length_ms().map(|_| rfc3339(since)),
+            to: rfc3339(now),
+        },
+        prospects: ProspectFigures { total: prospects.try_get("total")?, new: prospects.try_get("new_count")?, by_tier },
+        lists: ListFigures { total: lists.try_get("total")?, new: lists.try_get("new_count")? },
+        imports: ImportFigures { count: imports.try_get("n")?, rows_created: imports.try_get("created")? },
+        scoring_runs: ScoringFigures { count: runs.try_get("n")?, prospects_scored: runs.try_get("scored")? },
+        credits: CreditFigures {
+            balance,
+            granted: granted.try_get("granted")?,
+            spent: spent_by_source.iter().map(|spend| spend.credits).sum(),
+            spent_by_source,
+        },
+    })
+}

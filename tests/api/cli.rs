@@ -1,0 +1,507 @@
+//! The `outreach` binary, run as scripts run it: `admin --json ...` prints one JSON object, a
+//! refusal exits non-zero with a sentence, and `serve` on an empty database prints a first key
+//! and the addresses, then stops cleanly on SIGTERM.
+
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+use crate::helpers::TestDatabase;
+
+fn outreach() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_outreach"));
+    for name in [
+        "DATABASE_URL",
+        "OUTREACH_ADDR",
+        "OUTREACH_BASE_URL",
+        "OUTREACH_ENV",
+    ] {
+        command.env_remove(name);
+    }
+    command
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
+/// Runs `outreach admin --database-url URL --json ARGS...`.
+async fn admin(database: &TestDatabase, args: &[&str]) -> Output {
+    let mut command = outreach();
+    command
+        .args(["admin", "--database-url", database.url(), "--json"])
+        .args(args);
+    tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("admin finishes")
+        .expect("run outreach")
+}
+
+/// Runs an admin command that must succeed; returns its one JSON object.
+async fn admin_ok(database: &TestDatabase, args: &[&str]) -> Value {
+    let output = admin(database, args).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{args:?} failed: {stdout} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .collect();
+    assert_eq!(lines.len(), 1, "{args:?}: --json prints one line: {stdout}");
+    let value: Value =
+        serde_json::from_str(lines[0]).unwrap_or_else(|_| panic!("{args:?}: not JSON: {stdout}"));
+    assert!(value.is_object(), "{args:?}: {value}");
+    value
+}
+
+fn field(value: &Value, name: &str) -> String {
+    value[name]
+        .as_str()
+        .unwrap_or_else(|| panic!("no `{name}` in {value}"))
+        .to_owned()
+}
+
+/// A server started with `outreach serve` on port 0, read from its own output.
+struct Served {
+    child: tokio::process::Child,
+    base_url: String,
+    /// What it printed before the addresses.
+    banner: Vec<String>,
+}
+
+/// Starts `serve` and returns once it has printed its addresses and answers `/healthz`.
+async fn serve(database: &TestDatabase) -> Served {
+    let served = start_serve(database).await;
+    let (status, body) = served.get("/healthz", "").await;
+    assert_eq!(status, 200, "the printed address serves: {body}");
+    served
+}
+
+/// Starts `serve` and returns as soon as it has printed its addresses.
+async fn start_serve(database: &TestDatabase) -> Served {
+    let mut child = outreach()
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--database-url",
+            database.url(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start outreach serve");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut banner = Vec::new();
+    let read = async {
+        while let Some(line) = lines.next_line().await.expect("read stdout") {
+            let done = line.starts_with("Docs:");
+            banner.push(line);
+            if done {
+                return;
+            }
+        }
+        panic!("serve exited before printing its addresses: {banner:?}");
+    };
+    tokio::time::timeout(Duration::from_secs(60), read)
+        .await
+        .expect("serve prints its addresses");
+    let rest = banner
+        .iter()
+        .find_map(|line| line.strip_prefix("REST:"))
+        .expect("a REST line")
+        .trim()
+        .to_owned();
+    let base_url = rest
+        .strip_suffix("/api/v1")
+        .expect("the REST address ends in /api/v1")
+        .to_owned();
+    // Keep draining stdout so the server never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Served {
+        child,
+        base_url,
+        banner,
+    }
+}
+
+impl Served {
+    async fn get(&self, path: &str, key: &str) -> (u16, Value) {
+        let response = reqwest::Client::new()
+            .get(format!("{}{path}", self.base_url))
+            .bearer_auth(key)
+            .send()
+            .await
+            .expect("request");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Sends SIGTERM and waits for a clean exit.
+    async fn terminate(mut self) {
+        let pid = self.child.id().expect("a running server").to_string();
+        let killed = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .await
+            .expect("run kill");
+        assert!(killed.success());
+        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("exits after SIGTERM")
+            .expect("wait");
+        assert!(status.success(), "graceful shutdown exits 0, got {status}");
+    }
+}
+
+#[tokio::test]
+async fn admin_commands_print_one_json_object_and_the_key_works() {
+    let database = TestDatabase::create().await;
+    let created = admin_ok(
+        &database,
+        &[
+            "workspace",
+            "create",
+            "--name",
+            "Initech",
+            "--owner-email",
+            "Boss@Initech.test",
+            "--owner-password",
+            "tps-reports-2",
+        ],
+    )
+    .await;
+    let workspace = field(&created, "workspace_id");
+    assert!(workspace.starts_with("wsp_"), "{created}");
+    assert!(field(&created, "person_id").starts_with("psn_"));
+    assert!(
+        created.get("password").is_none(),
+        "a given password is not echoed: {created}"
+    );
+
+    let member = admin_ok(
+        &database,
+        &[
+            "member",
+            "add",
+            "--workspace",
+            &workspace,
+            "--email",
+            "peter@initech.test",
+            "--role",
+            "admin",
+        ],
+    )
+    .await;
+    assert!(field(&member, "person_id").starts_with("psn_"));
+    assert!(
+        member["password"]
+            .as_str()
+            .is_some_and(|password| password.len() >= 8),
+        "a generated password is shown once: {member}"
+    );
+
+    let key = admin_ok(
+        &database,
+        &[
+            "key",
+            "create",
+            "--workspace",
+            &workspace,
+            "--email",
+            "peter@initech.test",
+            "--name",
+            "ci",
+            "--scopes",
+            "read,write",
+        ],
+    )
+    .await;
+    let keys: Vec<&str> = key
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys.iter()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>(),
+        ["expires_at", "id", "key", "prefix", "scopes"].into()
+    );
+    assert!(field(&key, "id").starts_with("key_"));
+    let value = field(&key, "key");
+    assert!(value.starts_with("pk_test_"), "{value}");
+    assert!(
+        value.starts_with(&field(&key, "prefix")),
+        "the prefix is the start of the key"
+    );
+    assert!(
+        field(&key, "prefix").len() < value.len() / 2,
+        "the prefix does not give the key away"
+    );
+    assert_eq!(key["scopes"], json!(["read", "write"]));
+    assert_eq!(key["expires_at"], Value::Null);
+
+    let expiring = admin_ok(
+        &database,
+        &[
+            "key",
+            "create",
+            "--workspace",
+            &workspace,
+            "--email",
+            "Boss@Initech.test",
+            "--name",
+            "temp",
+            "--scopes",
+            "read",
+            "--expires-at",
+            "2099-01-01T00:00:00Z",
+        ],
+    )
+    .await;
+    assert_eq!(expiring["expires_at"], json!("2099-01-01T00:00:00.000Z"));
+    assert_eq!(expiring["scopes"], json!(["read"]));
+
+    // The key the CLI made works against the server, and a revoke from the CLI takes effect.
+    let server = serve(&database).await;
+    assert!(
+        !server.banner.iter().any(|line| line.contains("pk_test_")),
+        "a non-empty database gets no new key: {:?}",
+        server.banner
+    );
+    let (status, body) = server.get("/api/v1/workspace", &value).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["workspace"]["name"], json!("Initech"));
+    assert_eq!(body["caller"]["email"], json!("peter@initech.test"));
+    assert_eq!(body["caller"]["role"], json!("admin"));
+
+    let revoked = admin_ok(&database, &["key", "revoke", "--id", &field(&key, "id")]).await;
+    assert_eq!(revoked, json!({"revoked": true}));
+    let (status, body) = server.get("/api/v1/workspace", &value).await;
+    assert_eq!(status, 401);
+    assert_eq!(body["code"], json!("credential_revoked"));
+    server.terminate().await;
+
+    let again = admin(&database, &["key", "revoke", "--id", &field(&key, "id")]).await;
+    assert!(!again.status.success(), "revoking twice fails");
+}
+
+#[tokio::test]
+async fn send_scope_is_refused_until_the_terms_are_accepted() {
+    let database = TestDatabase::create().await;
+    let created = admin_ok(
+        &database,
+        &[
+            "workspace",
+            "create",
+            "--name",
+            "Hooli",
+            "--owner-email",
+            "gavin@hooli.test",
+        ],
+    )
+    .await;
+    let workspace = field(&created, "workspace_id");
+    assert!(
+        created["password"]
+            .as_str()
+            .is_some_and(|password| password.len() >= 8),
+        "{created}"
+    );
+    let create_send = [
+        "key",
+        "create",
+        "--workspace",
+        &workspace,
+        "--email",
+        "gavin@hooli.test",
+        "--name",
+        "mailer",
+        "--scopes",
+        "read,write,send",
+    ];
+
+    let refused = admin(&database, &create_send).await;
+    assert!(!refused.status.success(), "send before the terms must fail");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("terms"),
+        "the refusal names the sending terms: {stderr}"
+    );
+    let stdout: Value =
+        serde_json::from_slice(&refused.stdout).expect("--json prints the error as JSON");
+    assert!(
+        stdout["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("send") && error.contains("terms")),
+        "{stdout}"
+    );
+
+    admin_ok(
+        &database,
+        &[
+            "member",
+            "add",
+            "--workspace",
+            &workspace,
+            "--email",
+            "dev@hooli.test",
+            "--role",
+            "member",
+        ],
+    )
+    .await;
+    let by_member = admin(
+        &database,
+        &[
+            "terms",
+            "accept",
+            "--workspace",
+            &workspace,
+            "--email",
+            "dev@hooli.test",
+        ],
+    )
+    .await;
+    assert!(
+        !by_member.status.success(),
+        "a member cannot accept the terms"
+    );
+    let member_write = admin(
+        &database,
+        &[
+            "key",
+            "create",
+            "--workspace",
+            &workspace,
+            "--email",
+            "dev@hooli.test",
+            "--name",
+            "x",
+            "--scopes",
+            "write",
+        ],
+    )
+    .await;
+    assert!(!member_write.status.success(), "a member cannot hold write");
+
+    assert_eq!(
+        admin_ok(
+            &database,
+            &[
+                "terms",
+                "accept",
+                "--workspace",
+                &workspace,
+                "--email",
+                "gavin@hooli.test"
+            ]
+        )
+        .await,
+        json!({"accepted": true})
+    );
+    let key = admin_ok(&database, &create_send).await;
+    assert_eq!(key["scopes"], json!(["read", "write", "send"]));
+}
+
+#[tokio::test]
+async fn bad_admin_arguments_fail_with_a_sentence() {
+    let database = TestDatabase::create().await;
+    let cases: [&[&str]; 4] = [
+        &[
+            "workspace",
+            "create",
+            "--name",
+            "X",
+            "--owner-email",
+            "not-an-email",
+        ],
+        &[
+            "member",
+            "add",
+            "--workspace",
+            "wsp_00000000000000000000",
+            "--email",
+            "a@b.test",
+            "--role",
+            "member",
+        ],
+        &["key", "revoke", "--id", "key_00000000000000000000"],
+        &[
+            "member",
+            "add",
+            "--workspace",
+            "wsp_00000000000000000000",
+            "--email",
+            "a@b.test",
+            "--role",
+            "emperor",
+        ],
+    ];
+    for args in cases {
+        let output = admin(&database, args).await;
+        assert!(!output.status.success(), "{args:?} should fail");
+        assert!(!output.stderr.is_empty(), "{args:?}: no message");
+    }
+}
+
+#[tokio::test]
+async fn serve_on_an_empty_database_prints_a_first_key_and_stops_on_sigterm() {
+    let database = TestDatabase::create().await;
+    let server = serve(&database).await;
+    let banner = server.banner.join("\n");
+    let key = server
+        .banner
+        .iter()
+        .find_map(|line| {
+            line.split_whitespace()
+                .find(|word| word.starts_with("pk_test_"))
+        })
+        .unwrap_or_else(|| panic!("no key printed: {banner}"))
+        .to_owned();
+    assert!(
+        banner.contains("wsp_"),
+        "the workspace is printed: {banner}"
+    );
+    assert!(
+        banner.contains("password"),
+        "the owner's password is printed: {banner}"
+    );
+    for address in ["/api/v1", "/api/mcp", "/api/v1/docs"] {
+        assert!(
+            banner.contains(&format!("{}{address}", server.base_url)),
+            "{address} is printed: {banner}"
+        );
+    }
+
+    let (status, body) = server.get("/api/v1/workspace", &key).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["caller"]["scopes"], json!(["read", "write"]));
+    assert_eq!(body["caller"]["role"], json!("owner"));
+    let (status, _) = server.get("/healthz", "").await;
+    assert_eq!(status, 200);
+    server.terminate().await;
+
+    // A second start on the same database prints no new key.
+    let again = serve(&database).await;
+    assert!(
+        !again.banner.join("\n").contains("pk_test_"),
+        "{:?}",
+        again.banner
+    );
+    again.terminate().await;
+}
+
+#[tokio::test]
+async fn sigterm_right_after_the_banner_is_a_graceful_shutdown() {
+    let database = TestDatabase::create().await;
+    start_serve(&database).await.terminate().await;
+}

@@ -1,0 +1,627 @@
+//! The harness: the app in-process on `127.0.0.1:0` with a fresh database, and a small typed client.
+//!
+//! Each test gets its own database (a SQLite file in a temporary directory, or a new PostgreSQL
+//! database when `TEST_DATABASE_URL` names a server), its own server and its own workspace with
+//! an owner and a read+write key, so tests never see each other's rows and can run in parallel.
+//! The [`Clock`] is kept so a test can move time (key expiry) without sleeping.
+
+use outreach_runtime::admin::{self, CreatedKey};
+use outreach_runtime::registry::{Action, Registry};
+use outreach_runtime::server::{AppState, serve};
+use outreach_runtime::{Clock, Config, Db, Environment, Role, Scope};
+use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::{Method, StatusCode};
+use serde_json::{Map, Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+// The actions register themselves; this keeps the linker from dropping them.
+use outreach_actions as _;
+
+/// The MCP protocol version the tests speak.
+pub const MCP_PROTOCOL_VERSION: &str = "2025-06-18";
+
+/// The email of the owner every [`TestApp`] starts with.
+pub const OWNER_EMAIL: &str = "owner@acme.test";
+
+/// A database made for one test and dropped after it.
+pub enum TestDatabase {
+    Sqlite {
+        url: String,
+        _dir: tempfile::TempDir,
+    },
+    Postgres {
+        url: String,
+        admin_url: String,
+        name: String,
+    },
+}
+
+impl TestDatabase {
+    /// A fresh SQLite file, or a fresh PostgreSQL database when `TEST_DATABASE_URL` is set.
+    pub async fn create() -> Self {
+        match std::env::var("TEST_DATABASE_URL")
+            .ok()
+            .filter(|url| !url.trim().is_empty())
+        {
+            Some(admin_url) => {
+                use sqlx::{Connection, Executor};
+                let name = format!(
+                    "outreach_test_{}",
+                    outreach_runtime::ids::new_id("db").to_lowercase()
+                );
+                let mut conn = sqlx::PgConnection::connect(&admin_url)
+                    .await
+                    .expect("connect to TEST_DATABASE_URL");
+                conn.execute(sqlx::AssertSqlSafe(format!("create database {name}")))
+                    .await
+                    .expect("create the test database");
+                conn.close().await.ok();
+                let url = database_url_with_name(&admin_url, &name);
+                Self::Postgres {
+                    url,
+                    admin_url,
+                    name,
+                }
+            }
+            None => {
+                let dir = tempfile::tempdir().expect("make a temporary directory");
+                let url = format!("sqlite://{}/test.db", dir.path().display());
+                Self::Sqlite { url, _dir: dir }
+            }
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        match self {
+            Self::Sqlite { url, .. } | Self::Postgres { url, .. } => url,
+        }
+    }
+}
+
+/// `postgres://user@host:port/admin?x` with the database name replaced.
+fn database_url_with_name(admin_url: &str, name: &str) -> String {
+    let (base, query) = admin_url
+        .split_once('?')
+        .map_or((admin_url, None), |(base, query)| (base, Some(query)));
+    let authority_start = base.find("://").map_or(0, |index| index + 3);
+    let base = match base[authority_start..].find('/') {
+        Some(slash) => &base[..authority_start + slash],
+        None => base,
+    };
+    match query {
+        Some(query) => format!("{base}/{name}?{query}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let Self::Postgres {
+            admin_url, name, ..
+        } = self
+        else {
+            return;
+        };
+        let (admin_url, name) = (admin_url.clone(), name.clone());
+        // Drop runs inside the test's runtime, which cannot be blocked on; a thread with its own
+        // runtime does the cleanup. `with (force)` ends the server's pooled connections.
+        let cleanup = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                use sqlx::{Connection, Executor};
+                if let Ok(mut conn) = sqlx::PgConnection::connect(&admin_url).await {
+                    conn.execute(sqlx::AssertSqlSafe(format!(
+                        "drop database if exists {name} with (force)"
+                    )))
+                    .await
+                    .ok();
+                    conn.close().await.ok();
+                }
+            });
+        });
+        cleanup.join().ok();
+    }
+}
+
+/// One answer of the REST face.
+#[derive(Debug)]
+pub struct ApiResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    /// The JSON body; `null` when empty, a string when not JSON.
+    pub body: Value,
+}
+
+impl ApiResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    /// The `code` of an error body.
+    pub fn code(&self) -> &str {
+        self.body["code"].as_str().unwrap_or("")
+    }
+
+    /// Asserts the status and returns the body, showing the body when it differs.
+    #[track_caller]
+    pub fn expect(&self, status: u16) -> &Value {
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "unexpected status; body: {}",
+            self.body
+        );
+        &self.body
+    }
+
+    /// Asserts an error status, its `code` and the `{error, code}` shape.
+    #[track_caller]
+    pub fn expect_error(&self, status: u16, code: &str) -> &str {
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "unexpected status; body: {}",
+            self.body
+        );
+        assert_eq!(self.code(), code, "unexpected code; body: {}", self.body);
+        let message = self.body["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("error body without a sentence: {}", self.body));
+        assert!(!message.is_empty(), "empty error sentence");
+        message
+    }
+}
+
+/// How a request authenticates.
+#[derive(Debug, Clone, Copy)]
+pub enum Auth<'a> {
+    None,
+    Key(&'a str),
+    /// A raw `Authorization` header value.
+    Header(&'a str),
+}
+
+/// A request body.
+pub enum Body {
+    Empty,
+    Json(Value),
+    /// Raw bytes with an optional content type.
+    Raw(Vec<u8>, Option<&'static str>),
+}
+
+/// A running app with its own database, workspace and owner key.
+pub struct TestApp {
+    pub base_url: String,
+    pub db: Db,
+    pub clock: Clock,
+    pub environment: Environment,
+    pub client: reqwest::Client,
+    pub registry: Registry,
+    pub workspace_id: String,
+    /// The owner's read+write key.
+    pub key: String,
+    shutdown: Option<oneshot::Sender<()>>,
+    // Last, so the server is told to stop before its database goes away.
+    _database: TestDatabase,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            shutdown.send(()).ok();
+        }
+    }
+}
+
+/// An app in the `development` environment (`pk_test_` keys).
+pub async fn spawn_app() -> TestApp {
+    spawn_app_in("development").await
+}
+
+/// An app in the named environment (`production` issues and accepts only `pk_live_` keys).
+pub async fn spawn_app_in(environment: &str) -> TestApp {
+    let database = TestDatabase::create().await;
+    let db = Db::connect(database.url())
+        .await
+        .expect("connect to the test database");
+    db.migrate().await.expect("migrate the test database");
+    let clock = Clock::default();
+    let environment = Environment::new(environment);
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
+    let base_url = format!("http://{}", listener.local_addr().expect("local address"));
+    let state = AppState::new(
+        db.clone(),
+        clock.clone(),
+        Config::new(&base_url, environment.clone()),
+    )
+    .expect("build the app state");
+    let (shutdown, stop) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        serve(state, listener, async move {
+            stop.await.ok();
+        })
+        .await
+        .expect("serve");
+    });
+    let created = admin::create_workspace(
+        &db,
+        &clock,
+        "Acme",
+        OWNER_EMAIL,
+        Some("correct horse battery"),
+    )
+    .await
+    .expect("create the workspace");
+    let key = admin::create_key(
+        &db,
+        &clock,
+        &environment,
+        &created.workspace_id,
+        OWNER_EMAIL,
+        "test key",
+        Scope::Write,
+        None,
+    )
+    .await
+    .expect("create the owner's key");
+    TestApp {
+        base_url,
+        db,
+        clock,
+        environment,
+        client: reqwest::Client::builder().build().expect("http client"),
+        registry: Registry::build().expect("a valid registry"),
+        workspace_id: created.workspace_id,
+        key: key.key,
+        shutdown: Some(shutdown),
+        _database: database,
+    }
+}
+
+impl TestApp {
+    // ----- administration (what `outreach admin` does) -----
+
+    /// Adds a member to this app's workspace.
+    pub async fn add_member(&self, email: &str, role: Role) {
+        admin::add_member(
+            &self.db,
+            &self.clock,
+            &self.workspace_id,
+            email,
+            role,
+            Some("correct horse battery"),
+        )
+        .await
+        .expect("add a member");
+    }
+
+    /// Creates a key for a member of this app's workspace.
+    pub async fn create_key(&self, email: &str, scope: Scope) -> CreatedKey {
+        self.try_create_key(email, scope, None)
+            .await
+            .expect("create a key")
+    }
+
+    pub async fn try_create_key(
+        &self,
+        email: &str,
+        scope: Scope,
+        expires_at: Option<i64>,
+    ) -> anyhow::Result<CreatedKey> {
+        admin::create_key(
+            &self.db,
+            &self.clock,
+            &self.environment,
+            &self.workspace_id,
+            email,
+            "a key",
+            scope,
+            expires_at,
+        )
+        .await
+    }
+
+    /// Adds credits to this app's workspace, for the actions that spend them.
+    pub async fn grant_credits(&self, amount: i64) {
+        let source = outreach_runtime::credits::Source {
+            reason: Some("test grant"),
+            ..Default::default()
+        };
+        outreach_runtime::credits::grant(
+            &self.db,
+            &self.clock,
+            &self.workspace_id,
+            amount,
+            &source,
+        )
+        .await
+        .expect("grant credits");
+    }
+
+    /// The owner's read-only key.
+    pub async fn read_key(&self) -> String {
+        self.create_key(OWNER_EMAIL, Scope::Read).await.key
+    }
+
+    /// Creates another workspace with its own owner; returns its id and the owner's write key.
+    pub async fn other_workspace(&self, name: &str, owner_email: &str) -> (String, String) {
+        let created = admin::create_workspace(
+            &self.db,
+            &self.clock,
+            name,
+            owner_email,
+            Some("correct horse battery"),
+        )
+        .await
+        .expect("create another workspace");
+        let key = admin::create_key(
+            &self.db,
+            &self.clock,
+            &self.environment,
+            &created.workspace_id,
+            owner_email,
+            "other",
+            Scope::Write,
+            None,
+        )
+        .await
+        .expect("create the other owner's key");
+        (created.workspace_id, key.key)
+    }
+
+    // ----- REST -----
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+
+    /// Sends a request to a path of the server (not prefixed).
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        auth: Auth<'_>,
+        body: Body,
+    ) -> ApiResponse {
+        let mut request = self.client.request(method, self.url(path));
+        request = match auth {
+            Auth::None => request,
+            Auth::Key(key) => request.bearer_auth(key),
+            Auth::Header(value) => request.header("authorization", value),
+        };
+        request = match body {
+            Body::Empty => request,
+            Body::Json(value) => request.json(&value),
+            Body::Raw(bytes, content_type) => {
+                let request = request.body(bytes);
+                match content_type {
+                    Some(content_type) => request.header("content-type", content_type),
+                    None => request,
+                }
+            }
+        };
+        let response = request.send().await.expect("send the request");
+        read_response(response).await
+    }
+
+    /// `GET /api/v1{path}`.
+    pub async fn get(&self, path: &str, key: &str) -> ApiResponse {
+        self.send(
+            Method::GET,
+            &format!("/api/v1{path}"),
+            Auth::Key(key),
+            Body::Empty,
+        )
+        .await
+    }
+
+    /// `POST /api/v1{path}` with a JSON body.
+    pub async fn post_json(&self, path: &str, key: &str, body: Value) -> ApiResponse {
+        self.send(
+            Method::POST,
+            &format!("/api/v1{path}"),
+            Auth::Key(key),
+            Body::Json(body),
+        )
+        .await
+    }
+
+    /// `PATCH /api/v1{path}` with a JSON body.
+    pub async fn patch_json(&self, path: &str, key: &str, body: Value) -> ApiResponse {
+        self.send(
+            Method::PATCH,
+            &format!("/api/v1{path}"),
+            Auth::Key(key),
+            Body::Json(body),
+        )
+        .await
+    }
+
+    /// `DELETE /api/v1{path}`.
+    pub async fn delete(&self, path: &str, key: &str) -> ApiResponse {
+        self.send(
+            Method::DELETE,
+            &format!("/api/v1{path}"),
+            Auth::Key(key),
+            Body::Empty,
+        )
+        .await
+    }
+
+    /// Creates a prospect with the owner's key; returns it.
+    pub async fn create_prospect(&self, body: Value) -> Value {
+        self.post_json("/prospects", &self.key, body)
+            .await
+            .expect(201)
+            .clone()
+    }
+
+    /// How many prospects the owner's workspace holds.
+    pub async fn prospect_count(&self) -> u64 {
+        let page = self.get("/prospects?limit=1", &self.key).await;
+        page.expect(200)["total"].as_u64().expect("a total")
+    }
+
+    /// Calls an action over REST with an input object, the way a client reading the OpenAPI
+    /// document would: path parameters in the path, the rest in the query string (`GET`,
+    /// `DELETE`) or the JSON body.
+    pub async fn rest_call(&self, action: &Action, auth: Auth<'_>, input: &Value) -> ApiResponse {
+        let route = action
+            .route
+            .as_ref()
+            .unwrap_or_else(|| panic!("`{}` has no REST route", action.name()));
+        let mut fields: Map<String, Value> = input.as_object().cloned().unwrap_or_default();
+        let mut path = route.path.clone();
+        for param in &route.path_params {
+            let value = fields
+                .remove(param)
+                .unwrap_or_else(|| json!("prs_00000000000000000000"));
+            let text = match value {
+                Value::String(text) => text,
+                other => other.to_string(),
+            };
+            path = path.replace(&format!("{{{param}}}"), &encode(&text));
+        }
+        let has_body = matches!(route.method.as_str(), "POST" | "PATCH" | "PUT");
+        let body = if has_body {
+            Body::Json(Value::Object(fields))
+        } else {
+            let query: Vec<String> = fields
+                .iter()
+                .map(|(name, value)| {
+                    let text = match value {
+                        Value::String(text) => text.clone(),
+                        Value::Array(items) => items
+                            .iter()
+                            .map(|item| {
+                                item.as_str()
+                                    .map_or_else(|| item.to_string(), str::to_owned)
+                            })
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        other => other.to_string(),
+                    };
+                    format!("{}={}", encode(name), encode(&text))
+                })
+                .collect();
+            if !query.is_empty() {
+                path = format!("{path}?{}", query.join("&"));
+            }
+            Body::Empty
+        };
+        self.send(route.method.clone(), &format!("/api/v1{path}"), auth, body)
+            .await
+    }
+
+    // ----- MCP -----
+
+    /// POSTs one JSON-RPC message to `/api/mcp` with the headers a Streamable HTTP client sends.
+    pub async fn mcp_raw(&self, key: Option<&str>, body: &Value) -> (StatusCode, HeaderMap, Value) {
+        self.mcp_with_headers(key, body, &[]).await
+    }
+
+    /// Like [`Self::mcp_raw`], with extra or overriding headers.
+    pub async fn mcp_with_headers(
+        &self,
+        key: Option<&str>,
+        body: &Value,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, HeaderMap, Value) {
+        let mut request = self
+            .client
+            .post(self.url("/api/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", MCP_PROTOCOL_VERSION)
+            .body(body.to_string());
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, HeaderValue::from_str(value).expect("header value"));
+        }
+        let response = request.send().await.expect("send the MCP request");
+        let response = read_response(response).await;
+        (response.status, response.headers, response.body)
+    }
+
+    /// `tools/call`: returns `(isError, structuredContent)`, checking the envelope on the way:
+    /// HTTP 200, a JSON-RPC result, and a text block equal to the structured content.
+    pub async fn mcp_call(&self, key: &str, tool: &str, arguments: Value) -> (bool, Value) {
+        let request = json!({
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        });
+        let (status, _, body) = self.mcp_raw(Some(key), &request).await;
+        assert_eq!(status, StatusCode::OK, "tools/call {tool}: {body}");
+        assert_eq!(
+            body["id"],
+            json!(7),
+            "the response answers the request: {body}"
+        );
+        let result = body
+            .get("result")
+            .unwrap_or_else(|| panic!("tools/call {tool} gave no result: {body}"));
+        let structured = result["structuredContent"].clone();
+        assert!(
+            !structured.is_null(),
+            "tools/call {tool} without structuredContent: {body}"
+        );
+        let text = result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no text block: {body}"));
+        let from_text: Value = serde_json::from_str(text).expect("the text block is JSON");
+        assert_eq!(
+            from_text, structured,
+            "the text block carries the structured content"
+        );
+        (result["isError"].as_bool().unwrap_or(false), structured)
+    }
+
+    /// `tools/list`: the tools.
+    pub async fn mcp_tools(&self, key: &str) -> Vec<Value> {
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+        let (status, _, body) = self.mcp_raw(Some(key), &request).await;
+        assert_eq!(status, StatusCode::OK, "tools/list: {body}");
+        body["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("tools/list without tools: {body}"))
+            .clone()
+    }
+}
+
+async fn read_response(response: reqwest::Response) -> ApiResponse {
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.bytes().await.expect("read the body");
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+    };
+    ApiResponse {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Percent-encodes a path segment or query component.
+pub fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}

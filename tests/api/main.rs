@@ -1,0 +1,22 @@
+//! The end-to-end suite: the real app on a random port with a fresh database, over HTTP.
+//!
+//! One test binary (so the app and the actions are linked once); one module per area. Run it with
+//! `cargo test --test api`; set `TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres` to
+//! run it on PostgreSQL (a fresh database per test), and `UPDATE_GOLDEN=1` to rewrite the golden
+//! files in `tests/golden/` after an intended change.
+
+mod helpers;
+
+mod auth;
+mod bad_input;
+mod cli;
+mod golden;
+mod imports;
+mod isolation;
+mod lists;
+mod mcp;
+mod paging;
+mod parity;
+mod prospects;
+mod scoring;
+mod targeting;

@@ -1,0 +1,397 @@
+//! The MCP face at `/api/mcp`: stateless Streamable HTTP (a `tools/call` needs no `initialize`),
+//! one tool per action with the very schema of its REST operation, JSON-RPC errors for unknown
+//! tools and methods, and `Host`/`Origin` held to the configured base URL.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
+
+use crate::helpers::{Auth, Body, spawn_app};
+
+#[tokio::test]
+async fn tools_are_named_after_the_actions_with_annotations_and_schemas() {
+    let app = spawn_app().await;
+    let tools = app.mcp_tools(&app.key).await;
+    let names: Vec<&str> = tools
+        .iter()
+        .map(|tool| tool["name"].as_str().expect("name"))
+        .collect();
+    let expected: Vec<String> = app
+        .registry
+        .actions()
+        .iter()
+        .map(|action| format!("service_{}", action.name()))
+        .collect();
+    assert_eq!(names, expected, "one tool per action, in registry order");
+
+    for tool in &tools {
+        let name = tool["name"].as_str().expect("name");
+        let action = app.registry.by_tool_name(name).expect("the tool's action");
+        assert!(name.len() <= 64, "{name}");
+        assert!(
+            tool["description"]
+                .as_str()
+                .is_some_and(|text| text.starts_with(action.def.summary)),
+            "{name}: {}",
+            tool["description"]
+        );
+
+        let annotations = tool["annotations"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{name} has no annotations"));
+        let read_only = action.def.scope.as_str() == "read" && action.def.price.is_none();
+        assert_eq!(
+            annotations.get("readOnlyHint"),
+            Some(&json!(read_only)),
+            "{name}: {annotations:?}"
+        );
+        assert!(
+            annotations.contains_key("openWorldHint"),
+            "{name}: {annotations:?}"
+        );
+        assert!(
+            annotations
+                .get("title")
+                .and_then(Value::as_str)
+                .is_some_and(|title| !title.is_empty()),
+            "{name}"
+        );
+        if !read_only {
+            // Deleting and removing cannot be undone by the caller; neither can sending.
+            let destructive = name.starts_with("service_delete_")
+                || name.starts_with("service_remove_")
+                || action.def.scope.as_str() == "send";
+            assert_eq!(
+                annotations.get("destructiveHint"),
+                Some(&json!(destructive)),
+                "{name}: {annotations:?}"
+            );
+            assert_eq!(
+                annotations.get("idempotentHint"),
+                Some(&json!(action.def.idempotent)),
+                "{name}: {annotations:?}"
+            );
+        }
+
+        assert_eq!(tool["inputSchema"]["type"], json!("object"), "{name}");
+        assert_eq!(
+            tool["inputSchema"]["additionalProperties"],
+            json!(false),
+            "{name}: inputs are strict"
+        );
+        assert_eq!(
+            tool["inputSchema"].as_object(),
+            Some(action.mcp_input_schema.as_ref()),
+            "{name}: the registry's input schema"
+        );
+        let mut without_key = action.mcp_input_schema.as_ref().clone();
+        if action.def.idempotent {
+            let properties = without_key
+                .get_mut("properties")
+                .and_then(Value::as_object_mut)
+                .expect("properties");
+            assert!(
+                properties.remove("idempotency_key").is_some(),
+                "{name}: an idempotent tool takes `idempotency_key`"
+            );
+        }
+        assert_eq!(
+            &without_key,
+            action.input_schema.as_ref(),
+            "{name}: the MCP input is the REST input (plus `idempotency_key`)"
+        );
+        assert_eq!(
+            tool["outputSchema"]["type"],
+            json!("object"),
+            "{name} has no object outputSchema"
+        );
+        assert_eq!(
+            tool["outputSchema"].as_object(),
+            Some(action.output_schema.as_ref()),
+            "{name}: the registry's output schema"
+        );
+    }
+}
+
+/// Rebuilds an input schema's `properties` and `required` from an OpenAPI operation: its path and
+/// query parameters (descriptions moved back into the schema) plus its request body.
+fn input_from_operation(operation: &Value) -> (Map<String, Value>, BTreeSet<String>) {
+    let mut properties = Map::new();
+    let mut required = BTreeSet::new();
+    for parameter in operation["parameters"].as_array().into_iter().flatten() {
+        let name = parameter["name"]
+            .as_str()
+            .expect("parameter name")
+            .to_owned();
+        let mut schema = parameter["schema"].clone();
+        if let (Some(description), Some(map)) =
+            (parameter.get("description"), schema.as_object_mut())
+        {
+            map.insert("description".into(), description.clone());
+        }
+        if parameter["required"] == json!(true) {
+            required.insert(name.clone());
+        }
+        properties.insert(name, schema);
+    }
+    let body = &operation["requestBody"]["content"]["application/json"]["schema"];
+    if let Some(body_properties) = body["properties"].as_object() {
+        for (name, schema) in body_properties {
+            properties.insert(name.clone(), schema.clone());
+        }
+    }
+    for name in body["required"].as_array().into_iter().flatten() {
+        required.insert(name.as_str().expect("name").to_owned());
+    }
+    (properties, required)
+}
+
+#[tokio::test]
+async fn each_tool_input_schema_is_its_openapi_operations_input() {
+    let app = spawn_app().await;
+    let document = app
+        .send(
+            reqwest::Method::GET,
+            "/api/v1/openapi.json",
+            Auth::None,
+            Body::Empty,
+        )
+        .await
+        .expect(200)
+        .clone();
+    let tools = app.mcp_tools(&app.key).await;
+    let mut operations = 0;
+    for (path, methods) in document["paths"].as_object().expect("paths") {
+        for (method, operation) in methods.as_object().expect("methods") {
+            operations += 1;
+            let tool_name = operation["x-mcp-tool"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{method} {path} names no tool"));
+            let operation_id = operation["operationId"].as_str().expect("operationId");
+            assert_eq!(tool_name, format!("service_{operation_id}"));
+            let tool = tools
+                .iter()
+                .find(|tool| tool["name"] == json!(tool_name))
+                .unwrap_or_else(|| panic!("no tool {tool_name}"));
+            let (properties, required) = input_from_operation(operation);
+            let mut tool_properties = tool["inputSchema"]["properties"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            if operation["x-idempotent"] == json!(true) {
+                // REST carries the key in the `Idempotency-Key` header instead.
+                tool_properties.remove("idempotency_key");
+            }
+            assert_eq!(
+                properties, tool_properties,
+                "{method} {path}: the tool's input schema is the operation's"
+            );
+            let tool_required: BTreeSet<String> = tool["inputSchema"]["required"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|name| name.as_str().expect("name").to_owned())
+                .collect();
+            assert_eq!(required, tool_required, "{method} {path}: required fields");
+            let success = operation["responses"]
+                .as_object()
+                .expect("responses")
+                .iter()
+                .find(|(status, _)| status.starts_with('2'));
+            let (_, success) =
+                success.unwrap_or_else(|| panic!("{method} {path} has no success response"));
+            assert_eq!(
+                success["content"]["application/json"]["schema"], tool["outputSchema"],
+                "{method} {path}: output schema"
+            );
+            assert_eq!(
+                operation["x-required-scope"],
+                json!(
+                    app.registry
+                        .get(operation_id)
+                        .expect("action")
+                        .def
+                        .scope
+                        .as_str()
+                )
+            );
+        }
+    }
+    let routed = app
+        .registry
+        .actions()
+        .iter()
+        .filter(|action| action.route.is_some())
+        .count();
+    assert_eq!(operations, routed, "one operation per routed action");
+}
+
+#[tokio::test]
+async fn a_tool_call_needs_no_initialize() {
+    let app = spawn_app().await;
+    let (is_error, body) = app
+        .mcp_call(&app.key, "service_get_workspace", json!({}))
+        .await;
+    assert!(!is_error);
+    assert_eq!(
+        body,
+        app.get("/workspace", &app.key).await.expect(200).clone()
+    );
+    // Nor arguments at all.
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "service_get_workspace"}});
+    let (status, headers, body) = app.mcp_raw(Some(&app.key), &call).await;
+    assert_eq!(status.as_u16(), 200, "{body}");
+    assert!(
+        headers
+            .get("content-type")
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("application/json"))
+    );
+    assert_eq!(body["result"]["isError"], json!(false), "{body}");
+    assert!(
+        headers.get("mcp-session-id").is_none(),
+        "a stateless server hands out no session"
+    );
+}
+
+#[tokio::test]
+async fn initialize_works() {
+    let app = spawn_app().await;
+    let request = json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "e2e", "version": "1.0"}},
+    });
+    let (status, _, body) = app.mcp_raw(Some(&app.key), &request).await;
+    assert_eq!(status.as_u16(), 200, "{body}");
+    let result = &body["result"];
+    assert_eq!(result["protocolVersion"], json!("2025-06-18"), "{body}");
+    assert_eq!(result["serverInfo"]["name"], json!("outreach"));
+    assert!(result["capabilities"]["tools"].is_object(), "{body}");
+    assert!(
+        result["instructions"]
+            .as_str()
+            .is_some_and(|text| text.contains("service_get_workspace"))
+    );
+
+    let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, _) = app.mcp_raw(Some(&app.key), &notification).await;
+    assert!(status.is_success(), "{status}");
+}
+
+#[tokio::test]
+async fn an_unknown_tool_is_a_json_rpc_error() {
+    let app = spawn_app().await;
+    for name in ["service_nope", "get_workspace", ""] {
+        let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": name, "arguments": {}}});
+        let (status, _, body) = app.mcp_raw(Some(&app.key), &call).await;
+        assert!(status.as_u16() < 500, "{name}: {status}");
+        assert_eq!(body["id"], json!(3), "{body}");
+        assert!(body.get("result").is_none(), "{name}: {body}");
+        assert!(body["error"]["code"].is_i64(), "{name}: {body}");
+        if !name.is_empty() {
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains(name),
+                "{body}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_method_is_a_json_rpc_error() {
+    let app = spawn_app().await;
+    let (status, _, body) = app
+        .mcp_raw(
+            Some(&app.key),
+            &json!({"jsonrpc": "2.0", "id": 4, "method": "foo/bar", "params": {}}),
+        )
+        .await;
+    assert!(status.as_u16() < 500, "{status}");
+    assert_eq!(body["id"], json!(4), "{body}");
+    assert_eq!(
+        body["error"]["code"],
+        json!(-32601),
+        "method not found: {body}"
+    );
+}
+
+#[tokio::test]
+async fn server_discover_gets_a_json_rpc_answer() {
+    let app = spawn_app().await;
+    let request = json!({
+        "jsonrpc": "2.0",
+        "id": 5,
+        "method": "server/discover",
+        "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2025-06-18",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }},
+    });
+    let (status, _, body) = app.mcp_raw(Some(&app.key), &request).await;
+    assert!(status.as_u16() < 500, "{status}: {body}");
+    assert_eq!(body["jsonrpc"], json!("2.0"), "{body}");
+    assert_eq!(body["id"], json!(5), "{body}");
+    assert!(
+        body.get("result").is_some() || body["error"]["code"].is_i64(),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_host_or_origin_is_refused() {
+    let app = spawn_app().await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let (status, _, body) = app
+        .mcp_with_headers(Some(&app.key), &list, &[("host", "evil.example")])
+        .await;
+    assert!(status.is_client_error(), "a foreign Host: {status} {body}");
+    let (status, _, body) = app
+        .mcp_with_headers(Some(&app.key), &list, &[("host", "127.0.0.1:1")])
+        .await;
+    assert!(status.is_client_error(), "another port: {status} {body}");
+    let (status, _, body) = app
+        .mcp_with_headers(Some(&app.key), &list, &[("origin", "http://evil.example")])
+        .await;
+    assert!(
+        status.is_client_error(),
+        "a foreign Origin: {status} {body}"
+    );
+    let origin = app.base_url.clone();
+    let (status, _, body) = app
+        .mcp_with_headers(Some(&app.key), &list, &[("origin", origin.as_str())])
+        .await;
+    assert_eq!(status.as_u16(), 200, "the server's own origin: {body}");
+}
+
+#[tokio::test]
+async fn a_tool_error_is_a_result_with_is_error_and_the_rest_body() {
+    let app = spawn_app().await;
+    let (is_error, body) = app
+        .mcp_call(
+            &app.key,
+            "service_get_prospect",
+            json!({"id": "prs_00000000000000000000"}),
+        )
+        .await;
+    assert!(is_error);
+    let rest = app
+        .get("/prospects/prs_00000000000000000000", &app.key)
+        .await;
+    rest.expect_error(404, "not_found");
+    assert_eq!(body, rest.body);
+    // A missing required argument names it.
+    let (is_error, body) = app
+        .mcp_call(&app.key, "service_get_prospect", json!({}))
+        .await;
+    assert!(is_error);
+    assert_eq!(body["code"], json!("invalid_request"));
+    assert!(
+        body["error"].as_str().unwrap_or_default().contains("id"),
+        "{body}"
+    );
+}

@@ -1,0 +1,197 @@
+//! Paging (DESIGN.md section 5): `limit` 1 to 200, `offset`, and `{total, count, offset,
+//! has_more, next_offset, items}`; following `next_offset` while `has_more` visits each row once.
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, spawn_app};
+
+async fn seed(app: &TestApp, count: usize) -> Vec<String> {
+    let mut ids = Vec::with_capacity(count);
+    for index in 0..count {
+        let prospect = app
+            .create_prospect(json!({"first_name": format!("P{index:02}"), "tags": ["seed"]}))
+            .await;
+        ids.push(prospect["id"].as_str().expect("id").to_owned());
+    }
+    ids
+}
+
+#[tokio::test]
+async fn walking_next_offset_visits_each_prospect_exactly_once_newest_first() {
+    let app = spawn_app().await;
+    let created = seed(&app, 60).await;
+
+    let mut seen: Vec<Value> = Vec::new();
+    let mut offset = 0;
+    let mut pages = 0;
+    loop {
+        let page = app
+            .get(&format!("/prospects?limit=7&offset={offset}"), &app.key)
+            .await
+            .expect(200)
+            .clone();
+        pages += 1;
+        assert!(pages <= 9, "the walk does not end");
+        let items = page["items"].as_array().expect("items").clone();
+        assert_eq!(page["total"], json!(60));
+        assert_eq!(page["offset"], json!(offset));
+        assert_eq!(page["count"], json!(items.len()));
+        assert!(items.len() <= 7, "a page holds at most `limit` items");
+        seen.extend(items);
+        if page["has_more"] == json!(true) {
+            let next = page["next_offset"]
+                .as_u64()
+                .expect("next_offset while has_more");
+            assert_eq!(next, offset + 7, "next_offset follows the page");
+            offset = next;
+        } else {
+            assert_eq!(
+                page["next_offset"],
+                Value::Null,
+                "no next_offset on the last page"
+            );
+            break;
+        }
+    }
+    assert_eq!(pages, 9, "60 items in pages of 7");
+
+    let ids: Vec<&str> = seen
+        .iter()
+        .map(|item| item["id"].as_str().expect("id"))
+        .collect();
+    let unique: HashSet<&str> = ids.iter().copied().collect();
+    assert_eq!(ids.len(), 60, "every prospect once");
+    assert_eq!(unique.len(), 60, "no prospect twice");
+    assert_eq!(
+        unique,
+        created.iter().map(String::as_str).collect::<HashSet<_>>()
+    );
+
+    // Newest first, the id breaking ties between prospects created in the same millisecond.
+    for pair in seen.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        let (a_time, b_time) = (
+            a["created_at"].as_str().expect("time"),
+            b["created_at"].as_str().expect("time"),
+        );
+        assert!(
+            a_time > b_time || (a_time == b_time && a["id"].as_str() > b["id"].as_str()),
+            "out of order: {} {a_time} before {} {b_time}",
+            a["id"],
+            b["id"]
+        );
+    }
+    assert_eq!(
+        ids.first().copied(),
+        created.last().map(String::as_str),
+        "the newest comes first"
+    );
+}
+
+#[tokio::test]
+async fn the_default_page_is_25_and_200_is_allowed() {
+    let app = spawn_app().await;
+    seed(&app, 30).await;
+    let page = app.get("/prospects", &app.key).await.expect(200).clone();
+    assert_eq!(page["count"], json!(25));
+    assert_eq!(page["has_more"], json!(true));
+    assert_eq!(page["next_offset"], json!(25));
+    let page = app
+        .get("/prospects?limit=200", &app.key)
+        .await
+        .expect(200)
+        .clone();
+    assert_eq!(page["count"], json!(30));
+    assert_eq!(page["has_more"], json!(false));
+}
+
+#[tokio::test]
+async fn limit_out_of_range_is_a_400_naming_the_bound() {
+    let app = spawn_app().await;
+    for limit in ["0", "201", "99999999999"] {
+        let message = app
+            .get(&format!("/prospects?limit={limit}"), &app.key)
+            .await
+            .expect_error(400, "invalid_request")
+            .to_owned();
+        assert!(
+            message.contains("`limit`") && message.contains("between 1 and 200"),
+            "limit={limit}: the sentence names the bound: {message}"
+        );
+    }
+    let (is_error, body) = app
+        .mcp_call(&app.key, "service_list_prospects", json!({"limit": 201}))
+        .await;
+    assert!(is_error);
+    assert!(
+        body["error"].as_str().unwrap_or_default().contains("200"),
+        "{body}"
+    );
+    let message = app
+        .get("/prospects?limit=ten", &app.key)
+        .await
+        .expect_error(400, "invalid_request")
+        .to_owned();
+    assert!(message.contains("limit"), "{message}");
+}
+
+#[tokio::test]
+async fn a_negative_limit_or_offset_is_a_400_naming_the_field() {
+    let app = spawn_app().await;
+    for query in ["limit=-1", "offset=-3"] {
+        let field = query.split('=').next().expect("field");
+        let message = app
+            .get(&format!("/prospects?{query}"), &app.key)
+            .await
+            .expect_error(400, "invalid_request")
+            .to_owned();
+        assert!(
+            message.contains(&format!("`{field}`")),
+            "{query}: the sentence names `{field}`: {message}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn offset_past_the_end_gives_an_empty_last_page() {
+    let app = spawn_app().await;
+    seed(&app, 3).await;
+    for offset in [3, 4, 1000] {
+        let page = app
+            .get(&format!("/prospects?offset={offset}"), &app.key)
+            .await
+            .expect(200)
+            .clone();
+        assert_eq!(page["items"], json!([]), "offset={offset}");
+        assert_eq!(page["count"], json!(0));
+        assert_eq!(page["total"], json!(3));
+        assert_eq!(page["has_more"], json!(false));
+        assert_eq!(page["next_offset"], Value::Null);
+    }
+}
+
+#[tokio::test]
+async fn filters_page_over_the_matching_prospects_only() {
+    let app = spawn_app().await;
+    seed(&app, 12).await;
+    for index in 0..5 {
+        app.create_prospect(json!({"first_name": format!("Tagged{index}"), "tags": ["chosen"]}))
+            .await;
+    }
+    let first = app
+        .get("/prospects?tag=chosen&limit=3", &app.key)
+        .await
+        .expect(200)
+        .clone();
+    assert_eq!(first["total"], json!(5));
+    assert_eq!(first["next_offset"], json!(3));
+    let second = app
+        .get("/prospects?tag=chosen&limit=3&offset=3", &app.key)
+        .await
+        .expect(200)
+        .clone();
+    assert_eq!(second["count"], json!(2));
+    assert_eq!(second["has_more"], json!(false));
+}

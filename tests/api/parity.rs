@@ -1,0 +1,602 @@
+//! Registry-wide checks: every action, over REST and over MCP, answers alike.
+//!
+//! The tests walk `Registry::build()` rather than a hand-written list, so a new action is covered
+//! the day it is registered: it needs an entry in [`fixture`] (the parity test fails until it has
+//! one), and the refusal tests (no credential, a too-small scope) cover it with no entry at all.
+//!
+//! A fixture's input names objects of a [`World`] made through the API. A read action is called on
+//! both faces against the same world and must answer byte-for-byte alike; a write action gets one
+//! world per face, and the answers must be equal once each world's ids, the new ids and the times
+//! are replaced by symbols. Each failure input must give the same `{error, code}` on both faces.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{ApiResponse, Auth, TestApp, spawn_app};
+
+/// A well-formed id of the given kind (`prs`, `lst`, ...) that names nothing.
+fn missing(prefix: &str) -> String {
+    format!("{prefix}_00000000000NoSuchOne")
+}
+
+/// The objects a fixture's input may name, made through the API so they are real: a prospect, a
+/// targeting, a list holding the prospect, an import and a scoring run of the prospect.
+struct World {
+    /// A marker unique to this world, for names that must be unique in a workspace.
+    tag: String,
+    number: usize,
+    prospect: String,
+    targeting: String,
+    list: String,
+    import: String,
+    run: String,
+}
+
+/// The prospect each world holds. It has no profile URL, so it can be created twice alike.
+fn target_body() -> Value {
+    json!({
+        "first_name": "Ada",
+        "last_name": "Lovelace",
+        "headline": "Poet of numbers",
+        "title": "Engineer",
+        "seniority": "senior",
+        "company_name": "Analytical Engines",
+        "company_domain": "engines.test",
+        "email": "ada@engines.test",
+        "tags": ["vip"],
+        "custom_fields": {"met_at": "conference", "rank": 3},
+    })
+}
+
+fn criteria() -> Value {
+    json!({
+        "titles": {"include": [{"keyword": "engineer", "points": 60}], "exclude": ["intern"]},
+        "seniorities": [{"value": "senior", "points": 40}],
+    })
+}
+
+fn id_of(response: &ApiResponse, what: &str) -> String {
+    assert!(
+        response.status.is_success(),
+        "making the world's {what}: {} {}",
+        response.status,
+        response.body
+    );
+    response.body["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the {what} has no id: {}", response.body))
+        .to_owned()
+}
+
+impl World {
+    async fn make(app: &TestApp, number: usize) -> Self {
+        let tag = format!("(world {number})");
+        let key = &app.key;
+        let prospect = id_of(
+            &app.post_json("/prospects", key, target_body()).await,
+            "prospect",
+        );
+        let targeting = app
+            .post_json(
+                "/targetings",
+                key,
+                json!({"name": format!("ICP {tag}"), "criteria": criteria()}),
+            )
+            .await;
+        let targeting = id_of(&targeting, "targeting");
+        let list = id_of(
+            &app.post_json("/lists", key, json!({"name": format!("List {tag}")}))
+                .await,
+            "list",
+        );
+        let added = app
+            .post_json(
+                &format!("/lists/{list}/prospects"),
+                key,
+                json!({"prospect_ids": [prospect]}),
+            )
+            .await;
+        assert!(
+            added.status.is_success(),
+            "adding the world's prospect to its list: {}",
+            added.body
+        );
+        let rows = json!({"rows": [{"first_name": "Imported", "email": format!("imported-{number}@engines.test")}]});
+        let import = id_of(&app.post_json("/imports", key, rows).await, "import");
+        let run = app
+            .post_json(
+                "/scoring-runs",
+                key,
+                json!({"targeting_id": targeting, "prospect_ids": [prospect]}),
+            )
+            .await;
+        let run = id_of(&run, "scoring run");
+        Self {
+            tag,
+            number,
+            prospect,
+            targeting,
+            list,
+            import,
+            run,
+        }
+    }
+
+    /// This world's ids and tag, with the symbols they stand for in a comparison.
+    fn symbols(&self) -> [(&str, &'static str); 6] {
+        [
+            (self.prospect.as_str(), "<prospect>"),
+            (self.targeting.as_str(), "<targeting>"),
+            (self.list.as_str(), "<list>"),
+            (self.import.as_str(), "<import>"),
+            (self.run.as_str(), "<run>"),
+            (self.tag.as_str(), "<tag>"),
+        ]
+    }
+}
+
+/// What a parity check needs of one action.
+struct Fixture {
+    /// Whether a call changes state, so each face needs its own world.
+    mutates: bool,
+    /// A valid input.
+    success: fn(&World) -> Value,
+    /// An input that fails...
+    failure: fn(&World) -> Value,
+    /// ...with this code.
+    failure_code: &'static str,
+}
+
+/// A read action: a success and a failure on the same world.
+fn read(
+    success: fn(&World) -> Value,
+    failure: fn(&World) -> Value,
+    failure_code: &'static str,
+) -> Fixture {
+    Fixture {
+        mutates: false,
+        success,
+        failure,
+        failure_code,
+    }
+}
+
+/// A write action: each face acts on its own world.
+fn write(
+    success: fn(&World) -> Value,
+    failure: fn(&World) -> Value,
+    failure_code: &'static str,
+) -> Fixture {
+    Fixture {
+        mutates: true,
+        success,
+        failure,
+        failure_code,
+    }
+}
+
+const INVALID: &str = "invalid_request";
+const NOT_FOUND: &str = "not_found";
+
+/// The input fixtures, by action name. A registered action missing here fails the parity test.
+fn fixture(name: &str) -> Option<Fixture> {
+    Some(match name {
+        "get_workspace" => read(|_| json!({}), |_| json!({"verbose": true}), INVALID),
+        "list_credit_transactions" => {
+            read(|_| json!({"limit": 5}), |_| json!({"limit": 201}), INVALID)
+        }
+
+        "create_prospect" => write(
+            |_| target_body(),
+            |_| json!({"title": "CTO", "company_name": "Nameless"}),
+            INVALID,
+        ),
+        "get_prospect" => read(
+            |w| json!({"id": w.prospect}),
+            |_| json!({"id": missing("prs")}),
+            NOT_FOUND,
+        ),
+        "list_prospects" => read(
+            |_| json!({"q": "lovelace", "tag": "vip", "limit": 5, "offset": 1}),
+            |_| json!({"limit": 0}),
+            INVALID,
+        ),
+        "update_prospect" => write(
+            |w| json!({"id": w.prospect, "title": "Chief Engineer", "headline": null, "tags": ["vip", "met"], "company_size": 40}),
+            |_| json!({"id": missing("prs"), "title": "Nobody"}),
+            NOT_FOUND,
+        ),
+        "delete_prospect" => write(
+            |w| json!({"id": w.prospect}),
+            |_| json!({"id": missing("prs")}),
+            NOT_FOUND,
+        ),
+
+        "create_list" => write(
+            |w| json!({"name": format!("New list {}", w.tag), "description": "made twice", "default_targeting_id": w.targeting}),
+            |_| json!({"name": "  "}),
+            INVALID,
+        ),
+        "get_list" => read(
+            |w| json!({"id": w.list}),
+            |_| json!({"id": missing("lst")}),
+            NOT_FOUND,
+        ),
+        "list_lists" => read(
+            |_| json!({"q": "list", "limit": 10}),
+            |_| json!({"limit": 0}),
+            INVALID,
+        ),
+        "update_list" => write(
+            |w| json!({"id": w.list, "name": format!("Renamed {}", w.tag), "description": null, "default_targeting_id": w.targeting}),
+            |_| json!({"id": missing("lst"), "name": "Nowhere"}),
+            NOT_FOUND,
+        ),
+        "delete_list" => write(
+            |w| json!({"id": w.list}),
+            |_| json!({"id": missing("lst")}),
+            NOT_FOUND,
+        ),
+        "add_prospects_to_list" => write(
+            |w| json!({"id": w.list, "prospect_ids": [w.prospect, missing("prs")]}),
+            |w| json!({"id": missing("lst"), "prospect_ids": [w.prospect]}),
+            NOT_FOUND,
+        ),
+        "remove_prospects_from_list" => write(
+            |w| json!({"id": w.list, "prospect_ids": [w.prospect, missing("prs")]}),
+            |w| json!({"id": missing("lst"), "prospect_ids": [w.prospect]}),
+            NOT_FOUND,
+        ),
+        "list_list_prospects" => read(
+            |w| json!({"id": w.list, "limit": 10}),
+            |_| json!({"id": missing("lst")}),
+            NOT_FOUND,
+        ),
+
+        "create_targeting" => write(
+            |w| json!({"name": format!("Second ICP {}", w.tag), "description": "made twice", "criteria": criteria(), "tiers": {"a": 90, "b": 70, "c": 50}}),
+            |_| json!({"name": "No criteria"}),
+            INVALID,
+        ),
+        "get_targeting" => read(
+            |w| json!({"id": w.targeting}),
+            |_| json!({"id": missing("tgt")}),
+            NOT_FOUND,
+        ),
+        "list_targetings" => read(|_| json!({"limit": 10}), |_| json!({"limit": 0}), INVALID),
+        "update_targeting" => write(
+            |w| json!({"id": w.targeting, "description": "sharper", "gates": {"excluded_domains": ["rival.test"]}}),
+            |_| json!({"id": missing("tgt"), "description": "nothing"}),
+            NOT_FOUND,
+        ),
+        "delete_targeting" => write(
+            |w| json!({"id": w.targeting}),
+            |_| json!({"id": missing("tgt")}),
+            NOT_FOUND,
+        ),
+
+        "import_prospects" => write(
+            |w| json!({"rows": [{"first_name": "Grace", "email": format!("grace-{}@navy.test", w.number)}, {"last_name": "Hopper"}], "list_id": w.list}),
+            |_| json!({}),
+            INVALID,
+        ),
+        "get_import" => read(
+            |w| json!({"id": w.import}),
+            |_| json!({"id": missing("imp")}),
+            NOT_FOUND,
+        ),
+        "list_imports" => read(|_| json!({"limit": 5}), |_| json!({"limit": 0}), INVALID),
+
+        "start_scoring_run" => write(
+            |w| json!({"targeting_id": w.targeting, "list_id": w.list}),
+            |w| json!({"targeting_id": w.targeting}),
+            INVALID,
+        ),
+        "get_scoring_run" => read(
+            |w| json!({"id": w.run}),
+            |_| json!({"id": missing("scr")}),
+            NOT_FOUND,
+        ),
+        "list_scoring_runs" => read(
+            |w| json!({"targeting_id": w.targeting, "limit": 5}),
+            |_| json!({"limit": 0}),
+            INVALID,
+        ),
+        "list_scoring_results" => read(
+            |w| json!({"id": w.run, "limit": 5}),
+            |_| json!({"id": missing("scr")}),
+            NOT_FOUND,
+        ),
+        _ => return None,
+    })
+}
+
+/// An app whose workspace can pay for every priced call the fixtures make.
+async fn funded_app() -> TestApp {
+    let app = spawn_app().await;
+    app.grant_credits(1_000_000).await;
+    app
+}
+
+/// Whether `text` has the shape of an id (`abc_` and 20 letters and digits).
+fn is_id(text: &str) -> bool {
+    text.split_once('_').is_some_and(|(prefix, rest)| {
+        prefix.len() == 3
+            && prefix.bytes().all(|b| b.is_ascii_lowercase())
+            && rest.len() == 20
+            && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+    })
+}
+
+/// Rewrites what differs by nature between two worlds: the world's ids and tag become symbols,
+/// new ids and times become markers. What remains must be equal on both faces.
+fn normalise(value: &Value, world: &World, key: &str) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, value)| (key.clone(), normalise(value, world, key)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| normalise(item, world, key))
+                .collect(),
+        ),
+        Value::String(text) => {
+            let mut text = text.clone();
+            for (from, to) in world.symbols() {
+                text = text.replace(from, to);
+            }
+            if is_id(&text) {
+                text = format!("<new {}>", &text[..3]);
+            } else if key.ends_with("_at") && !text.is_empty() {
+                text = "<time>".to_owned();
+            }
+            Value::String(text)
+        }
+        other => other.clone(),
+    }
+}
+
+fn tool_name(name: &str) -> String {
+    format!("service_{name}")
+}
+
+#[tokio::test]
+async fn every_action_answers_the_same_over_rest_and_mcp() {
+    let app = funded_app().await;
+    let missing: Vec<&str> = app
+        .registry
+        .actions()
+        .iter()
+        .map(|action| action.name())
+        .filter(|name| fixture(name).is_none())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "actions without a parity fixture (add them to `fixture` in tests/api/parity.rs): {missing:?}"
+    );
+
+    let mut worlds = 0;
+    let shared = World::make(&app, worlds).await;
+    for action in app.registry.actions() {
+        let name = action.name();
+        let fixture = fixture(name).expect("checked above");
+        let own_worlds = if fixture.mutates {
+            worlds += 2;
+            Some((
+                World::make(&app, worlds - 1).await,
+                World::make(&app, worlds).await,
+            ))
+        } else {
+            None
+        };
+        let (rest_world, mcp_world) = own_worlds
+            .as_ref()
+            .map_or((&shared, &shared), |(rest, mcp)| (rest, mcp));
+
+        let rest_input = (fixture.success)(rest_world);
+        let mcp_input = (fixture.success)(mcp_world);
+        let rest = app
+            .rest_call(action, Auth::Key(&app.key), &rest_input)
+            .await;
+        assert!(
+            rest.status.is_success(),
+            "{name} over REST with {rest_input}: {} {}",
+            rest.status,
+            rest.body
+        );
+        assert_eq!(
+            rest.status,
+            action.success_status(),
+            "{name}: the documented success status"
+        );
+        let (is_error, mcp) = app
+            .mcp_call(&app.key, &tool_name(name), mcp_input.clone())
+            .await;
+        assert!(!is_error, "{name} over MCP with {mcp_input}: {mcp}");
+        if fixture.mutates {
+            assert_eq!(
+                normalise(&rest.body, rest_world, ""),
+                normalise(&mcp, mcp_world, ""),
+                "{name}: REST and MCP outputs differ beyond ids and times"
+            );
+        } else {
+            assert_eq!(rest.body, mcp, "{name}: REST and MCP outputs differ");
+        }
+
+        let failure = (fixture.failure)(&shared);
+        let rest = app.rest_call(action, Auth::Key(&app.key), &failure).await;
+        let (is_error, mcp) = app
+            .mcp_call(&app.key, &tool_name(name), failure.clone())
+            .await;
+        assert!(
+            is_error,
+            "{name} over MCP with {failure} should fail: {mcp}"
+        );
+        assert_eq!(
+            rest.code(),
+            fixture.failure_code,
+            "{name} over REST with {failure}: {}",
+            rest.body
+        );
+        assert!(rest.status.is_client_error(), "{name}: {}", rest.status);
+        assert_eq!(
+            rest.body, mcp,
+            "{name}: the error differs between REST and MCP"
+        );
+        assert!(
+            mcp["error"].as_str().is_some_and(|error| !error.is_empty()),
+            "{name}: {mcp}"
+        );
+    }
+}
+
+/// What a refused call must leave as it was: counts and the world's objects.
+async fn snapshot(app: &TestApp, world: &World) -> Vec<Value> {
+    let mut state = Vec::new();
+    for path in [
+        "/prospects?limit=1".to_owned(),
+        "/lists?limit=1".to_owned(),
+        "/targetings?limit=1".to_owned(),
+        "/imports?limit=1".to_owned(),
+        "/scoring-runs?limit=1".to_owned(),
+        format!("/prospects/{}", world.prospect),
+        format!("/lists/{}", world.list),
+        format!("/targetings/{}", world.targeting),
+        "/workspace".to_owned(),
+    ] {
+        state.push(app.get(&path, &app.key).await.expect(200).clone());
+    }
+    state
+}
+
+#[tokio::test]
+async fn every_action_refuses_an_unauthenticated_call_on_both_faces() {
+    let app = funded_app().await;
+    let world = World::make(&app, 0).await;
+    let before = snapshot(&app, &world).await;
+    for action in app.registry.actions() {
+        let name = action.name();
+        let input = fixture(name).map_or_else(|| json!({}), |fixture| (fixture.success)(&world));
+        if action.route.is_some() {
+            let rest = app.rest_call(action, Auth::None, &input).await;
+            rest.expect_error(401, "unauthenticated");
+            let challenge = rest
+                .header("www-authenticate")
+                .unwrap_or_else(|| panic!("{name}: 401 without WWW-Authenticate"));
+            assert!(
+                challenge.starts_with("Bearer resource_metadata=\""),
+                "{name}: {challenge}"
+            );
+            assert!(
+                !challenge.contains("error="),
+                "{name}: no credential was sent, so no error= in {challenge}"
+            );
+        }
+
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool_name(name), "arguments": input}});
+        let (status, headers, body) = app.mcp_raw(None, &call).await;
+        assert_eq!(
+            status.as_u16(),
+            401,
+            "{name} over MCP without a key: {body}"
+        );
+        assert_eq!(body["code"], json!("unauthenticated"), "{name}: {body}");
+        let challenge = headers
+            .get("www-authenticate")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default();
+        assert!(
+            challenge.contains("resource_metadata=") && challenge.contains("/api/mcp"),
+            "{name}: {challenge}"
+        );
+    }
+    assert_eq!(
+        snapshot(&app, &world).await,
+        before,
+        "an unauthenticated call changed something"
+    );
+}
+
+#[tokio::test]
+async fn every_action_above_read_refuses_a_read_only_key_on_both_faces() {
+    let app = funded_app().await;
+    let read_key = app.read_key().await;
+    let world = World::make(&app, 0).await;
+    let settings = format!("{}/settings/api", app.base_url);
+    let mut refused = 0;
+    for action in app.registry.actions() {
+        let name = action.name();
+        let scope = action.def.scope.as_str();
+        let fixture = fixture(name);
+        let input = fixture
+            .as_ref()
+            .map_or_else(|| json!({}), |fixture| (fixture.success)(&world));
+        if scope == "read" {
+            // Within scope: a fixture's input succeeds; any input gets past the scope check.
+            let (is_error, body) = app
+                .mcp_call(&read_key, &tool_name(name), input.clone())
+                .await;
+            if fixture.is_some() {
+                assert!(!is_error, "{name} with a read key over MCP: {body}");
+                if action.route.is_some() {
+                    let rest = app.rest_call(action, Auth::Key(&read_key), &input).await;
+                    assert!(
+                        rest.status.is_success(),
+                        "{name} with a read key: {}",
+                        rest.body
+                    );
+                }
+            } else {
+                assert_ne!(body["code"], json!("insufficient_scope"), "{name}: {body}");
+            }
+            continue;
+        }
+        refused += 1;
+        let before = snapshot(&app, &world).await;
+
+        let (is_error, mcp) = app
+            .mcp_call(&read_key, &tool_name(name), input.clone())
+            .await;
+        assert!(
+            is_error,
+            "{name} over MCP with a read key should fail: {mcp}"
+        );
+        if action.route.is_some() {
+            let rest = app.rest_call(action, Auth::Key(&read_key), &input).await;
+            let message = rest.expect_error(403, "insufficient_scope");
+            assert!(
+                message.contains(&format!("`{scope}`")),
+                "{name}: the sentence names the scope: {message}"
+            );
+            assert!(
+                message.contains(&settings),
+                "{name}: the sentence points to {settings}: {message}"
+            );
+            assert_eq!(
+                rest.body["required_scope"],
+                json!(scope),
+                "{name}: {}",
+                rest.body
+            );
+            let challenge = rest.header("www-authenticate").unwrap_or_default();
+            assert!(
+                challenge.contains("error=\"insufficient_scope\"") && challenge.contains(scope),
+                "{name}: {challenge}"
+            );
+            assert_eq!(
+                rest.body, mcp,
+                "{name}: the refusal differs between REST and MCP"
+            );
+        } else {
+            assert_eq!(mcp["code"], json!("insufficient_scope"), "{name}: {mcp}");
+        }
+        assert_eq!(
+            snapshot(&app, &world).await,
+            before,
+            "{name}: a refused call changed something"
+        );
+    }
+    assert!(refused > 0, "no action above `read` to check");
+}
