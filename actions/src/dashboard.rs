@@ -66,8 +66,9 @@ pub struct Dashboard {
 pub struct PeriodWindow {
     pub name: Period,
     /// The start of the window; null for `all`.
-    pub from: Option<String>,
-    pub to: String,
+    pub starts_at: Option<String>,
+    /// The end of the window: the time of the call.
+    pub ends_at: String,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -221,8 +222,8 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
     Ok(Dashboard {
         period: PeriodWindow {
             name: input.period,
-            from: input.period.length_ms().map(|_| rfc3339(since)),
-            to: rfc3339(now),
+            starts_at: input.period.length_ms().map(|_| rfc3339(since)),
+            ends_at: rfc3339(now),
         },
         prospects: ProspectFigures { total: prospects.try_get("total")?, new: prospects.try_get("new_count")?, by_tier },
         lists: ListFigures { total: lists.try_get("total")?, new: lists.try_get("new_count")? },

@@ -9,6 +9,7 @@ pub mod credits;
 pub mod dashboard;
 pub mod imports;
 pub mod lists;
+pub mod processing;
 pub mod prospects;
 pub mod scoring;
 pub mod targeting;

@@ -408,6 +408,20 @@ impl TestApp {
         read_response(response).await
     }
 
+    /// `POST /api/v1{path}` with a JSON body and an `Idempotency-Key` header.
+    pub async fn post_idempotent(&self, path: &str, key: &str, idempotency_key: &str, body: &Value) -> ApiResponse {
+        let response = self
+            .client
+            .post(self.url(&format!("/api/v1{path}")))
+            .bearer_auth(key)
+            .header("idempotency-key", idempotency_key)
+            .json(body)
+            .send()
+            .await
+            .expect("send the request");
+        read_response(response).await
+    }
+
     /// `GET /api/v1{path}`.
     pub async fn get(&self, path: &str, key: &str) -> ApiResponse {
         self.send(

@@ -2,11 +2,11 @@
 //! concurrency against the balance, and bad input that changes nothing.
 
 use outreach_runtime::credits::Source;
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-use crate::helpers::{ApiResponse, TestApp, spawn_app};
+use crate::helpers::{ApiResponse, Auth, Body, TestApp, spawn_app};
 
 /// Seven rows: three new, one matching the workspace's prospect, one repeating row 1, and two
 /// invalid ones (row 5 has no name, URL or email; row 6 has a malformed email).
@@ -808,6 +808,19 @@ async fn bad_input_is_refused_with_a_sentence_and_changes_nothing() {
             );
         }
     }
+    // Bytes that are not UTF-8 cannot be in a JSON string: the body is refused as a whole.
+    let mut bytes = br#"{"csv": "name,email\nJ"#.to_vec();
+    bytes.extend([0xff, 0xfe]);
+    bytes.extend(br#"ne,jane@acme.test\n"}"#);
+    let response = app
+        .send(
+            Method::POST,
+            "/api/v1/imports",
+            Auth::Key(&app.key),
+            Body::Raw(bytes, Some("application/json")),
+        )
+        .await;
+    response.expect_error(400, "invalid_request");
     // Over the body limit, before any parsing.
     let huge = "x".repeat(17 * 1024 * 1024);
     import(&app, &app.key, None, json!({"csv": huge}))

@@ -16,6 +16,7 @@ mod isolation;
 mod lists;
 mod mcp;
 mod paging;
+mod processing;
 mod parity;
 mod prospects;
 mod scoring;

@@ -184,6 +184,8 @@ fn fixture(name: &str) -> Option<Fixture> {
         "list_credit_transactions" => {
             read(|_| json!({"limit": 5}), |_| json!({"limit": 201}), INVALID)
         }
+        // A read, but its window ends at the time of the call, so it is compared with times masked.
+        "get_dashboard" => write(|_| json!({"period": "7d"}), |_| json!({"period": "week"}), INVALID),
 
         "create_prospect" => write(
             |_| target_body(),
@@ -300,6 +302,11 @@ fn fixture(name: &str) -> Option<Fixture> {
             |w| json!({"targeting_id": w.targeting, "limit": 5}),
             |_| json!({"limit": 0}),
             INVALID,
+        ),
+        "process_list" => write(
+            |w| json!({"id": w.list, "targeting_id": w.targeting}),
+            |_| json!({"id": missing("lst"), "targeting_id": missing("tgt")}),
+            NOT_FOUND,
         ),
         "list_scoring_results" => read(
             |w| json!({"id": w.run, "limit": 5}),

@@ -5,7 +5,7 @@
 //! the prospect that already has it. Tags live twice: as a JSON array on the row (what is read)
 //! and in `prospect_tags` (what the `tag` filter looks up), written in one transaction.
 
-mod normalize;
+pub(crate) mod normalize;
 
 use std::collections::BTreeMap;
 
@@ -57,12 +57,12 @@ pub struct Prospect {
     pub updated_at: String,
 }
 
-const COLUMNS: &str = "id, first_name, last_name, headline, title, seniority, department, company_name, \
+pub(crate) const COLUMNS: &str = "id, first_name, last_name, headline, title, seniority, department, company_name, \
     company_domain, company_industry, company_size, location, country, timezone, profile_url, email, phone, \
     tags, custom_fields, score, tier, do_not_contact, source, created_at, updated_at";
 
 impl Prospect {
-    fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
+    pub(crate) fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
         let first_name: Option<String> = row.try_get("first_name")?;
         let last_name: Option<String> = row.try_get("last_name")?;
         let tags: String = row.try_get("tags")?;
@@ -99,32 +99,32 @@ impl Prospect {
 }
 
 /// The writable fields of a prospect, validated and normalised.
-#[derive(Debug, Default, Clone)]
-struct Fields {
-    first_name: Option<String>,
-    last_name: Option<String>,
-    headline: Option<String>,
-    title: Option<String>,
-    seniority: Option<String>,
-    department: Option<String>,
-    company_name: Option<String>,
-    company_domain: Option<String>,
-    company_industry: Option<String>,
-    company_size: Option<i64>,
-    location: Option<String>,
-    country: Option<String>,
-    timezone: Option<String>,
-    profile_url: Option<String>,
-    email: Option<String>,
-    phone: Option<String>,
-    tags: Vec<String>,
-    custom_fields: BTreeMap<String, Value>,
-    do_not_contact: bool,
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Fields {
+    pub(crate) first_name: Option<String>,
+    pub(crate) last_name: Option<String>,
+    pub(crate) headline: Option<String>,
+    pub(crate) title: Option<String>,
+    pub(crate) seniority: Option<String>,
+    pub(crate) department: Option<String>,
+    pub(crate) company_name: Option<String>,
+    pub(crate) company_domain: Option<String>,
+    pub(crate) company_industry: Option<String>,
+    pub(crate) company_size: Option<i64>,
+    pub(crate) location: Option<String>,
+    pub(crate) country: Option<String>,
+    pub(crate) timezone: Option<String>,
+    pub(crate) profile_url: Option<String>,
+    pub(crate) email: Option<String>,
+    pub(crate) phone: Option<String>,
+    pub(crate) tags: Vec<String>,
+    pub(crate) custom_fields: BTreeMap<String, Value>,
+    pub(crate) do_not_contact: bool,
 }
 
 impl Fields {
     /// A prospect must be findable: by a name, a profile URL or an email.
-    fn check_identifiable(&self) -> Result<(), ApiError> {
+    pub(crate) fn check_identifiable(&self) -> Result<(), ApiError> {
         if self.first_name.is_none() && self.last_name.is_none() && self.profile_url.is_none() && self.email.is_none() {
             return Err(ApiError::invalid_request(
                 "A prospect needs at least a name (`first_name` or `last_name`), a `profile_url` or an `email`.",
@@ -133,13 +133,13 @@ impl Fields {
         Ok(())
     }
 
-    fn search_text(&self) -> String {
+    pub(crate) fn search_text(&self) -> String {
         let full_name = normalize::full_name(self.first_name.as_deref(), self.last_name.as_deref());
         normalize::search_text(full_name.as_deref(), self.company_name.as_deref(), self.title.as_deref())
     }
 }
 
-fn from_row_fields(prospect: &Prospect) -> Fields {
+pub(crate) fn from_row_fields(prospect: &Prospect) -> Fields {
     Fields {
         first_name: prospect.first_name.clone(),
         last_name: prospect.last_name.clone(),

@@ -1,0 +1,154 @@
+"""Talk to the MCP face with the official MCP Python SDK, a client nobody here wrote.
+
+Usage: mcp_client_check.py BASE_URL API_KEY
+
+Connects to `{BASE_URL}/api/mcp` over Streamable HTTP with `Authorization: Bearer <key>`, in the
+SDK's default mode (2.x probes `server/discover` first and falls back to `initialize`) and again
+in its legacy mode (the `initialize` handshake older clients use), and on each connection:
+
+- lists the tools: every name starts with `service_`, and the first actions are there;
+- calls `service_get_workspace`: its structuredContent must equal the body of
+  `GET /api/v1/workspace` made with the same key (DESIGN.md section 4: one dispatch, two faces);
+- calls `service_get_prospect` with an id that does not exist: a tool result with `isError` whose
+  structuredContent is the REST error body `{error, code: not_found}`, again equal to REST's;
+- calls a tool that does not exist: a JSON-RPC error, not a tool result.
+
+Exits non-zero with a message naming the first thing that differs.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import sys
+
+import anyio
+import httpx2
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+EXPECTED_TOOLS = {
+    "service_get_workspace",
+    "service_create_prospect",
+    "service_get_prospect",
+    "service_list_prospects",
+    "service_update_prospect",
+    "service_delete_prospect",
+}
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise CheckFailed(message)
+
+
+def pretty(value: object) -> str:
+    return json.dumps(value, indent=2, sort_keys=True)
+
+
+async def rest_get(http: httpx2.AsyncClient, base: str, path: str) -> tuple[int, object]:
+    response = await http.get(f"{base}/api/v1{path}")
+    return response.status_code, response.json()
+
+
+async def run(base: str, key: str, mode: str) -> None:
+    headers = {"Authorization": f"Bearer {key}"}
+    timeout = httpx2.Timeout(30.0)
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
+        transport = streamable_http_client(f"{base}/api/mcp", http_client=http)
+        async with Client(transport, mode=mode, read_timeout_seconds=30.0) as client:
+            info = client.server_info
+            server = f"{info.name} {info.version}" if info else "unnamed"
+            print(f"  [{mode}] connected: protocol {client.protocol_version}, server {server}")
+
+            listed = await client.list_tools()
+            names = [tool.name for tool in listed.tools]
+            print(f"  [{mode}] tools/list: {len(names)} tools")
+            check(bool(names), "tools/list returned no tools")
+            bad = [name for name in names if not name.startswith("service_")]
+            check(not bad, f"tool names must start with `service_`: {bad}")
+            missing = EXPECTED_TOOLS - set(names)
+            check(not missing, f"tools missing from tools/list: {sorted(missing)}")
+            for tool in listed.tools:
+                check(tool.input_schema.get("type") == "object", f"{tool.name}: input schema is not an object schema")
+                check(tool.annotations is not None, f"{tool.name}: no annotations")
+            workspace_tool = next(tool for tool in listed.tools if tool.name == "service_get_workspace")
+            check(
+                workspace_tool.annotations is not None and workspace_tool.annotations.read_only_hint is True,
+                "service_get_workspace should carry readOnlyHint: true",
+            )
+
+            result = await client.call_tool("service_get_workspace", {})
+            check(not result.is_error, f"service_get_workspace failed: {result}")
+            status, rest_body = await rest_get(http, base, "/workspace")
+            check(status == 200, f"GET /api/v1/workspace answered {status}: {rest_body}")
+            check(
+                result.structured_content == rest_body,
+                "service_get_workspace structuredContent differs from GET /api/v1/workspace:\n"
+                f"MCP:  {pretty(result.structured_content)}\nREST: {pretty(rest_body)}",
+            )
+            # Older clients read the text block: it must carry the same JSON.
+            texts = [block.text for block in result.content if getattr(block, "type", None) == "text"]
+            check(
+                any(json.loads(text) == rest_body for text in texts),
+                f"no text block of service_get_workspace carries the REST body: {texts}",
+            )
+            print(f"  [{mode}] service_get_workspace: structuredContent == GET /api/v1/workspace")
+
+            # A write through MCP is visible, identically, through REST.
+            arguments = {"first_name": "Ada", "last_name": "Lovelace", "profile_url": f"https://www.example.com/in/ada-{mode}/"}
+            result = await client.call_tool("service_create_prospect", arguments)
+            check(not result.is_error, f"service_create_prospect failed: {result.structured_content}")
+            created = result.structured_content
+            status, rest_body = await rest_get(http, base, f"/prospects/{created['id']}")
+            check(status == 200 and rest_body == created, f"GET /prospects/{created['id']} gave {status} {rest_body}, expected {created}")
+            result = await client.call_tool("service_create_prospect", arguments)
+            check(
+                result.is_error and result.structured_content.get("code") == "conflict",
+                f"a second service_create_prospect with the same profile_url should be a `conflict` tool error, got {result}",
+            )
+            print(f"  [{mode}] service_create_prospect: REST reads the same prospect; a duplicate is a `conflict` tool error")
+
+            bogus = "prs_doesnotexist0000000"
+            result = await client.call_tool("service_get_prospect", {"id": bogus})
+            check(result.is_error, f"service_get_prospect({bogus}) should be a tool error, got {result}")
+            error = result.structured_content
+            check(
+                isinstance(error, dict) and isinstance(error.get("error"), str) and error.get("code") == "not_found",
+                f"service_get_prospect({bogus}) should give {{error, code: not_found}}, got {error}",
+            )
+            status, rest_error = await rest_get(http, base, f"/prospects/{bogus}")
+            check(status == 404, f"GET /api/v1/prospects/{bogus} answered {status}, expected 404")
+            check(error == rest_error, f"MCP error body {error} differs from REST error body {rest_error}")
+            print(f"  [{mode}] service_get_prospect(bogus id): isError with {{code: {error['code']}}}, same body as REST 404")
+
+            try:
+                result = await client.call_tool("service_no_such_tool", {})
+            except MCPError as rpc_error:
+                print(f"  [{mode}] unknown tool: JSON-RPC error {rpc_error.code}")
+            else:
+                raise CheckFailed(f"calling an unknown tool should be a JSON-RPC error, got a result: {result}")
+
+
+def main() -> int:
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    base, key = sys.argv[1].rstrip("/"), sys.argv[2]
+    print(f"MCP Python SDK (mcp {importlib.metadata.version('mcp')}) against {base}/api/mcp")
+    for mode in ("auto", "legacy"):
+        try:
+            anyio.run(run, base, key, mode)
+        except CheckFailed as failure:
+            print(f"FAILED [{mode}]: {failure}", file=sys.stderr)
+            return 1
+    print("  MCP client checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,333 @@
+"""Run the real-client checks against the `outreach` binary on a fresh database.
+
+Usage:
+    real_clients.py --binary target/debug/outreach --database sqlite
+    real_clients.py --binary target/debug/outreach --database postgres \
+        [--postgres-url postgres://postgres@127.0.0.1:5432/postgres]
+
+The clients are ones nobody here wrote (DESIGN.md section 12), pinned in `.ci/requirements.txt`:
+
+1. openapi-spec-validator validates the served `/api/v1/openapi.json` as OpenAPI 3.1;
+2. the official MCP Python SDK talks to `/api/mcp` (see `mcp_client_check.py`);
+3. schemathesis fuzzes the served OpenAPI document with a key.
+
+The script makes its own fresh database (a SQLite file in a temporary folder, or a PostgreSQL
+database `outreach_ci_<random>` that it drops afterwards), creates a workspace and a key with
+`outreach admin --json`, starts `outreach serve` on a free loopback port, waits for `/healthz`,
+runs the checks and stops the server, whatever happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+VENV_BIN = Path(sys.executable).parent
+
+# A fixed seed makes a failure reproducible (`--seed` is printed with it); set
+# CI_SCHEMATHESIS_SEED to explore other inputs.
+DEFAULT_SEED = 20261121
+
+# Every schemathesis check except `positive_data_acceptance`, which expects every request that
+# matches the schema to succeed. Some API rules cannot be said in the JSON Schema by design: a
+# prospect needs at least one of a name, `profile_url` or `email` (DESIGN.md section 10), an email
+# must look like one, and a profile URL must be a URL; those schema-valid requests are rightly
+# answered 400 `invalid_request`. The checks that matter most are on: no 5xx
+# (`not_a_server_error`) and `response_schema_conformance`, plus status codes, content types,
+# auth being enforced (`ignored_auth`), negative data being rejected, deleted objects staying gone.
+SCHEMATHESIS_EXCLUDED_CHECKS = "positive_data_acceptance"
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def section(title: str) -> None:
+    print(f"\n--- {title}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=False, text=True, **kwargs)
+
+
+def admin(binary: str, database_url: str, *args: str) -> dict:
+    """Runs `outreach admin --json ...` and returns its JSON object."""
+    cmd = [binary, "admin", "--database-url", database_url, "--json", *args]
+    done = run(cmd, capture_output=True, timeout=120)
+    if done.returncode != 0:
+        raise CheckFailed(f"`outreach admin {' '.join(args)}` failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    return json.loads(done.stdout)
+
+
+def http_get(url: str, key: str | None = None, timeout: float = 10.0) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(url)
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+class PostgresDatabase:
+    """A fresh PostgreSQL database, dropped on exit."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = admin_url
+        self.name = f"outreach_ci_{secrets.token_hex(6)}"
+        base, _, _ = admin_url.rpartition("/")
+        self.url = f"{base}/{self.name}"
+
+    def psql(self, sql: str) -> None:
+        done = run(["psql", self.admin_url, "-v", "ON_ERROR_STOP=1", "-qAtc", sql], capture_output=True, timeout=60)
+        if done.returncode != 0:
+            raise CheckFailed(f"psql `{sql}` failed:\n{done.stdout}{done.stderr}")
+
+    def __enter__(self) -> PostgresDatabase:
+        self.psql(f'create database "{self.name}"')
+        print(f"created PostgreSQL database {self.name}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.psql(f'drop database if exists "{self.name}" with (force)')
+            print(f"dropped PostgreSQL database {self.name}")
+        except (CheckFailed, subprocess.TimeoutExpired) as error:
+            print(f"warning: could not drop {self.name}: {error}", file=sys.stderr)
+
+
+class Server:
+    """`outreach serve` on a free loopback port; stopped (SIGTERM, then SIGKILL) on exit."""
+
+    def __init__(self, binary: str, database_url: str, log_path: Path) -> None:
+        self.binary = binary
+        self.database_url = database_url
+        self.log_path = log_path
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> Server:
+        env = dict(os.environ)
+        # The key made by `admin` is a `pk_test_` key; a production server would refuse it.
+        env.pop("OUTREACH_ENV", None)
+        env.pop("OUTREACH_BASE_URL", None)
+        env.setdefault("RUST_LOG", "info,sqlx=warn")
+        # The log is a file: plain text, no terminal colours.
+        env["NO_COLOR"] = "1"
+        # The free port is only free when we looked; if another process takes it first, try another.
+        for attempt in range(3):
+            if attempt:
+                self.port = free_port()
+                self.base_url = f"http://127.0.0.1:{self.port}"
+            self.log = open(self.log_path, "w")
+            self.process = subprocess.Popen(
+                [self.binary, "serve", "--addr", f"127.0.0.1:{self.port}", "--database-url", self.database_url],
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+            try:
+                self.wait_healthy()
+                break
+            except CheckFailed:
+                lost_port = self.process.poll() is not None and "could not listen" in self.log_path.read_text()
+                if not lost_port or attempt == 2:
+                    self.__exit__()
+                    raise
+                self.log.close()
+            except BaseException:
+                self.__exit__()
+                raise
+        print(f"server up at {self.base_url} (pid {self.process.pid}, log {self.log_path})")
+        return self
+
+    def wait_healthy(self, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise CheckFailed(f"the server exited with {self.process.returncode} before it was healthy")
+            try:
+                status, _, body = http_get(f"{self.base_url}/healthz", timeout=2.0)
+                if status == 200:
+                    return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.2)
+        raise CheckFailed(f"the server did not answer /healthz within {timeout:.0f}s")
+
+    def __exit__(self, *exc) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                print("warning: the server did not stop within 15s of SIGTERM; killing it", file=sys.stderr)
+                self.process.kill()
+                self.process.wait()
+            print(f"server stopped (exit {self.process.returncode})")
+        self.log.close()
+
+    def print_log(self, last: int = 80) -> None:
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        print(f"--- last {min(last, len(lines))} lines of the server log ({self.log_path})")
+        for line in lines[-last:]:
+            print(line)
+
+    def internal_errors(self) -> list[str]:
+        return [line for line in self.log_path.read_text(errors="replace").splitlines() if "internal error" in line]
+
+
+def check_openapi(base_url: str, work: Path) -> None:
+    section("openapi-spec-validator: the served /api/v1/openapi.json")
+    from openapi_spec_validator import OpenAPIV31SpecValidator
+
+    status, headers, body = http_get(f"{base_url}/api/v1/openapi.json")
+    if status != 200:
+        raise CheckFailed(f"GET /api/v1/openapi.json answered {status}")
+    content_type = {k.lower(): v for k, v in headers.items()}.get("content-type", "")
+    if not content_type.startswith("application/json"):
+        raise CheckFailed(f"/api/v1/openapi.json is served as `{content_type}`, expected application/json")
+    document = json.loads(body)
+    (work / "openapi.json").write_bytes(body)
+    if document.get("openapi", "").split(".")[:2] != ["3", "1"]:
+        raise CheckFailed(f"expected an OpenAPI 3.1 document, got openapi: {document.get('openapi')!r}")
+    errors = list(OpenAPIV31SpecValidator(document).iter_errors())
+    if errors:
+        for error in errors:
+            print(f"  {'/'.join(map(str, error.absolute_path)) or '<root>'}: {error.message}")
+        raise CheckFailed(f"openapi-spec-validator found {len(errors)} error(s) in the served document")
+    operations = sum(len(methods) for methods in document.get("paths", {}).values())
+    print(f"  valid OpenAPI {document['openapi']}: {len(document['paths'])} paths, {operations} operations")
+
+
+def check_mcp(base_url: str, key: str) -> None:
+    section("MCP Python SDK: /api/mcp")
+    done = run([sys.executable, str(HERE / "mcp_client_check.py"), base_url, key], timeout=300)
+    if done.returncode != 0:
+        raise CheckFailed("the MCP Python SDK checks failed (see above)")
+
+
+def check_schemathesis(base_url: str, key: str, work: Path, max_examples: int) -> None:
+    section("schemathesis: fuzz the served OpenAPI document")
+    seed = os.environ.get("CI_SCHEMATHESIS_SEED", str(DEFAULT_SEED))
+    cmd = [
+        str(VENV_BIN / "schemathesis"),
+        "run",
+        f"{base_url}/api/v1/openapi.json",
+        "--header",
+        f"Authorization: Bearer {key}",
+        "--checks",
+        "all",
+        "--exclude-checks",
+        SCHEMATHESIS_EXCLUDED_CHECKS,
+        "--max-examples",
+        str(max_examples),
+        "--seed",
+        seed,
+        "--request-timeout",
+        "20",
+        "--generation-database",
+        "none",
+        "--report",
+        "junit",
+        "--report-dir",
+        str(work / "schemathesis-report"),
+        "--no-color",
+    ]
+    shown = [part if not part.startswith("Authorization:") else "Authorization: Bearer <key>" for part in cmd]
+    print("  " + " ".join(shown), flush=True)
+    # Run inside the work folder: schemathesis and hypothesis write caches into the current directory.
+    done = run(cmd, cwd=work, timeout=900)
+    if done.returncode != 0:
+        raise CheckFailed(f"schemathesis found failures (exit {done.returncode}); replay with the seed above")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--binary", required=True, help="the outreach binary to test")
+    parser.add_argument("--database", choices=["sqlite", "postgres"], required=True)
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("CI_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
+        help="an administrative connection; a fresh database is created beside it",
+    )
+    parser.add_argument("--max-examples", type=int, default=int(os.environ.get("CI_SCHEMATHESIS_MAX_EXAMPLES", "100")))
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, openapi.json, reports)")
+    args = parser.parse_args()
+
+    binary = str(Path(args.binary).resolve())
+    if not os.access(binary, os.X_OK):
+        print(f"error: {binary} is not an executable; build it first", file=sys.stderr)
+        return 2
+
+    # SIGTERM (CI time-out, a parent's kill) unwinds like Ctrl-C so the server and database go too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    work = Path(tempfile.mkdtemp(prefix=f"outreach-ci-{args.database}-"))
+    failed = False
+    server: Server | None = None
+    try:
+        section(f"real clients on {args.database}: fresh database, workspace, key, server")
+        database = PostgresDatabase(args.postgres_url) if args.database == "postgres" else None
+        with database if database else contextlib.nullcontext():
+            database_url = database.url if database else f"sqlite://{work / 'outreach.db'}"
+            created = admin(binary, database_url, "workspace", "create", "--name", "CI real clients",
+                            "--owner-email", "ci-owner@example.com")
+            key = admin(binary, database_url, "key", "create", "--workspace", created["workspace_id"],
+                        "--email", "ci-owner@example.com", "--name", "ci real clients", "--scopes", "read,write")
+            print(f"workspace {created['workspace_id']}, key {key['id']} ({key['prefix']}..., scopes {key['scopes']})")
+            server = Server(binary, database_url, work / "server.log")
+            with server:
+                check_openapi(server.base_url, work)
+                check_mcp(server.base_url, key["key"])
+                check_schemathesis(server.base_url, key["key"], work, args.max_examples)
+                internal = server.internal_errors()
+                if internal:
+                    print("\n".join(internal[:20]))
+                    raise CheckFailed(f"the server logged {len(internal)} internal error(s) during the checks")
+    except (CheckFailed, subprocess.TimeoutExpired) as failure:
+        failed = True
+        print(f"\nFAILED: {failure}", file=sys.stderr, flush=True)
+        if server is not None and server.log_path.exists():
+            server.print_log()
+    except BaseException:
+        failed = True
+        if server is not None and server.log_path.exists():
+            server.print_log()
+        raise
+    finally:
+        if args.keep or failed:
+            print(f"work folder kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    if failed:
+        return 1
+    print(f"\nreal-client checks passed on {args.database}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

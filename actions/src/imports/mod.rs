@@ -1,0 +1,543 @@
+//! Imports: many prospects at once, from CSV text or JSON rows, priced per prospect created.
+//!
+//! An import is one transaction: the prospects it creates or updates, their list memberships, the
+//! import record and the settlement of its credits commit together or not at all. The price
+//! function reads and deduplicates the file to count what would be new; the import does the same
+//! again inside its transaction (after taking the workspace's row lock, so two imports of one
+//! workspace cannot both create the same person) and keeps only what it used of the reservation.
+//! The file is read once per request: the price function leaves the parsed rows in the input for
+//! the action to take.
+//!
+//! `parse` reads and validates rows, `plan` deduplicates them, `write` does the batched SQL.
+
+mod parse;
+mod plan;
+mod sql;
+mod write;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
+
+use outreach_runtime::clock::rfc3339;
+use outreach_runtime::{ApiError, Ctx, ErrorCode, Page, PageParams, Price, action, ids};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::Row as _;
+use sqlx::any::AnyRow;
+
+use crate::common::json_text;
+use crate::lists::check_name;
+use crate::prospects::Fields;
+use parse::Parsed;
+pub use parse::{MAX_REPORTED_ERRORS, MAX_ROWS};
+use plan::Target;
+
+/// The unit price item of an import: one per prospect created.
+const PRICE_ITEM: &str = "import.prospect";
+
+/// What to do with a row that matches a prospect already in the workspace (or an earlier row).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnDuplicate {
+    /// Leave the prospect as it is (the default).
+    #[default]
+    Skip,
+    /// Write the row's non-empty values over the prospect's; add its tags and custom fields. The
+    /// profile URL and email are only filled in where the prospect has none.
+    Update,
+}
+
+impl OnDuplicate {
+    fn as_str(self) -> &'static str {
+        match self {
+            OnDuplicate::Skip => "skip",
+            OnDuplicate::Update => "update",
+        }
+    }
+}
+
+/// One JSON row: prospect fields by name, all optional. A row needs a name, a `profile_url` or an
+/// `email` to be imported.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportRow {
+    pub first_name: Option<String>,
+    pub last_name: Option<String>,
+    /// Split into `first_name` and `last_name` when those are not given (`Jane Doe`, `Doe, Jane`).
+    pub full_name: Option<String>,
+    pub headline: Option<String>,
+    pub title: Option<String>,
+    pub seniority: Option<String>,
+    pub department: Option<String>,
+    pub company_name: Option<String>,
+    /// A domain such as `acme.com`; a URL is reduced to its host.
+    pub company_domain: Option<String>,
+    pub company_industry: Option<String>,
+    /// Employees.
+    pub company_size: Option<u32>,
+    pub location: Option<String>,
+    pub country: Option<String>,
+    pub timezone: Option<String>,
+    /// The person's profile page; normalised, and how rows are matched to existing prospects.
+    pub profile_url: Option<String>,
+    /// Matched to existing prospects when the profile URL does not match.
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub custom_fields: BTreeMap<String, Value>,
+    pub do_not_contact: Option<bool>,
+}
+
+/// The input of `import_prospects`: `csv` or `rows` (exactly one), and what to do with them.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ImportInput {
+    /// CSV text with a header row, comma-separated, values with commas or line breaks in double
+    /// quotes. Common headers are recognised without regard to case, spaces or punctuation:
+    /// First Name, Last Name, Full Name or Name (split into first and last), Company or
+    /// Organization, Title or Job Title or Position, LinkedIn URL or Profile URL, Email or Email
+    /// Address, Phone, Location, Country, Industry, Company Domain or Website, Company Size or
+    /// Employees (`250`, `1,000`, `51-200` takes 51), Headline, Seniority, Department, Timezone,
+    /// Tags (separated by `;` or `|`), Do Not Contact. Other columns go into `custom_fields` under
+    /// their header. Row 1 is the first row after the header; blank lines are skipped.
+    pub csv: Option<String>,
+    /// For `csv`: where columns go, overriding the recognised headers. Keys are CSV headers; values
+    /// are prospect field names (`first_name`, ..., `full_name`, `tags`), `custom_fields.<name>`,
+    /// or null to ignore the column.
+    pub mapping: Option<BTreeMap<String, Option<String>>>,
+    /// Instead of `csv`: up to 100,000 objects of prospect fields. Row 1 is `rows[0]`.
+    #[schemars(with = "Option<Vec<ImportRow>>")]
+    pub rows: Option<Vec<Value>>,
+    /// What to do with rows that match an existing prospect (by profile URL, then email) or an
+    /// earlier row: `skip` (default) or `update`.
+    #[serde(default)]
+    pub on_duplicate: OnDuplicate,
+    /// Add every imported row's prospect (created, updated or duplicate) to this list (`lst_...`).
+    pub list_id: Option<String>,
+    /// Like `list_id`, by name: the list of that name, made if there is none.
+    pub list_name: Option<String>,
+    /// The rows, read once by the price function and taken by the action.
+    #[serde(skip)]
+    #[schemars(skip)]
+    parsed: OnceLock<Parsed>,
+}
+
+impl ImportInput {
+    /// Reads and validates the rows once per request; later calls reuse them.
+    fn parsed(&self) -> Result<&Parsed, ApiError> {
+        if let Some(parsed) = self.parsed.get() {
+            return Ok(parsed);
+        }
+        let parsed = self.parse()?;
+        Ok(self.parsed.get_or_init(|| parsed))
+    }
+
+    fn parse(&self) -> Result<Parsed, ApiError> {
+        if self.list_id.is_some() && self.list_name.is_some() {
+            return Err(ApiError::invalid_request(
+                "Send `list_id` or `list_name`, not both.",
+            ));
+        }
+        if let Some(name) = &self.list_name {
+            check_name(name).map_err(|error| {
+                ApiError::invalid_request(error.message.replace("`name`", "`list_name`"))
+            })?;
+        }
+        match (&self.csv, &self.rows) {
+            (Some(csv), None) => parse::csv(csv, self.mapping.as_ref()),
+            (None, Some(rows)) if self.mapping.is_none() => parse::json_rows(rows),
+            (None, Some(_)) => Err(ApiError::invalid_request(
+                "`mapping` applies to `csv` only; JSON `rows` already use prospect field names.",
+            )),
+            (Some(_), Some(_)) => Err(ApiError::invalid_request("Send `csv` or `rows`, not both.")),
+            (None, None) => Err(ApiError::invalid_request(
+                "Send the prospects to import: `csv` (CSV text with a header row) or `rows` (JSON objects).",
+            )),
+        }
+    }
+
+    fn source_format(&self) -> &'static str {
+        if self.csv.is_some() { "csv" } else { "rows" }
+    }
+}
+
+/// Why a row was not imported.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RowError {
+    /// 1 for the first data row (the CSV header is not counted; for JSON, `rows[0]`).
+    pub row: u64,
+    /// The field at fault; null when the row as a whole is (no name, profile URL or email).
+    pub field: Option<String>,
+    pub message: String,
+}
+
+/// An import and its outcome.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Import {
+    pub id: String,
+    /// `completed`: an import runs to the end or leaves nothing behind.
+    pub status: String,
+    /// `csv` or `rows`.
+    pub source_format: String,
+    pub on_duplicate: OnDuplicate,
+    /// The list the rows were added to.
+    pub list_id: Option<String>,
+    /// Whether the import made that list (from `list_name`).
+    pub list_created: bool,
+    /// Data rows read.
+    pub rows: u64,
+    /// New prospects.
+    pub created: u64,
+    /// Prospects that existed before the import and were changed by it (`on_duplicate: update`).
+    pub updated: u64,
+    /// Valid rows that matched an existing prospect or an earlier row of the file.
+    pub duplicates: u64,
+    /// Rows not imported; `rows = created + duplicates + invalid`.
+    pub invalid: u64,
+    /// Why rows were not imported, for the first 100 invalid rows.
+    pub errors: Vec<RowError>,
+    /// Credits spent: the unit price of `import.prospect` for each prospect created.
+    pub credits_spent: i64,
+    pub created_at: String,
+}
+
+/// Prices an import: one `import.prospect` per prospect it would create now.
+async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Price, ApiError> {
+    let parsed = input.parsed()?;
+    let mut conn = ctx.db().pool().acquire().await?;
+    if let Some(list_id) = &input.list_id {
+        write::existing_list(&mut conn, ctx.workspace_id(), list_id).await?;
+    }
+    let update = input.on_duplicate == OnDuplicate::Update;
+    let backend = ctx.db().backend();
+    let existing = plan::lookup(
+        &mut conn,
+        backend,
+        ctx.workspace_id(),
+        &parsed.valid,
+        update,
+    )
+    .await?;
+    let plan = plan::plan(&parsed.valid, &existing, update);
+    let new = plan.creates.len() as u64;
+    Ok(
+        Price::line(PRICE_ITEM, new as i64, ctx.unit_price(PRICE_ITEM))
+            .detail("rows", parsed.rows)
+            .detail("new", new)
+            .detail("duplicates", plan.duplicates)
+            .detail("invalid", parsed.invalid),
+    )
+}
+
+/// Import prospects from CSV text or JSON rows.
+///
+/// Send `csv` (text with a header row; common headers such as First Name, Company, LinkedIn URL,
+/// Title and Email are recognised, and `mapping` names the others) or `rows` (objects of prospect
+/// fields). Each row is normalised like `create_prospect`; a row without a name, profile URL or
+/// email, or with a malformed one, is skipped and reported (row number, field, reason; rows count
+/// from 1 at the first data row) for the first 100 such rows. Rows are matched to existing
+/// prospects and to earlier rows by normalised profile URL, then email: `on_duplicate: skip` leaves
+/// those prospects alone, `update` writes the row's values over them. With `list_id` or
+/// `list_name` (the list of that name, made if missing), every imported row's prospect joins the
+/// list.
+///
+/// Costs one `import.prospect` unit (1 credit by default) per prospect created; updates and
+/// duplicates are free. `estimate_only: true` returns the price with `rows`, `new`, `duplicates`
+/// and `invalid`, needs only `read`, and writes nothing. The import is atomic: its prospects and its
+/// spend commit together. Send an `Idempotency-Key` to retry safely.
+///
+/// Limits: 100,000 rows (413 `payload_too_large` past it) and a 16 MiB body. A file that cannot be
+/// read as a whole (bad quoting, a row with too many or too few values, an empty file, a mapping
+/// naming a missing column or an unknown field, a JSON row of the wrong shape) is a 400 naming the
+/// row; an unknown `list_id` is a 404. Nothing is written or charged then.
+#[action(scope = "write", credits = price_import, idempotent, http = "POST /imports")]
+pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, ApiError> {
+    let source_format = input.source_format();
+    let on_duplicate = input.on_duplicate;
+    input.parsed()?;
+    let parsed = input.parsed.into_inner().unwrap_or_default();
+    let workspace_id = ctx.workspace_id();
+    let backend = ctx.db().backend();
+    let now = ctx.now_ms();
+    let import_id = ids::new_id("imp");
+
+    let mut tx = ctx.db().pool().begin().await?;
+    // The workspace row lock (a write, so SQLite takes its write lock now rather than failing to
+    // upgrade a read snapshot later) serialises the imports of a workspace: the lookups below see
+    // every prospect an earlier import committed.
+    sqlx::query("update workspaces set credits_balance = credits_balance where id = $1")
+        .bind(workspace_id)
+        .execute(&mut *tx)
+        .await?;
+    let (list_id, list_created) = match (&input.list_id, &input.list_name) {
+        (Some(list_id), _) => (
+            Some(write::existing_list(&mut tx, workspace_id, list_id).await?),
+            false,
+        ),
+        (None, Some(name)) => {
+            let (id, made) =
+                write::list_by_name(&mut tx, workspace_id, &check_name(name)?, now).await?;
+            (Some(id), made)
+        }
+        (None, None) => (None, false),
+    };
+
+    let update = on_duplicate == OnDuplicate::Update;
+    let existing = plan::lookup(&mut tx, backend, workspace_id, &parsed.valid, update).await?;
+    let plan = plan::plan(&parsed.valid, &existing, update);
+
+    // New prospects: each from its first row (never a merged row), later matching rows merged in.
+    let mut valid = parsed.valid;
+    let mut creates: Vec<Fields> = plan
+        .creates
+        .iter()
+        .map(|&index| std::mem::take(&mut valid[index].fields))
+        .collect();
+    // Ids in ascending order: the primary-key index then takes each batch in one sweep rather
+    // than at random places (they share one `created_at`, so the order is not visible).
+    let mut new_ids: Vec<String> = (0..creates.len()).map(|_| ids::new_id("prs")).collect();
+    new_ids.sort_unstable();
+
+    // Existing prospects the rows update.
+    let touched: Vec<&str> = {
+        let mut seen = std::collections::HashSet::new();
+        plan.merges
+            .iter()
+            .filter_map(|merge| match merge.target {
+                Target::Existing(n) => Some(existing.ids[n].as_str()),
+                Target::New(_) => None,
+            })
+            .filter(|id| seen.insert(*id))
+            .collect()
+    };
+    let before = write::load_fields(&mut tx, backend, workspace_id, &touched).await?;
+    let mut after: HashMap<&str, Fields> = before
+        .iter()
+        .map(|(id, fields)| (id.as_str(), fields.clone()))
+        .collect();
+    for merge in &plan.merges {
+        let row = &valid[merge.row];
+        match merge.target {
+            Target::New(n) => write::merge(&mut creates[n], row, merge.fill_url, merge.fill_email),
+            Target::Existing(n) => {
+                if let Some(fields) = after.get_mut(existing.ids[n].as_str()) {
+                    write::merge(fields, row, merge.fill_url, merge.fill_email);
+                }
+            }
+        }
+    }
+
+    write::insert_prospects(&mut tx, backend, workspace_id, now, &new_ids, &creates).await?;
+    let tags: Vec<(&str, &str)> = new_ids
+        .iter()
+        .zip(&creates)
+        .flat_map(|(id, fields)| {
+            fields
+                .tags
+                .iter()
+                .map(move |tag| (id.as_str(), tag.as_str()))
+        })
+        .collect();
+    write::insert_tags(&mut tx, backend, workspace_id, &tags).await?;
+
+    let mut updated = 0u64;
+    for id in &touched {
+        let (Some(old), Some(new)) = (before.get(*id), after.get(id)) else {
+            continue;
+        };
+        if old != new {
+            write::update_prospect(
+                &mut tx,
+                backend,
+                workspace_id,
+                id,
+                now,
+                new,
+                old.tags != new.tags,
+            )
+            .await?;
+            updated += 1;
+        }
+    }
+
+    if let Some(list_id) = &list_id {
+        let members: Vec<&str> = plan
+            .members
+            .iter()
+            .map(|target| match *target {
+                Target::New(n) => new_ids[n].as_str(),
+                Target::Existing(n) => existing.ids[n].as_str(),
+            })
+            .collect();
+        write::insert_members(&mut tx, backend, workspace_id, list_id, now, &members).await?;
+        sqlx::query("update lists set updated_at = $3 where workspace_id = $1 and id = $2")
+            .bind(workspace_id)
+            .bind(list_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+    }
+
+    let created = creates.len() as u64;
+    let reserved = ctx
+        .reservation()
+        .map_or(0, |reservation| reservation.amount);
+    let used = (created as i64)
+        .saturating_mul(ctx.unit_price(PRICE_ITEM))
+        .min(reserved);
+    let import = Import {
+        id: import_id,
+        status: "completed".to_owned(),
+        source_format: source_format.to_owned(),
+        on_duplicate,
+        list_id,
+        list_created,
+        rows: parsed.rows,
+        created,
+        updated,
+        duplicates: plan.duplicates,
+        invalid: parsed.invalid,
+        errors: parsed.errors,
+        credits_spent: used,
+        created_at: rfc3339(now),
+    };
+    sqlx::query(
+        "insert into imports (id, workspace_id, status, source_format, on_duplicate, list_id, list_created, row_count, \
+         created_count, updated_count, duplicate_count, invalid_count, errors, credits_spent, person_id, created_at) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+    )
+    .bind(&import.id)
+    .bind(workspace_id)
+    .bind(&import.status)
+    .bind(&import.source_format)
+    .bind(on_duplicate.as_str())
+    .bind(&import.list_id)
+    .bind(i64::from(import.list_created))
+    .bind(count(import.rows))
+    .bind(count(import.created))
+    .bind(count(import.updated))
+    .bind(count(import.duplicates))
+    .bind(count(import.invalid))
+    .bind(json_text(&import.errors)?)
+    .bind(import.credits_spent)
+    .bind(&ctx.principal().person_id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    ctx.settle_credits(&mut tx, used, &import.id).await?;
+    tx.commit().await?;
+    Ok(import)
+}
+
+fn count(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+// ----- reading imports -----
+
+const IMPORT_COLUMNS: &str = "id, status, source_format, on_duplicate, list_id, list_created, row_count, created_count, \
+    updated_count, duplicate_count, invalid_count, errors, credits_spent, created_at";
+
+impl Import {
+    fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
+        let count = |column: &str| -> Result<u64, ApiError> {
+            Ok(u64::try_from(row.try_get::<i64, _>(column)?).unwrap_or(0))
+        };
+        let errors: String = row.try_get("errors")?;
+        let on_duplicate: String = row.try_get("on_duplicate")?;
+        Ok(Self {
+            id: row.try_get("id")?,
+            status: row.try_get("status")?,
+            source_format: row.try_get("source_format")?,
+            on_duplicate: if on_duplicate == "update" {
+                OnDuplicate::Update
+            } else {
+                OnDuplicate::Skip
+            },
+            list_id: row.try_get("list_id")?,
+            list_created: row.try_get::<i64, _>("list_created")? != 0,
+            rows: count("row_count")?,
+            created: count("created_count")?,
+            updated: count("updated_count")?,
+            duplicates: count("duplicate_count")?,
+            invalid: count("invalid_count")?,
+            errors: serde_json::from_str(&errors).map_err(ApiError::internal)?,
+            credits_spent: row.try_get("credits_spent")?,
+            created_at: rfc3339(row.try_get("created_at")?),
+        })
+    }
+}
+
+/// The input of `get_import`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ImportId {
+    /// The import's id (`imp_...`).
+    pub id: String,
+}
+
+/// Get an import by id.
+///
+/// Returns the outcome of a finished import: its counts (rows, created, updated, duplicates,
+/// invalid), the reasons for the first 100 invalid rows, the list it filled and the credits it
+/// spent. Costs nothing.
+#[action(scope = "read", http = "GET /imports/{id}")]
+pub async fn get_import(ctx: Ctx, input: ImportId) -> Result<Import, ApiError> {
+    if !ids::is_id("imp", &input.id) {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!(
+                "No import with id `{}`: import ids look like `imp_` followed by 20 letters and digits.",
+                input.id
+            ),
+        ));
+    }
+    let sql = format!("select {IMPORT_COLUMNS} from imports where workspace_id = $1 and id = $2");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(ctx.workspace_id())
+        .bind(&input.id)
+        .fetch_optional(ctx.db().pool())
+        .await?
+        .ok_or_else(|| ApiError::not_found("import", &input.id))?;
+    Import::from_row(&row)
+}
+
+/// The input of `list_imports`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListImportsInput {
+    #[serde(flatten)]
+    pub page: PageParams,
+}
+
+/// List imports, newest first.
+///
+/// Each import shows its counts, errors, list and credits spent. Paged with `limit` (1 to 200,
+/// default 25) and `offset`; follow `next_offset` while `has_more`. Costs nothing.
+#[action(scope = "read", http = "GET /imports")]
+pub async fn list_imports(ctx: Ctx, input: ListImportsInput) -> Result<Page<Import>, ApiError> {
+    let total: i64 = sqlx::query("select count(*) as total from imports where workspace_id = $1")
+        .bind(ctx.workspace_id())
+        .fetch_one(ctx.db().pool())
+        .await?
+        .try_get("total")?;
+    let (limit, offset) = input.page.sql();
+    let sql = format!(
+        "select {IMPORT_COLUMNS} from imports where workspace_id = $1 order by created_at desc, id desc limit $2 offset $3"
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(ctx.workspace_id())
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(ctx.db().pool())
+        .await?;
+    let items = rows
+        .iter()
+        .map(Import::from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Page::new(
+        input.page,
+        u64::try_from(total).unwrap_or(0),
+        items,
+    ))
+}

@@ -1,0 +1,903 @@
+//! Reading an import's rows, from CSV text or JSON objects, into validated prospect fields.
+//!
+//! Problems with the file as a whole (bad quoting, ragged rows, an unknown mapping column, a JSON
+//! row of the wrong shape, too many rows) refuse the whole import with a 4xx that names the row:
+//! nothing is written and nothing is charged, so the caller fixes the file and sends it again.
+//! Problems with one row's values (no name, URL or email; a malformed email or URL) only make that
+//! row invalid: it is counted and reported, and the rest of the file is imported.
+//!
+//! Rows are numbered from 1 for the first data row (the CSV header is not counted, nor are blank
+//! lines); for JSON, row 1 is `rows[0]`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use outreach_runtime::{ApiError, ErrorCode};
+use serde_json::Value;
+
+use super::{ImportRow, RowError};
+use crate::prospects::Fields;
+use crate::prospects::normalize::{self, MAX_CUSTOM_FIELDS};
+
+/// The most rows one import takes.
+pub const MAX_ROWS: usize = 100_000;
+
+/// How many invalid rows an outcome describes.
+pub const MAX_REPORTED_ERRORS: usize = 100;
+
+/// One valid row, normalised.
+#[derive(Debug)]
+pub struct Row {
+    pub fields: Fields,
+    /// Whether the row said anything about `do_not_contact` (an update changes it only then).
+    pub do_not_contact_given: bool,
+}
+
+/// A whole import, read and validated.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    /// Data rows read, valid or not.
+    pub rows: u64,
+    pub valid: Vec<Row>,
+    pub invalid: u64,
+    /// The first [`MAX_REPORTED_ERRORS`] invalid rows.
+    pub errors: Vec<RowError>,
+}
+
+impl Parsed {
+    fn push(&mut self, number: u64, row: Result<ImportRow, RowError>) {
+        self.rows += 1;
+        match row.and_then(|row| validate(number, row)) {
+            Ok(row) => self.valid.push(row),
+            Err(error) => {
+                self.invalid += 1;
+                if self.errors.len() < MAX_REPORTED_ERRORS {
+                    self.errors.push(error);
+                }
+            }
+        }
+    }
+}
+
+fn too_many_rows() -> ApiError {
+    ApiError::new(
+        ErrorCode::PayloadTooLarge,
+        format!(
+            "The import has more than {MAX_ROWS} rows; split it into imports of at most {MAX_ROWS} rows each."
+        ),
+    )
+}
+
+// ----- JSON rows -----
+
+/// Decodes JSON rows; a row of the wrong shape refuses the import, naming the row and the field.
+pub fn json_rows(rows: &[Value]) -> Result<Parsed, ApiError> {
+    if rows.is_empty() {
+        return Err(ApiError::invalid_request(
+            "`rows` is empty; send at least one row.",
+        ));
+    }
+    if rows.len() > MAX_ROWS {
+        return Err(too_many_rows());
+    }
+    let mut parsed = Parsed {
+        valid: Vec::with_capacity(rows.len()),
+        ..Parsed::default()
+    };
+    for (index, value) in rows.iter().enumerate() {
+        let number = index as u64 + 1;
+        let where_ = format!("`rows[{index}]` (row {number})");
+        if !value.is_object() {
+            return Err(ApiError::invalid_request(format!(
+                "{where_} must be an object of prospect fields, got {}.",
+                kind(value)
+            )));
+        }
+        let row: ImportRow = serde_path_to_error::deserialize(value).map_err(|error| {
+            let path = error.path().to_string();
+            let inner = error.into_inner();
+            if path == "." {
+                ApiError::invalid_request(format!("{where_}: {inner}."))
+            } else {
+                ApiError::invalid_request(format!("{where_}, field `{path}`: {inner}."))
+            }
+        })?;
+        parsed.push(number, Ok(row));
+    }
+    Ok(parsed)
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+// ----- CSV -----
+
+/// A prospect field a CSV column can fill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Field {
+    FirstName,
+    LastName,
+    /// Split into first and last name when those are not given.
+    FullName,
+    Headline,
+    Title,
+    Seniority,
+    Department,
+    CompanyName,
+    CompanyDomain,
+    CompanyIndustry,
+    CompanySize,
+    Location,
+    Country,
+    Timezone,
+    ProfileUrl,
+    Email,
+    Phone,
+    Tags,
+    DoNotContact,
+}
+
+impl Field {
+    const ALL: [Field; 19] = [
+        Field::FirstName,
+        Field::LastName,
+        Field::FullName,
+        Field::Headline,
+        Field::Title,
+        Field::Seniority,
+        Field::Department,
+        Field::CompanyName,
+        Field::CompanyDomain,
+        Field::CompanyIndustry,
+        Field::CompanySize,
+        Field::Location,
+        Field::Country,
+        Field::Timezone,
+        Field::ProfileUrl,
+        Field::Email,
+        Field::Phone,
+        Field::Tags,
+        Field::DoNotContact,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Field::FirstName => "first_name",
+            Field::LastName => "last_name",
+            Field::FullName => "full_name",
+            Field::Headline => "headline",
+            Field::Title => "title",
+            Field::Seniority => "seniority",
+            Field::Department => "department",
+            Field::CompanyName => "company_name",
+            Field::CompanyDomain => "company_domain",
+            Field::CompanyIndustry => "company_industry",
+            Field::CompanySize => "company_size",
+            Field::Location => "location",
+            Field::Country => "country",
+            Field::Timezone => "timezone",
+            Field::ProfileUrl => "profile_url",
+            Field::Email => "email",
+            Field::Phone => "phone",
+            Field::Tags => "tags",
+            Field::DoNotContact => "do_not_contact",
+        }
+    }
+
+    /// The field a header names by convention, compared without case, spaces or punctuation.
+    fn from_header(header: &str) -> Option<Field> {
+        Some(match squash(header).as_str() {
+            "firstname" | "first" | "givenname" | "forename" => Field::FirstName,
+            "lastname" | "last" | "surname" | "familyname" => Field::LastName,
+            "fullname" | "name" | "contactname" | "personname" => Field::FullName,
+            "headline" => Field::Headline,
+            "title" | "jobtitle" | "position" | "role" => Field::Title,
+            "seniority" | "senioritylevel" => Field::Seniority,
+            "department" | "function" => Field::Department,
+            "company" | "companyname" | "organization" | "organisation" | "organizationname"
+            | "employer" | "account" | "accountname" => Field::CompanyName,
+            "companydomain" | "domain" | "website" | "companywebsite" | "companyurl" => {
+                Field::CompanyDomain
+            }
+            "industry" | "companyindustry" => Field::CompanyIndustry,
+            "companysize" | "employees" | "employeecount" | "numberofemployees" | "headcount" => {
+                Field::CompanySize
+            }
+            "location" => Field::Location,
+            "country" => Field::Country,
+            "timezone" | "tz" => Field::Timezone,
+            "linkedinurl" | "linkedin" | "linkedinprofile" | "linkedinprofileurl"
+            | "profileurl" | "profile" => Field::ProfileUrl,
+            "email" | "emailaddress" | "workemail" | "mail" => Field::Email,
+            "phone" | "phonenumber" | "mobile" | "telephone" => Field::Phone,
+            "tags" => Field::Tags,
+            "donotcontact" => Field::DoNotContact,
+            _ => return None,
+        })
+    }
+}
+
+/// Lowercase letters and digits only: `"First Name"`, `"first_name"` and `"FirstName"` agree.
+fn squash(header: &str) -> String {
+    header
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// Where a CSV column goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Target {
+    Field(Field),
+    Custom(String),
+    Ignore,
+}
+
+impl Target {
+    fn describe(&self) -> String {
+        match self {
+            Target::Field(field) => format!("`{}`", field.name()),
+            Target::Custom(key) => format!("the custom field `{key}`"),
+            Target::Ignore => "nothing".to_owned(),
+        }
+    }
+
+    /// A mapping's target: a field name, `custom_fields.<key>`, or null to ignore the column.
+    fn parse(column: &str, target: Option<&str>) -> Result<Target, ApiError> {
+        let Some(target) = target.map(str::trim) else {
+            return Ok(Target::Ignore);
+        };
+        if let Some(key) = target.strip_prefix("custom_fields.") {
+            let key = key.trim();
+            if key.is_empty() {
+                return Err(ApiError::invalid_request(format!(
+                    "`mapping` maps `{column}` to `{target}`; name the custom field after the dot, e.g. `custom_fields.source`."
+                )));
+            }
+            return Ok(Target::Custom(key.to_owned()));
+        }
+        Field::ALL.iter().copied().find(|field| field.name() == target).map(Target::Field).ok_or_else(|| {
+            let names: Vec<String> = Field::ALL.iter().map(|field| format!("`{}`", field.name())).collect();
+            ApiError::invalid_request(format!(
+                "`mapping` maps `{column}` to `{target}`, which is not a prospect field; use one of {}, \
+                 `custom_fields.<name>`, or null to ignore the column.",
+                names.join(", ")
+            ))
+        })
+    }
+}
+
+/// Works out where each column goes: the explicit mapping first, then the usual header names, and
+/// anything else into `custom_fields` under its header.
+fn plan_columns(
+    headers: &[String],
+    mapping: Option<&BTreeMap<String, Option<String>>>,
+) -> Result<Vec<Target>, ApiError> {
+    let mut targets: Vec<Option<Target>> = vec![None; headers.len()];
+    for (column, target) in mapping.into_iter().flatten() {
+        let index = find_column(headers, column)?;
+        targets[index] = Some(Target::parse(column, target.as_deref())?);
+    }
+    let targets: Vec<Target> = targets
+        .into_iter()
+        .zip(headers)
+        .map(|(target, header)| {
+            target.unwrap_or_else(|| {
+                if header.is_empty() {
+                    // Spreadsheets often add unnamed, empty columns at the end.
+                    Target::Ignore
+                } else {
+                    Field::from_header(header)
+                        .map_or_else(|| Target::Custom(header.clone()), Target::Field)
+                }
+            })
+        })
+        .collect();
+
+    let mut seen: HashMap<&Target, &str> = HashMap::new();
+    for (target, header) in targets.iter().zip(headers) {
+        if *target == Target::Ignore {
+            continue;
+        }
+        if let Some(first) = seen.insert(target, header) {
+            return Err(ApiError::invalid_request(format!(
+                "The columns `{first}` and `{header}` both go to {}; map one of them elsewhere, or to null to ignore it, with `mapping`.",
+                target.describe()
+            )));
+        }
+    }
+    let custom = targets
+        .iter()
+        .filter(|target| matches!(target, Target::Custom(_)))
+        .count();
+    if custom > MAX_CUSTOM_FIELDS {
+        return Err(ApiError::invalid_request(format!(
+            "The CSV has {custom} columns that are not prospect fields, and a prospect holds at most {MAX_CUSTOM_FIELDS} \
+             custom fields; map the extra columns to null with `mapping` to leave them out."
+        )));
+    }
+    let identifies = targets.iter().any(|target| {
+        matches!(
+            target,
+            Target::Field(
+                Field::FirstName
+                    | Field::LastName
+                    | Field::FullName
+                    | Field::ProfileUrl
+                    | Field::Email
+            )
+        )
+    });
+    if !identifies {
+        return Err(ApiError::invalid_request(format!(
+            "No column of the CSV holds a name, a profile URL or an email, so no row could make a prospect; \
+             the columns are {}. Name the right ones with `mapping`, e.g. {{\"Full Name\": \"full_name\"}}.",
+            list(headers)
+        )));
+    }
+    Ok(targets)
+}
+
+fn list(headers: &[String]) -> String {
+    headers
+        .iter()
+        .map(|header| format!("`{header}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The column a mapping key names: the same text, or else the same squashed text.
+fn find_column(headers: &[String], column: &str) -> Result<usize, ApiError> {
+    let wanted = column.trim();
+    if let Some(index) = headers.iter().position(|header| header == wanted) {
+        return Ok(index);
+    }
+    let squashed = squash(wanted);
+    let matches: Vec<usize> = (0..headers.len())
+        .filter(|&index| !squashed.is_empty() && squash(&headers[index]) == squashed)
+        .collect();
+    match matches.as_slice() {
+        [index] => Ok(*index),
+        _ => Err(ApiError::invalid_request(format!(
+            "`mapping` names the column `{column}`, which is not in the CSV header; the columns are {}.",
+            list(headers)
+        ))),
+    }
+}
+
+/// "row 3 (line 4)", or "the header row (line 1)".
+fn at(record: u64, line: u64) -> String {
+    if record == 0 {
+        format!("The header row (line {line})")
+    } else {
+        format!("Row {record} (line {line})")
+    }
+}
+
+/// Checks the quoting strictly, which the `csv` crate does not: it reads `"a"b` as `ab` and an
+/// unclosed quote as a field running to the end of the file. Records are counted as the reader
+/// counts them (blank lines skipped), so row numbers agree.
+fn check_quotes(text: &str) -> Result<(), ApiError> {
+    let bytes = text.strip_prefix('\u{feff}').unwrap_or(text).as_bytes();
+    if !bytes.contains(&b'"') {
+        return Ok(());
+    }
+    let (mut record, mut line, mut i) = (0u64, 1u64, 0usize);
+    let mut at_record_start = true;
+    let mut started = false;
+    while i < bytes.len() {
+        if at_record_start {
+            match bytes[i] {
+                b'\n' => {
+                    line += 1;
+                    i += 1;
+                    continue;
+                }
+                b'\r' => {
+                    i += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            at_record_start = false;
+            if started {
+                record += 1;
+            }
+            started = true;
+        }
+        if bytes[i] == b'"' {
+            let (open_record, open_line) = (record, line);
+            i += 1;
+            loop {
+                match bytes.get(i) {
+                    None => {
+                        return Err(ApiError::invalid_request(format!(
+                            "{}: a quoted value opens here and is never closed; close it with `\"`.",
+                            at(open_record, open_line)
+                        )));
+                    }
+                    Some(b'"') if bytes.get(i + 1) == Some(&b'"') => i += 2,
+                    Some(b'"') => {
+                        i += 1;
+                        break;
+                    }
+                    Some(b'\n') => {
+                        line += 1;
+                        i += 1;
+                    }
+                    Some(_) => i += 1,
+                }
+            }
+            match bytes.get(i) {
+                None => {}
+                Some(b',') => i += 1,
+                Some(b'\n') => {
+                    line += 1;
+                    i += 1;
+                    at_record_start = true;
+                }
+                Some(b'\r') => {
+                    i += 1;
+                    at_record_start = true;
+                }
+                Some(_) => {
+                    return Err(ApiError::invalid_request(format!(
+                        "{}: a closing quote must be followed by a comma or the end of the line; \
+                         write a quote inside a quoted value as `\"\"`.",
+                        at(record, line)
+                    )));
+                }
+            }
+        } else {
+            while i < bytes.len() && !matches!(bytes[i], b',' | b'\n' | b'\r') {
+                i += 1;
+            }
+            match bytes.get(i) {
+                Some(b',') => i += 1,
+                Some(b'\n') => {
+                    line += 1;
+                    i += 1;
+                    at_record_start = true;
+                }
+                Some(b'\r') => {
+                    i += 1;
+                    at_record_start = true;
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads CSV text with a header row.
+pub fn csv(
+    text: &str,
+    mapping: Option<&BTreeMap<String, Option<String>>>,
+) -> Result<Parsed, ApiError> {
+    if text.trim().is_empty() {
+        return Err(ApiError::invalid_request(
+            "The CSV is empty; send a header row and at least one data row.",
+        ));
+    }
+    check_quotes(text)?;
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(false)
+        .from_reader(text.as_bytes());
+    let headers: Vec<String> = reader
+        .headers()
+        .map_err(|error| csv_error(&error))?
+        .iter()
+        .map(|header| header.trim().to_owned())
+        .collect();
+    let targets = plan_columns(&headers, mapping)?;
+    let mut parsed = Parsed::default();
+    let mut record = csv::StringRecord::new();
+    loop {
+        match reader.read_record(&mut record) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(error) => return Err(csv_error(&error)),
+        }
+        if parsed.rows as usize >= MAX_ROWS {
+            return Err(too_many_rows());
+        }
+        let number = parsed.rows + 1;
+        parsed.push(number, csv_row(number, &record, &targets));
+    }
+    if parsed.rows == 0 {
+        return Err(ApiError::invalid_request(
+            "The CSV has a header row but no data rows.",
+        ));
+    }
+    Ok(parsed)
+}
+
+fn csv_error(error: &csv::Error) -> ApiError {
+    match error.kind() {
+        csv::ErrorKind::UnequalLengths {
+            pos,
+            expected_len,
+            len,
+        } => {
+            let (record, line) = pos
+                .as_ref()
+                .map_or((0, 0), |pos| (pos.record(), pos.line()));
+            ApiError::invalid_request(format!(
+                "{} has {len} values but the header has {expected_len} columns; every row needs one value per column \
+                 (quote values that contain commas).",
+                at(record, line)
+            ))
+        }
+        _ => {
+            let place = error
+                .position()
+                .map(|pos| format!("{}: ", at(pos.record(), pos.line())))
+                .unwrap_or_default();
+            ApiError::invalid_request(format!("{place}the CSV cannot be read: {error}."))
+        }
+    }
+}
+
+/// Turns one CSV record into a row, or the reason it is invalid.
+fn csv_row(
+    number: u64,
+    record: &csv::StringRecord,
+    targets: &[Target],
+) -> Result<ImportRow, RowError> {
+    let mut row = ImportRow::default();
+    for (value, target) in record.iter().zip(targets) {
+        let value = value.trim();
+        if value.is_empty() {
+            continue;
+        }
+        let field = match target {
+            Target::Ignore => continue,
+            Target::Custom(key) => {
+                row.custom_fields
+                    .insert(key.clone(), Value::String(value.to_owned()));
+                continue;
+            }
+            Target::Field(field) => *field,
+        };
+        let text = Some(value.to_owned());
+        match field {
+            Field::FirstName => row.first_name = text,
+            Field::LastName => row.last_name = text,
+            Field::FullName => row.full_name = text,
+            Field::Headline => row.headline = text,
+            Field::Title => row.title = text,
+            Field::Seniority => row.seniority = text,
+            Field::Department => row.department = text,
+            Field::CompanyName => row.company_name = text,
+            Field::CompanyDomain => row.company_domain = text,
+            Field::CompanyIndustry => row.company_industry = text,
+            Field::Location => row.location = text,
+            Field::Country => row.country = text,
+            Field::Timezone => row.timezone = text,
+            Field::ProfileUrl => row.profile_url = text,
+            Field::Email => row.email = text,
+            Field::Phone => row.phone = text,
+            Field::CompanySize => {
+                row.company_size = Some(company_size(value).ok_or_else(|| RowError {
+                    row: number,
+                    field: Some("company_size".to_owned()),
+                    message: format!("`company_size` must be a number of employees such as `250` or `51-200`; got `{value}`."),
+                })?);
+            }
+            Field::Tags => {
+                row.tags = value
+                    .split([';', '|'])
+                    .map(str::trim)
+                    .filter(|tag| !tag.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+            }
+            Field::DoNotContact => {
+                row.do_not_contact = Some(boolean(value).ok_or_else(|| RowError {
+                    row: number,
+                    field: Some("do_not_contact".to_owned()),
+                    message: format!("`do_not_contact` must be `true` or `false` (or yes/no, 1/0); got `{value}`."),
+                })?);
+            }
+        }
+    }
+    Ok(row)
+}
+
+/// `250`, `1,000`, `10000+`, or a range `51-200` (its lower bound).
+fn company_size(value: &str) -> Option<u32> {
+    let lower = match value.split_once(['-', '–']) {
+        Some((lower, upper)) if !lower.trim().is_empty() && !upper.trim().is_empty() => lower,
+        _ => value,
+    };
+    let digits: String = lower
+        .trim()
+        .trim_end_matches('+')
+        .chars()
+        .filter(|c| !matches!(c, ',' | '_' | ' '))
+        .collect();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+fn boolean(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "y" | "1" => Some(true),
+        "false" | "no" | "n" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+// ----- validation, shared by both shapes -----
+
+/// `Jane Doe` -> (`Jane`, `Doe`); `Doe, Jane` -> (`Jane`, `Doe`); `Cher` -> (`Cher`, none).
+fn split_full_name(full: &str) -> (Option<String>, Option<String>) {
+    let full = full.trim();
+    if let Some((last, first)) = full.split_once(',') {
+        let (first, last) = (first.trim(), last.trim());
+        return (
+            (!first.is_empty()).then(|| first.to_owned()),
+            (!last.is_empty()).then(|| last.to_owned()),
+        );
+    }
+    match full.split_once(char::is_whitespace) {
+        Some((first, last)) => (Some(first.to_owned()), Some(last.trim().to_owned())),
+        None => ((!full.is_empty()).then(|| full.to_owned()), None),
+    }
+}
+
+/// Normalises a row the way `create_prospect` does; the first problem makes it invalid.
+fn validate(number: u64, row: ImportRow) -> Result<Row, RowError> {
+    let fail = |field: Option<&str>, error: ApiError| RowError {
+        row: number,
+        field: field.map(str::to_owned),
+        message: error.message,
+    };
+    let text = |field: &'static str, value: Option<String>| {
+        normalize::text(field, value).map_err(|error| fail(Some(field), error))
+    };
+    let (mut first_name, mut last_name) = (
+        text("first_name", row.first_name)?,
+        text("last_name", row.last_name)?,
+    );
+    if first_name.is_none()
+        && last_name.is_none()
+        && let Some(full) = text("full_name", row.full_name)?
+    {
+        (first_name, last_name) = split_full_name(&full);
+    }
+    let fields = Fields {
+        first_name,
+        last_name,
+        headline: text("headline", row.headline)?,
+        title: text("title", row.title)?,
+        seniority: text("seniority", row.seniority)?,
+        department: text("department", row.department)?,
+        company_name: text("company_name", row.company_name)?,
+        company_domain: normalize::company_domain(row.company_domain)
+            .map_err(|error| fail(Some("company_domain"), error))?,
+        company_industry: text("company_industry", row.company_industry)?,
+        company_size: row.company_size.map(i64::from),
+        location: text("location", row.location)?,
+        country: text("country", row.country)?,
+        timezone: text("timezone", row.timezone)?,
+        profile_url: normalize::profile_url(row.profile_url)
+            .map_err(|error| fail(Some("profile_url"), error))?,
+        email: normalize::email(row.email).map_err(|error| fail(Some("email"), error))?,
+        phone: text("phone", row.phone)?,
+        tags: normalize::tags(row.tags).map_err(|error| fail(Some("tags"), error))?,
+        custom_fields: normalize::custom_fields(row.custom_fields)
+            .map_err(|error| fail(Some("custom_fields"), error))?,
+        do_not_contact: row.do_not_contact.unwrap_or(false),
+    };
+    if fields.first_name.is_none()
+        && fields.last_name.is_none()
+        && fields.profile_url.is_none()
+        && fields.email.is_none()
+    {
+        return Err(RowError {
+            row: number,
+            field: None,
+            message:
+                "The row has no name, profile URL or email; a prospect needs at least one of them."
+                    .to_owned(),
+        });
+    }
+    Ok(Row {
+        fields,
+        do_not_contact_given: row.do_not_contact.is_some(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Parsed, String> {
+        csv(text, None).map_err(|error| error.message)
+    }
+
+    #[test]
+    fn headers_map_without_case_spaces_or_punctuation() {
+        let parsed = parse("First Name,LAST_NAME,Company Name,Job Title,LinkedIn URL,E-mail Address,Notes\n\
+                            Jane,Doe,Acme,CTO,https://www.linkedin.com/in/jane/,Jane@Acme.com,met at expo\n")
+        .unwrap_or_else(|error| panic!("{error}"));
+        let row = &parsed.valid[0].fields;
+        assert_eq!(row.first_name.as_deref(), Some("Jane"));
+        assert_eq!(row.last_name.as_deref(), Some("Doe"));
+        assert_eq!(row.company_name.as_deref(), Some("Acme"));
+        assert_eq!(row.title.as_deref(), Some("CTO"));
+        assert_eq!(row.profile_url.as_deref(), Some("linkedin.com/in/jane"));
+        assert_eq!(row.email.as_deref(), Some("jane@acme.com"));
+        assert_eq!(
+            row.custom_fields.get("Notes"),
+            Some(&Value::String("met at expo".into()))
+        );
+    }
+
+    #[test]
+    fn full_names_split_and_tags_separate() {
+        let parsed = parse("Name,Tags,Employees\nAda King Lovelace,vip; met|vip,51-200\n\"Hopper, Grace\",,\"1,000\"\n")
+            .unwrap_or_else(|error| panic!("{error}"));
+        let ada = &parsed.valid[0].fields;
+        assert_eq!(
+            (ada.first_name.as_deref(), ada.last_name.as_deref()),
+            (Some("Ada"), Some("King Lovelace"))
+        );
+        assert_eq!(ada.tags, vec!["vip".to_owned(), "met".to_owned()]);
+        assert_eq!(ada.company_size, Some(51));
+        let grace = &parsed.valid[1].fields;
+        assert_eq!(
+            (grace.first_name.as_deref(), grace.last_name.as_deref()),
+            (Some("Grace"), Some("Hopper"))
+        );
+        assert_eq!(grace.company_size, Some(1000));
+    }
+
+    #[test]
+    fn invalid_rows_are_numbered_from_the_first_data_row() {
+        let parsed =
+            parse("name,email\nJane,jane@acme.com\n,\nBob,not-an-email\n\nEve,eve@acme.com\n")
+                .unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!((parsed.rows, parsed.valid.len(), parsed.invalid), (4, 2, 2));
+        assert_eq!(parsed.errors[0].row, 2);
+        assert_eq!(parsed.errors[0].field, None);
+        assert_eq!(parsed.errors[1].row, 3);
+        assert_eq!(parsed.errors[1].field.as_deref(), Some("email"));
+        assert_eq!(parsed.valid[1].fields.first_name.as_deref(), Some("Eve"));
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_row() {
+        let error = parse("name,email\nJane,jane@acme.com\nBob\n")
+            .err()
+            .unwrap_or_default();
+        assert!(
+            error.contains("Row 2 (line 3)") && error.contains("1 values"),
+            "{error}"
+        );
+        let error = parse("name,email\n\"Jane\"x,jane@acme.com\n")
+            .err()
+            .unwrap_or_default();
+        assert!(
+            error.contains("Row 1 (line 2)") && error.contains("closing quote"),
+            "{error}"
+        );
+        let error = parse("name,email\nJane,jane@acme.com\n\"Bob,bob@acme.com\n")
+            .err()
+            .unwrap_or_default();
+        assert!(
+            error.contains("Row 2 (line 3)") && error.contains("never closed"),
+            "{error}"
+        );
+        assert!(parse("").err().unwrap_or_default().contains("empty"));
+        assert!(
+            parse("name,email\n")
+                .err()
+                .unwrap_or_default()
+                .contains("no data rows")
+        );
+        assert!(
+            parse("Title,Company\nCTO,Acme\n")
+                .err()
+                .unwrap_or_default()
+                .contains("No column")
+        );
+        assert!(
+            parse("Email,E-mail\na@b.co,c@d.co\n")
+                .err()
+                .unwrap_or_default()
+                .contains("both go to `email`")
+        );
+    }
+
+    #[test]
+    fn quotes_that_are_well_formed_pass() {
+        let parsed = parse("\u{feff}\"name\",\"email\"\r\n\"Jane \"\"JD\"\" Doe\",\"jane@acme.com\"\r\n\"Multi\nLine\",\r\n")
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(parsed.rows, 2);
+        assert_eq!(
+            parsed.valid[0].fields.last_name.as_deref(),
+            Some("\"JD\" Doe")
+        );
+    }
+
+    #[test]
+    fn explicit_mappings_are_checked() {
+        let mapping = |pairs: &[(&str, Option<&str>)]| -> BTreeMap<String, Option<String>> {
+            pairs
+                .iter()
+                .map(|(column, target)| ((*column).to_owned(), target.map(str::to_owned)))
+                .collect()
+        };
+        let text = "Who,Where,Junk\nJane,Paris,x\n";
+        let parsed = csv(
+            text,
+            Some(&mapping(&[
+                ("Who", Some("full_name")),
+                ("where", Some("location")),
+                ("Junk", None),
+            ])),
+        )
+        .unwrap_or_else(|error| panic!("{}", error.message));
+        let row = &parsed.valid[0].fields;
+        assert_eq!(row.location.as_deref(), Some("Paris"));
+        assert!(row.custom_fields.is_empty());
+        let error = csv(text, Some(&mapping(&[("Who", Some("nickname"))])))
+            .err()
+            .map(|e| e.message)
+            .unwrap_or_default();
+        assert!(
+            error.contains("`nickname`, which is not a prospect field"),
+            "{error}"
+        );
+        let error = csv(text, Some(&mapping(&[("Whom", Some("full_name"))])))
+            .err()
+            .map(|e| e.message)
+            .unwrap_or_default();
+        assert!(
+            error.contains("`Whom`, which is not in the CSV header"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn json_rows_of_the_wrong_shape_name_the_row_and_field() {
+        let error = json_rows(&[
+            serde_json::json!({"email": "a@b.co"}),
+            serde_json::json!({"company_size": "big"}),
+        ])
+        .err()
+        .map(|e| e.message)
+        .unwrap_or_default();
+        assert!(
+            error.contains("`rows[1]` (row 2), field `company_size`"),
+            "{error}"
+        );
+        let error = json_rows(&[serde_json::json!({"nickname": "x"})])
+            .err()
+            .map(|e| e.message)
+            .unwrap_or_default();
+        assert!(
+            error.contains("`rows[0]` (row 1)") && error.contains("nickname"),
+            "{error}"
+        );
+        let error = json_rows(&[serde_json::json!("x")])
+            .err()
+            .map(|e| e.message)
+            .unwrap_or_default();
+        assert!(error.contains("must be an object"), "{error}");
+    }
+}

@@ -1,0 +1,327 @@
+//! The writes of an import, batched: many rows per `insert`, all inside the caller's transaction.
+//!
+//! One statement per row would make a 100,000-row import 100,000 round trips; a multi-row
+//! `insert ... values (...), (...)` with bound parameters does it in a hundred. Batches stay under
+//! SQLite's 32,766 parameters (PostgreSQL allows 65,535). Values shared by every row (workspace,
+//! time) are bound once per statement.
+
+use std::collections::HashMap;
+
+use outreach_runtime::ApiError;
+use sqlx::{AssertSqlSafe, Row as _};
+
+use super::sql::Placeholders;
+use crate::common::json_text;
+use crate::prospects::{COLUMNS, Fields, Prospect, from_row_fields, normalize};
+use outreach_runtime::Backend;
+
+type Tx<'c> = sqlx::Transaction<'c, sqlx::Any>;
+
+/// Prospects per `insert`: 24 parameters each, so 24,000 per statement.
+const PROSPECT_BATCH: usize = 1000;
+/// Rows per `insert` of tags or list members.
+const SMALL_BATCH: usize = 5000;
+
+// SQL built here interpolates only constants and placeholders; values are bound.
+
+/// Inserts new prospects; `ids[n]` is the id of `prospects[n]`.
+pub async fn insert_prospects(
+    tx: &mut Tx<'_>,
+    backend: Backend,
+    workspace_id: &str,
+    now: i64,
+    ids: &[String],
+    prospects: &[Fields],
+) -> Result<(), ApiError> {
+    let mut full_batch_sql: Option<String> = None;
+    for (ids, batch) in ids
+        .chunks(PROSPECT_BATCH)
+        .zip(prospects.chunks(PROSPECT_BATCH))
+    {
+        let sql = if batch.len() == PROSPECT_BATCH {
+            full_batch_sql
+                .get_or_insert_with(|| insert_prospects_sql(backend, PROSPECT_BATCH))
+                .clone()
+        } else {
+            insert_prospects_sql(backend, batch.len())
+        };
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for (id, fields) in ids.iter().zip(batch) {
+            query = query
+                .bind(id)
+                .bind(&fields.first_name)
+                .bind(&fields.last_name)
+                .bind(&fields.headline)
+                .bind(&fields.title)
+                .bind(&fields.seniority)
+                .bind(&fields.department)
+                .bind(&fields.company_name)
+                .bind(&fields.company_domain)
+                .bind(&fields.company_industry)
+                .bind(fields.company_size)
+                .bind(&fields.location)
+                .bind(&fields.country)
+                .bind(&fields.timezone)
+                .bind(&fields.profile_url)
+                .bind(&fields.email)
+                .bind(&fields.phone)
+                .bind(json_text(&fields.tags)?)
+                .bind(json_text(&fields.custom_fields)?)
+                .bind(i64::from(fields.do_not_contact))
+                .bind(fields.search_text())
+                .bind(workspace_id)
+                .bind(now)
+                .bind(now);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+fn insert_prospects_sql(backend: Backend, rows: usize) -> String {
+    let mut sql = String::from(
+        "insert into prospects (id, first_name, last_name, headline, title, seniority, department, company_name, \
+         company_domain, company_industry, company_size, location, country, timezone, profile_url, email, phone, \
+         tags, custom_fields, do_not_contact, search_text, workspace_id, source, created_at, updated_at) values ",
+    );
+    let mut placeholders = Placeholders::new(backend);
+    for row in 0..rows {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        placeholders.list(&mut sql, 22);
+        sql.push_str(", 'import', ");
+        placeholders.list(&mut sql, 2);
+        sql.push(')');
+    }
+    sql
+}
+
+/// Inserts the tags of prospects into `prospect_tags` (what the `tag` filter looks up).
+pub async fn insert_tags(
+    tx: &mut Tx<'_>,
+    backend: Backend,
+    workspace_id: &str,
+    tags: &[(&str, &str)],
+) -> Result<(), ApiError> {
+    for batch in tags.chunks(SMALL_BATCH) {
+        let mut sql =
+            String::from("insert into prospect_tags (prospect_id, workspace_id, tag) values ");
+        let mut placeholders = Placeholders::new(backend);
+        for row in 0..batch.len() {
+            if row > 0 {
+                sql.push_str(", ");
+            }
+            placeholders.tuple(&mut sql, 3);
+        }
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for (prospect_id, tag) in batch {
+            query = query.bind(*prospect_id).bind(workspace_id).bind(*tag);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Adds prospects to a list (members already in it stay); returns how many joined.
+pub async fn insert_members(
+    tx: &mut Tx<'_>,
+    backend: Backend,
+    workspace_id: &str,
+    list_id: &str,
+    now: i64,
+    prospect_ids: &[&str],
+) -> Result<u64, ApiError> {
+    let mut added = 0;
+    for batch in prospect_ids.chunks(SMALL_BATCH) {
+        let mut sql = String::from(
+            "insert into list_members (list_id, prospect_id, workspace_id, added_at) values ",
+        );
+        let mut placeholders = Placeholders::new(backend);
+        for row in 0..batch.len() {
+            if row > 0 {
+                sql.push_str(", ");
+            }
+            placeholders.tuple(&mut sql, 4);
+        }
+        sql.push_str(" on conflict do nothing");
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for id in batch {
+            query = query.bind(list_id).bind(*id).bind(workspace_id).bind(now);
+        }
+        added += query.execute(&mut **tx).await?.rows_affected();
+    }
+    Ok(added)
+}
+
+/// The current fields of existing prospects, by id.
+pub async fn load_fields(
+    tx: &mut Tx<'_>,
+    backend: Backend,
+    workspace_id: &str,
+    ids: &[&str],
+) -> Result<HashMap<String, Fields>, ApiError> {
+    let mut fields = HashMap::with_capacity(ids.len());
+    for batch in ids.chunks(SMALL_BATCH) {
+        let mut sql = format!("select {COLUMNS} from prospects where workspace_id = ");
+        let mut placeholders = Placeholders::new(backend);
+        placeholders.one(&mut sql);
+        sql.push_str(" and id in ");
+        placeholders.tuple(&mut sql, batch.len());
+        // Unprepared, so it is planned with its values (see `sql`).
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .persistent(false)
+            .bind(workspace_id);
+        for id in batch {
+            query = query.bind(*id);
+        }
+        for row in query.fetch_all(&mut **tx).await? {
+            let prospect = Prospect::from_row(&row)?;
+            fields.insert(prospect.id.clone(), from_row_fields(&prospect));
+        }
+    }
+    Ok(fields)
+}
+
+/// Writes the new fields of one existing prospect, and its tags when they changed.
+pub async fn update_prospect(
+    tx: &mut Tx<'_>,
+    backend: Backend,
+    workspace_id: &str,
+    id: &str,
+    now: i64,
+    fields: &Fields,
+    tags_changed: bool,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update prospects set first_name = $3, last_name = $4, headline = $5, title = $6, seniority = $7, \
+         department = $8, company_name = $9, company_domain = $10, company_industry = $11, company_size = $12, \
+         location = $13, country = $14, timezone = $15, profile_url = $16, email = $17, phone = $18, tags = $19, \
+         custom_fields = $20, do_not_contact = $21, search_text = $22, updated_at = $23 \
+         where workspace_id = $1 and id = $2",
+    )
+    .bind(workspace_id)
+    .bind(id)
+    .bind(&fields.first_name)
+    .bind(&fields.last_name)
+    .bind(&fields.headline)
+    .bind(&fields.title)
+    .bind(&fields.seniority)
+    .bind(&fields.department)
+    .bind(&fields.company_name)
+    .bind(&fields.company_domain)
+    .bind(&fields.company_industry)
+    .bind(fields.company_size)
+    .bind(&fields.location)
+    .bind(&fields.country)
+    .bind(&fields.timezone)
+    .bind(&fields.profile_url)
+    .bind(&fields.email)
+    .bind(&fields.phone)
+    .bind(json_text(&fields.tags)?)
+    .bind(json_text(&fields.custom_fields)?)
+    .bind(i64::from(fields.do_not_contact))
+    .bind(fields.search_text())
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    if tags_changed {
+        sqlx::query("delete from prospect_tags where prospect_id = $1")
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+        let tags: Vec<(&str, &str)> = fields.tags.iter().map(|tag| (id, tag.as_str())).collect();
+        insert_tags(tx, backend, workspace_id, &tags).await?;
+    }
+    Ok(())
+}
+
+/// Merges a duplicate row into the prospect it matched: the row's values replace the prospect's,
+/// empty cells keep them; tags and custom fields are added to (within their limits).
+pub fn merge(into: &mut Fields, row: &super::parse::Row, fill_url: bool, fill_email: bool) {
+    fn set<T: Clone>(into: &mut Option<T>, value: &Option<T>) {
+        if value.is_some() {
+            into.clone_from(value);
+        }
+    }
+    let from = &row.fields;
+    set(&mut into.first_name, &from.first_name);
+    set(&mut into.last_name, &from.last_name);
+    set(&mut into.headline, &from.headline);
+    set(&mut into.title, &from.title);
+    set(&mut into.seniority, &from.seniority);
+    set(&mut into.department, &from.department);
+    set(&mut into.company_name, &from.company_name);
+    set(&mut into.company_domain, &from.company_domain);
+    set(&mut into.company_industry, &from.company_industry);
+    set(&mut into.company_size, &from.company_size);
+    set(&mut into.location, &from.location);
+    set(&mut into.country, &from.country);
+    set(&mut into.timezone, &from.timezone);
+    set(&mut into.phone, &from.phone);
+    if fill_url {
+        set(&mut into.profile_url, &from.profile_url);
+    }
+    if fill_email {
+        set(&mut into.email, &from.email);
+    }
+    for tag in &from.tags {
+        if into.tags.len() < normalize::MAX_TAGS && !into.tags.contains(tag) {
+            into.tags.push(tag.clone());
+        }
+    }
+    for (key, value) in &from.custom_fields {
+        if into.custom_fields.len() < normalize::MAX_CUSTOM_FIELDS
+            || into.custom_fields.contains_key(key)
+        {
+            into.custom_fields.insert(key.clone(), value.clone());
+        }
+    }
+    if row.do_not_contact_given {
+        into.do_not_contact = from.do_not_contact;
+    }
+}
+
+/// Checks that a list exists in the workspace; returns its id.
+pub async fn existing_list(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    list_id: &str,
+) -> Result<String, ApiError> {
+    if !outreach_runtime::ids::is_id("lst", list_id) {
+        return Err(ApiError::not_found("list", list_id));
+    }
+    let row = sqlx::query("select id from lists where workspace_id = $1 and id = $2")
+        .bind(workspace_id)
+        .bind(list_id)
+        .fetch_optional(conn)
+        .await?
+        .ok_or_else(|| ApiError::not_found("list", list_id))?;
+    Ok(row.try_get("id")?)
+}
+
+/// The list named `name`, made if there is none; returns its id and whether it was made.
+pub async fn list_by_name(
+    tx: &mut Tx<'_>,
+    workspace_id: &str,
+    name: &str,
+    now: i64,
+) -> Result<(String, bool), ApiError> {
+    // `on conflict do nothing` also waits out a concurrent create of the same name, then yields.
+    let made = sqlx::query(
+        "insert into lists (id, workspace_id, name, created_at, updated_at) values ($1, $2, $3, $4, $4) \
+         on conflict (workspace_id, name) do nothing",
+    )
+    .bind(outreach_runtime::ids::new_id("lst"))
+    .bind(workspace_id)
+    .bind(name)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected()
+        == 1;
+    let row = sqlx::query("select id from lists where workspace_id = $1 and name = $2")
+        .bind(workspace_id)
+        .bind(name)
+        .fetch_one(&mut **tx)
+        .await?;
+    Ok((row.try_get("id")?, made))
+}

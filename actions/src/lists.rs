@@ -1,0 +1,667 @@
+//! Lists: named sets of prospects, the unit that is imported into, processed and scored.
+//!
+//! A list holds prospect ids, not copies: deleting a list leaves its prospects alone, and deleting a
+//! prospect drops it from every list (the foreign key cascades). Names are unique in a workspace,
+//! because people tell lists apart by name; a second list of the same name is a 409 naming the first.
+//! Membership changes report every id they did not apply (unknown, already in, not in) rather than
+//! dropping them silently, so a caller can tell a typo from a no-op.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use crate::common::Deleted;
+use crate::prospects::normalize;
+use crate::prospects::{COLUMNS, Prospect};
+use outreach_runtime::clock::rfc3339;
+use outreach_runtime::db::is_unique_violation;
+use outreach_runtime::{ApiError, Ctx, ErrorCode, Page, PageParams, action, ids};
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
+use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
+
+pub const MAX_NAME_CHARS: usize = 200;
+pub const MAX_DESCRIPTION_CHARS: usize = 2000;
+/// The most prospect ids one membership call takes.
+pub const MAX_IDS_PER_CALL: usize = 1000;
+
+/// A list as the API shows it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct List {
+    pub id: String,
+    /// Unique in the workspace.
+    pub name: String,
+    pub description: Option<String>,
+    /// How many prospects the list holds.
+    pub size: i64,
+    /// `idle` (never processed), `processing`, `processed` or `failed`.
+    pub processing_status: String,
+    /// When processing last finished.
+    pub processed_at: Option<String>,
+    /// The targeting `process_list` uses when none is given.
+    pub default_targeting_id: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+// SQL built with format! here interpolates only constants and `$n` placeholders; values are bound.
+
+const LIST_COLUMNS: &str = "id, name, description, default_targeting_id, processing_status, processed_at, created_at, updated_at, \
+    (select count(*) from list_members m where m.list_id = lists.id) as size";
+
+/// The prospect columns qualified with `p.`, for joins with `list_members`.
+static PROSPECT_COLUMNS: LazyLock<String> = LazyLock::new(|| {
+    COLUMNS
+        .split(',')
+        .map(|column| format!("p.{}", column.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+});
+
+impl List {
+    fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
+        Ok(Self {
+            id: row.try_get("id")?,
+            name: row.try_get("name")?,
+            description: row.try_get("description")?,
+            size: row.try_get("size")?,
+            processing_status: row.try_get("processing_status")?,
+            processed_at: row.try_get::<Option<i64>, _>("processed_at")?.map(rfc3339),
+            default_targeting_id: row.try_get("default_targeting_id")?,
+            created_at: rfc3339(row.try_get("created_at")?),
+            updated_at: rfc3339(row.try_get("updated_at")?),
+        })
+    }
+}
+
+/// A 404 for an id that cannot name a list, with the shape list ids have.
+fn check_list_id(id: &str) -> Result<(), ApiError> {
+    if ids::is_id("lst", id) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::NotFound,
+        format!(
+            "No list with id `{id}`: list ids look like `lst_` followed by 20 letters and digits."
+        ),
+    ))
+}
+
+/// Reads one list of the caller's workspace, or 404.
+pub(crate) async fn fetch(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<List, ApiError> {
+    check_list_id(id)?;
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "select {LIST_COLUMNS} from lists where workspace_id = $1 and id = $2"
+    )))
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_optional(conn)
+    .await?
+    .ok_or_else(|| ApiError::not_found("list", id))?;
+    List::from_row(&row)
+}
+
+async fn fetch_pooled(ctx: &Ctx, id: &str) -> Result<List, ApiError> {
+    let mut conn = ctx.db().pool().acquire().await?;
+    fetch(&mut conn, ctx.workspace_id(), id).await
+}
+
+/// Trims a list name and checks its length.
+pub(crate) fn check_name(name: &str) -> Result<String, ApiError> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(ApiError::invalid_request("`name` must not be empty."));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::invalid_request(format!(
+            "`name` is longer than {MAX_NAME_CHARS} characters."
+        )));
+    }
+    Ok(name.to_owned())
+}
+
+fn check_description(description: Option<String>) -> Result<Option<String>, ApiError> {
+    let Some(description) = description else {
+        return Ok(None);
+    };
+    let description = description.trim();
+    if description.chars().count() > MAX_DESCRIPTION_CHARS {
+        return Err(ApiError::invalid_request(format!(
+            "`description` is longer than {MAX_DESCRIPTION_CHARS} characters."
+        )));
+    }
+    Ok((!description.is_empty()).then(|| description.to_owned()))
+}
+
+/// Checks that a targeting exists in the workspace (404 otherwise).
+async fn check_targeting(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<(), ApiError> {
+    let found =
+        sqlx::query("select 1 as found from targetings where workspace_id = $1 and id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .fetch_optional(conn)
+            .await?;
+    match found {
+        Some(_) => Ok(()),
+        None => Err(ApiError::not_found("targeting", id)),
+    }
+}
+
+/// Maps a unique violation on the list name to a 409 naming the list that has it.
+async fn name_conflict(ctx: &Ctx, error: sqlx::Error, name: &str) -> ApiError {
+    if !is_unique_violation(&error, "lists_name_key") {
+        return error.into();
+    }
+    let existing = sqlx::query("select id from lists where workspace_id = $1 and name = $2")
+        .bind(ctx.workspace_id())
+        .bind(name)
+        .fetch_optional(ctx.db().pool())
+        .await;
+    match existing {
+        Ok(Some(row)) => {
+            let existing_id: String = row.try_get("id").unwrap_or_default();
+            ApiError::conflict(format!("A list named `{name}` already exists: `{existing_id}`. List names are unique in a workspace."))
+                .with_extra("existing_id", existing_id)
+        }
+        Ok(None) => ApiError::conflict(format!("A list named `{name}` already exists.")),
+        Err(error) => error.into(),
+    }
+}
+
+/// The input of `create_list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CreateListInput {
+    /// 1 to 200 characters, unique in the workspace.
+    pub name: String,
+    /// Up to 2000 characters.
+    pub description: Option<String>,
+    /// The targeting (`tgt_...`) `process_list` uses when none is given; it must exist.
+    pub default_targeting_id: Option<String>,
+}
+
+/// Create a list.
+///
+/// Makes an empty list; add prospects with `add_prospects_to_list` or by importing into it. The name
+/// must be unique in the workspace: a second list of the same name is a 409 `conflict` whose
+/// `existing_id` names the first. A `default_targeting_id` that names no targeting is a 404. Costs
+/// nothing.
+#[action(scope = "write", http = "POST /lists")]
+pub async fn create_list(ctx: Ctx, input: CreateListInput) -> Result<List, ApiError> {
+    let name = check_name(&input.name)?;
+    let description = check_description(input.description)?;
+    let id = ids::new_id("lst");
+    let now = ctx.now_ms();
+    let mut conn = ctx.db().pool().acquire().await?;
+    if let Some(targeting_id) = &input.default_targeting_id {
+        check_targeting(&mut conn, ctx.workspace_id(), targeting_id).await?;
+    }
+    let inserted = sqlx::query(
+        "insert into lists (id, workspace_id, name, description, default_targeting_id, created_at, updated_at) \
+         values ($1, $2, $3, $4, $5, $6, $6)",
+    )
+    .bind(&id)
+    .bind(ctx.workspace_id())
+    .bind(&name)
+    .bind(&description)
+    .bind(&input.default_targeting_id)
+    .bind(now)
+    .execute(&mut *conn)
+    .await;
+    if let Err(error) = inserted {
+        drop(conn);
+        return Err(name_conflict(&ctx, error, &name).await);
+    }
+    fetch(&mut conn, ctx.workspace_id(), &id).await
+}
+
+/// The input of `get_list` and `delete_list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListId {
+    /// The list's id (`lst_...`).
+    pub id: String,
+}
+
+/// Get a list by id.
+///
+/// Returns the list with its size (how many prospects it holds) and processing status. Costs nothing.
+#[action(scope = "read", http = "GET /lists/{id}")]
+pub async fn get_list(ctx: Ctx, input: ListId) -> Result<List, ApiError> {
+    fetch_pooled(&ctx, &input.id).await
+}
+
+/// The input of `list_lists`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListListsInput {
+    /// Only lists whose name contains this text (case-insensitive).
+    pub q: Option<String>,
+    #[serde(flatten)]
+    pub page: PageParams,
+}
+
+/// List lists, newest first.
+///
+/// Each list shows its size and processing status. Paged with `limit` (1 to 200, default 25) and
+/// `offset`; follow `next_offset` while `has_more`. Filter by name with `q`. Costs nothing.
+#[action(scope = "read", http = "GET /lists")]
+pub async fn list_lists(ctx: Ctx, input: ListListsInput) -> Result<Page<List>, ApiError> {
+    let mut filter = String::from("workspace_id = $1");
+    let pattern = input
+        .q
+        .as_deref()
+        .map(str::trim)
+        .filter(|q| !q.is_empty())
+        .map(normalize::like_pattern);
+    if pattern.is_some() {
+        filter.push_str(" and lower(name) like $2 escape '\\'");
+    }
+    let count_sql = format!("select count(*) as total from lists where {filter}");
+    let total: i64 = sqlx::query(AssertSqlSafe(count_sql))
+        .bind(ctx.workspace_id())
+        .bind(&pattern)
+        .fetch_one(ctx.db().pool())
+        .await?
+        .try_get("total")?;
+    let (limit, offset) = input.page.sql();
+    let page_sql = format!(
+        "select {LIST_COLUMNS} from lists where {filter} order by created_at desc, id desc limit $3 offset $4"
+    );
+    let rows = sqlx::query(AssertSqlSafe(page_sql))
+        .bind(ctx.workspace_id())
+        .bind(&pattern)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(ctx.db().pool())
+        .await?;
+    let items = rows
+        .iter()
+        .map(List::from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Page::new(
+        input.page,
+        u64::try_from(total).unwrap_or(0),
+        items,
+    ))
+}
+
+/// Deserializes a field that may be absent (keep), `null` (clear) or a value (set).
+fn patch<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// The input of `update_list`: only the fields given change; `null` clears a field.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct UpdateListInput {
+    /// The list's id (`lst_...`).
+    pub id: String,
+    /// A new name, unique in the workspace.
+    pub name: Option<String>,
+    /// A new description; `null` clears it.
+    #[serde(default, deserialize_with = "patch")]
+    pub description: Option<Option<String>>,
+    /// A new default targeting (it must exist); `null` clears it.
+    #[serde(default, deserialize_with = "patch")]
+    pub default_targeting_id: Option<Option<String>>,
+}
+
+/// Update a list.
+///
+/// Changes the name, the description or the default targeting; fields left out keep their value and
+/// `null` clears one. A name another list has is a 409 `conflict`; a targeting that does not exist is
+/// a 404. Members are changed with `add_prospects_to_list` and `remove_prospects_from_list`. Costs
+/// nothing.
+#[action(scope = "write", http = "PATCH /lists/{id}")]
+pub async fn update_list(ctx: Ctx, input: UpdateListInput) -> Result<List, ApiError> {
+    check_list_id(&input.id)?;
+    let name = input.name.as_deref().map(check_name).transpose()?;
+    let description = input.description.map(check_description).transpose()?;
+    let mut conn = ctx.db().pool().acquire().await?;
+    if let Some(Some(targeting_id)) = &input.default_targeting_id {
+        check_targeting(&mut conn, ctx.workspace_id(), targeting_id).await?;
+    }
+    // `case` keeps a column when its flag is 0, so absent fields need no separate statements.
+    let updated = sqlx::query(
+        "update lists set \
+         name = case when $3 = 1 then $4 else name end, \
+         description = case when $5 = 1 then $6 else description end, \
+         default_targeting_id = case when $7 = 1 then $8 else default_targeting_id end, \
+         updated_at = $9 \
+         where workspace_id = $1 and id = $2",
+    )
+    .bind(ctx.workspace_id())
+    .bind(&input.id)
+    .bind(i64::from(name.is_some()))
+    .bind(&name)
+    .bind(i64::from(description.is_some()))
+    .bind(description.flatten())
+    .bind(i64::from(input.default_targeting_id.is_some()))
+    .bind(input.default_targeting_id.flatten())
+    .bind(ctx.now_ms())
+    .execute(&mut *conn)
+    .await;
+    match updated {
+        Ok(result) if result.rows_affected() == 0 => {
+            return Err(ApiError::not_found("list", &input.id));
+        }
+        Ok(_) => {}
+        Err(error) => {
+            drop(conn);
+            return Err(name_conflict(&ctx, error, name.as_deref().unwrap_or_default()).await);
+        }
+    }
+    fetch(&mut conn, ctx.workspace_id(), &input.id).await
+}
+
+/// Delete a list.
+///
+/// Removes the list and its memberships for good; the prospects themselves stay. Costs nothing.
+#[action(scope = "write", http = "DELETE /lists/{id}")]
+pub async fn delete_list(ctx: Ctx, input: ListId) -> Result<Deleted, ApiError> {
+    check_list_id(&input.id)?;
+    let mut tx = ctx.db().pool().begin().await?;
+    // The foreign key would cascade too; deleting the members first does not depend on it.
+    sqlx::query("delete from list_members where workspace_id = $1 and list_id = $2")
+        .bind(ctx.workspace_id())
+        .bind(&input.id)
+        .execute(&mut *tx)
+        .await?;
+    let deleted = sqlx::query("delete from lists where workspace_id = $1 and id = $2")
+        .bind(ctx.workspace_id())
+        .bind(&input.id)
+        .execute(&mut *tx)
+        .await?;
+    if deleted.rows_affected() == 0 {
+        return Err(ApiError::not_found("list", &input.id));
+    }
+    tx.commit().await?;
+    Ok(Deleted {
+        id: input.id,
+        deleted: true,
+    })
+}
+
+/// The input of `add_prospects_to_list` and `remove_prospects_from_list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListMembersInput {
+    /// The list's id (`lst_...`).
+    pub id: String,
+    /// 1 to 1000 prospect ids (`prs_...`); repeats count once.
+    #[schemars(length(min = 1, max = 1000))]
+    pub prospect_ids: Vec<String>,
+}
+
+impl ListMembersInput {
+    /// The distinct ids, in the order given, within the bounds.
+    fn distinct_ids(&self) -> Result<Vec<&str>, ApiError> {
+        if self.prospect_ids.is_empty() {
+            return Err(ApiError::invalid_request(
+                "`prospect_ids` must hold at least one id.",
+            ));
+        }
+        if self.prospect_ids.len() > MAX_IDS_PER_CALL {
+            return Err(ApiError::invalid_request(format!(
+                "`prospect_ids` holds {} ids; send at most {MAX_IDS_PER_CALL} per call.",
+                self.prospect_ids.len()
+            )));
+        }
+        let mut seen = HashSet::with_capacity(self.prospect_ids.len());
+        Ok(self
+            .prospect_ids
+            .iter()
+            .map(String::as_str)
+            .filter(|id| seen.insert(*id))
+            .collect())
+    }
+}
+
+/// `($first, $first+1, ...)` with `count` placeholders.
+fn placeholders(first: usize, count: usize) -> String {
+    let mut text = String::with_capacity(count * 6 + 2);
+    text.push('(');
+    for index in 0..count {
+        if index > 0 {
+            text.push_str(", ");
+        }
+        text.push('$');
+        text.push_str(&(first + index).to_string());
+    }
+    text.push(')');
+    text
+}
+
+/// Which of `ids` the query `select <column> ... in (ids)` returns, run with `$1` = `first_bind`.
+async fn found_ids(
+    conn: &mut sqlx::AnyConnection,
+    sql_prefix: &str,
+    first_bind: &str,
+    ids: &[&str],
+) -> Result<HashSet<String>, ApiError> {
+    if ids.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let sql = format!("{sql_prefix} {}", placeholders(2, ids.len()));
+    // Unprepared: PostgreSQL would keep a generic plan made while the table was small.
+    let mut query = sqlx::query(AssertSqlSafe(sql))
+        .persistent(false)
+        .bind(first_bind);
+    for id in ids {
+        query = query.bind(*id);
+    }
+    let rows = query.fetch_all(conn).await?;
+    rows.iter()
+        .map(|row| row.try_get::<String, _>("id").map_err(ApiError::from))
+        .collect()
+}
+
+/// What `add_prospects_to_list` did.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ProspectsAdded {
+    /// How many prospects joined the list.
+    pub added: u64,
+    /// How many of the ids were members already (left as they were).
+    pub already_in_list: u64,
+    /// Ids that name no prospect in this workspace; nothing was done with them.
+    pub unknown_ids: Vec<String>,
+    /// The list after the change.
+    pub list: List,
+}
+
+/// Add prospects to a list.
+///
+/// Takes 1 to 1000 prospect ids. Prospects already in the list stay as they are and are counted in
+/// `already_in_list`; ids that name no prospect of this workspace are returned in `unknown_ids`, not
+/// dropped silently. A list that is being processed still accepts members. Costs nothing.
+#[action(scope = "write", http = "POST /lists/{id}/prospects")]
+pub async fn add_prospects_to_list(
+    ctx: Ctx,
+    input: ListMembersInput,
+) -> Result<ProspectsAdded, ApiError> {
+    check_list_id(&input.id)?;
+    let ids = input.distinct_ids()?;
+    let workspace_id = ctx.workspace_id();
+    let now = ctx.now_ms();
+    let mut tx = ctx.db().pool().begin().await?;
+    // A write first: it takes SQLite's write lock at once (no snapshot upgrade later) and checks
+    // that the list exists in this workspace.
+    let touched =
+        sqlx::query("update lists set updated_at = $3 where workspace_id = $1 and id = $2")
+            .bind(workspace_id)
+            .bind(&input.id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+    if touched.rows_affected() == 0 {
+        return Err(ApiError::not_found("list", &input.id));
+    }
+    let shaped: Vec<&str> = ids
+        .iter()
+        .copied()
+        .filter(|id| ids::is_id("prs", id))
+        .collect();
+    let known = found_ids(
+        &mut tx,
+        "select id from prospects where workspace_id = $1 and id in",
+        workspace_id,
+        &shaped,
+    )
+    .await?;
+    let members: Vec<&str> = shaped
+        .iter()
+        .copied()
+        .filter(|id| known.contains(*id))
+        .collect();
+    let mut added = 0;
+    if !members.is_empty() {
+        let values: Vec<String> = (0..members.len())
+            .map(|index| format!("($1, ${}, $2, $3)", index + 4))
+            .collect();
+        let sql = format!(
+            "insert into list_members (list_id, prospect_id, workspace_id, added_at) values {} on conflict do nothing",
+            values.join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .bind(&input.id)
+            .bind(workspace_id)
+            .bind(now);
+        for id in &members {
+            query = query.bind(*id);
+        }
+        added = query.execute(&mut *tx).await?.rows_affected();
+    }
+    let list = fetch(&mut tx, workspace_id, &input.id).await?;
+    tx.commit().await?;
+    Ok(ProspectsAdded {
+        added,
+        already_in_list: members.len() as u64 - added,
+        unknown_ids: ids
+            .iter()
+            .filter(|id| !known.contains(**id))
+            .map(|id| (*id).to_owned())
+            .collect(),
+        list,
+    })
+}
+
+/// What `remove_prospects_from_list` did.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ProspectsRemoved {
+    /// How many prospects left the list.
+    pub removed: u64,
+    /// Ids that were not members of the list (including ids that name no prospect).
+    pub not_in_list: Vec<String>,
+    /// The list after the change.
+    pub list: List,
+}
+
+/// Remove prospects from a list.
+///
+/// Takes 1 to 1000 prospect ids and removes them from the list; the prospects themselves stay. Ids
+/// that were not members are returned in `not_in_list`. Costs nothing.
+#[action(scope = "write", http = "POST /lists/{id}/prospects/remove")]
+pub async fn remove_prospects_from_list(
+    ctx: Ctx,
+    input: ListMembersInput,
+) -> Result<ProspectsRemoved, ApiError> {
+    check_list_id(&input.id)?;
+    let ids = input.distinct_ids()?;
+    let workspace_id = ctx.workspace_id();
+    let mut tx = ctx.db().pool().begin().await?;
+    let touched =
+        sqlx::query("update lists set updated_at = $3 where workspace_id = $1 and id = $2")
+            .bind(workspace_id)
+            .bind(&input.id)
+            .bind(ctx.now_ms())
+            .execute(&mut *tx)
+            .await?;
+    if touched.rows_affected() == 0 {
+        return Err(ApiError::not_found("list", &input.id));
+    }
+    let members = found_ids(
+        &mut tx,
+        "select prospect_id as id from list_members where list_id = $1 and prospect_id in",
+        &input.id,
+        &ids,
+    )
+    .await?;
+    let mut removed = 0;
+    if !members.is_empty() {
+        let gone: Vec<&str> = ids
+            .iter()
+            .copied()
+            .filter(|id| members.contains(*id))
+            .collect();
+        let sql = format!(
+            "delete from list_members where list_id = $1 and prospect_id in {}",
+            placeholders(2, gone.len())
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql)).bind(&input.id);
+        for id in &gone {
+            query = query.bind(*id);
+        }
+        removed = query.execute(&mut *tx).await?.rows_affected();
+    }
+    let list = fetch(&mut tx, workspace_id, &input.id).await?;
+    tx.commit().await?;
+    Ok(ProspectsRemoved {
+        removed,
+        not_in_list: ids
+            .iter()
+            .filter(|id| !members.contains(**id))
+            .map(|id| (*id).to_owned())
+            .collect(),
+        list,
+    })
+}
+
+/// The input of `list_list_prospects`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListListProspectsInput {
+    /// The list's id (`lst_...`).
+    pub id: String,
+    #[serde(flatten)]
+    pub page: PageParams,
+}
+
+/// List the prospects of a list, most recently added first.
+///
+/// Returns full prospects, paged with `limit` (1 to 200, default 25) and `offset`; follow
+/// `next_offset` while `has_more`. Costs nothing.
+#[action(scope = "read", http = "GET /lists/{id}/prospects")]
+pub async fn list_list_prospects(
+    ctx: Ctx,
+    input: ListListProspectsInput,
+) -> Result<Page<Prospect>, ApiError> {
+    let list = fetch_pooled(&ctx, &input.id).await?;
+    let (limit, offset) = input.page.sql();
+    let sql = format!(
+        "select {} from list_members m join prospects p on p.id = m.prospect_id \
+         where m.list_id = $1 and p.workspace_id = $2 \
+         order by m.added_at desc, m.prospect_id desc limit $3 offset $4",
+        *PROSPECT_COLUMNS
+    );
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .bind(&list.id)
+        .bind(ctx.workspace_id())
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(ctx.db().pool())
+        .await?;
+    let items = rows
+        .iter()
+        .map(Prospect::from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Page::new(
+        input.page,
+        u64::try_from(list.size).unwrap_or(0),
+        items,
+    ))
+}

@@ -1,0 +1,621 @@
+//! Targeting: a workspace's ideal-customer profiles, the yardstick scoring runs measure by.
+//!
+//! A targeting is a set of point-earning criteria (titles, seniorities, departments, industries,
+//! company sizes, locations, keywords), gates that disqualify outright, and tier thresholds. The
+//! rules are validated here, once, so the scoring engine (`scoring::engine`) can trust them, and
+//! stored as JSON text: they are always read and written whole. Every change bumps `version`, and
+//! each score records the version that produced it, so an old score can be told from a new one.
+//! Names are unique per workspace (409 `conflict` with `existing_id`).
+
+use std::collections::BTreeSet;
+
+use crate::common::{Deleted, json_text};
+use crate::scoring::engine;
+use outreach_runtime::clock::rfc3339;
+use outreach_runtime::db::is_unique_violation;
+use outreach_runtime::{ApiError, Ctx, ErrorCode, Page, PageParams, action, ids};
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+pub const MAX_NAME_CHARS: usize = 100;
+pub const MAX_DESCRIPTION_CHARS: usize = 2000;
+pub const MAX_KEYWORD_CHARS: usize = 100;
+/// Entries per criterion or gate list: plenty for a profile, and a bound on scoring work.
+pub const MAX_ENTRIES: usize = 100;
+pub const MAX_POINTS: i64 = 100;
+pub const DEFAULT_TIERS: Tiers = Tiers { a: 80, b: 60, c: 40 };
+
+/// A keyword or phrase and the points a match earns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeywordPoints {
+    /// A word or phrase, matched case-insensitively on whole words; punctuation counts as a space
+    /// (`vp sales` matches `VP, Sales`; `cto` does not match `director`). 1 to 100 characters.
+    pub keyword: String,
+    /// The points a match earns: 1 to 100.
+    pub points: i64,
+}
+
+/// A value and the points a match earns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ValuePoints {
+    /// A word or phrase, matched case-insensitively on whole words of the prospect's field
+    /// (`software` matches `Computer Software`). 1 to 100 characters.
+    pub value: String,
+    /// The points a match earns: 1 to 100.
+    pub points: i64,
+}
+
+/// A range of company sizes (employees, both ends included) and the points it earns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SizeRange {
+    /// The fewest employees; omit for no lower bound.
+    #[serde(default)]
+    pub min: Option<i64>,
+    /// The most employees; omit for no upper bound. At least one of `min` and `max` is required.
+    #[serde(default)]
+    pub max: Option<i64>,
+    /// The points a size in the range earns: 1 to 100.
+    pub points: i64,
+}
+
+/// Title criteria: keywords that earn points, and keywords that cancel them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TitleCriteria {
+    /// Title keywords that earn points (e.g. `cto` 30, `vp engineering` 25).
+    #[serde(default)]
+    pub include: Vec<KeywordPoints>,
+    /// Title keywords that cancel the title points without disqualifying (e.g. `assistant`,
+    /// `intern`: "Assistant to the CTO" earns nothing for `cto`). To disqualify, use the gate
+    /// `excluded_title_keywords`.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+}
+
+/// The criteria that earn points. Within each group only the best match counts; the score is the
+/// points earned over the points available (the sum of each group's best entry), 0 to 100.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Criteria {
+    /// Matched against the prospect's `title`.
+    #[serde(default)]
+    pub titles: TitleCriteria,
+    /// Matched against the prospect's `seniority` (e.g. `vp`, `director`, `c-level`).
+    #[serde(default)]
+    pub seniorities: Vec<ValuePoints>,
+    /// Matched against the prospect's `department`.
+    #[serde(default)]
+    pub departments: Vec<ValuePoints>,
+    /// Matched against the prospect's `company_industry`.
+    #[serde(default)]
+    pub industries: Vec<ValuePoints>,
+    /// Matched against the prospect's `company_size`.
+    #[serde(default)]
+    pub company_sizes: Vec<SizeRange>,
+    /// Matched against the prospect's `location`, then `country`.
+    #[serde(default)]
+    pub locations: Vec<KeywordPoints>,
+    /// Matched against the prospect's `title`, `headline`, `company_name` and `company_industry`.
+    #[serde(default)]
+    pub keywords: Vec<KeywordPoints>,
+}
+
+/// Gates: any one that fails disqualifies the prospect (score 0, tier `disqualified`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Gates {
+    /// Industries to leave out, matched on whole words of `company_industry` (e.g. `gambling`).
+    #[serde(default)]
+    pub excluded_industries: Vec<String>,
+    /// Company domains to leave out (e.g. customers, competitors); `acme.com` also covers
+    /// `eu.acme.com`. Stored normalised (lowercase, no scheme, no `www.`).
+    #[serde(default)]
+    pub excluded_domains: Vec<String>,
+    /// Title keywords that disqualify, matched on whole words of `title` (e.g. `student`).
+    #[serde(default)]
+    pub excluded_title_keywords: Vec<String>,
+}
+
+/// Tier thresholds: a score at or above `a` is tier `a`, at or above `b` tier `b`, at or above
+/// `c` tier `c`, and below `c` tier `d`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Tiers {
+    pub a: i64,
+    pub b: i64,
+    pub c: i64,
+}
+
+impl Default for Tiers {
+    fn default() -> Self {
+        DEFAULT_TIERS
+    }
+}
+
+/// Tier thresholds as given: each 0 to 100, `a` > `b` > `c`. A threshold left out keeps its
+/// current value (defaults: `a` 80, `b` 60, `c` 40).
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TiersInput {
+    /// The lowest score of tier `a` (default 80).
+    pub a: Option<i64>,
+    /// The lowest score of tier `b` (default 60).
+    pub b: Option<i64>,
+    /// The lowest score of tier `c` (default 40); lower scores are tier `d`.
+    pub c: Option<i64>,
+}
+
+/// A targeting as the API shows it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Targeting {
+    pub id: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub criteria: Criteria,
+    pub gates: Gates,
+    pub tiers: Tiers,
+    /// 1 when created, plus one for every change.
+    pub version: i64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+const COLUMNS: &str = "id, name, description, criteria, gates, tier_a, tier_b, tier_c, version, created_at, updated_at";
+
+impl Targeting {
+    fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
+        let criteria: String = row.try_get("criteria")?;
+        let gates: String = row.try_get("gates")?;
+        Ok(Self {
+            id: row.try_get("id")?,
+            name: row.try_get("name")?,
+            description: row.try_get("description")?,
+            criteria: serde_json::from_str(&criteria).map_err(ApiError::internal)?,
+            gates: serde_json::from_str(&gates).map_err(ApiError::internal)?,
+            tiers: Tiers { a: row.try_get("tier_a")?, b: row.try_get("tier_b")?, c: row.try_get("tier_c")? },
+            version: row.try_get("version")?,
+            created_at: rfc3339(row.try_get("created_at")?),
+            updated_at: rfc3339(row.try_get("updated_at")?),
+        })
+    }
+}
+
+// ----- validation -----
+
+fn bad(message: String) -> ApiError {
+    ApiError::invalid_request(message)
+}
+
+fn name(value: &str) -> Result<String, ApiError> {
+    let name = value.trim();
+    if name.is_empty() {
+        return Err(bad("`name` must not be empty.".into()));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(bad(format!("`name` is longer than {MAX_NAME_CHARS} characters.")));
+    }
+    Ok(name.to_owned())
+}
+
+fn description(value: Option<String>) -> Result<Option<String>, ApiError> {
+    let Some(value) = value else { return Ok(None) };
+    let trimmed = value.trim();
+    if trimmed.chars().count() > MAX_DESCRIPTION_CHARS {
+        return Err(bad(format!("`description` is longer than {MAX_DESCRIPTION_CHARS} characters.")));
+    }
+    Ok((!trimmed.is_empty()).then(|| trimmed.to_owned()))
+}
+
+fn points(field: &str, points: i64) -> Result<(), ApiError> {
+    if !(1..=MAX_POINTS).contains(&points) {
+        return Err(bad(format!("`{field}` must be between 1 and {MAX_POINTS}; got {points}.")));
+    }
+    Ok(())
+}
+
+fn entries<T>(field: &str, list: &[T]) -> Result<(), ApiError> {
+    if list.len() > MAX_ENTRIES {
+        return Err(bad(format!("`{field}` holds at most {MAX_ENTRIES} entries; got {}.", list.len())));
+    }
+    Ok(())
+}
+
+/// Checks the keywords of one list: trimmed, not too long, at least one letter or digit, each
+/// once (as the engine compares them: lowercase, punctuation as spaces).
+fn keywords<'a>(field: &str, values: impl Iterator<Item = (String, &'a mut String)>) -> Result<(), ApiError> {
+    let mut seen = BTreeSet::new();
+    let mut words = String::new();
+    for (path, value) in values {
+        let trimmed = value.trim();
+        if trimmed.chars().count() > MAX_KEYWORD_CHARS {
+            return Err(bad(format!("`{path}` is longer than {MAX_KEYWORD_CHARS} characters.")));
+        }
+        engine::words_into(trimmed, &mut words);
+        if words.trim().is_empty() {
+            return Err(bad(format!("`{path}` must contain a letter or a digit; got `{trimmed}`.")));
+        }
+        if !seen.insert(words.clone()) {
+            return Err(bad(format!("`{field}` lists `{trimmed}` more than once.")));
+        }
+        *value = trimmed.to_owned();
+    }
+    Ok(())
+}
+
+fn keyword_points(field: &str, list: &mut [KeywordPoints]) -> Result<(), ApiError> {
+    entries(field, list)?;
+    for (index, entry) in list.iter().enumerate() {
+        points(&format!("{field}[{index}].points"), entry.points)?;
+    }
+    keywords(field, list.iter_mut().enumerate().map(|(index, entry)| (format!("{field}[{index}].keyword"), &mut entry.keyword)))
+}
+
+fn value_points(field: &str, list: &mut [ValuePoints]) -> Result<(), ApiError> {
+    entries(field, list)?;
+    for (index, entry) in list.iter().enumerate() {
+        points(&format!("{field}[{index}].points"), entry.points)?;
+    }
+    keywords(field, list.iter_mut().enumerate().map(|(index, entry)| (format!("{field}[{index}].value"), &mut entry.value)))
+}
+
+fn plain_keywords(field: &str, list: &mut [String]) -> Result<(), ApiError> {
+    entries(field, list)?;
+    keywords(field, list.iter_mut().enumerate().map(|(index, value)| (format!("{field}[{index}]"), value)))
+}
+
+fn size_ranges(list: &[SizeRange]) -> Result<(), ApiError> {
+    entries("criteria.company_sizes", list)?;
+    for (index, range) in list.iter().enumerate() {
+        let field = format!("criteria.company_sizes[{index}]");
+        points(&format!("{field}.points"), range.points)?;
+        for (end, value) in [("min", range.min), ("max", range.max)] {
+            if let Some(value) = value.filter(|value| *value < 0) {
+                return Err(bad(format!("`{field}.{end}` must not be negative; got {value}.")));
+            }
+        }
+        match (range.min, range.max) {
+            (None, None) => return Err(bad(format!("`{field}` needs `min`, `max` or both."))),
+            (Some(min), Some(max)) if min > max => {
+                return Err(bad(format!("`{field}`: `min` ({min}) must not be greater than `max` ({max}).")));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Validates criteria in place (keywords trimmed); at least one criterion must earn points.
+fn criteria(mut criteria: Criteria) -> Result<Criteria, ApiError> {
+    keyword_points("criteria.titles.include", &mut criteria.titles.include)?;
+    plain_keywords("criteria.titles.exclude", &mut criteria.titles.exclude)?;
+    value_points("criteria.seniorities", &mut criteria.seniorities)?;
+    value_points("criteria.departments", &mut criteria.departments)?;
+    value_points("criteria.industries", &mut criteria.industries)?;
+    size_ranges(&criteria.company_sizes)?;
+    keyword_points("criteria.locations", &mut criteria.locations)?;
+    keyword_points("criteria.keywords", &mut criteria.keywords)?;
+    let scored = !criteria.titles.include.is_empty()
+        || !criteria.seniorities.is_empty()
+        || !criteria.departments.is_empty()
+        || !criteria.industries.is_empty()
+        || !criteria.company_sizes.is_empty()
+        || !criteria.locations.is_empty()
+        || !criteria.keywords.is_empty();
+    if !scored {
+        return Err(bad(
+            "`criteria` needs at least one entry that earns points (in `titles.include`, `seniorities`, `departments`, \
+             `industries`, `company_sizes`, `locations` or `keywords`)."
+                .into(),
+        ));
+    }
+    Ok(criteria)
+}
+
+/// Reduces a domain to a lowercase host without `www.`, as prospects store theirs.
+fn domain(field: &str, raw: &str) -> Result<String, ApiError> {
+    let raw = raw.trim();
+    let with_scheme = if raw.contains("://") { raw.to_owned() } else { format!("https://{raw}") };
+    let host = url::Url::parse(&with_scheme)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_ascii_lowercase))
+        .filter(|host| host.contains('.'))
+        .ok_or_else(|| bad(format!("`{field}` must be a domain such as `acme.com`; got `{raw}`.")))?;
+    Ok(host.strip_prefix("www.").unwrap_or(&host).to_owned())
+}
+
+fn gates(mut gates: Gates) -> Result<Gates, ApiError> {
+    plain_keywords("gates.excluded_industries", &mut gates.excluded_industries)?;
+    plain_keywords("gates.excluded_title_keywords", &mut gates.excluded_title_keywords)?;
+    entries("gates.excluded_domains", &gates.excluded_domains)?;
+    let mut seen = BTreeSet::new();
+    for (index, value) in gates.excluded_domains.iter_mut().enumerate() {
+        let normalised = domain(&format!("gates.excluded_domains[{index}]"), value)?;
+        if !seen.insert(normalised.clone()) {
+            return Err(bad(format!("`gates.excluded_domains` lists `{normalised}` more than once.")));
+        }
+        *value = normalised;
+    }
+    Ok(gates)
+}
+
+fn tiers(input: TiersInput, current: Tiers) -> Result<Tiers, ApiError> {
+    let tiers = Tiers { a: input.a.unwrap_or(current.a), b: input.b.unwrap_or(current.b), c: input.c.unwrap_or(current.c) };
+    for (field, value) in [("a", tiers.a), ("b", tiers.b), ("c", tiers.c)] {
+        if !(0..=100).contains(&value) {
+            return Err(bad(format!("`tiers.{field}` must be between 0 and 100; got {value}.")));
+        }
+    }
+    if !(tiers.a > tiers.b && tiers.b > tiers.c) {
+        return Err(bad(format!(
+            "`tiers` must descend: `a` > `b` > `c`; got a = {}, b = {}, c = {}.",
+            tiers.a, tiers.b, tiers.c
+        )));
+    }
+    Ok(tiers)
+}
+
+// ----- storage -----
+
+// SQL built with format! here interpolates only constants; values are bound.
+
+/// Reads one targeting of the caller's workspace, or 404.
+pub(crate) async fn fetch<'c, E>(executor: E, workspace_id: &str, id: &str) -> Result<Targeting, ApiError>
+where
+    E: sqlx::Executor<'c, Database = sqlx::Any>,
+{
+    if !ids::is_id("tgt", id) {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("No targeting with id `{id}`: targeting ids look like `tgt_` followed by 20 letters and digits."),
+        ));
+    }
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!("select {COLUMNS} from targetings where workspace_id = $1 and id = $2")))
+        .bind(workspace_id)
+        .bind(id)
+        .fetch_optional(executor)
+        .await?
+        .ok_or_else(|| ApiError::not_found("targeting", id))?;
+    Targeting::from_row(&row)
+}
+
+/// Maps a unique violation on the name to a 409 naming the targeting that has it.
+async fn name_conflict(ctx: &Ctx, error: sqlx::Error, name: &str) -> ApiError {
+    if !is_unique_violation(&error, "targetings_name_key") {
+        return error.into();
+    }
+    let existing = sqlx::query("select id from targetings where workspace_id = $1 and name = $2")
+        .bind(ctx.workspace_id())
+        .bind(name)
+        .fetch_optional(ctx.db().pool())
+        .await;
+    match existing {
+        Ok(Some(row)) => {
+            let existing_id: String = row.try_get("id").unwrap_or_default();
+            ApiError::conflict(format!("A targeting named `{name}` already exists: `{existing_id}`.")).with_extra("existing_id", existing_id)
+        }
+        Ok(None) => ApiError::conflict(format!("A targeting named `{name}` already exists.")),
+        Err(error) => error.into(),
+    }
+}
+
+// ----- actions -----
+
+/// The input of `create_targeting`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CreateTargetingInput {
+    /// Unique in the workspace; 1 to 100 characters.
+    pub name: String,
+    /// What the profile is for; up to 2000 characters.
+    pub description: Option<String>,
+    /// The criteria that earn points; at least one entry.
+    pub criteria: Criteria,
+    /// The gates that disqualify; none by default.
+    #[serde(default)]
+    pub gates: Gates,
+    /// Tier thresholds (default `a` 80, `b` 60, `c` 40).
+    #[serde(default)]
+    pub tiers: TiersInput,
+}
+
+/// Create a targeting (an ideal-customer profile).
+///
+/// A targeting scores prospects from 0 to 100: each criterion group (titles, seniorities,
+/// departments, industries, company sizes, locations, keywords) earns the points of its best
+/// matching entry, and the score is the points earned over the points available (the sum of each
+/// group's best entry), rounded half up. Keywords match case-insensitively on whole words. Gates
+/// (excluded industries, domains, title keywords) disqualify. Tiers `a`, `b`, `c` start at their
+/// thresholds; lower scores are `d`. The name must be unique in the workspace (409 `conflict` with
+/// `existing_id`). Starts at version 1. Costs nothing.
+#[action(scope = "write", http = "POST /targetings")]
+pub async fn create_targeting(ctx: Ctx, input: CreateTargetingInput) -> Result<Targeting, ApiError> {
+    let name = name(&input.name)?;
+    let description = description(input.description)?;
+    let criteria = criteria(input.criteria)?;
+    let gates = gates(input.gates)?;
+    let tiers = tiers(input.tiers, DEFAULT_TIERS)?;
+    let id = ids::new_id("tgt");
+    let inserted = sqlx::query(
+        "insert into targetings (id, workspace_id, name, description, criteria, gates, tier_a, tier_b, tier_c, version, \
+         created_at, updated_at) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, $10, $10)",
+    )
+    .bind(&id)
+    .bind(ctx.workspace_id())
+    .bind(&name)
+    .bind(&description)
+    .bind(json_text(&criteria)?)
+    .bind(json_text(&gates)?)
+    .bind(tiers.a)
+    .bind(tiers.b)
+    .bind(tiers.c)
+    .bind(ctx.now_ms())
+    .execute(ctx.db().pool())
+    .await;
+    if let Err(error) = inserted {
+        return Err(name_conflict(&ctx, error, &name).await);
+    }
+    fetch(ctx.db().pool(), ctx.workspace_id(), &id).await
+}
+
+/// The input of `get_targeting` and `delete_targeting`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TargetingId {
+    /// The targeting's id (`tgt_...`).
+    pub id: String,
+}
+
+/// Get a targeting by id.
+///
+/// Returns its criteria, gates, tier thresholds and current version. Costs nothing.
+#[action(scope = "read", http = "GET /targetings/{id}")]
+pub async fn get_targeting(ctx: Ctx, input: TargetingId) -> Result<Targeting, ApiError> {
+    fetch(ctx.db().pool(), ctx.workspace_id(), &input.id).await
+}
+
+/// The input of `list_targetings`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListTargetingsInput {
+    #[serde(flatten)]
+    pub page: PageParams,
+}
+
+/// List targetings, newest first.
+///
+/// Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while
+/// `has_more`. Costs nothing.
+#[action(scope = "read", http = "GET /targetings")]
+pub async fn list_targetings(ctx: Ctx, input: ListTargetingsInput) -> Result<Page<Targeting>, ApiError> {
+    let total: i64 = sqlx::query("select count(*) as total from targetings where workspace_id = $1")
+        .bind(ctx.workspace_id())
+        .fetch_one(ctx.db().pool())
+        .await?
+        .try_get("total")?;
+    let (limit, offset) = input.page.sql();
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "select {COLUMNS} from targetings where workspace_id = $1 order by created_at desc, id desc limit $2 offset $3"
+    )))
+    .bind(ctx.workspace_id())
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(ctx.db().pool())
+    .await?;
+    let items = rows.iter().map(Targeting::from_row).collect::<Result<Vec<_>, _>>()?;
+    Ok(Page::new(input.page, u64::try_from(total).unwrap_or(0), items))
+}
+
+/// Deserializes a field that may be absent (keep), `null` (clear) or a value (set).
+fn patch<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// The input of `update_targeting`: only the fields given change.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct UpdateTargetingInput {
+    /// The targeting's id (`tgt_...`).
+    pub id: String,
+    /// A new name, unique in the workspace.
+    pub name: Option<String>,
+    /// A new description; `null` clears it.
+    #[serde(default, deserialize_with = "patch")]
+    pub description: Option<Option<String>>,
+    /// Replaces all the criteria.
+    pub criteria: Option<Criteria>,
+    /// Replaces all the gates.
+    pub gates: Option<Gates>,
+    /// Changes the thresholds given; the others keep their values.
+    pub tiers: Option<TiersInput>,
+}
+
+/// Update a targeting.
+///
+/// Only the fields given change: `criteria` and `gates` replace the whole group, `tiers` changes
+/// the thresholds given. Every change bumps `version` by one (an update that changes nothing
+/// keeps it); scores already given keep the version that produced them. A name another targeting
+/// has is a 409 `conflict`; so is a change made by another request at the same time (retry).
+/// Costs nothing.
+#[action(scope = "write", http = "PATCH /targetings/{id}")]
+pub async fn update_targeting(ctx: Ctx, input: UpdateTargetingInput) -> Result<Targeting, ApiError> {
+    let current = fetch(ctx.db().pool(), ctx.workspace_id(), &input.id).await?;
+    let mut next = current.clone();
+    if let Some(value) = &input.name {
+        next.name = name(value)?;
+    }
+    if let Some(value) = input.description {
+        next.description = description(value)?;
+    }
+    if let Some(value) = input.criteria {
+        next.criteria = criteria(value)?;
+    }
+    if let Some(value) = input.gates {
+        next.gates = gates(value)?;
+    }
+    if let Some(value) = input.tiers {
+        next.tiers = tiers(value, current.tiers)?;
+    }
+    let unchanged = next.name == current.name
+        && next.description == current.description
+        && next.criteria == current.criteria
+        && next.gates == current.gates
+        && next.tiers == current.tiers;
+    if unchanged {
+        return Ok(current);
+    }
+    // The version read is the version replaced: a concurrent change makes this match nothing,
+    // so no change is lost silently.
+    let updated = sqlx::query(
+        "update targetings set name = $4, description = $5, criteria = $6, gates = $7, tier_a = $8, tier_b = $9, \
+         tier_c = $10, version = version + 1, updated_at = $11 where workspace_id = $1 and id = $2 and version = $3",
+    )
+    .bind(ctx.workspace_id())
+    .bind(&current.id)
+    .bind(current.version)
+    .bind(&next.name)
+    .bind(&next.description)
+    .bind(json_text(&next.criteria)?)
+    .bind(json_text(&next.gates)?)
+    .bind(next.tiers.a)
+    .bind(next.tiers.b)
+    .bind(next.tiers.c)
+    .bind(ctx.now_ms())
+    .execute(ctx.db().pool())
+    .await;
+    match updated {
+        Ok(result) if result.rows_affected() == 1 => fetch(ctx.db().pool(), ctx.workspace_id(), &current.id).await,
+        Ok(_) => {
+            let now = fetch(ctx.db().pool(), ctx.workspace_id(), &current.id).await?;
+            Err(ApiError::conflict(format!(
+                "The targeting `{}` was changed by another request (version {} is now {}); nothing was changed. Read it again and retry.",
+                current.id, current.version, now.version
+            )))
+        }
+        Err(error) => Err(name_conflict(&ctx, error, &next.name).await),
+    }
+}
+
+/// Delete a targeting.
+///
+/// Removes the targeting for good; lists that used it as their default lose their default.
+/// Scoring runs and prospects scored with it keep its id and version as a record. Costs nothing.
+#[action(scope = "write", http = "DELETE /targetings/{id}")]
+pub async fn delete_targeting(ctx: Ctx, input: TargetingId) -> Result<Deleted, ApiError> {
+    let targeting = fetch(ctx.db().pool(), ctx.workspace_id(), &input.id).await?;
+    let mut tx = ctx.db().pool().begin().await?;
+    let result = sqlx::query("delete from targetings where workspace_id = $1 and id = $2")
+        .bind(ctx.workspace_id())
+        .bind(&targeting.id)
+        .execute(&mut *tx)
+        .await?;
+    if result.rows_affected() == 0 {
+        return Err(ApiError::not_found("targeting", &targeting.id));
+    }
+    sqlx::query("update lists set default_targeting_id = null where workspace_id = $1 and default_targeting_id = $2")
+        .bind(ctx.workspace_id())
+        .bind(&targeting.id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Deleted { id: targeting.id, deleted: true })
+}

@@ -1,0 +1,566 @@
+//! `outreach-bench`: the benchmark harness of the outreach service, run by hand (see README.md).
+//!
+//! One run builds the release server (unless `--no-build`), starts it on a fresh SQLite database in
+//! a temporary directory, creates a workspace and a key with the admin CLI, seeds prospects, and
+//! then drives, one after another and for a fixed time each, at a fixed number of keep-alive
+//! connections:
+//!
+//! 1. the baseline: a bare axum handler returning the same bytes as `GET /api/v1/workspace`;
+//! 2. `GET /api/v1/workspace` with the key;
+//! 3. MCP `tools/call service_get_workspace` at `/api/mcp`;
+//! 4. `GET /api/v1/prospects?limit=200` over the seeded prospects.
+//!
+//! It prints requests/s, p50/p99 latency, errors, the ratio to the baseline, the CPU time the
+//! server spent per request, and the server's peak RSS. It asserts nothing about time: a figure
+//! that misses its aim is reported, and the run still completes.
+
+mod baseline;
+mod load;
+mod procfs;
+mod seed;
+mod service;
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail, ensure};
+use bytes::Bytes;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use hyper::Method;
+use serde_json::{Value, json};
+
+use crate::load::{Outcome, Settings, Target};
+
+#[derive(Parser)]
+#[command(
+    name = "outreach-bench",
+    about = "Benchmark the outreach service against a bare axum baseline (run by hand; see bench/README.md)",
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    internal: Option<Internal>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand)]
+enum Internal {
+    /// Serve the baseline handler (started by the harness itself as a child process).
+    #[command(hide = true)]
+    Baseline {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        addr: SocketAddr,
+        #[arg(long)]
+        body_file: PathBuf,
+    },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Seconds each phase is measured for.
+    #[arg(long, default_value_t = 10)]
+    duration: u64,
+    /// Seconds of load before each phase's measurement starts (not counted).
+    #[arg(long, default_value_t = 2)]
+    warmup: u64,
+    /// Concurrent keep-alive connections, each with one request in flight.
+    #[arg(long, default_value_t = 32)]
+    connections: usize,
+    /// Prospects seeded before the list phase.
+    #[arg(long, default_value_t = 100_000)]
+    prospects: u64,
+    /// Do not run `cargo build --release -p outreach` first.
+    #[arg(long)]
+    no_build: bool,
+    /// The server binary (default: the workspace's target/release/outreach).
+    #[arg(long)]
+    server_bin: Option<PathBuf>,
+    /// Keep the temporary directory (database, server log) instead of removing it.
+    #[arg(long)]
+    keep: bool,
+    /// Which phases to run, in this order (e.g. `--phases rest` to profile one of them).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "baseline,rest,mcp,list"
+    )]
+    phases: Vec<PhaseKind>,
+}
+
+/// The measured phases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PhaseKind {
+    /// A bare axum handler returning the same JSON as `GET /api/v1/workspace`.
+    Baseline,
+    /// `GET /api/v1/workspace` with the key.
+    Rest,
+    /// MCP `tools/call service_get_workspace`.
+    Mcp,
+    /// `GET /api/v1/prospects?limit=200` over the seeded prospects.
+    List,
+}
+
+impl PhaseKind {
+    fn title(self) -> &'static str {
+        match self {
+            Self::Baseline => "baseline: bare axum, same JSON",
+            Self::Rest => "REST GET /api/v1/workspace",
+            Self::Mcp => "MCP tools/call service_get_workspace",
+            Self::List => "REST GET /api/v1/prospects?limit=200",
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match start(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // The message and its causes, without the backtrace anyhow adds under RUST_BACKTRACE.
+            let _ = writeln!(std::io::stderr(), "error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn start(cli: Cli) -> anyhow::Result<()> {
+    match cli.internal {
+        Some(Internal::Baseline { addr, body_file }) => {
+            // Like the service's `#[tokio::main]`: a multi-thread runtime, one worker per core.
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(baseline::serve(addr, &body_file))
+        }
+        None => {
+            // The load generator gets one thread, so it takes at most one of the cores it shares
+            // with the server under test.
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(Box::pin(run(cli.run)))
+        }
+    }
+}
+
+/// The workspace root: this crate's parent directory.
+fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+fn default_server_bin(root: &Path) -> PathBuf {
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    target.join("release").join("outreach")
+}
+
+fn build_release(root: &Path) -> anyhow::Result<()> {
+    println!("» cargo build --release -p outreach");
+    let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["build", "--release", "-p", "outreach"])
+        .current_dir(root)
+        .status()
+        .context("could not run cargo; build the server with `cargo build --release -p outreach` and pass --no-build")?;
+    ensure!(
+        status.success(),
+        "`cargo build --release -p outreach` failed ({status})"
+    );
+    Ok(())
+}
+
+fn shell_line(command: &str, args: &[&str]) -> String {
+    std::process::Command::new(command)
+        .args(args)
+        .output()
+        .ok()
+        .and_then(|output| String::from_utf8(output.stdout).ok())
+        .map(|text| text.trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split_once(':'))
+                .map(|(_, model)| model.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned())
+}
+
+/// A fresh temporary directory for this run's database and logs.
+fn temp_dir() -> anyhow::Result<PathBuf> {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH)?.subsec_nanos();
+    let dir = std::env::temp_dir().join(format!("outreach-bench-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    ensure!(
+        args.duration > 0 && args.connections > 0,
+        "--duration and --connections must be positive"
+    );
+    let root = workspace_root();
+    if !args.no_build {
+        build_release(&root)?;
+    }
+    let bin = args
+        .server_bin
+        .clone()
+        .unwrap_or_else(|| default_server_bin(&root));
+    ensure!(
+        bin.is_file(),
+        "no server binary at {}: run `cargo build --release -p outreach` (or pass --server-bin)",
+        bin.display()
+    );
+    let dir = temp_dir()?;
+    let result = measure(&args, &bin, &dir).await;
+    if args.keep || result.is_err() {
+        println!("» kept {} (database and server.log)", dir.display());
+    } else {
+        std::fs::remove_dir_all(&dir).ok();
+    }
+    result
+}
+
+/// One measured phase.
+struct Phase {
+    kind: PhaseKind,
+    outcome: Outcome,
+    /// The server's peak RSS (KiB) after the phase.
+    server_hwm_kib: u64,
+}
+
+async fn measure(args: &RunArgs, bin: &Path, dir: &Path) -> anyhow::Result<()> {
+    let settings = Settings {
+        connections: args.connections,
+        warmup: Duration::from_secs(args.warmup),
+        duration: Duration::from_secs(args.duration),
+    };
+    let db_path = dir.join("bench.db");
+    let database_url = format!("sqlite://{}", db_path.display());
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    println!(
+        "outreach-bench {}",
+        shell_line("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+    );
+    println!(
+        "machine: {cores} cores ({}), {}",
+        cpu_model(),
+        shell_line("uname", &["-sr"])
+    );
+    println!("server: {} with {database_url}", bin.display());
+    println!(
+        "load: {} connections, {} s warm-up + {} s measured per phase, client on one tokio current-thread runtime",
+        args.connections, args.warmup, args.duration
+    );
+    println!("load average before: {}", load_average());
+
+    println!("» creating a workspace and a key with the admin CLI");
+    let created = service::admin(
+        bin,
+        &database_url,
+        &[
+            "workspace",
+            "create",
+            "--name",
+            "Bench",
+            "--owner-email",
+            "bench@example.com",
+        ],
+    )
+    .await?;
+    let workspace_id = created["workspace_id"]
+        .as_str()
+        .context("no workspace_id")?
+        .to_owned();
+    let key = service::admin(
+        bin,
+        &database_url,
+        &[
+            "key",
+            "create",
+            "--workspace",
+            &workspace_id,
+            "--email",
+            "bench@example.com",
+            "--name",
+            "bench",
+            "--scopes",
+            "read,write",
+        ],
+    )
+    .await?;
+    let key = key["key"].as_str().context("no key")?.to_owned();
+
+    let listing = args.phases.contains(&PhaseKind::List);
+    if listing {
+        println!(
+            "» seeding {} prospects straight into SQLite",
+            args.prospects
+        );
+        let took = seed::prospects(&db_path, &workspace_id, args.prospects).await?;
+        println!("  done in {:.1} s", took.as_secs_f64());
+    }
+
+    println!("» starting the server");
+    let server = service::start_server(bin, &database_url, &dir.join("server.log")).await?;
+    println!("  pid {} at http://{}", server.pid, server.addr);
+    let bearer = format!("Bearer {key}");
+
+    let rest = Target::get(server.addr, "/api/v1/workspace").header("authorization", &bearer)?;
+    let mcp = Target {
+        method: Method::POST,
+        body: Bytes::from(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": "service_get_workspace", "arguments": {}}})
+            .to_string(),
+        ),
+        error_markers: vec![b"\"isError\":true", b"\"error\":{"],
+        ..Target::get(server.addr, "/api/mcp")
+    }
+    .header("authorization", &bearer)?
+    .header("content-type", "application/json")?
+    .header("accept", "application/json, text/event-stream")?
+    .header("mcp-protocol-version", "2025-06-18")?;
+    let list =
+        Target::get(server.addr, "/api/v1/prospects?limit=200").header("authorization", &bearer)?;
+
+    println!("» checking each request once");
+    let rest_body = check_rest(&rest).await?;
+    check_mcp(&mcp, &rest_body).await?;
+    if listing {
+        check_list(&list, args.prospects).await?;
+    }
+
+    let body_file = dir.join("workspace.json");
+    std::fs::write(&body_file, &rest_body)?;
+    let baseline = service::start_baseline(&body_file).await?;
+    let baseline_target = Target::get(baseline.addr, "/api/v1/workspace");
+    let (status, body) = load::probe(&baseline_target).await?;
+    ensure!(
+        status.is_success() && body == rest_body,
+        "the baseline does not answer the REST body"
+    );
+    println!(
+        "  baseline pid {} at http://{} serves the same {} bytes",
+        baseline.pid,
+        baseline.addr,
+        body.len()
+    );
+
+    let mut phases = Vec::new();
+    for &kind in &args.phases {
+        let (target, pid) = match kind {
+            PhaseKind::Baseline => (&baseline_target, baseline.pid),
+            PhaseKind::Rest => (&rest, server.pid),
+            PhaseKind::Mcp => (&mcp, server.pid),
+            PhaseKind::List => (&list, server.pid),
+        };
+        println!("» {}", kind.title());
+        let outcome = load::run(target, settings, pid).await?;
+        let (server_hwm_kib, _) = procfs::rss_kib(server.pid)?;
+        println!(
+            "  {:.0} req/s, p50 {}, p99 {}, errors {}",
+            outcome.requests_per_second(),
+            ms(outcome.percentile(50.0)),
+            ms(outcome.percentile(99.0)),
+            outcome.errors
+        );
+        if let Some(error) = &outcome.first_error {
+            println!("  first error: {error}");
+        }
+        phases.push(Phase {
+            kind,
+            outcome,
+            server_hwm_kib,
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let (hwm_kib, rss_kib) = procfs::rss_kib(server.pid)?;
+    let (baseline_hwm_kib, _) = procfs::rss_kib(baseline.pid)?;
+    baseline.stop().await?;
+    server.stop().await?;
+    println!("load average at the end: {}", load_average());
+
+    println!();
+    println!("{}", report(&phases, hwm_kib, rss_kib, baseline_hwm_kib));
+    Ok(())
+}
+
+/// `GET /api/v1/workspace` answers 200 with the workspace and the caller; returns the body.
+async fn check_rest(rest: &Target) -> anyhow::Result<Bytes> {
+    let (status, body) = load::probe(rest).await?;
+    ensure!(
+        status.is_success(),
+        "GET /api/v1/workspace answered {status}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    let value: Value = serde_json::from_slice(&body)?;
+    ensure!(
+        value["workspace"]["id"].is_string(),
+        "GET /api/v1/workspace has no workspace.id: {value}"
+    );
+    println!("  REST workspace: {status}, {} bytes", body.len());
+    Ok(body)
+}
+
+/// MCP `tools/call` works without `initialize` and its `structuredContent` equals the REST body.
+async fn check_mcp(mcp: &Target, rest_body: &[u8]) -> anyhow::Result<()> {
+    let (status, body) = load::probe(mcp).await?;
+    let text = String::from_utf8_lossy(&body);
+    ensure!(
+        status.is_success(),
+        "MCP tools/call answered {status}: {text}"
+    );
+    let value: Value =
+        serde_json::from_slice(&body).with_context(|| format!("MCP answered no JSON: {text}"))?;
+    if value.get("error").is_some() || value["result"]["isError"] == json!(true) {
+        bail!("MCP tools/call failed: {value}");
+    }
+    let rest: Value = serde_json::from_slice(rest_body)?;
+    ensure!(
+        value["result"]["structuredContent"] == rest,
+        "MCP structuredContent differs from the REST body: {value}"
+    );
+    println!(
+        "  MCP tools/call without initialize: {status}, {} bytes, structuredContent = REST body",
+        body.len()
+    );
+    Ok(())
+}
+
+/// The first page of prospects has 200 items out of the seeded total.
+async fn check_list(list: &Target, seeded: u64) -> anyhow::Result<()> {
+    let (status, body) = load::probe(list).await?;
+    ensure!(
+        status.is_success(),
+        "GET /api/v1/prospects answered {status}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    let value: Value = serde_json::from_slice(&body)?;
+    let items = value["items"].as_array().map_or(0, Vec::len);
+    let expected = usize::try_from(seeded.min(200))?;
+    ensure!(
+        items == expected,
+        "GET /api/v1/prospects?limit=200 gave {items} items, expected {expected}: {value:.300}"
+    );
+    println!(
+        "  REST prospects: {status}, {items} items, {} bytes, total {}",
+        body.len(),
+        value["total"]
+    );
+    Ok(())
+}
+
+fn ms(duration: Duration) -> String {
+    format!("{:.3} ms", duration.as_secs_f64() * 1_000.0)
+}
+
+fn us_per_request(cpu: Duration, requests: u64) -> String {
+    if requests == 0 {
+        return "-".to_owned();
+    }
+    format!("{:.0}", cpu.as_secs_f64() * 1e6 / requests as f64)
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// The results as a Markdown table plus the aims, ready for RESULTS.md.
+fn report(phases: &[Phase], hwm_kib: u64, rss_kib: u64, baseline_hwm_kib: u64) -> String {
+    let baseline_rps = phases
+        .iter()
+        .find(|phase| phase.kind == PhaseKind::Baseline)
+        .map(|phase| phase.outcome.requests_per_second());
+    let ratio = |phase: &Phase| baseline_rps.map(|base| phase.outcome.requests_per_second() / base);
+    let mut out = String::new();
+    out.push_str(
+        "| phase | req/s | vs baseline | p50 | p99 | max | errors | body bytes | server CPU µs/req | server context switches/req | client CPU µs/req | server peak RSS after |\n",
+    );
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for phase in phases {
+        let outcome = &phase.outcome;
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {:.1} MiB |",
+            phase.kind.title(),
+            outcome.requests_per_second(),
+            ratio(phase).map_or_else(|| "-".to_owned(), |ratio| format!("{ratio:.2}")),
+            ms(outcome.percentile(50.0)),
+            ms(outcome.percentile(99.0)),
+            ms(outcome.percentile(100.0)),
+            outcome.errors,
+            outcome.mean_body_bytes(),
+            us_per_request(outcome.server_cpu, outcome.requests),
+            outcome.server_switches as f64 / outcome.requests.max(1) as f64,
+            us_per_request(outcome.client_cpu, outcome.requests),
+            mib(phase.server_hwm_kib),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nserver peak RSS (VmHWM) {:.1} MiB, RSS at the end {:.1} MiB; baseline peak RSS {:.1} MiB",
+        mib(hwm_kib),
+        mib(rss_kib),
+        mib(baseline_hwm_kib)
+    );
+    out.push_str("(server CPU and context switches are the baseline process's for the baseline phase)\n\naims:\n");
+    let mut aim = |ok: bool, text: String| {
+        let _ = writeln!(out, "- [{}] {text}", if ok { "met" } else { "MISSED" });
+    };
+    for phase in phases {
+        let floor = match phase.kind {
+            PhaseKind::Baseline => continue,
+            PhaseKind::Rest => Some(0.30),
+            PhaseKind::Mcp => Some(0.25),
+            PhaseKind::List => None,
+        };
+        if let (Some(floor), Some(ratio)) = (floor, ratio(phase)) {
+            aim(
+                ratio >= floor,
+                format!(
+                    "{} >= {floor:.2} of baseline: {ratio:.2}",
+                    phase.kind.title()
+                ),
+            );
+        }
+        let p99 = phase.outcome.percentile(99.0);
+        aim(
+            p99 < Duration::from_millis(10),
+            format!("{} p99 < 10 ms: {}", phase.kind.title(), ms(p99)),
+        );
+    }
+    let errors: u64 = phases.iter().map(|phase| phase.outcome.errors).sum();
+    aim(
+        errors == 0,
+        format!("no errors (non-2xx or tool errors): {errors}"),
+    );
+    aim(
+        hwm_kib < 100 * 1024,
+        format!("server peak RSS < 100 MiB: {:.1} MiB", mib(hwm_kib)),
+    );
+    out
+}
+
+/// `/proc/loadavg`'s three load averages: other work on the machine skews every figure.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
