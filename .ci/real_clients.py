@@ -13,7 +13,8 @@ The clients are ones nobody here wrote (DESIGN.md section 12), pinned in `.ci/re
 
 The script makes its own fresh database (a SQLite file in a temporary folder, or a PostgreSQL
 database `outreach_ci_<random>` that it drops afterwards), creates a workspace and a key with
-`outreach admin --json`, starts `outreach serve` on a free loopback port, waits for `/healthz`,
+`outreach admin --json` (and grants it credits, so the fuzzing reaches the priced actions), starts
+`outreach serve` on a free loopback port, waits for `/healthz`,
 runs the checks and stops the server, whatever happens.
 """
 
@@ -298,6 +299,9 @@ def main() -> int:
                             "--owner-email", "ci-owner@example.com")
             key = admin(binary, database_url, "key", "create", "--workspace", created["workspace_id"],
                         "--email", "ci-owner@example.com", "--name", "ci real clients", "--scopes", "read,write")
+            # Credits let the fuzzing reach past `insufficient_credits` into the priced actions.
+            admin(binary, database_url, "credits", "grant", "--workspace", created["workspace_id"], "--amount", "100000",
+                  "--reason", "real-client checks")
             print(f"workspace {created['workspace_id']}, key {key['id']} ({key['prefix']}..., scopes {key['scopes']})")
             server = Server(binary, database_url, work / "server.log")
             with server:

@@ -171,10 +171,8 @@ fn error_codes(action: &Action, has_body: bool) -> Vec<ErrorCode> {
         codes.push(ErrorCode::InsufficientCredits);
     }
     codes.push(ErrorCode::InsufficientScope);
-    let has_path_params = action.route.as_ref().is_some_and(|route| !route.path_params.is_empty());
-    if has_path_params {
-        codes.push(ErrorCode::NotFound);
-    }
+    // Any operation may name an object that does not exist, in its path or in its input.
+    codes.push(ErrorCode::NotFound);
     if has_body {
         codes.push(ErrorCode::Conflict);
         codes.push(ErrorCode::PayloadTooLarge);

@@ -151,7 +151,8 @@ async fn rest_input(
 
     if has_body {
         let bytes = read_body(state, &parts.headers, body).await?;
-        if !bytes.iter().all(u8::is_ascii_whitespace) {
+        // Only an empty body means "no fields"; anything else must be a JSON object.
+        if !bytes.is_empty() {
             if !is_json(&parts.headers) {
                 return Err(ApiError::new(
                     ErrorCode::UnsupportedMediaType,

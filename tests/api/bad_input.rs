@@ -489,3 +489,20 @@ async fn a_nul_character_is_never_a_500() {
     }
     assert!(failures.is_empty(), "5xx answers: {failures:#?}");
 }
+
+#[tokio::test]
+async fn a_whitespace_only_body_is_not_an_empty_object() {
+    let app = spawn_app().await;
+    let prospect = app.create_prospect(json!({"first_name": "Kept"})).await;
+    let id = prospect["id"].as_str().expect("id");
+    let response = app
+        .send(
+            Method::PATCH,
+            &format!("/api/v1/prospects/{id}"),
+            Auth::Key(&app.key),
+            Body::Raw(b"  \n".to_vec(), Some("application/json")),
+        )
+        .await;
+    let message = response.expect_error(400, "invalid_request").to_owned();
+    assert!(message.contains("not valid JSON"), "{message}");
+}

@@ -296,7 +296,7 @@ pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, Ap
         .map(|&index| std::mem::take(&mut valid[index].fields))
         .collect();
     // Ids in ascending order: the primary-key index then takes each batch in one sweep rather
-    // than at random places (they share one `created_at`, so the order is not visible).
+    // than at random places (the ids are random anyway, so their order means nothing).
     let mut new_ids: Vec<String> = (0..creates.len()).map(|_| ids::new_id("prs")).collect();
     new_ids.sort_unstable();
 
