@@ -18,7 +18,11 @@ use tokio::net::TcpListener;
 use outreach_actions as _;
 
 #[derive(Parser)]
-#[command(name = "outreach", version, about = "Prospecting and outreach workspace: REST API and MCP server")]
+#[command(
+    name = "outreach",
+    version,
+    about = "Prospecting and outreach workspace: REST API and MCP server"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -177,7 +181,8 @@ enum TermsCommand {
 }
 
 fn parse_role(text: &str) -> Result<Role, String> {
-    Role::parse(text).ok_or_else(|| format!("unknown role `{text}`: expected owner, admin or member"))
+    Role::parse(text)
+        .ok_or_else(|| format!("unknown role `{text}`: expected owner, admin or member"))
 }
 
 fn parse_scopes(text: &str) -> Result<Scope, String> {
@@ -185,7 +190,8 @@ fn parse_scopes(text: &str) -> Result<Scope, String> {
 }
 
 fn parse_expiry(text: &str) -> Result<i64, String> {
-    parse_rfc3339(text).ok_or_else(|| format!("`{text}` is not an RFC 3339 time such as 2027-01-01T00:00:00Z"))
+    parse_rfc3339(text)
+        .ok_or_else(|| format!("`{text}` is not an RFC 3339 time such as 2027-01-01T00:00:00Z"))
 }
 
 fn environment() -> Environment {
@@ -203,7 +209,10 @@ async fn main() -> std::process::ExitCode {
             if json_output {
                 println!("{}", json!({"error": format!("{error:#}")}));
             }
-            #[allow(clippy::print_stderr, reason = "the CLI reports its failure to the operator")]
+            #[allow(
+                clippy::print_stderr,
+                reason = "the CLI reports its failure to the operator"
+            )]
             {
                 eprintln!("error: {error:#}");
             }
@@ -213,9 +222,10 @@ async fn main() -> std::process::ExitCode {
 }
 
 fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
     use std::io::IsTerminal;
-    let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,rmcp=warn"));
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("RUST_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,rmcp=warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -242,8 +252,12 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     let environment = environment();
     let clock = Clock::default();
     let db = Db::connect(&args.database.database_url).await?;
-    db.migrate().await.context("could not migrate the database")?;
-    let listener = TcpListener::bind(&args.addr).await.with_context(|| format!("could not listen on {}", args.addr))?;
+    db.migrate()
+        .await
+        .context("could not migrate the database")?;
+    let listener = TcpListener::bind(&args.addr)
+        .await
+        .with_context(|| format!("could not listen on {}", args.addr))?;
     let local: SocketAddr = listener.local_addr()?;
     let base_url = args.base_url.unwrap_or_else(|| format!("http://{local}"));
     if let Some(first) = admin::bootstrap_if_empty(&db, &clock, &environment).await? {
@@ -254,7 +268,10 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let mut config = Config::new(&base_url, environment);
     if let Ok(overrides) = std::env::var("OUTREACH_PRICES") {
-        config.prices = config.prices.with_overrides(&overrides).map_err(anyhow::Error::msg)?;
+        config.prices = config
+            .prices
+            .with_overrides(&overrides)
+            .map_err(anyhow::Error::msg)?;
     }
     let state = AppState::new(db.clone(), clock, config)?;
     println!("REST: {base_url}/api/v1");
@@ -271,12 +288,30 @@ async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
     db.migrate().await?;
     let clock = Clock::default();
     let output: Value = match args.command {
-        AdminCommand::Workspace(WorkspaceCommand::Create { name, owner_email, owner_password }) => {
-            let created = admin::create_workspace(&db, &clock, &name, &owner_email, owner_password.as_deref()).await?;
+        AdminCommand::Workspace(WorkspaceCommand::Create {
+            name,
+            owner_email,
+            owner_password,
+        }) => {
+            let created = admin::create_workspace(
+                &db,
+                &clock,
+                &name,
+                &owner_email,
+                owner_password.as_deref(),
+            )
+            .await?;
             serde_json::to_value(created)?
         }
-        AdminCommand::Member(MemberCommand::Add { workspace, email, role, password }) => {
-            let added = admin::add_member(&db, &clock, &workspace, &email, role, password.as_deref()).await?;
+        AdminCommand::Member(MemberCommand::Add {
+            workspace,
+            email,
+            role,
+            password,
+        }) => {
+            let added =
+                admin::add_member(&db, &clock, &workspace, &email, role, password.as_deref())
+                    .await?;
             let mut value = json!({"person_id": added.person_id});
             if let Some(password) = added.password {
                 value["password"] = json!(password);
@@ -287,12 +322,32 @@ async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
             admin::remove_member(&db, &workspace, &email).await?;
             json!({"removed": true})
         }
-        AdminCommand::Member(MemberCommand::SetRole { workspace, email, role }) => {
+        AdminCommand::Member(MemberCommand::SetRole {
+            workspace,
+            email,
+            role,
+        }) => {
             admin::set_role(&db, &workspace, &email, role).await?;
             json!({"role": role})
         }
-        AdminCommand::Key(KeyCommand::Create { workspace, email, name, scopes, expires_at }) => {
-            let key = admin::create_key(&db, &clock, &environment(), &workspace, &email, &name, scopes, expires_at).await?;
+        AdminCommand::Key(KeyCommand::Create {
+            workspace,
+            email,
+            name,
+            scopes,
+            expires_at,
+        }) => {
+            let key = admin::create_key(
+                &db,
+                &clock,
+                &environment(),
+                &workspace,
+                &email,
+                &name,
+                scopes,
+                expires_at,
+            )
+            .await?;
             serde_json::to_value(key)?
         }
         AdminCommand::Key(KeyCommand::Revoke { id }) => {
@@ -303,9 +358,18 @@ async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
             admin::accept_terms(&db, &clock, &workspace, &email).await?;
             json!({"accepted": true})
         }
-        AdminCommand::Credits(CreditsCommand::Grant { workspace, amount, reason }) => {
-            let source = credits::Source { reason: Some(reason.as_deref().unwrap_or("granted by an operator")), ..Default::default() };
-            let balance = credits::grant(&db, &clock, &workspace, amount, &source).await.map_err(|error| anyhow::anyhow!(error.message))?;
+        AdminCommand::Credits(CreditsCommand::Grant {
+            workspace,
+            amount,
+            reason,
+        }) => {
+            let source = credits::Source {
+                reason: Some(reason.as_deref().unwrap_or("granted by an operator")),
+                ..Default::default()
+            };
+            let balance = credits::grant(&db, &clock, &workspace, amount, &source)
+                .await
+                .map_err(|error| anyhow::anyhow!(error.message))?;
             json!({"balance": balance})
         }
     };

@@ -18,7 +18,10 @@ pub struct ListCreditTransactionsInput {
 /// for and the idempotency key) and releases of credits a spend did not use. The balance after
 /// each entry is shown. Paged with `limit` and `offset`. Costs nothing.
 #[action(scope = "read", http = "GET /credits/transactions")]
-pub async fn list_credit_transactions(ctx: Ctx, input: ListCreditTransactionsInput) -> Result<Page<Transaction>, ApiError> {
+pub async fn list_credit_transactions(
+    ctx: Ctx,
+    input: ListCreditTransactionsInput,
+) -> Result<Page<Transaction>, ApiError> {
     let (limit, offset) = input.page.sql();
     let (total, items) = credits::transactions(ctx.db(), ctx.workspace_id(), limit, offset).await?;
     Ok(Page::new(input.page, total, items))

@@ -141,7 +141,10 @@ pub struct SourceSpend {
 #[action(scope = "read", http = "GET /dashboard")]
 pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboard, ApiError> {
     let now = ctx.now_ms();
-    let since = input.period.length_ms().map_or(i64::MIN, |length| now - length);
+    let since = input
+        .period
+        .length_ms()
+        .map_or(i64::MIN, |length| now - length);
     let workspace = ctx.workspace_id();
     let pool = ctx.db().pool();
 
@@ -154,10 +157,12 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
     .fetch_one(pool)
     .await?;
     let mut by_tier = TierCounts::default();
-    let tiers = sqlx::query("select tier, count(*) as n from prospects where workspace_id = $1 group by tier")
-        .bind(workspace)
-        .fetch_all(pool)
-        .await?;
+    let tiers = sqlx::query(
+        "select tier, count(*) as n from prospects where workspace_id = $1 group by tier",
+    )
+    .bind(workspace)
+    .fetch_all(pool)
+    .await?;
     for row in &tiers {
         let count: i64 = row.try_get("n")?;
         match row.try_get::<Option<String>, _>("tier")?.as_deref() {
@@ -212,7 +217,12 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
     .await?;
     let spent_by_source = spending
         .iter()
-        .map(|row| Ok(SourceSpend { source: row.try_get("source")?, credits: row.try_get("credits")? }))
+        .map(|row| {
+            Ok(SourceSpend {
+                source: row.try_get("source")?,
+                credits: row.try_get("credits")?,
+            })
+        })
         .collect::<Result<Vec<_>, sqlx::Error>>()?
         .into_iter()
         .filter(|spend| spend.credits != 0)
@@ -225,10 +235,23 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
             starts_at: input.period.length_ms().map(|_| rfc3339(since)),
             ends_at: rfc3339(now),
         },
-        prospects: ProspectFigures { total: prospects.try_get("total")?, new: prospects.try_get("new_count")?, by_tier },
-        lists: ListFigures { total: lists.try_get("total")?, new: lists.try_get("new_count")? },
-        imports: ImportFigures { count: imports.try_get("n")?, rows_created: imports.try_get("created")? },
-        scoring_runs: ScoringFigures { count: runs.try_get("n")?, prospects_scored: runs.try_get("scored")? },
+        prospects: ProspectFigures {
+            total: prospects.try_get("total")?,
+            new: prospects.try_get("new_count")?,
+            by_tier,
+        },
+        lists: ListFigures {
+            total: lists.try_get("total")?,
+            new: lists.try_get("new_count")?,
+        },
+        imports: ImportFigures {
+            count: imports.try_get("n")?,
+            rows_created: imports.try_get("created")?,
+        },
+        scoring_runs: ScoringFigures {
+            count: runs.try_get("n")?,
+            prospects_scored: runs.try_get("scored")?,
+        },
         credits: CreditFigures {
             balance,
             granted: granted.try_get("granted")?,

@@ -52,7 +52,10 @@ pub struct ProcessingOutcome {
 }
 
 /// The targeting a call uses: the given one or the list's default.
-async fn resolve(ctx: &Ctx, input: &ProcessListInput) -> Result<(lists::List, Targeting), ApiError> {
+async fn resolve(
+    ctx: &Ctx,
+    input: &ProcessListInput,
+) -> Result<(lists::List, Targeting), ApiError> {
     let mut conn = ctx.db().pool().acquire().await?;
     let list = lists::fetch(&mut conn, ctx.workspace_id(), &input.id).await?;
     let targeting_id = input.targeting_id.clone().or_else(|| list.default_targeting_id.clone()).ok_or_else(|| {
@@ -86,7 +89,10 @@ async fn member_count(ctx: &Ctx, list_id: &str) -> Result<i64, ApiError> {
 async fn price_processing(ctx: &Ctx, input: &ProcessListInput) -> Result<Price, ApiError> {
     let (list, _) = resolve(ctx, input).await?;
     let prospects = member_count(ctx, &list.id).await?;
-    Ok(Price::line(PRICE_ITEM, prospects, ctx.unit_price(PRICE_ITEM)).detail("prospects", prospects))
+    Ok(
+        Price::line(PRICE_ITEM, prospects, ctx.unit_price(PRICE_ITEM))
+            .detail("prospects", prospects),
+    )
 }
 
 /// Process a list: normalise, deduplicate and score its prospects.
@@ -101,7 +107,10 @@ async fn price_processing(ctx: &Ctx, input: &ProcessListInput) -> Result<Price, 
 /// second call is a 409 `invalid_state`; honours `Idempotency-Key`, so a retry of the same call
 /// replays its answer and spends nothing again.
 #[action(scope = "write", credits = price_processing, idempotent, http = "POST /lists/{id}/process")]
-pub async fn process_list(ctx: Ctx, input: ProcessListInput) -> Result<ProcessingOutcome, ApiError> {
+pub async fn process_list(
+    ctx: Ctx,
+    input: ProcessListInput,
+) -> Result<ProcessingOutcome, ApiError> {
     let (list, targeting) = resolve(&ctx, &input).await?;
     let claimed = sqlx::query(
         "update lists set processing_status = 'processing', updated_at = $3 \
@@ -136,7 +145,11 @@ pub async fn process_list(ctx: Ctx, input: ProcessListInput) -> Result<Processin
     result
 }
 
-async fn process(ctx: &Ctx, list_id: &str, targeting: &Targeting) -> Result<ProcessingOutcome, ApiError> {
+async fn process(
+    ctx: &Ctx,
+    list_id: &str,
+    targeting: &Targeting,
+) -> Result<ProcessingOutcome, ApiError> {
     let workspace_id = ctx.workspace_id();
     let mut tx = ctx.db().pool().begin().await?;
     // The first statement is a write, so SQLite takes its write lock now rather than failing to
@@ -172,7 +185,8 @@ async fn process(ctx: &Ctx, list_id: &str, targeting: &Targeting) -> Result<Proc
         let domain: Option<String> = member.try_get("company_domain")?;
         // A stored value that no longer passes its check is kept as it is: cleaning never loses data.
         let clean_email = normalize::email(email.clone()).unwrap_or_else(|_| email.clone());
-        let clean_domain = normalize::company_domain(domain.clone()).unwrap_or_else(|_| domain.clone());
+        let clean_domain =
+            normalize::company_domain(domain.clone()).unwrap_or_else(|_| domain.clone());
         if (&clean_email, &clean_domain) != (&email, &domain) {
             sqlx::query(
                 "update prospects set email = $3, company_domain = $4, updated_at = $5 where workspace_id = $1 and id = $2",
@@ -202,7 +216,9 @@ async fn process(ctx: &Ctx, list_id: &str, targeting: &Targeting) -> Result<Proc
 
     let unit = ctx.unit_price(PRICE_ITEM);
     let run = score_prospects(ctx, &mut tx, targeting, Subject::List(list_id), unit).await?;
-    let reserved = ctx.reservation().map_or(0, |reservation| reservation.amount);
+    let reserved = ctx
+        .reservation()
+        .map_or(0, |reservation| reservation.amount);
     if run.credits_spent > reserved {
         return Err(ApiError::new(
             ErrorCode::InvalidState,
@@ -212,7 +228,8 @@ async fn process(ctx: &Ctx, list_id: &str, targeting: &Targeting) -> Result<Proc
             ),
         ));
     }
-    ctx.settle_credits(&mut tx, run.credits_spent, &run.id).await?;
+    ctx.settle_credits(&mut tx, run.credits_spent, &run.id)
+        .await?;
     sqlx::query(
         "update lists set processing_status = 'processed', processed_at = $3, updated_at = $3 where workspace_id = $1 and id = $2",
     )

@@ -25,7 +25,11 @@ pub const MAX_KEYWORD_CHARS: usize = 100;
 /// Entries per criterion or gate list: plenty for a profile, and a bound on scoring work.
 pub const MAX_ENTRIES: usize = 100;
 pub const MAX_POINTS: i64 = 100;
-pub const DEFAULT_TIERS: Tiers = Tiers { a: 80, b: 60, c: 40 };
+pub const DEFAULT_TIERS: Tiers = Tiers {
+    a: 80,
+    b: 60,
+    c: 40,
+};
 
 /// A keyword or phrase and the points a match earns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -176,7 +180,11 @@ impl Targeting {
             description: row.try_get("description")?,
             criteria: serde_json::from_str(&criteria).map_err(ApiError::internal)?,
             gates: serde_json::from_str(&gates).map_err(ApiError::internal)?,
-            tiers: Tiers { a: row.try_get("tier_a")?, b: row.try_get("tier_b")?, c: row.try_get("tier_c")? },
+            tiers: Tiers {
+                a: row.try_get("tier_a")?,
+                b: row.try_get("tier_b")?,
+                c: row.try_get("tier_c")?,
+            },
             version: row.try_get("version")?,
             created_at: rfc3339(row.try_get("created_at")?),
             updated_at: rfc3339(row.try_get("updated_at")?),
@@ -196,7 +204,9 @@ fn name(value: &str) -> Result<String, ApiError> {
         return Err(bad("`name` must not be empty.".into()));
     }
     if name.chars().count() > MAX_NAME_CHARS {
-        return Err(bad(format!("`name` is longer than {MAX_NAME_CHARS} characters.")));
+        return Err(bad(format!(
+            "`name` is longer than {MAX_NAME_CHARS} characters."
+        )));
     }
     Ok(name.to_owned())
 }
@@ -205,38 +215,52 @@ fn description(value: Option<String>) -> Result<Option<String>, ApiError> {
     let Some(value) = value else { return Ok(None) };
     let trimmed = value.trim();
     if trimmed.chars().count() > MAX_DESCRIPTION_CHARS {
-        return Err(bad(format!("`description` is longer than {MAX_DESCRIPTION_CHARS} characters.")));
+        return Err(bad(format!(
+            "`description` is longer than {MAX_DESCRIPTION_CHARS} characters."
+        )));
     }
     Ok((!trimmed.is_empty()).then(|| trimmed.to_owned()))
 }
 
 fn points(field: &str, points: i64) -> Result<(), ApiError> {
     if !(1..=MAX_POINTS).contains(&points) {
-        return Err(bad(format!("`{field}` must be between 1 and {MAX_POINTS}; got {points}.")));
+        return Err(bad(format!(
+            "`{field}` must be between 1 and {MAX_POINTS}; got {points}."
+        )));
     }
     Ok(())
 }
 
 fn entries<T>(field: &str, list: &[T]) -> Result<(), ApiError> {
     if list.len() > MAX_ENTRIES {
-        return Err(bad(format!("`{field}` holds at most {MAX_ENTRIES} entries; got {}.", list.len())));
+        return Err(bad(format!(
+            "`{field}` holds at most {MAX_ENTRIES} entries; got {}.",
+            list.len()
+        )));
     }
     Ok(())
 }
 
 /// Checks the keywords of one list: trimmed, not too long, at least one letter or digit, each
 /// once (as the engine compares them: lowercase, punctuation as spaces).
-fn keywords<'a>(field: &str, values: impl Iterator<Item = (String, &'a mut String)>) -> Result<(), ApiError> {
+fn keywords<'a>(
+    field: &str,
+    values: impl Iterator<Item = (String, &'a mut String)>,
+) -> Result<(), ApiError> {
     let mut seen = BTreeSet::new();
     let mut words = String::new();
     for (path, value) in values {
         let trimmed = value.trim();
         if trimmed.chars().count() > MAX_KEYWORD_CHARS {
-            return Err(bad(format!("`{path}` is longer than {MAX_KEYWORD_CHARS} characters.")));
+            return Err(bad(format!(
+                "`{path}` is longer than {MAX_KEYWORD_CHARS} characters."
+            )));
         }
         engine::words_into(trimmed, &mut words);
         if words.trim().is_empty() {
-            return Err(bad(format!("`{path}` must contain a letter or a digit; got `{trimmed}`.")));
+            return Err(bad(format!(
+                "`{path}` must contain a letter or a digit; got `{trimmed}`."
+            )));
         }
         if !seen.insert(words.clone()) {
             return Err(bad(format!("`{field}` lists `{trimmed}` more than once.")));
@@ -251,7 +275,12 @@ fn keyword_points(field: &str, list: &mut [KeywordPoints]) -> Result<(), ApiErro
     for (index, entry) in list.iter().enumerate() {
         points(&format!("{field}[{index}].points"), entry.points)?;
     }
-    keywords(field, list.iter_mut().enumerate().map(|(index, entry)| (format!("{field}[{index}].keyword"), &mut entry.keyword)))
+    keywords(
+        field,
+        list.iter_mut()
+            .enumerate()
+            .map(|(index, entry)| (format!("{field}[{index}].keyword"), &mut entry.keyword)),
+    )
 }
 
 fn value_points(field: &str, list: &mut [ValuePoints]) -> Result<(), ApiError> {
@@ -259,12 +288,22 @@ fn value_points(field: &str, list: &mut [ValuePoints]) -> Result<(), ApiError> {
     for (index, entry) in list.iter().enumerate() {
         points(&format!("{field}[{index}].points"), entry.points)?;
     }
-    keywords(field, list.iter_mut().enumerate().map(|(index, entry)| (format!("{field}[{index}].value"), &mut entry.value)))
+    keywords(
+        field,
+        list.iter_mut()
+            .enumerate()
+            .map(|(index, entry)| (format!("{field}[{index}].value"), &mut entry.value)),
+    )
 }
 
 fn plain_keywords(field: &str, list: &mut [String]) -> Result<(), ApiError> {
     entries(field, list)?;
-    keywords(field, list.iter_mut().enumerate().map(|(index, value)| (format!("{field}[{index}]"), value)))
+    keywords(
+        field,
+        list.iter_mut()
+            .enumerate()
+            .map(|(index, value)| (format!("{field}[{index}]"), value)),
+    )
 }
 
 fn size_ranges(list: &[SizeRange]) -> Result<(), ApiError> {
@@ -274,13 +313,17 @@ fn size_ranges(list: &[SizeRange]) -> Result<(), ApiError> {
         points(&format!("{field}.points"), range.points)?;
         for (end, value) in [("min", range.min), ("max", range.max)] {
             if let Some(value) = value.filter(|value| *value < 0) {
-                return Err(bad(format!("`{field}.{end}` must not be negative; got {value}.")));
+                return Err(bad(format!(
+                    "`{field}.{end}` must not be negative; got {value}."
+                )));
             }
         }
         match (range.min, range.max) {
             (None, None) => return Err(bad(format!("`{field}` needs `min`, `max` or both."))),
             (Some(min), Some(max)) if min > max => {
-                return Err(bad(format!("`{field}`: `min` ({min}) must not be greater than `max` ({max}).")));
+                return Err(bad(format!(
+                    "`{field}`: `min` ({min}) must not be greater than `max` ({max})."
+                )));
             }
             _ => {}
         }
@@ -318,24 +361,37 @@ fn criteria(mut criteria: Criteria) -> Result<Criteria, ApiError> {
 /// Reduces a domain to a lowercase host without `www.`, as prospects store theirs.
 fn domain(field: &str, raw: &str) -> Result<String, ApiError> {
     let raw = raw.trim();
-    let with_scheme = if raw.contains("://") { raw.to_owned() } else { format!("https://{raw}") };
+    let with_scheme = if raw.contains("://") {
+        raw.to_owned()
+    } else {
+        format!("https://{raw}")
+    };
     let host = url::Url::parse(&with_scheme)
         .ok()
         .and_then(|url| url.host_str().map(str::to_ascii_lowercase))
         .filter(|host| host.contains('.'))
-        .ok_or_else(|| bad(format!("`{field}` must be a domain such as `acme.com`; got `{raw}`.")))?;
+        .ok_or_else(|| {
+            bad(format!(
+                "`{field}` must be a domain such as `acme.com`; got `{raw}`."
+            ))
+        })?;
     Ok(host.strip_prefix("www.").unwrap_or(&host).to_owned())
 }
 
 fn gates(mut gates: Gates) -> Result<Gates, ApiError> {
     plain_keywords("gates.excluded_industries", &mut gates.excluded_industries)?;
-    plain_keywords("gates.excluded_title_keywords", &mut gates.excluded_title_keywords)?;
+    plain_keywords(
+        "gates.excluded_title_keywords",
+        &mut gates.excluded_title_keywords,
+    )?;
     entries("gates.excluded_domains", &gates.excluded_domains)?;
     let mut seen = BTreeSet::new();
     for (index, value) in gates.excluded_domains.iter_mut().enumerate() {
         let normalised = domain(&format!("gates.excluded_domains[{index}]"), value)?;
         if !seen.insert(normalised.clone()) {
-            return Err(bad(format!("`gates.excluded_domains` lists `{normalised}` more than once.")));
+            return Err(bad(format!(
+                "`gates.excluded_domains` lists `{normalised}` more than once."
+            )));
         }
         *value = normalised;
     }
@@ -343,10 +399,16 @@ fn gates(mut gates: Gates) -> Result<Gates, ApiError> {
 }
 
 fn tiers(input: TiersInput, current: Tiers) -> Result<Tiers, ApiError> {
-    let tiers = Tiers { a: input.a.unwrap_or(current.a), b: input.b.unwrap_or(current.b), c: input.c.unwrap_or(current.c) };
+    let tiers = Tiers {
+        a: input.a.unwrap_or(current.a),
+        b: input.b.unwrap_or(current.b),
+        c: input.c.unwrap_or(current.c),
+    };
     for (field, value) in [("a", tiers.a), ("b", tiers.b), ("c", tiers.c)] {
         if !(0..=100).contains(&value) {
-            return Err(bad(format!("`tiers.{field}` must be between 0 and 100; got {value}.")));
+            return Err(bad(format!(
+                "`tiers.{field}` must be between 0 and 100; got {value}."
+            )));
         }
     }
     if !(tiers.a > tiers.b && tiers.b > tiers.c) {
@@ -363,22 +425,30 @@ fn tiers(input: TiersInput, current: Tiers) -> Result<Tiers, ApiError> {
 // SQL built with format! here interpolates only constants; values are bound.
 
 /// Reads one targeting of the caller's workspace, or 404.
-pub(crate) async fn fetch<'c, E>(executor: E, workspace_id: &str, id: &str) -> Result<Targeting, ApiError>
+pub(crate) async fn fetch<'c, E>(
+    executor: E,
+    workspace_id: &str,
+    id: &str,
+) -> Result<Targeting, ApiError>
 where
     E: sqlx::Executor<'c, Database = sqlx::Any>,
 {
     if !ids::is_id("tgt", id) {
         return Err(ApiError::new(
             ErrorCode::NotFound,
-            format!("No targeting with id `{id}`: targeting ids look like `tgt_` followed by 20 letters and digits."),
+            format!(
+                "No targeting with id `{id}`: targeting ids look like `tgt_` followed by 20 letters and digits."
+            ),
         ));
     }
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!("select {COLUMNS} from targetings where workspace_id = $1 and id = $2")))
-        .bind(workspace_id)
-        .bind(id)
-        .fetch_optional(executor)
-        .await?
-        .ok_or_else(|| ApiError::not_found("targeting", id))?;
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "select {COLUMNS} from targetings where workspace_id = $1 and id = $2"
+    )))
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_optional(executor)
+    .await?
+    .ok_or_else(|| ApiError::not_found("targeting", id))?;
     Targeting::from_row(&row)
 }
 
@@ -395,7 +465,10 @@ async fn name_conflict(ctx: &Ctx, error: sqlx::Error, name: &str) -> ApiError {
     match existing {
         Ok(Some(row)) => {
             let existing_id: String = row.try_get("id").unwrap_or_default();
-            ApiError::conflict(format!("A targeting named `{name}` already exists: `{existing_id}`.")).with_extra("existing_id", existing_id)
+            ApiError::conflict(format!(
+                "A targeting named `{name}` already exists: `{existing_id}`."
+            ))
+            .with_extra("existing_id", existing_id)
         }
         Ok(None) => ApiError::conflict(format!("A targeting named `{name}` already exists.")),
         Err(error) => error.into(),
@@ -431,7 +504,10 @@ pub struct CreateTargetingInput {
 /// thresholds; lower scores are `d`. The name must be unique in the workspace (409 `conflict` with
 /// `existing_id`). Starts at version 1. Costs nothing.
 #[action(scope = "write", http = "POST /targetings")]
-pub async fn create_targeting(ctx: Ctx, input: CreateTargetingInput) -> Result<Targeting, ApiError> {
+pub async fn create_targeting(
+    ctx: Ctx,
+    input: CreateTargetingInput,
+) -> Result<Targeting, ApiError> {
     let name = name(&input.name)?;
     let description = description(input.description)?;
     let criteria = criteria(input.criteria)?;
@@ -487,12 +563,16 @@ pub struct ListTargetingsInput {
 /// Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while
 /// `has_more`. Costs nothing.
 #[action(scope = "read", http = "GET /targetings")]
-pub async fn list_targetings(ctx: Ctx, input: ListTargetingsInput) -> Result<Page<Targeting>, ApiError> {
-    let total: i64 = sqlx::query("select count(*) as total from targetings where workspace_id = $1")
-        .bind(ctx.workspace_id())
-        .fetch_one(ctx.db().pool())
-        .await?
-        .try_get("total")?;
+pub async fn list_targetings(
+    ctx: Ctx,
+    input: ListTargetingsInput,
+) -> Result<Page<Targeting>, ApiError> {
+    let total: i64 =
+        sqlx::query("select count(*) as total from targetings where workspace_id = $1")
+            .bind(ctx.workspace_id())
+            .fetch_one(ctx.db().pool())
+            .await?
+            .try_get("total")?;
     let (limit, offset) = input.page.sql();
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "select {COLUMNS} from targetings where workspace_id = $1 order by created_at desc, id desc limit $2 offset $3"
@@ -502,12 +582,21 @@ pub async fn list_targetings(ctx: Ctx, input: ListTargetingsInput) -> Result<Pag
     .bind(offset)
     .fetch_all(ctx.db().pool())
     .await?;
-    let items = rows.iter().map(Targeting::from_row).collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(input.page, u64::try_from(total).unwrap_or(0), items))
+    let items = rows
+        .iter()
+        .map(Targeting::from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Page::new(
+        input.page,
+        u64::try_from(total).unwrap_or(0),
+        items,
+    ))
 }
 
 /// Deserializes a field that may be absent (keep), `null` (clear) or a value (set).
-fn patch<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<Option<T>>, D::Error> {
+fn patch<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(deserializer).map(Some)
 }
 
@@ -537,7 +626,10 @@ pub struct UpdateTargetingInput {
 /// has is a 409 `conflict`; so is a change made by another request at the same time (retry).
 /// Costs nothing.
 #[action(scope = "write", http = "PATCH /targetings/{id}")]
-pub async fn update_targeting(ctx: Ctx, input: UpdateTargetingInput) -> Result<Targeting, ApiError> {
+pub async fn update_targeting(
+    ctx: Ctx,
+    input: UpdateTargetingInput,
+) -> Result<Targeting, ApiError> {
     let current = fetch(ctx.db().pool(), ctx.workspace_id(), &input.id).await?;
     let mut next = current.clone();
     if let Some(value) = &input.name {
@@ -583,7 +675,9 @@ pub async fn update_targeting(ctx: Ctx, input: UpdateTargetingInput) -> Result<T
     .execute(ctx.db().pool())
     .await;
     match updated {
-        Ok(result) if result.rows_affected() == 1 => fetch(ctx.db().pool(), ctx.workspace_id(), &current.id).await,
+        Ok(result) if result.rows_affected() == 1 => {
+            fetch(ctx.db().pool(), ctx.workspace_id(), &current.id).await
+        }
         Ok(_) => {
             let now = fetch(ctx.db().pool(), ctx.workspace_id(), &current.id).await?;
             Err(ApiError::conflict(format!(
@@ -617,5 +711,8 @@ pub async fn delete_targeting(ctx: Ctx, input: TargetingId) -> Result<Deleted, A
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
-    Ok(Deleted { id: targeting.id, deleted: true })
+    Ok(Deleted {
+        id: targeting.id,
+        deleted: true,
+    })
 }

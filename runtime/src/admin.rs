@@ -27,9 +27,12 @@ pub fn hash_password(password: &str) -> anyhow::Result<String> {
 
 fn normalize_email(email: &str) -> anyhow::Result<String> {
     let email = email.trim().to_lowercase();
-    let valid = email
-        .split_once('@')
-        .is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.'));
+    let valid = email.split_once('@').is_some_and(|(local, domain)| {
+        !local.is_empty()
+            && domain.contains('.')
+            && !domain.starts_with('.')
+            && !domain.ends_with('.')
+    });
     if !valid || email.chars().any(char::is_whitespace) {
         bail!("`{email}` is not an email address");
     }
@@ -70,7 +73,11 @@ pub async fn create_workspace(
     let (person_id, password) = find_or_create_person(&mut tx, &email, owner_password, now).await?;
     insert_membership(&mut tx, &workspace_id, &person_id, Role::Owner, now).await?;
     tx.commit().await?;
-    Ok(CreatedWorkspace { workspace_id, person_id, password })
+    Ok(CreatedWorkspace {
+        workspace_id,
+        person_id,
+        password,
+    })
 }
 
 /// Finds a person by email or creates one; returns the generated password of a new person
@@ -81,7 +88,10 @@ async fn find_or_create_person(
     password: Option<&str>,
     now: i64,
 ) -> anyhow::Result<(String, Option<String>)> {
-    let existing = sqlx::query("select id from people where email = $1").bind(email).fetch_optional(&mut **tx).await?;
+    let existing = sqlx::query("select id from people where email = $1")
+        .bind(email)
+        .fetch_optional(&mut **tx)
+        .await?;
     if let Some(row) = existing {
         return Ok((row.try_get("id")?, None));
     }
@@ -121,7 +131,10 @@ async fn insert_membership(
 }
 
 async fn require_workspace(db: &Db, workspace_id: &str) -> anyhow::Result<()> {
-    let found = sqlx::query("select id from workspaces where id = $1").bind(workspace_id).fetch_optional(db.pool()).await?;
+    let found = sqlx::query("select id from workspaces where id = $1")
+        .bind(workspace_id)
+        .fetch_optional(db.pool())
+        .await?;
     if found.is_none() {
         bail!("no workspace with id `{workspace_id}`");
     }
@@ -142,7 +155,10 @@ async fn member(db: &Db, workspace_id: &str, email: &str) -> anyhow::Result<(Str
     .await?
     .ok_or_else(|| anyhow!("`{email}` is not a member of workspace `{workspace_id}`"))?;
     let role: String = row.try_get("role")?;
-    Ok((row.try_get("id")?, Role::parse(&role).context("unknown role in the database")?))
+    Ok((
+        row.try_get("id")?,
+        Role::parse(&role).context("unknown role in the database")?,
+    ))
 }
 
 /// Adds a person (created if new) to a workspace with a role.
@@ -159,17 +175,24 @@ pub async fn add_member(
     let now = clock.now_ms();
     let mut tx = db.pool().begin().await?;
     let (person_id, generated) = find_or_create_person(&mut tx, &email, password, now).await?;
-    let already = sqlx::query("select role from memberships where workspace_id = $1 and person_id = $2")
-        .bind(workspace_id)
-        .bind(&person_id)
-        .fetch_optional(&mut *tx)
-        .await?;
+    let already =
+        sqlx::query("select role from memberships where workspace_id = $1 and person_id = $2")
+            .bind(workspace_id)
+            .bind(&person_id)
+            .fetch_optional(&mut *tx)
+            .await?;
     if already.is_some() {
-        bail!("`{email}` is already a member of `{workspace_id}`; use `member set-role` to change the role");
+        bail!(
+            "`{email}` is already a member of `{workspace_id}`; use `member set-role` to change the role"
+        );
     }
     insert_membership(&mut tx, workspace_id, &person_id, role, now).await?;
     tx.commit().await?;
-    Ok(CreatedWorkspace { workspace_id: workspace_id.to_owned(), person_id, password: generated })
+    Ok(CreatedWorkspace {
+        workspace_id: workspace_id.to_owned(),
+        person_id,
+        password: generated,
+    })
 }
 
 /// Refuses to leave a workspace without an owner.
@@ -256,7 +279,10 @@ pub async fn create_key(
     }
     let prefix_text = environment.key_prefix();
     let key = ids::new_secret(prefix_text);
-    let prefix: String = key.chars().take(prefix_text.len() + DISPLAY_PREFIX_EXTRA).collect();
+    let prefix: String = key
+        .chars()
+        .take(prefix_text.len() + DISPLAY_PREFIX_EXTRA)
+        .collect();
     let id = ids::new_id("key");
     sqlx::query(
         "insert into api_keys (id, workspace_id, person_id, name, scopes, prefix, key_hash, environment, expires_at, created_by, created_at) \
@@ -275,15 +301,29 @@ pub async fn create_key(
     .bind(now)
     .execute(db.pool())
     .await?;
-    Ok(CreatedKey { id, key, prefix, scopes: scope.included(), expires_at: expires_at.map(rfc3339) })
+    Ok(CreatedKey {
+        id,
+        key,
+        prefix,
+        scopes: scope.included(),
+        expires_at: expires_at.map(rfc3339),
+    })
 }
 
 /// Revokes a key; it is refused from its next request on.
 pub async fn revoke_key(db: &Db, clock: &Clock, key_id: &str) -> anyhow::Result<()> {
-    let row = sqlx::query("select revoked_at from api_keys where id = $1").bind(key_id).fetch_optional(db.pool()).await?;
-    let Some(row) = row else { bail!("no API key with id `{key_id}`") };
+    let row = sqlx::query("select revoked_at from api_keys where id = $1")
+        .bind(key_id)
+        .fetch_optional(db.pool())
+        .await?;
+    let Some(row) = row else {
+        bail!("no API key with id `{key_id}`")
+    };
     if let Some(revoked_at) = row.try_get::<Option<i64>, _>("revoked_at")? {
-        bail!("key `{key_id}` was already revoked at {}", rfc3339(revoked_at));
+        bail!(
+            "key `{key_id}` was already revoked at {}",
+            rfc3339(revoked_at)
+        );
     }
     sqlx::query("update api_keys set revoked_at = $1 where id = $2 and revoked_at is null")
         .bind(clock.now_ms())
@@ -294,12 +334,22 @@ pub async fn revoke_key(db: &Db, clock: &Clock, key_id: &str) -> anyhow::Result<
 }
 
 async fn terms_accepted(db: &Db, workspace_id: &str) -> anyhow::Result<bool> {
-    let row = sqlx::query("select terms_accepted_at from workspaces where id = $1").bind(workspace_id).fetch_one(db.pool()).await?;
-    Ok(row.try_get::<Option<i64>, _>("terms_accepted_at")?.is_some())
+    let row = sqlx::query("select terms_accepted_at from workspaces where id = $1")
+        .bind(workspace_id)
+        .fetch_one(db.pool())
+        .await?;
+    Ok(row
+        .try_get::<Option<i64>, _>("terms_accepted_at")?
+        .is_some())
 }
 
 /// Records that an owner or admin accepted the sending terms for the workspace.
-pub async fn accept_terms(db: &Db, clock: &Clock, workspace_id: &str, email: &str) -> anyhow::Result<()> {
+pub async fn accept_terms(
+    db: &Db,
+    clock: &Clock,
+    workspace_id: &str,
+    email: &str,
+) -> anyhow::Result<()> {
     let (person_id, role) = member(db, workspace_id, email).await?;
     if !role.can_manage() {
         bail!("only an owner or admin may accept the sending terms; `{email}` is a `{role}`");
@@ -323,14 +373,35 @@ pub struct Bootstrap {
 }
 
 /// On a database with no workspace, creates one with an owner and a read+write key.
-pub async fn bootstrap_if_empty(db: &Db, clock: &Clock, environment: &Environment) -> anyhow::Result<Option<Bootstrap>> {
-    let row = sqlx::query("select count(*) as workspaces from workspaces").fetch_one(db.pool()).await?;
+pub async fn bootstrap_if_empty(
+    db: &Db,
+    clock: &Clock,
+    environment: &Environment,
+) -> anyhow::Result<Option<Bootstrap>> {
+    let row = sqlx::query("select count(*) as workspaces from workspaces")
+        .fetch_one(db.pool())
+        .await?;
     if row.try_get::<i64, _>("workspaces")? > 0 {
         return Ok(None);
     }
     let email = "owner@example.com";
     let password = ids::new_password();
     let created = create_workspace(db, clock, "My workspace", email, Some(&password)).await?;
-    let key = create_key(db, clock, environment, &created.workspace_id, email, "First key", Scope::Write, None).await?;
-    Ok(Some(Bootstrap { workspace_id: created.workspace_id, email: email.to_owned(), password, key }))
+    let key = create_key(
+        db,
+        clock,
+        environment,
+        &created.workspace_id,
+        email,
+        "First key",
+        Scope::Write,
+        None,
+    )
+    .await?;
+    Ok(Some(Bootstrap {
+        workspace_id: created.workspace_id,
+        email: email.to_owned(),
+        password,
+        key,
+    }))
 }

@@ -64,7 +64,11 @@ pub enum Face {
 }
 
 /// Authenticates the `Authorization` header of a request.
-pub async fn authenticate(state: &AppState, authorization: Option<&str>, face: Face) -> Result<Principal, ApiError> {
+pub async fn authenticate(
+    state: &AppState,
+    authorization: Option<&str>,
+    face: Face,
+) -> Result<Principal, ApiError> {
     let challenge = |error: ApiError, sent: bool| challenge(state, face, error, sent);
     let Some(authorization) = authorization else {
         return Err(challenge(
@@ -76,7 +80,11 @@ pub async fn authenticate(state: &AppState, authorization: Option<&str>, face: F
         ));
     };
     let token = match authorization.split_once(' ') {
-        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => token.trim(),
+        Some((scheme, token))
+            if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() =>
+        {
+            token.trim()
+        }
         _ => {
             return Err(challenge(
                 ApiError::new(
@@ -96,13 +104,21 @@ pub async fn authenticate(state: &AppState, authorization: Option<&str>, face: F
                 environment.name()
             )
         } else {
-            format!("The bearer credential is not an API key of this service (they start with `{own_prefix}`).")
+            format!(
+                "The bearer credential is not an API key of this service (they start with `{own_prefix}`)."
+            )
         };
-        return Err(challenge(ApiError::new(ErrorCode::InvalidCredential, message), true));
+        return Err(challenge(
+            ApiError::new(ErrorCode::InvalidCredential, message),
+            true,
+        ));
     };
     if !ids::is_secret_body(body) {
         return Err(challenge(
-            ApiError::new(ErrorCode::InvalidCredential, "The API key is malformed; copy it again from where you saved it."),
+            ApiError::new(
+                ErrorCode::InvalidCredential,
+                "The API key is malformed; copy it again from where you saved it.",
+            ),
             true,
         ));
     }
@@ -114,7 +130,10 @@ pub async fn authenticate(state: &AppState, authorization: Option<&str>, face: F
 fn challenge(state: &AppState, face: Face, error: ApiError, credential_sent: bool) -> ApiError {
     let metadata = match face {
         Face::Mcp => state.config.resource_metadata_url(),
-        Face::Rest => format!("{}/.well-known/oauth-protected-resource", state.config.base_url),
+        Face::Rest => format!(
+            "{}/.well-known/oauth-protected-resource",
+            state.config.base_url
+        ),
     };
     let value = if credential_sent {
         format!(
@@ -128,7 +147,10 @@ fn challenge(state: &AppState, face: Face, error: ApiError, credential_sent: boo
 }
 
 /// The outer `Result` is a database failure; the inner one a refused credential.
-async fn lookup_api_key(state: &AppState, token: &str) -> Result<Result<Principal, ApiError>, ApiError> {
+async fn lookup_api_key(
+    state: &AppState,
+    token: &str,
+) -> Result<Result<Principal, ApiError>, ApiError> {
     let row = sqlx::query(
         "select k.id, k.name, k.scopes, k.expires_at, k.revoked_at, k.last_used_at, \
                 k.workspace_id, k.person_id, p.email, m.role, w.terms_accepted_at \
@@ -143,29 +165,45 @@ async fn lookup_api_key(state: &AppState, token: &str) -> Result<Result<Principa
     .fetch_optional(state.db.pool())
     .await?;
     let Some(row) = row else {
-        return Ok(Err(ApiError::new(ErrorCode::InvalidCredential, "Unknown API key.")));
+        return Ok(Err(ApiError::new(
+            ErrorCode::InvalidCredential,
+            "Unknown API key.",
+        )));
     };
     let now = state.clock.now_ms();
     let key_id: String = row.try_get("id")?;
     if row.try_get::<Option<i64>, _>("revoked_at")?.is_some() {
-        return Ok(Err(ApiError::new(ErrorCode::CredentialRevoked, "This API key has been revoked.")));
+        return Ok(Err(ApiError::new(
+            ErrorCode::CredentialRevoked,
+            "This API key has been revoked.",
+        )));
     }
     if let Some(expires_at) = row.try_get::<Option<i64>, _>("expires_at")?
         && expires_at <= now
     {
         return Ok(Err(ApiError::new(
             ErrorCode::CredentialExpired,
-            format!("This API key expired at {}.", crate::clock::rfc3339(expires_at)),
+            format!(
+                "This API key expired at {}.",
+                crate::clock::rfc3339(expires_at)
+            ),
         )));
     }
-    let Some(role) = row.try_get::<Option<String>, _>("role")?.as_deref().and_then(Role::parse) else {
+    let Some(role) = row
+        .try_get::<Option<String>, _>("role")?
+        .as_deref()
+        .and_then(Role::parse)
+    else {
         return Ok(Err(ApiError::new(
             ErrorCode::NotAMember,
             "The person this key acts as is no longer a member of its workspace.",
         )));
     };
-    let granted = Scope::parse_list(&row.try_get::<String, _>("scopes")?).map_err(ApiError::internal)?;
-    let terms_accepted = row.try_get::<Option<i64>, _>("terms_accepted_at")?.is_some();
+    let granted =
+        Scope::parse_list(&row.try_get::<String, _>("scopes")?).map_err(ApiError::internal)?;
+    let terms_accepted = row
+        .try_get::<Option<i64>, _>("terms_accepted_at")?
+        .is_some();
     let last_used_at: Option<i64> = row.try_get("last_used_at")?;
     if last_used_at.is_none_or(|at| now - at >= LAST_USED_RESOLUTION_MS) {
         record_last_use(state, key_id.clone(), now);
@@ -204,7 +242,10 @@ fn record_last_use(state: &AppState, key_id: String, now: i64) {
 pub fn insufficient_scope(state: &AppState, principal: &Principal, needed: Scope) -> ApiError {
     let settings = state.config.settings_api_url();
     let why = if principal.granted >= needed {
-        if principal.role.scope_cap(principal.terms_accepted) < needed && needed == Scope::Send && principal.role.can_manage() {
+        if principal.role.scope_cap(principal.terms_accepted) < needed
+            && needed == Scope::Send
+            && principal.role.can_manage()
+        {
             " because the workspace's sending terms are not accepted yet".to_owned()
         } else {
             format!(" because your role is `{}`", principal.role)
@@ -227,9 +268,20 @@ pub fn insufficient_scope(state: &AppState, principal: &Principal, needed: Scope
 }
 
 /// Axum middleware: authenticates, then hands the [`Principal`] to the route in the extensions.
-pub async fn require_principal(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
-    let face = if request.uri().path().starts_with("/api/mcp") { Face::Mcp } else { Face::Rest };
-    let authorization = request.headers().get(header::AUTHORIZATION).map(|value| value.to_str().unwrap_or("\u{0}"));
+pub async fn require_principal(
+    State(state): State<Arc<AppState>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let face = if request.uri().path().starts_with("/api/mcp") {
+        Face::Mcp
+    } else {
+        Face::Rest
+    };
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|value| value.to_str().unwrap_or("\u{0}"));
     match authenticate(&state, authorization, face).await {
         Ok(principal) => {
             request.extensions_mut().insert(Arc::new(principal));

@@ -20,7 +20,9 @@ pub struct Clock {
 
 impl Clock {
     pub fn now_ms(&self) -> i64 {
-        let system = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let system = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
         system + self.offset_ms.load(Ordering::Relaxed)
     }
 
@@ -33,7 +35,8 @@ impl Clock {
 /// Formats epoch milliseconds as RFC 3339 UTC with millisecond precision.
 pub fn rfc3339(ms: i64) -> String {
     let nanos = i128::from(ms) * 1_000_000;
-    let time = OffsetDateTime::from_unix_timestamp_nanos(nanos).unwrap_or(OffsetDateTime::UNIX_EPOCH);
+    let time =
+        OffsetDateTime::from_unix_timestamp_nanos(nanos).unwrap_or(OffsetDateTime::UNIX_EPOCH);
     let format = time::macros::format_description!(
         "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
     );
@@ -54,8 +57,14 @@ mod tests {
     fn formats_and_parses_round_trip() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
-        assert_eq!(parse_rfc3339("2023-11-14T22:13:20.123Z"), Some(1_700_000_000_123));
-        assert_eq!(parse_rfc3339("2023-11-14T23:13:20.123+01:00"), Some(1_700_000_000_123));
+        assert_eq!(
+            parse_rfc3339("2023-11-14T22:13:20.123Z"),
+            Some(1_700_000_000_123)
+        );
+        assert_eq!(
+            parse_rfc3339("2023-11-14T23:13:20.123+01:00"),
+            Some(1_700_000_000_123)
+        );
         assert_eq!(parse_rfc3339("yesterday"), None);
     }
 

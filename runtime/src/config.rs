@@ -13,7 +13,11 @@ pub struct Environment(String);
 impl Environment {
     pub fn new(name: &str) -> Self {
         let name = name.trim();
-        Self(if name.is_empty() { "development".to_owned() } else { name.to_owned() })
+        Self(if name.is_empty() {
+            "development".to_owned()
+        } else {
+            name.to_owned()
+        })
     }
 
     pub fn is_production(&self) -> bool {
@@ -26,7 +30,11 @@ impl Environment {
 
     /// The API key prefix this environment issues and accepts.
     pub fn key_prefix(&self) -> &'static str {
-        if self.is_production() { "pk_live_" } else { "pk_test_" }
+        if self.is_production() {
+            "pk_live_"
+        } else {
+            "pk_test_"
+        }
     }
 
     /// The stored environment tag of keys: `live` or `test`.
@@ -76,7 +84,10 @@ impl Config {
 
     /// RFC 9728 protected-resource metadata of the MCP endpoint (served by the OAuth module).
     pub fn resource_metadata_url(&self) -> String {
-        format!("{}/.well-known/oauth-protected-resource/api/mcp", self.base_url)
+        format!(
+            "{}/.well-known/oauth-protected-resource/api/mcp",
+            self.base_url
+        )
     }
 
     /// The `host[:port]` authority of the base URL, for `Host` checks.

@@ -50,7 +50,12 @@ impl Price {
     pub fn add(mut self, item: &str, quantity: i64, unit_price: i64) -> Self {
         let amount = quantity.saturating_mul(unit_price);
         self.total = self.total.saturating_add(amount);
-        self.breakdown.push(PriceLine { item: item.to_owned(), quantity, unit_price, amount });
+        self.breakdown.push(PriceLine {
+            item: item.to_owned(),
+            quantity,
+            unit_price,
+            amount,
+        });
         self
     }
 
@@ -83,10 +88,14 @@ pub struct PriceTable(BTreeMap<String, i64>);
 impl Default for PriceTable {
     fn default() -> Self {
         Self(
-            [("import.prospect", 1), ("scoring.prospect", 1), ("list_processing.prospect", 1)]
-                .into_iter()
-                .map(|(item, price)| (item.to_owned(), price))
-                .collect(),
+            [
+                ("import.prospect", 1),
+                ("scoring.prospect", 1),
+                ("list_processing.prospect", 1),
+            ]
+            .into_iter()
+            .map(|(item, price)| (item.to_owned(), price))
+            .collect(),
         )
     }
 }
@@ -94,9 +103,18 @@ impl Default for PriceTable {
 impl PriceTable {
     /// Applies overrides such as `import.prospect=2,scoring.prospect=0`.
     pub fn with_overrides(mut self, spec: &str) -> Result<Self, String> {
-        for entry in spec.split(',').map(str::trim).filter(|entry| !entry.is_empty()) {
-            let (item, price) = entry.split_once('=').ok_or_else(|| format!("price override `{entry}` is not `item=credits`"))?;
-            let price: i64 = price.trim().parse().map_err(|_| format!("price of `{item}` must be a whole number"))?;
+        for entry in spec
+            .split(',')
+            .map(str::trim)
+            .filter(|entry| !entry.is_empty())
+        {
+            let (item, price) = entry
+                .split_once('=')
+                .ok_or_else(|| format!("price override `{entry}` is not `item=credits`"))?;
+            let price: i64 = price
+                .trim()
+                .parse()
+                .map_err(|_| format!("price of `{item}` must be a whole number"))?;
             if price < 0 {
                 return Err(format!("price of `{item}` must not be negative"));
             }
@@ -125,7 +143,10 @@ pub struct Reservation {
 
 /// The current balance of a workspace.
 pub async fn balance(db: &Db, workspace_id: &str) -> Result<i64, ApiError> {
-    let row = sqlx::query("select credits_balance from workspaces where id = $1").bind(workspace_id).fetch_one(db.pool()).await?;
+    let row = sqlx::query("select credits_balance from workspaces where id = $1")
+        .bind(workspace_id)
+        .fetch_one(db.pool())
+        .await?;
     Ok(row.try_get("credits_balance")?)
 }
 
@@ -148,8 +169,19 @@ struct Entry<'a> {
     reservation_id: Option<&'a str>,
 }
 
-async fn insert_entry(conn: &mut sqlx::AnyConnection, entry: Entry<'_>, source: &Source<'_>, now: i64) -> Result<String, ApiError> {
-    let Entry { workspace_id, kind, amount, balance_after, reservation_id } = entry;
+async fn insert_entry(
+    conn: &mut sqlx::AnyConnection,
+    entry: Entry<'_>,
+    source: &Source<'_>,
+    now: i64,
+) -> Result<String, ApiError> {
+    let Entry {
+        workspace_id,
+        kind,
+        amount,
+        balance_after,
+        reservation_id,
+    } = entry;
     let id = ids::new_id("crd");
     sqlx::query(
         "insert into credit_ledger (id, workspace_id, kind, amount, balance_after, reservation_id, action, object_id, \
@@ -173,9 +205,17 @@ async fn insert_entry(conn: &mut sqlx::AnyConnection, entry: Entry<'_>, source: 
 }
 
 /// Adds credits to a workspace; returns the new balance.
-pub async fn grant(db: &Db, clock: &Clock, workspace_id: &str, amount: i64, source: &Source<'_>) -> Result<i64, ApiError> {
+pub async fn grant(
+    db: &Db,
+    clock: &Clock,
+    workspace_id: &str,
+    amount: i64,
+    source: &Source<'_>,
+) -> Result<i64, ApiError> {
     if amount <= 0 {
-        return Err(ApiError::invalid_request("A grant must be a positive number of credits."));
+        return Err(ApiError::invalid_request(
+            "A grant must be a positive number of credits.",
+        ));
     }
     let mut tx = db.pool().begin().await?;
     let row = sqlx::query("update workspaces set credits_balance = credits_balance + $1 where id = $2 returning credits_balance")
@@ -185,14 +225,26 @@ pub async fn grant(db: &Db, clock: &Clock, workspace_id: &str, amount: i64, sour
         .await?
         .ok_or_else(|| ApiError::not_found("workspace", workspace_id))?;
     let balance: i64 = row.try_get("credits_balance")?;
-    let entry = Entry { workspace_id, kind: "grant", amount, balance_after: balance, reservation_id: None };
+    let entry = Entry {
+        workspace_id,
+        kind: "grant",
+        amount,
+        balance_after: balance,
+        reservation_id: None,
+    };
     insert_entry(&mut tx, entry, source, clock.now_ms()).await?;
     tx.commit().await?;
     Ok(balance)
 }
 
 /// Holds `amount` credits for an action, or answers 402 with the price and the balance.
-pub async fn reserve(db: &Db, clock: &Clock, workspace_id: &str, amount: i64, source: &Source<'_>) -> Result<Reservation, ApiError> {
+pub async fn reserve(
+    db: &Db,
+    clock: &Clock,
+    workspace_id: &str,
+    amount: i64,
+    source: &Source<'_>,
+) -> Result<Reservation, ApiError> {
     let mut tx = db.pool().begin().await?;
     let row = sqlx::query(
         "update workspaces set credits_balance = credits_balance - $1 where id = $2 and credits_balance >= $1 returning credits_balance",
@@ -212,10 +264,20 @@ pub async fn reserve(db: &Db, clock: &Clock, workspace_id: &str, amount: i64, so
         .with_extra("balance", balance));
     };
     let balance_after: i64 = row.try_get("credits_balance")?;
-    let entry = Entry { workspace_id, kind: "spend", amount: -amount, balance_after, reservation_id: None };
+    let entry = Entry {
+        workspace_id,
+        kind: "spend",
+        amount: -amount,
+        balance_after,
+        reservation_id: None,
+    };
     let id = insert_entry(&mut tx, entry, source, clock.now_ms()).await?;
     tx.commit().await?;
-    Ok(Reservation { id, workspace_id: workspace_id.to_owned(), amount })
+    Ok(Reservation {
+        id,
+        workspace_id: workspace_id.to_owned(),
+        amount,
+    })
 }
 
 /// How much of a reservation is still held (its amount minus what was released already).
@@ -243,7 +305,10 @@ async fn release_in(
         .fetch_one(&mut *conn)
         .await?;
     let balance: i64 = row.try_get("credits_balance")?;
-    let source = Source { reason: Some(reason), ..Source::default() };
+    let source = Source {
+        reason: Some(reason),
+        ..Source::default()
+    };
     let entry = Entry {
         workspace_id: &reservation.workspace_id,
         kind: "release",
@@ -265,17 +330,28 @@ pub async fn settle(
     object_id: Option<&str>,
 ) -> Result<(), ApiError> {
     if used > reservation.amount {
-        return Err(ApiError::internal(format!("action used {used} credits of a {} reservation", reservation.amount)));
+        return Err(ApiError::internal(format!(
+            "action used {used} credits of a {} reservation",
+            reservation.amount
+        )));
     }
     if let Some(object_id) = object_id {
-        sqlx::query("update credit_ledger set object_id = $1 where id = $2").bind(object_id).bind(&reservation.id).execute(&mut *conn).await?;
+        sqlx::query("update credit_ledger set object_id = $1 where id = $2")
+            .bind(object_id)
+            .bind(&reservation.id)
+            .execute(&mut *conn)
+            .await?;
     }
     let unused = held(conn, reservation).await? - used;
     release_in(conn, clock, reservation, unused, "unused").await
 }
 
 /// Returns whatever of a reservation is still held (after a failed action).
-pub async fn release_remaining(db: &Db, clock: &Clock, reservation: &Reservation) -> Result<(), ApiError> {
+pub async fn release_remaining(
+    db: &Db,
+    clock: &Clock,
+    reservation: &Reservation,
+) -> Result<(), ApiError> {
     let mut tx = db.pool().begin().await?;
     // Lock the workspace row first (a write), so two releases of one reservation serialise.
     sqlx::query("update workspaces set credits_balance = credits_balance where id = $1")
@@ -310,12 +386,18 @@ pub struct Transaction {
 }
 
 /// A page of the ledger, newest first.
-pub async fn transactions(db: &Db, workspace_id: &str, limit: i64, offset: i64) -> Result<(u64, Vec<Transaction>), ApiError> {
-    let total: i64 = sqlx::query("select count(*) as total from credit_ledger where workspace_id = $1")
-        .bind(workspace_id)
-        .fetch_one(db.pool())
-        .await?
-        .try_get("total")?;
+pub async fn transactions(
+    db: &Db,
+    workspace_id: &str,
+    limit: i64,
+    offset: i64,
+) -> Result<(u64, Vec<Transaction>), ApiError> {
+    let total: i64 =
+        sqlx::query("select count(*) as total from credit_ledger where workspace_id = $1")
+            .bind(workspace_id)
+            .fetch_one(db.pool())
+            .await?
+            .try_get("total")?;
     let rows = sqlx::query(
         "select id, kind, amount, balance_after, reservation_id, action, object_id, idempotency_key, reason, person_id, created_at \
          from credit_ledger where workspace_id = $1 order by created_at desc, id desc limit $2 offset $3",

@@ -25,8 +25,21 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(db: Db, principal: Arc<Principal>, clock: Clock, config: Arc<Config>, request_id: Arc<str>) -> Self {
-        Self { db, principal, clock, config, request_id, reservation: None }
+    pub fn new(
+        db: Db,
+        principal: Arc<Principal>,
+        clock: Clock,
+        config: Arc<Config>,
+        request_id: Arc<str>,
+    ) -> Self {
+        Self {
+            db,
+            principal,
+            clock,
+            config,
+            request_id,
+            reservation: None,
+        }
     }
 
     pub(crate) fn with_reservation(mut self, reservation: Reservation) -> Self {
@@ -46,11 +59,20 @@ impl Ctx {
 
     /// Keeps `used` credits of this call's reservation and returns the rest, inside the action's
     /// own transaction so the spend commits with its writes. Records what the spend paid for.
-    pub async fn settle_credits(&self, conn: &mut sqlx::AnyConnection, used: i64, object_id: &str) -> Result<(), ApiError> {
+    pub async fn settle_credits(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        used: i64,
+        object_id: &str,
+    ) -> Result<(), ApiError> {
         match &self.reservation {
-            Some(reservation) => credits::settle(conn, &self.clock, reservation, used, Some(object_id)).await,
+            Some(reservation) => {
+                credits::settle(conn, &self.clock, reservation, used, Some(object_id)).await
+            }
             None if used == 0 => Ok(()),
-            None => Err(ApiError::internal("settle_credits called by an action without a reservation")),
+            None => Err(ApiError::internal(
+                "settle_credits called by an action without a reservation",
+            )),
         }
     }
 

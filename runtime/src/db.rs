@@ -67,11 +67,13 @@ impl Db {
                     .connect_with(options)
                     .await?
             }
-            Backend::Postgres => AnyPoolOptions::new()
-                .max_connections(16)
-                .acquire_timeout(Duration::from_secs(30))
-                .connect_with(options)
-                .await?,
+            Backend::Postgres => {
+                AnyPoolOptions::new()
+                    .max_connections(16)
+                    .acquire_timeout(Duration::from_secs(30))
+                    .connect_with(options)
+                    .await?
+            }
         };
         Ok(Self { pool, backend })
     }
@@ -112,7 +114,9 @@ fn sqlite_url(url: &str) -> String {
 /// Whether an error is a violation of the named unique constraint (or unique index), so call sites
 /// can map it to `conflict` without string-matching elsewhere.
 pub fn is_unique_violation(error: &sqlx::Error, constraint: &str) -> bool {
-    let sqlx::Error::Database(db_error) = error else { return false };
+    let sqlx::Error::Database(db_error) = error else {
+        return false;
+    };
     if !matches!(db_error.kind(), sqlx::error::ErrorKind::UniqueViolation) {
         return false;
     }

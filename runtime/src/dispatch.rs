@@ -51,7 +51,10 @@ pub async fn dispatch(
 ) -> Result<Reply, ApiError> {
     let def = action.def;
     let Value::Object(mut fields) = input else {
-        return Err(ApiError::invalid_request(format!("The input must be a JSON object, got {}.", json_kind(&input))));
+        return Err(ApiError::invalid_request(format!(
+            "The input must be a JSON object, got {}.",
+            json_kind(&input)
+        )));
     };
     let estimate = def.price.is_some() && take_estimate_flag(&mut fields)?;
     let needed = if estimate { Scope::Read } else { def.scope };
@@ -66,9 +69,16 @@ pub async fn dispatch(
         idempotency::validate_key(key)?;
     }
     let input = Value::Object(fields);
-    let fingerprint = (def.idempotent && idempotency_key.is_some()).then(|| idempotency::fingerprint(def.name, &input));
+    let fingerprint = (def.idempotent && idempotency_key.is_some())
+        .then(|| idempotency::fingerprint(def.name, &input));
     let decoded = (def.decode)(input)?;
-    let ctx = Ctx::new(state.db.clone(), principal.clone(), state.clock.clone(), state.config.clone(), request_id);
+    let ctx = Ctx::new(
+        state.db.clone(),
+        principal.clone(),
+        state.clock.clone(),
+        state.config.clone(),
+        request_id,
+    );
 
     if estimate {
         let price = price(&ctx, action, &decoded).await?;
@@ -82,7 +92,11 @@ pub async fn dispatch(
             sufficient: balance >= price.total,
         };
         let body = serde_json::to_value(estimate).map_err(ApiError::internal)?;
-        return Ok(Reply { status: StatusCode::OK, body, replayed: false });
+        return Ok(Reply {
+            status: StatusCode::OK,
+            body,
+            replayed: false,
+        });
     }
 
     let claim = match (fingerprint, idempotency_key) {
@@ -96,7 +110,11 @@ pub async fn dispatch(
             match idempotency::claim(&state.db, &state.clock, claim, &fingerprint).await? {
                 Claimed::Replay { status, body } => {
                     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-                    return Ok(Reply { status, body, replayed: true });
+                    return Ok(Reply {
+                        status,
+                        body,
+                        replayed: true,
+                    });
                 }
                 Claimed::Run(claim) => Some(claim),
             }
@@ -106,20 +124,38 @@ pub async fn dispatch(
 
     let result = run(state, &ctx, action, decoded, claim.as_ref()).await;
     let Some(claim) = claim else {
-        return result.map(|body| Reply { status: action.success_status(), body, replayed: false }).map_err(ApiError::from);
+        return result
+            .map(|body| Reply {
+                status: action.success_status(),
+                body,
+                replayed: false,
+            })
+            .map_err(ApiError::from);
     };
     match result {
         Ok(body) => {
-            idempotency::complete(&state.db, &claim, action.success_status().as_u16(), &body).await?;
-            Ok(Reply { status: action.success_status(), body, replayed: false })
+            idempotency::complete(&state.db, &claim, action.success_status().as_u16(), &body)
+                .await?;
+            Ok(Reply {
+                status: action.success_status(),
+                body,
+                replayed: false,
+            })
         }
-        Err(Failure::BeforeStart(error)) | Err(Failure::Ran(error @ ApiError { code: ErrorCode::InternalError, .. })) => {
+        Err(Failure::BeforeStart(error))
+        | Err(Failure::Ran(
+            error @ ApiError {
+                code: ErrorCode::InternalError,
+                ..
+            },
+        )) => {
             // Nothing was done (or our fault undid it): let the same key be used again.
             idempotency::abandon(&state.db, &claim).await?;
             Err(error)
         }
         Err(Failure::Ran(error)) => {
-            idempotency::complete(&state.db, &claim, error.status().as_u16(), &error.body()).await?;
+            idempotency::complete(&state.db, &claim, error.status().as_u16(), &error.body())
+                .await?;
             Err(error)
         }
     }
@@ -151,7 +187,9 @@ async fn run(
     let mut ctx = ctx.clone();
     let mut reservation = None;
     if def.price.is_some() {
-        let price = price(&ctx, action, &decoded).await.map_err(Failure::BeforeStart)?;
+        let price = price(&ctx, action, &decoded)
+            .await
+            .map_err(Failure::BeforeStart)?;
         let principal = ctx.principal();
         let source = Source {
             action: Some(def.name),
@@ -159,9 +197,15 @@ async fn run(
             person_id: Some(&principal.person_id),
             ..Source::default()
         };
-        let held = credits::reserve(&state.db, &state.clock, &principal.workspace_id, price.total, &source)
-            .await
-            .map_err(Failure::BeforeStart)?;
+        let held = credits::reserve(
+            &state.db,
+            &state.clock,
+            &principal.workspace_id,
+            price.total,
+            &source,
+        )
+        .await
+        .map_err(Failure::BeforeStart)?;
         reservation = Some(held.clone());
         ctx = ctx.with_reservation(held);
     }
@@ -174,13 +218,23 @@ async fn run(
     result.map_err(Failure::Ran)
 }
 
-async fn price(ctx: &Ctx, action: &Action, decoded: &crate::registry::ErasedInput) -> Result<credits::Price, ApiError> {
+async fn price(
+    ctx: &Ctx,
+    action: &Action,
+    decoded: &crate::registry::ErasedInput,
+) -> Result<credits::Price, ApiError> {
     let Some(price) = action.def.price else {
-        return Err(ApiError::internal(format!("`{}` has no price function", action.def.name)));
+        return Err(ApiError::internal(format!(
+            "`{}` has no price function",
+            action.def.name
+        )));
     };
     let price = price(ctx, decoded).await?;
     if price.total < 0 {
-        return Err(ApiError::internal(format!("`{}` priced a call at {} credits", action.def.name, price.total)));
+        return Err(ApiError::internal(format!(
+            "`{}` priced a call at {} credits",
+            action.def.name, price.total
+        )));
     }
     Ok(price)
 }
@@ -199,7 +253,11 @@ fn take_estimate_flag(fields: &mut Map<String, Value>) -> Result<bool, ApiError>
 
 /// Names unknown top-level fields with the ones expected.
 fn check_fields(action: &Action, fields: &Map<String, Value>) -> Result<(), ApiError> {
-    let unknown: Vec<&str> = fields.keys().map(String::as_str).filter(|key| !action.input_fields.contains(*key)).collect();
+    let unknown: Vec<&str> = fields
+        .keys()
+        .map(String::as_str)
+        .filter(|key| !action.input_fields.contains(*key))
+        .collect();
     if unknown.is_empty() {
         return Ok(());
     }
@@ -208,12 +266,27 @@ fn check_fields(action: &Action, fields: &Map<String, Value>) -> Result<(), ApiE
     } else {
         format!(
             "expected {}",
-            action.input_fields.iter().map(|field| format!("`{field}`")).collect::<Vec<_>>().join(", ")
+            action
+                .input_fields
+                .iter()
+                .map(|field| format!("`{field}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     };
-    let names = unknown.iter().map(|field| format!("`{field}`")).collect::<Vec<_>>().join(", ");
-    let noun = if unknown.len() == 1 { "Unknown field" } else { "Unknown fields" };
-    Err(ApiError::invalid_request(format!("{noun} {names}: {expected}.")))
+    let names = unknown
+        .iter()
+        .map(|field| format!("`{field}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let noun = if unknown.len() == 1 {
+        "Unknown field"
+    } else {
+        "Unknown fields"
+    };
+    Err(ApiError::invalid_request(format!(
+        "{noun} {names}: {expected}."
+    )))
 }
 
 /// Refuses text holding U+0000 anywhere in the input: PostgreSQL cannot store it, and no field
@@ -223,7 +296,10 @@ fn refuse_nul(path: &str, value: &Value) -> Result<(), ApiError> {
         Value::String(text) if text.contains('\0') => Err(ApiError::invalid_request(format!(
             "Invalid field `{path}`: text must not contain the NUL character (U+0000)."
         ))),
-        Value::Array(items) => items.iter().enumerate().try_for_each(|(index, item)| refuse_nul(&format!("{path}[{index}]"), item)),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(index, item)| refuse_nul(&format!("{path}[{index}]"), item)),
         Value::Object(fields) => fields.iter().try_for_each(|(key, item)| {
             if key.contains('\0') {
                 return Err(ApiError::invalid_request(format!(

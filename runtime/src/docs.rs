@@ -22,7 +22,10 @@ pub fn render(document: &Value) -> String {
             }
         }
     }
-    let tags: Vec<&str> = document["tags"].as_array().map(|tags| tags.iter().filter_map(|t| t["name"].as_str()).collect()).unwrap_or_default();
+    let tags: Vec<&str> = document["tags"]
+        .as_array()
+        .map(|tags| tags.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
 
     let mut html = String::with_capacity(64 * 1024);
     let title = escape(document["info"]["title"].as_str().unwrap_or("API"));
@@ -34,7 +37,10 @@ pub fn render(document: &Value) -> String {
     );
     for tag in &tags {
         let _ = write!(html, "<h2>{}</h2><ul>", escape(tag));
-        for (method, path, operation) in operations.iter().filter(|(_, _, op)| op["tags"][0].as_str() == Some(tag)) {
+        for (method, path, operation) in operations
+            .iter()
+            .filter(|(_, _, op)| op["tags"][0].as_str() == Some(tag))
+        {
             let id = operation["operationId"].as_str().unwrap_or_default();
             let _ = write!(
                 html,
@@ -46,7 +52,11 @@ pub fn render(document: &Value) -> String {
         html.push_str("</ul>");
     }
     html.push_str("</nav><main>");
-    let _ = write!(html, "<section class=\"intro\">{}</section>", paragraphs(document["info"]["description"].as_str().unwrap_or_default()));
+    let _ = write!(
+        html,
+        "<section class=\"intro\">{}</section>",
+        paragraphs(document["info"]["description"].as_str().unwrap_or_default())
+    );
     for (method, path, operation) in &operations {
         render_operation(&mut html, method, path, operation);
     }
@@ -54,7 +64,11 @@ pub fn render(document: &Value) -> String {
     if let Some(responses) = document["components"]["responses"].as_object() {
         html.push_str("<table><tr><th>Status</th><th>Codes</th></tr>");
         for (status, response) in responses {
-            let _ = write!(html, "<tr><td>{status}</td><td>{}</td></tr>", inline_code(response["description"].as_str().unwrap_or_default()));
+            let _ = write!(
+                html,
+                "<tr><td>{status}</td><td>{}</td></tr>",
+                inline_code(response["description"].as_str().unwrap_or_default())
+            );
         }
         html.push_str("</table>");
     }
@@ -83,7 +97,11 @@ fn render_operation(html: &mut String, method: &str, path: &str, operation: &Val
                 html,
                 "<tr><td><code>{}</code>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
                 escape(parameter["name"].as_str().unwrap_or_default()),
-                if parameter["required"].as_bool() == Some(true) { " <em>required</em>" } else { "" },
+                if parameter["required"].as_bool() == Some(true) {
+                    " <em>required</em>"
+                } else {
+                    ""
+                },
                 escape(parameter["in"].as_str().unwrap_or_default()),
                 escape(&type_name(&parameter["schema"])),
                 inline_code(parameter["description"].as_str().unwrap_or_default()),
@@ -102,8 +120,16 @@ fn render_operation(html: &mut String, method: &str, path: &str, operation: &Val
                 schema_block(html, schema);
             }
         }
-        let errors: Vec<&str> = responses.keys().filter(|status| status.starts_with('4') || status.starts_with('5')).map(String::as_str).collect();
-        let _ = write!(html, "<p class=\"errors\">Errors: {} (see <a href=\"#errors\">error codes</a>).</p>", errors.join(", "));
+        let errors: Vec<&str> = responses
+            .keys()
+            .filter(|status| status.starts_with('4') || status.starts_with('5'))
+            .map(String::as_str)
+            .collect();
+        let _ = write!(
+            html,
+            "<p class=\"errors\">Errors: {} (see <a href=\"#errors\">error codes</a>).</p>",
+            errors.join(", ")
+        );
     }
     html.push_str("</section>");
 }
@@ -111,14 +137,21 @@ fn render_operation(html: &mut String, method: &str, path: &str, operation: &Val
 /// A table of an object schema's properties, and the full schema folded below it.
 fn schema_block(html: &mut String, schema: &Value) {
     if let Some(properties) = schema["properties"].as_object() {
-        let required: Vec<&str> = schema["required"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
         html.push_str("<table><tr><th>Field</th><th>Type</th><th>Description</th></tr>");
         for (name, property) in properties {
             let _ = write!(
                 html,
                 "<tr><td><code>{}</code>{}</td><td><code>{}</code></td><td>{}</td></tr>",
                 escape(name),
-                if required.contains(&name.as_str()) { " <em>required</em>" } else { "" },
+                if required.contains(&name.as_str()) {
+                    " <em>required</em>"
+                } else {
+                    ""
+                },
                 escape(&type_name(property)),
                 inline_code(property["description"].as_str().unwrap_or_default()),
             );
@@ -126,25 +159,42 @@ fn schema_block(html: &mut String, schema: &Value) {
         html.push_str("</table>");
     }
     let pretty = serde_json::to_string_pretty(schema).unwrap_or_default();
-    let _ = write!(html, "<details><summary>JSON Schema</summary><pre>{}</pre></details>", escape(&pretty));
+    let _ = write!(
+        html,
+        "<details><summary>JSON Schema</summary><pre>{}</pre></details>",
+        escape(&pretty)
+    );
 }
 
 fn type_name(schema: &Value) -> String {
     match &schema["type"] {
         Value::String(kind) if kind == "array" => format!("{}[]", type_name(&schema["items"])),
         Value::String(kind) => kind.clone(),
-        Value::Array(kinds) => kinds.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" | "),
+        Value::Array(kinds) => kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" | "),
         _ if schema.get("enum").is_some() => "enum".to_owned(),
         _ => ["anyOf", "oneOf"]
             .iter()
             .find_map(|key| schema[*key].as_array())
-            .map(|options| options.iter().map(type_name).collect::<Vec<_>>().join(" | "))
+            .map(|options| {
+                options
+                    .iter()
+                    .map(type_name)
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            })
             .unwrap_or_else(|| "any".to_owned()),
     }
 }
 
 fn paragraphs(text: &str) -> String {
-    text.split("\n\n").filter(|p| !p.trim().is_empty()).map(|p| format!("<p>{}</p>", inline_code(p))).collect()
+    text.split("\n\n")
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| format!("<p>{}</p>", inline_code(p)))
+        .collect()
 }
 
 /// Escapes text and turns `backticked` spans into `<code>`.
@@ -198,6 +248,9 @@ mod tests {
         assert!(html.contains("id=\"get_thing\""));
         assert!(html.contains("<code>service_get_thing</code>"));
         assert!(html.contains("<code>not_found</code>"));
-        assert!(!html.contains("http://") && !html.contains("https://"), "the page must not load anything remote");
+        assert!(
+            !html.contains("http://") && !html.contains("https://"),
+            "the page must not load anything remote"
+        );
     }
 }

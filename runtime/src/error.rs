@@ -86,7 +86,13 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), extra: Map::new(), headers: Vec::new(), internal: None }
+        Self {
+            code,
+            message: message.into(),
+            extra: Map::new(),
+            headers: Vec::new(),
+            internal: None,
+        }
     }
 
     pub fn invalid_request(message: impl Into<String>) -> Self {
@@ -94,7 +100,10 @@ impl ApiError {
     }
 
     pub fn not_found(what: &str, id: &str) -> Self {
-        Self::new(ErrorCode::NotFound, format!("No {what} with id `{id}` in this workspace."))
+        Self::new(
+            ErrorCode::NotFound,
+            format!("No {what} with id `{id}` in this workspace."),
+        )
     }
 
     pub fn conflict(message: impl Into<String>) -> Self {
@@ -107,7 +116,10 @@ impl ApiError {
 
     /// A fault on our side: the caller sees a generic sentence, the cause goes to the log.
     pub fn internal(cause: impl fmt::Display) -> Self {
-        let mut error = Self::new(ErrorCode::InternalError, "Something went wrong on our side.");
+        let mut error = Self::new(
+            ErrorCode::InternalError,
+            "Something went wrong on our side.",
+        );
         error.internal = Some(cause.to_string());
         error
     }
@@ -142,8 +154,14 @@ impl ApiError {
     /// Logs the internal cause (if any) and adds the request id to the sentence of a 500.
     pub fn log(mut self, request_id: &str) -> Self {
         if self.code == ErrorCode::InternalError {
-            tracing::error!(request_id, cause = self.internal.as_deref().unwrap_or(""), "internal error");
-            self.message = format!("Something went wrong on our side; quote request id {request_id} if you contact support.");
+            tracing::error!(
+                request_id,
+                cause = self.internal.as_deref().unwrap_or(""),
+                "internal error"
+            );
+            self.message = format!(
+                "Something went wrong on our side; quote request id {request_id} if you contact support."
+            );
             self.extra.insert("request_id".into(), json!(request_id));
         } else if let Some(cause) = &self.internal {
             tracing::info!(request_id, code = %self.code, cause, "request refused");
@@ -219,6 +237,9 @@ mod tests {
     #[test]
     fn body_carries_extra_fields() {
         let error = ApiError::new(ErrorCode::InsufficientCredits, "short").with_extra("price", 5);
-        assert_eq!(error.body(), json!({"error": "short", "code": "insufficient_credits", "price": 5}));
+        assert_eq!(
+            error.body(),
+            json!({"error": "short", "code": "insufficient_credits", "price": 5})
+        );
     }
 }

@@ -25,7 +25,9 @@ pub const MAX_KEY_LEN: usize = 255;
 /// Checks a key's shape: 1 to 255 printable ASCII characters.
 pub fn validate_key(key: &str) -> Result<(), ApiError> {
     if key.is_empty() {
-        return Err(ApiError::invalid_request("The idempotency key is empty; send 1 to 255 printable characters."));
+        return Err(ApiError::invalid_request(
+            "The idempotency key is empty; send 1 to 255 printable characters.",
+        ));
     }
     if key.len() > MAX_KEY_LEN {
         return Err(ApiError::invalid_request(format!(
@@ -34,7 +36,9 @@ pub fn validate_key(key: &str) -> Result<(), ApiError> {
         )));
     }
     if !key.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        return Err(ApiError::invalid_request("The idempotency key must be printable ASCII characters."));
+        return Err(ApiError::invalid_request(
+            "The idempotency key must be printable ASCII characters.",
+        ));
     }
     Ok(())
 }
@@ -67,7 +71,12 @@ pub fn fingerprint(action: &str, input: &Value) -> String {
 }
 
 /// Claims `claim.key` for this request, or reports why it cannot run.
-pub async fn claim(db: &Db, clock: &Clock, claim: Claim, fingerprint: &str) -> Result<Claimed, ApiError> {
+pub async fn claim(
+    db: &Db,
+    clock: &Clock,
+    claim: Claim,
+    fingerprint: &str,
+) -> Result<Claimed, ApiError> {
     // Two rounds at most: the second follows the removal of an expired record.
     for _ in 0..2 {
         let now = clock.now_ms();
@@ -129,12 +138,21 @@ pub async fn claim(db: &Db, clock: &Clock, claim: Claim, fingerprint: &str) -> R
             .with_extra("retry_after", 1)
             .with_header(http::header::RETRY_AFTER, "1"));
         }
-        let status: i64 = existing.try_get::<Option<i64>, _>("status_code")?.unwrap_or(200);
-        let body: String = existing.try_get::<Option<String>, _>("response_body")?.unwrap_or_default();
+        let status: i64 = existing
+            .try_get::<Option<i64>, _>("status_code")?
+            .unwrap_or(200);
+        let body: String = existing
+            .try_get::<Option<String>, _>("response_body")?
+            .unwrap_or_default();
         let body: Value = serde_json::from_str(&body).map_err(ApiError::internal)?;
-        return Ok(Claimed::Replay { status: u16::try_from(status).unwrap_or(200), body });
+        return Ok(Claimed::Replay {
+            status: u16::try_from(status).unwrap_or(200),
+            body,
+        });
     }
-    Err(ApiError::internal("idempotency claim kept racing with expiry"))
+    Err(ApiError::internal(
+        "idempotency claim kept racing with expiry",
+    ))
 }
 
 /// Stores the response of a claimed request, for replays.
@@ -194,7 +212,13 @@ mod tests {
         let a = fingerprint("import_prospects", &json!({"a": 1, "b": [1, 2]}));
         let b = fingerprint("import_prospects", &json!({"b": [1, 2], "a": 1}));
         assert_eq!(a, b);
-        assert_ne!(a, fingerprint("import_prospects", &json!({"a": 2, "b": [1, 2]})));
-        assert_ne!(a, fingerprint("process_list", &json!({"a": 1, "b": [1, 2]})));
+        assert_ne!(
+            a,
+            fingerprint("import_prospects", &json!({"a": 2, "b": [1, 2]}))
+        );
+        assert_ne!(
+            a,
+            fingerprint("process_list", &json!({"a": 1, "b": [1, 2]}))
+        );
     }
 }

@@ -17,7 +17,9 @@ const SECRET_CHARS: usize = 43;
 
 fn base62(len: usize) -> String {
     let mut rng = rand::rng();
-    (0..len).map(|_| char::from(BASE62[rng.random_range(0..BASE62.len())])).collect()
+    (0..len)
+        .map(|_| char::from(BASE62[rng.random_range(0..BASE62.len())]))
+        .collect()
 }
 
 /// A new id such as `prs_4f...` for the given prefix (without the underscore).
@@ -29,7 +31,9 @@ pub fn new_id(prefix: &str) -> String {
 pub fn is_id(prefix: &str, id: &str) -> bool {
     id.strip_prefix(prefix)
         .and_then(|rest| rest.strip_prefix('_'))
-        .is_some_and(|rest| rest.len() == ID_CHARS && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .is_some_and(|rest| {
+            rest.len() == ID_CHARS && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+        })
 }
 
 /// A new secret value: `prefix` followed by random base62.
@@ -77,8 +81,13 @@ mod tests {
 
     #[test]
     fn secrets_hash_to_hex_sha256() {
-        assert_eq!(hash_secret("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            hash_secret("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
         let secret = new_secret("pk_test_");
-        assert!(is_secret_body(secret.strip_prefix("pk_test_").unwrap_or_default()));
+        assert!(is_secret_body(
+            secret.strip_prefix("pk_test_").unwrap_or_default()
+        ));
     }
 }

@@ -16,8 +16,8 @@ pub mod db;
 pub mod dispatch;
 pub mod docs;
 pub mod error;
-pub mod ids;
 pub mod idempotency;
+pub mod ids;
 pub mod mcp;
 pub mod openapi;
 pub mod paging;
@@ -44,8 +44,8 @@ pub mod __private {
     pub use schemars::{Schema, SchemaGenerator};
     pub use serde_json::Value;
 
-    pub use crate::registry::{ActionDef, BoxFuture, ErasedInput, HttpRoute};
     use crate::ApiError;
+    pub use crate::registry::{ActionDef, BoxFuture, ErasedInput, HttpRoute};
 
     /// What an action's input type must be.
     #[diagnostic::on_unimplemented(
@@ -53,8 +53,14 @@ pub mod __private {
         label = "derive `serde::Deserialize` and `schemars::JsonSchema` for this type",
         note = "an action input is a struct with named fields deriving `Deserialize` and `JsonSchema`"
     )]
-    pub trait ActionInput: serde::de::DeserializeOwned + schemars::JsonSchema + Send + Sync + 'static {}
-    impl<T: serde::de::DeserializeOwned + schemars::JsonSchema + Send + Sync + 'static> ActionInput for T {}
+    pub trait ActionInput:
+        serde::de::DeserializeOwned + schemars::JsonSchema + Send + Sync + 'static
+    {
+    }
+    impl<T: serde::de::DeserializeOwned + schemars::JsonSchema + Send + Sync + 'static> ActionInput
+        for T
+    {
+    }
 
     /// What an action's output type must be.
     #[diagnostic::on_unimplemented(

@@ -43,9 +43,15 @@ fn tool(action: &Action) -> Tool {
         .read_only(read_only)
         .open_world(false);
     if !read_only {
-        annotations = annotations.destructive(action.is_destructive()).idempotent(def.idempotent);
+        annotations = annotations
+            .destructive(action.is_destructive())
+            .idempotent(def.idempotent);
     }
-    let mut tool = Tool::new(action.tool_name(), description, action.mcp_input_schema.clone());
+    let mut tool = Tool::new(
+        action.tool_name(),
+        description,
+        action.mcp_input_schema.clone(),
+    );
     tool.output_schema = Some(action.output_schema.clone());
     tool.annotations = Some(annotations);
     tool
@@ -66,7 +72,11 @@ pub fn service(state: Arc<AppState>) -> StreamableHttpService<McpFace, NeverSess
         config = config.with_allowed_origins([origin]);
     }
     StreamableHttpService::new(
-        move || Ok(McpFace { state: state.clone() }),
+        move || {
+            Ok(McpFace {
+                state: state.clone(),
+            })
+        },
         Arc::new(NeverSessionManager::default()),
         config,
     )
@@ -93,11 +103,17 @@ impl ServerHandler for McpFace {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.state.tools.as_ref().clone()))
+        Ok(ListToolsResult::with_all_items(
+            self.state.tools.as_ref().clone(),
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.state.tools.iter().find(|tool| tool.name == name).cloned()
+        self.state
+            .tools
+            .iter()
+            .find(|tool| tool.name == name)
+            .cloned()
     }
 
     async fn call_tool(
@@ -107,17 +123,25 @@ impl ServerHandler for McpFace {
     ) -> Result<CallToolResponse, McpError> {
         let Some(action) = self.state.registry.by_tool_name(&request.name) else {
             return Err(McpError::invalid_params(
-                format!("Unknown tool `{}`; tools/list names them all.", request.name),
+                format!(
+                    "Unknown tool `{}`; tools/list names them all.",
+                    request.name
+                ),
                 None,
             ));
         };
         let parts = context.extensions.get::<http::request::Parts>();
-        let principal = parts.and_then(|parts| parts.extensions.get::<Arc<Principal>>()).cloned();
+        let principal = parts
+            .and_then(|parts| parts.extensions.get::<Arc<Principal>>())
+            .cloned();
         let request_id: Arc<str> = parts
             .and_then(|parts| parts.extensions.get::<RequestId>())
             .map_or_else(|| Arc::from("unknown"), |id| id.0.clone());
         let Some(principal) = principal else {
-            return Err(McpError::internal_error("the request reached the MCP handler unauthenticated", None));
+            return Err(McpError::internal_error(
+                "the request reached the MCP handler unauthenticated",
+                None,
+            ));
         };
         let mut arguments = request.arguments.unwrap_or_default();
         let idempotency_key = match arguments.remove(IDEMPOTENCY_FIELD) {
@@ -131,11 +155,22 @@ impl ServerHandler for McpFace {
                 return Ok(CallToolResult::structured_error(error.body()).into());
             }
             Some(_) => {
-                let error = ApiError::invalid_request(format!("Invalid field `{IDEMPOTENCY_FIELD}`: expected a string."));
+                let error = ApiError::invalid_request(format!(
+                    "Invalid field `{IDEMPOTENCY_FIELD}`: expected a string."
+                ));
                 return Ok(CallToolResult::structured_error(error.body()).into());
             }
         };
-        let result = match dispatch(&self.state, principal, action, Value::Object(arguments), idempotency_key, request_id.clone()).await {
+        let result = match dispatch(
+            &self.state,
+            principal,
+            action,
+            Value::Object(arguments),
+            idempotency_key,
+            request_id.clone(),
+        )
+        .await
+        {
             Ok(reply) if reply.status.is_success() => CallToolResult::structured(reply.body),
             Ok(reply) => CallToolResult::structured_error(reply.body),
             Err(error) => CallToolResult::structured_error(error.log(&request_id).body()),

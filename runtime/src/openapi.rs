@@ -20,9 +20,14 @@ pub fn document(registry: &Registry) -> Value {
         if !tags.contains(&action.tag()) {
             tags.push(action.tag());
         }
-        let entry = paths.entry(route.path.clone()).or_insert_with(|| Value::Object(Map::new()));
+        let entry = paths
+            .entry(route.path.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
         if let Value::Object(methods) = entry {
-            methods.insert(route.method.as_str().to_ascii_lowercase(), operation(action));
+            methods.insert(
+                route.method.as_str().to_ascii_lowercase(),
+                operation(action),
+            );
         }
     }
     tags.sort_unstable();
@@ -56,9 +61,16 @@ pub fn document(registry: &Registry) -> Value {
 
 fn operation(action: &Action) -> Value {
     let def = action.def;
-    let Some(route) = &action.route else { return Value::Null };
+    let Some(route) = &action.route else {
+        return Value::Null;
+    };
     let has_body = matches!(route.method.as_str(), "POST" | "PATCH" | "PUT");
-    let properties = action.input_schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+    let properties = action
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
     let required: Vec<&str> = action
         .input_schema
         .get("required")
@@ -73,7 +85,12 @@ fn operation(action: &Action) -> Value {
     if !has_body {
         for (name, schema) in &properties {
             if !route.path_params.contains(name) {
-                parameters.push(parameter(name, "query", required.contains(&name.as_str()), Some(schema)));
+                parameters.push(parameter(
+                    name,
+                    "query",
+                    required.contains(&name.as_str()),
+                    Some(schema),
+                ));
             }
         }
     }
@@ -115,7 +132,10 @@ fn operation(action: &Action) -> Value {
         }),
     );
     for code in error_codes(action, has_body) {
-        responses.insert(code.status().as_u16().to_string(), json!({"$ref": format!("#/components/responses/{}", code.status().as_u16())}));
+        responses.insert(
+            code.status().as_u16().to_string(),
+            json!({"$ref": format!("#/components/responses/{}", code.status().as_u16())}),
+        );
     }
     operation.insert("responses".into(), Value::Object(responses));
     Value::Object(operation)
@@ -124,7 +144,9 @@ fn operation(action: &Action) -> Value {
 /// The request body schema: the input schema without the fields that travel in the path.
 pub fn body_schema(action: &Action) -> Value {
     let mut schema = (*action.input_schema).clone();
-    let Some(route) = &action.route else { return Value::Object(schema) };
+    let Some(route) = &action.route else {
+        return Value::Object(schema);
+    };
     if route.path_params.is_empty() {
         return Value::Object(schema);
     }
@@ -134,7 +156,12 @@ pub fn body_schema(action: &Action) -> Value {
         }
     }
     if let Some(Value::Array(required)) = schema.get_mut("required") {
-        required.retain(|name| !route.path_params.iter().any(|param| name.as_str() == Some(param)));
+        required.retain(|name| {
+            !route
+                .path_params
+                .iter()
+                .any(|param| name.as_str() == Some(param))
+        });
         if required.is_empty() {
             schema.remove("required");
         }
@@ -144,8 +171,11 @@ pub fn body_schema(action: &Action) -> Value {
 
 fn parameter(name: &str, location: &str, required: bool, schema: Option<&Value>) -> Value {
     let mut schema = schema.cloned().unwrap_or_else(|| json!({"type": "string"}));
-    let description = schema.as_object_mut().and_then(|map| map.remove("description"));
-    let mut parameter = json!({"name": name, "in": location, "required": required, "schema": schema});
+    let description = schema
+        .as_object_mut()
+        .and_then(|map| map.remove("description"));
+    let mut parameter =
+        json!({"name": name, "in": location, "required": required, "schema": schema});
     if let (Some(description), Value::Object(map)) = (description, &mut parameter) {
         map.insert("description".into(), description);
     }
@@ -217,7 +247,11 @@ fn error_responses() -> Value {
             json!({"description": "", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
         });
         let description = entry["description"].as_str().unwrap_or_default();
-        entry["description"] = json!(if description.is_empty() { line } else { format!("{description}; {line}") });
+        entry["description"] = json!(if description.is_empty() {
+            line
+        } else {
+            format!("{description}; {line}")
+        });
     }
     Value::Object(by_status)
 }

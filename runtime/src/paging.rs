@@ -36,7 +36,10 @@ impl PageParams {
 
     /// `limit` and `offset` as SQL bind values.
     pub fn sql(&self) -> (i64, i64) {
-        (i64::from(self.limit()), i64::try_from(self.offset()).unwrap_or(i64::MAX))
+        (
+            i64::from(self.limit()),
+            i64::try_from(self.offset()).unwrap_or(i64::MAX),
+        )
     }
 }
 
@@ -45,18 +48,28 @@ impl PageParams {
 fn limit_in_range<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
     match Option::<i64>::deserialize(deserializer) {
         Ok(Some(limit)) if (1..=i64::from(MAX_LIMIT)).contains(&limit) => Ok(Some(limit as u32)),
-        Ok(Some(limit)) => Err(serde::de::Error::custom(format!("`limit` must be between 1 and {MAX_LIMIT}, got {limit}"))),
+        Ok(Some(limit)) => Err(serde::de::Error::custom(format!(
+            "`limit` must be between 1 and {MAX_LIMIT}, got {limit}"
+        ))),
         Ok(None) => Ok(None),
-        Err(_) => Err(serde::de::Error::custom(format!("`limit` must be a whole number between 1 and {MAX_LIMIT}"))),
+        Err(_) => Err(serde::de::Error::custom(format!(
+            "`limit` must be a whole number between 1 and {MAX_LIMIT}"
+        ))),
     }
 }
 
-fn offset_not_negative<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+fn offset_not_negative<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
     match Option::<i64>::deserialize(deserializer) {
         Ok(Some(offset)) if offset >= 0 => Ok(Some(offset as u64)),
-        Ok(Some(offset)) => Err(serde::de::Error::custom(format!("`offset` must be 0 or more, got {offset}"))),
+        Ok(Some(offset)) => Err(serde::de::Error::custom(format!(
+            "`offset` must be 0 or more, got {offset}"
+        ))),
         Ok(None) => Ok(None),
-        Err(_) => Err(serde::de::Error::custom("`offset` must be a whole number, 0 or more")),
+        Err(_) => Err(serde::de::Error::custom(
+            "`offset` must be a whole number, 0 or more",
+        )),
     }
 }
 
@@ -82,7 +95,14 @@ impl<T> Page<T> {
         let count = items.len() as u64;
         let end = offset.saturating_add(count);
         let has_more = end < total && count > 0;
-        Self { total, count, offset, has_more, next_offset: has_more.then_some(end), items }
+        Self {
+            total,
+            count,
+            offset,
+            has_more,
+            next_offset: has_more.then_some(end),
+            items,
+        }
     }
 }
 
@@ -98,18 +118,38 @@ mod tests {
     #[test]
     fn limit_is_bounded() {
         assert_eq!(params(json!({})).map(|p| p.limit()).ok(), Some(25));
-        assert_eq!(params(json!({"limit": 200})).map(|p| p.limit()).ok(), Some(200));
-        let error = params(json!({"limit": 201})).err().map(|e| e.to_string()).unwrap_or_default();
+        assert_eq!(
+            params(json!({"limit": 200})).map(|p| p.limit()).ok(),
+            Some(200)
+        );
+        let error = params(json!({"limit": 201}))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(error.contains("between 1 and 200"), "{error}");
         assert!(params(json!({"limit": 0})).is_err());
     }
 
     #[test]
     fn next_offset_follows_has_more() {
-        let page = Page::new(PageParams { limit: Some(2), offset: Some(2) }, 5, vec![1, 2]);
+        let page = Page::new(
+            PageParams {
+                limit: Some(2),
+                offset: Some(2),
+            },
+            5,
+            vec![1, 2],
+        );
         assert!(page.has_more);
         assert_eq!(page.next_offset, Some(4));
-        let last = Page::new(PageParams { limit: Some(2), offset: Some(4) }, 5, vec![1]);
+        let last = Page::new(
+            PageParams {
+                limit: Some(2),
+                offset: Some(4),
+            },
+            5,
+            vec![1],
+        );
         assert!(!last.has_more);
         assert_eq!(last.next_offset, None);
     }

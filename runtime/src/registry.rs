@@ -103,7 +103,11 @@ impl Action {
 
     /// `201 Created` for `create_*` actions, `200 OK` otherwise.
     pub fn success_status(&self) -> http::StatusCode {
-        if self.def.name.starts_with("create_") { http::StatusCode::CREATED } else { http::StatusCode::OK }
+        if self.def.name.starts_with("create_") {
+            http::StatusCode::CREATED
+        } else {
+            http::StatusCode::OK
+        }
     }
 
     /// Deletes and sends cannot be undone by the caller.
@@ -169,7 +173,10 @@ impl Registry {
         if problems.is_empty() {
             Ok(Self { actions, by_name })
         } else {
-            Err(format!("invalid action registry:\n- {}", problems.join("\n- ")))
+            Err(format!(
+                "invalid action registry:\n- {}",
+                problems.join("\n- ")
+            ))
         }
     }
 
@@ -183,7 +190,8 @@ impl Registry {
 
     /// Finds an action by its MCP tool name.
     pub fn by_tool_name(&self, tool: &str) -> Option<&Action> {
-        tool.strip_prefix("service_").and_then(|name| self.get(name))
+        tool.strip_prefix("service_")
+            .and_then(|name| self.get(name))
     }
 }
 
@@ -201,13 +209,20 @@ pub fn schema_generator() -> SchemaGenerator {
 fn validate(def: &'static ActionDef) -> Result<Action, String> {
     let name = def.name;
     if name.is_empty() || name.len() > MAX_NAME_LEN {
-        return Err(format!("action name `{name}` must be 1 to {MAX_NAME_LEN} characters"));
+        return Err(format!(
+            "action name `{name}` must be 1 to {MAX_NAME_LEN} characters"
+        ));
     }
-    if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
         return Err(format!("action name `{name}` must be snake_case ASCII"));
     }
-    let mut input_schema = object_schema(name, "input", (def.input_schema)(&mut schema_generator()))?;
-    let mut output_schema = object_schema(name, "output", (def.output_schema)(&mut schema_generator()))?;
+    let mut input_schema =
+        object_schema(name, "input", (def.input_schema)(&mut schema_generator()))?;
+    let mut output_schema =
+        object_schema(name, "output", (def.output_schema)(&mut schema_generator()))?;
     // Inputs are strict: a misspelt field is an error, not silently ignored.
     input_schema.insert("additionalProperties".into(), Value::Bool(false));
     let input_fields: BTreeSet<String> = input_schema
@@ -217,7 +232,9 @@ fn validate(def: &'static ActionDef) -> Result<Action, String> {
         .unwrap_or_default();
     for reserved in [ESTIMATE_FIELD, IDEMPOTENCY_FIELD] {
         if input_fields.contains(reserved) {
-            return Err(format!("action `{name}`: the input field `{reserved}` is reserved for the framework; rename it"));
+            return Err(format!(
+                "action `{name}`: the input field `{reserved}` is reserved for the framework; rename it"
+            ));
         }
     }
     if def.price.is_some() {
@@ -231,10 +248,17 @@ fn validate(def: &'static ActionDef) -> Result<Action, String> {
                     the balance and whether it is sufficient. Needs only the `read` scope."
             }),
         );
-        let estimate = object_schema(name, "estimate", schema_generator().root_schema_for::<Estimate>())?;
+        let estimate = object_schema(
+            name,
+            "estimate",
+            schema_generator().root_schema_for::<Estimate>(),
+        )?;
         output_schema = Map::from_iter([
             ("type".to_owned(), json!("object")),
-            ("oneOf".to_owned(), json!([Value::Object(output_schema), Value::Object(estimate)])),
+            (
+                "oneOf".to_owned(),
+                json!([Value::Object(output_schema), Value::Object(estimate)]),
+            ),
         ]);
     }
     let mut mcp_input_schema = input_schema.clone();
@@ -251,7 +275,10 @@ fn validate(def: &'static ActionDef) -> Result<Action, String> {
             }),
         );
     }
-    let route = def.http.map(|http| parse_route(name, http, &input_fields)).transpose()?;
+    let route = def
+        .http
+        .map(|http| parse_route(name, http, &input_fields))
+        .transpose()?;
     Ok(Action {
         def,
         input_schema: Arc::new(input_schema),
@@ -270,7 +297,9 @@ fn add_property(schema: &mut Map<String, Value>, name: &str, property: Value) {
 
 fn object_schema(name: &str, which: &str, schema: Schema) -> Result<Map<String, Value>, String> {
     let Value::Object(mut map) = schema.to_value() else {
-        return Err(format!("action `{name}`: the {which} schema must be a JSON object schema"));
+        return Err(format!(
+            "action `{name}`: the {which} schema must be a JSON object schema"
+        ));
     };
     map.remove("$schema");
     if map.get("type").and_then(Value::as_str) != Some("object") {
@@ -285,7 +314,10 @@ fn parse_route(name: &str, http: HttpRoute, fields: &BTreeSet<String>) -> Result
     let method = http::Method::from_bytes(http.method.as_bytes())
         .map_err(|_| format!("action `{name}`: unknown HTTP method `{}`", http.method))?;
     if !http.path.starts_with('/') {
-        return Err(format!("action `{name}`: path `{}` must start with `/`", http.path));
+        return Err(format!(
+            "action `{name}`: path `{}` must start with `/`",
+            http.path
+        ));
     }
     let mut path_params = Vec::new();
     for segment in http.path.split('/').skip(1) {
@@ -299,5 +331,9 @@ fn parse_route(name: &str, http: HttpRoute, fields: &BTreeSet<String>) -> Result
             path_params.push(param.to_owned());
         }
     }
-    Ok(Route { method, path: http.path.to_owned(), path_params })
+    Ok(Route {
+        method,
+        path: http.path.to_owned(),
+        path_params,
+    })
 }

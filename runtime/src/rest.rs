@@ -37,25 +37,37 @@ pub fn action_routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
         let mut methods: Vec<Method> = Vec::new();
         let mut method_router: MethodRouter<Arc<AppState>> = MethodRouter::new();
         for index in indices {
-            let Some(route) = &state.registry.actions()[index].route else { continue };
-            let Ok(filter) = MethodFilter::try_from(route.method.clone()) else { continue };
+            let Some(route) = &state.registry.actions()[index].route else {
+                continue;
+            };
+            let Ok(filter) = MethodFilter::try_from(route.method.clone()) else {
+                continue;
+            };
             methods.push(route.method.clone());
             method_router = method_router.merge(on(
                 filter,
                 move |state: State<Arc<AppState>>,
                       principal: Extension<Arc<Principal>>,
                       params: Result<Path<Vec<(String, String)>>, PathRejection>,
-                      request: Request| handle(state, principal, params, index, request),
+                      request: Request| {
+                    handle(state, principal, params, index, request)
+                },
             ));
         }
         let allow = allow_header(&methods);
         method_router = method_router.fallback(move |request: Request| {
             let allow = allow.clone();
             async move {
-                let path = request.extensions().get::<OriginalUri>().map_or_else(|| request.uri().path(), |uri| uri.path());
+                let path = request
+                    .extensions()
+                    .get::<OriginalUri>()
+                    .map_or_else(|| request.uri().path(), |uri| uri.path());
                 ApiError::new(
                     ErrorCode::MethodNotAllowed,
-                    format!("{} is not allowed on {path}; allowed: {allow}.", request.method()),
+                    format!(
+                        "{} is not allowed on {path}; allowed: {allow}.",
+                        request.method()
+                    ),
                 )
                 .with_header(header::ALLOW, &allow)
             }
@@ -85,7 +97,10 @@ async fn handle(
     let headers = request.headers().clone();
     let input = match params {
         Ok(Path(params)) => rest_input(&state, action, params, request).await,
-        Err(rejection) => Err(ApiError::invalid_request(format!("Bad path parameter: {}.", rejection.body_text()))),
+        Err(rejection) => Err(ApiError::invalid_request(format!(
+            "Bad path parameter: {}.",
+            rejection.body_text()
+        ))),
     };
     let result = match input {
         Ok(input) => match idempotency_key(action, &headers) {
@@ -98,7 +113,9 @@ async fn handle(
         Ok(reply) => {
             let mut response = (reply.status, axum::Json(reply.body)).into_response();
             if reply.replayed {
-                response.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+                response
+                    .headers_mut()
+                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
             }
             response
         }
@@ -112,13 +129,19 @@ fn idempotency_key(action: &Action, headers: &HeaderMap) -> Result<Option<String
         return Ok(None);
     }
     let mut values = headers.get_all("idempotency-key").iter();
-    let Some(value) = values.next() else { return Ok(None) };
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
     if values.next().is_some() {
-        return Err(ApiError::invalid_request("Send one `Idempotency-Key` header, not several."));
+        return Err(ApiError::invalid_request(
+            "Send one `Idempotency-Key` header, not several.",
+        ));
     }
-    let key = value
-        .to_str()
-        .map_err(|_| ApiError::invalid_request("The `Idempotency-Key` header must be printable ASCII characters."))?;
+    let key = value.to_str().map_err(|_| {
+        ApiError::invalid_request(
+            "The `Idempotency-Key` header must be printable ASCII characters.",
+        )
+    })?;
     Ok(Some(key.to_owned()))
 }
 
@@ -130,7 +153,10 @@ async fn rest_input(
     request: Request,
 ) -> Result<Value, ApiError> {
     let (parts, body) = request.into_parts();
-    let route = action.route.as_ref().ok_or_else(|| ApiError::internal("REST call of an action without a route"))?;
+    let route = action
+        .route
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("REST call of an action without a route"))?;
     let has_body = matches!(route.method, Method::POST | Method::PATCH | Method::PUT);
     let mut input = Map::new();
 
@@ -144,7 +170,9 @@ async fn rest_input(
         for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
             let coerced = coerce(&action.input_schema, &key, &value)?;
             if input.insert(key.clone().into_owned(), coerced).is_some() {
-                return Err(ApiError::invalid_request(format!("Query parameter `{key}` is given more than once.")));
+                return Err(ApiError::invalid_request(format!(
+                    "Query parameter `{key}` is given more than once."
+                )));
             }
         }
     }
@@ -167,7 +195,11 @@ async fn rest_input(
                         json_kind(&other)
                     )));
                 }
-                Err(error) => return Err(ApiError::invalid_request(format!("The body is not valid JSON: {error}."))),
+                Err(error) => {
+                    return Err(ApiError::invalid_request(format!(
+                        "The body is not valid JSON: {error}."
+                    )));
+                }
             }
         }
     }
@@ -201,7 +233,9 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
     if declared.is_some_and(|length| length > limit as u64) {
         return Err(too_large());
     }
-    axum::body::to_bytes(body, limit).await.map_err(|_| too_large())
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| too_large())
 }
 
 fn is_json(headers: &HeaderMap) -> bool {
@@ -211,7 +245,8 @@ fn is_json(headers: &HeaderMap) -> bool {
         .and_then(|value| value.split(';').next())
         .map(|essence| {
             let essence = essence.trim().to_ascii_lowercase();
-            essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+            essence == "application/json"
+                || (essence.starts_with("application/") && essence.ends_with("+json"))
         })
         .unwrap_or(false)
 }
@@ -232,15 +267,23 @@ fn coerce(schema: &Map<String, Value>, field: &str, text: &str) -> Result<Value,
             return Ok(Value::from(number));
         }
         if !wants("string") {
-            return Err(ApiError::invalid_request(format!("`{field}` must be an integer, got `{text}`.")));
+            return Err(ApiError::invalid_request(format!(
+                "`{field}` must be an integer, got `{text}`."
+            )));
         }
     }
     if wants("number") {
-        if let Some(number) = text.parse::<f64>().ok().and_then(serde_json::Number::from_f64) {
+        if let Some(number) = text
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+        {
             return Ok(Value::Number(number));
         }
         if !wants("string") {
-            return Err(ApiError::invalid_request(format!("`{field}` must be a number, got `{text}`.")));
+            return Err(ApiError::invalid_request(format!(
+                "`{field}` must be a number, got `{text}`."
+            )));
         }
     }
     if wants("boolean") {
@@ -248,14 +291,19 @@ fn coerce(schema: &Map<String, Value>, field: &str, text: &str) -> Result<Value,
             "true" => return Ok(Value::Bool(true)),
             "false" => return Ok(Value::Bool(false)),
             _ if !wants("string") => {
-                return Err(ApiError::invalid_request(format!("`{field}` must be `true` or `false`, got `{text}`.")));
+                return Err(ApiError::invalid_request(format!(
+                    "`{field}` must be `true` or `false`, got `{text}`."
+                )));
             }
             _ => {}
         }
     }
     if wants("array") {
         return Ok(Value::Array(
-            text.split(',').filter(|part| !part.is_empty()).map(|part| Value::String(part.to_owned())).collect(),
+            text.split(',')
+                .filter(|part| !part.is_empty())
+                .map(|part| Value::String(part.to_owned()))
+                .collect(),
         ));
     }
     Ok(Value::String(text.to_owned()))
@@ -266,7 +314,9 @@ fn schema_types(property: &Value) -> Vec<String> {
     let mut types = Vec::new();
     match property.get("type") {
         Some(Value::String(kind)) => types.push(kind.clone()),
-        Some(Value::Array(kinds)) => types.extend(kinds.iter().filter_map(Value::as_str).map(str::to_owned)),
+        Some(Value::Array(kinds)) => {
+            types.extend(kinds.iter().filter_map(Value::as_str).map(str::to_owned));
+        }
         _ => {}
     }
     for key in ["anyOf", "oneOf"] {
@@ -287,7 +337,11 @@ pub async fn not_found(request: Request) -> Response {
     let request_id = request_id(&request);
     ApiError::new(
         ErrorCode::NotFound,
-        format!("No such path: {} {}. The API reference is at /api/v1/docs.", request.method(), request.uri().path()),
+        format!(
+            "No such path: {} {}. The API reference is at /api/v1/docs.",
+            request.method(),
+            request.uri().path()
+        ),
     )
     .log(&request_id)
     .into_response()

@@ -11,7 +11,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// An access scope. The order is the nesting: `Read < Write < Send`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     Read,
@@ -42,22 +44,37 @@ impl Scope {
     /// Parses a comma- or space-separated list into its highest scope.
     pub fn parse_list(text: &str) -> Result<Self, String> {
         let mut highest = None;
-        for part in text.split([',', ' ']).filter(|part| !part.trim().is_empty()) {
-            let scope = Scope::parse(part)
-                .ok_or_else(|| format!("unknown scope `{}`: expected `read`, `write` or `send`", part.trim()))?;
+        for part in text
+            .split([',', ' '])
+            .filter(|part| !part.trim().is_empty())
+        {
+            let scope = Scope::parse(part).ok_or_else(|| {
+                format!(
+                    "unknown scope `{}`: expected `read`, `write` or `send`",
+                    part.trim()
+                )
+            })?;
             highest = highest.max(Some(scope));
         }
-        highest.ok_or_else(|| "no scopes given: expected some of `read`, `write`, `send`".to_owned())
+        highest
+            .ok_or_else(|| "no scopes given: expected some of `read`, `write`, `send`".to_owned())
     }
 
     /// Every scope this one includes, itself last: `write` -> `[read, write]`.
     pub fn included(self) -> Vec<Scope> {
-        Scope::ALL.into_iter().filter(|scope| *scope <= self).collect()
+        Scope::ALL
+            .into_iter()
+            .filter(|scope| *scope <= self)
+            .collect()
     }
 
     /// The stored and displayed form: `read,write`.
     pub fn list_string(self) -> String {
-        self.included().iter().map(|scope| scope.as_str()).collect::<Vec<_>>().join(",")
+        self.included()
+            .iter()
+            .map(|scope| scope.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 

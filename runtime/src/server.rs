@@ -64,7 +64,10 @@ pub struct RequestId(pub Arc<str>);
 
 /// The id of a request (or `unknown` outside the middleware).
 pub fn request_id(request: &Request) -> String {
-    request.extensions().get::<RequestId>().map_or_else(|| "unknown".to_owned(), |id| id.0.to_string())
+    request
+        .extensions()
+        .get::<RequestId>()
+        .map_or_else(|| "unknown".to_owned(), |id| id.0.to_string())
 }
 
 /// The whole application router.
@@ -72,7 +75,10 @@ pub fn router(state: Arc<AppState>) -> Router {
     let authenticated = Router::new()
         .nest("/api/v1", rest::action_routes(&state))
         .nest_service("/api/mcp", mcp::service(state.clone()))
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_principal));
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_principal,
+        ));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/api/v1/openapi.json", get(openapi_json))
@@ -86,12 +92,18 @@ pub fn router(state: Arc<AppState>) -> Router {
 async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     match sqlx::query("select 1").execute(state.db.pool()).await {
         Ok(_) => axum::Json(serde_json::json!({"status": "ok"})).into_response(),
-        Err(error) => crate::ApiError::internal(error).log("healthz").into_response(),
+        Err(error) => crate::ApiError::internal(error)
+            .log("healthz")
+            .into_response(),
     }
 }
 
 async fn openapi_json(State(state): State<Arc<AppState>>) -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], state.openapi_json.clone()).into_response()
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        state.openapi_json.clone(),
+    )
+        .into_response()
 }
 
 async fn docs_page(State(state): State<Arc<AppState>>) -> Html<String> {
@@ -108,7 +120,11 @@ async fn with_request_id(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
     span.in_scope(|| {
-        tracing::debug!(status = response.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "done");
+        tracing::debug!(
+            status = response.status().as_u16(),
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "done"
+        );
     });
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", value);
@@ -117,9 +133,15 @@ async fn with_request_id(mut request: Request, next: Next) -> Response {
 }
 
 /// Serves until `shutdown` resolves, then finishes the requests in flight.
-pub async fn serve(state: Arc<AppState>, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+pub async fn serve(
+    state: Arc<AppState>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let purger = tokio::spawn(purge_expired(state.clone()));
-    let served = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await;
+    let served = axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await;
     purger.abort();
     served?;
     Ok(())

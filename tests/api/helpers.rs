@@ -409,7 +409,13 @@ impl TestApp {
     }
 
     /// `POST /api/v1{path}` with a JSON body and an `Idempotency-Key` header.
-    pub async fn post_idempotent(&self, path: &str, key: &str, idempotency_key: &str, body: &Value) -> ApiResponse {
+    pub async fn post_idempotent(
+        &self,
+        path: &str,
+        key: &str,
+        idempotency_key: &str,
+        body: &Value,
+    ) -> ApiResponse {
         let response = self
             .client
             .post(self.url(&format!("/api/v1{path}")))

@@ -185,7 +185,11 @@ fn fixture(name: &str) -> Option<Fixture> {
             read(|_| json!({"limit": 5}), |_| json!({"limit": 201}), INVALID)
         }
         // A read, but its window ends at the time of the call, so it is compared with times masked.
-        "get_dashboard" => write(|_| json!({"period": "7d"}), |_| json!({"period": "week"}), INVALID),
+        "get_dashboard" => write(
+            |_| json!({"period": "7d"}),
+            |_| json!({"period": "week"}),
+            INVALID,
+        ),
 
         "create_prospect" => write(
             |_| target_body(),

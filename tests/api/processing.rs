@@ -13,7 +13,12 @@ async fn targeting(app: &TestApp) -> String {
             "industries": [{"value": "software", "points": 20}],
         },
     });
-    app.post_json("/targetings", &app.key, body).await.expect(201)["id"].as_str().expect("id").to_owned()
+    app.post_json("/targetings", &app.key, body)
+        .await
+        .expect(201)["id"]
+        .as_str()
+        .expect("id")
+        .to_owned()
 }
 
 /// A list of three prospects, two of which share an email.
@@ -22,22 +27,35 @@ async fn list_with_duplicate(app: &TestApp, default_targeting: Option<&str>) -> 
     if let Some(targeting) = default_targeting {
         body["default_targeting_id"] = json!(targeting);
     }
-    let list = app.post_json("/lists", &app.key, body).await.expect(201)["id"].as_str().expect("id").to_owned();
+    let list = app.post_json("/lists", &app.key, body).await.expect(201)["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
     let mut ids = Vec::new();
-    for (first_name, email, title) in
-        [("Ada", "ada@acme.test", "CTO"), ("Ada", "other@acme.test", "Engineer"), ("Adaline", "other@acme.test", "CTO")]
-    {
+    for (first_name, email, title) in [
+        ("Ada", "ada@acme.test", "CTO"),
+        ("Ada", "other@acme.test", "Engineer"),
+        ("Adaline", "other@acme.test", "CTO"),
+    ] {
         let prospect = app
             .create_prospect(json!({"first_name": first_name, "email": email, "title": title, "company_industry": "Software"}))
             .await;
         ids.push(prospect["id"].as_str().expect("id").to_owned());
     }
-    app.post_json(&format!("/lists/{list}/prospects"), &app.key, json!({"prospect_ids": ids})).await.expect(200);
+    app.post_json(
+        &format!("/lists/{list}/prospects"),
+        &app.key,
+        json!({"prospect_ids": ids}),
+    )
+    .await
+    .expect(200);
     list
 }
 
 async fn balance(app: &TestApp) -> i64 {
-    app.get("/workspace", &app.key).await.expect(200)["workspace"]["credits_balance"].as_i64().expect("balance")
+    app.get("/workspace", &app.key).await.expect(200)["workspace"]["credits_balance"]
+        .as_i64()
+        .expect("balance")
 }
 
 #[tokio::test]
@@ -47,13 +65,23 @@ async fn processing_a_list_dedupes_scores_and_spends_per_member_scored() {
     let targeting = targeting(&app).await;
     let list = list_with_duplicate(&app, Some(&targeting)).await;
 
-    let estimate = app.post_json(&format!("/lists/{list}/process"), &app.read_key().await, json!({"estimate_only": true})).await;
+    let estimate = app
+        .post_json(
+            &format!("/lists/{list}/process"),
+            &app.read_key().await,
+            json!({"estimate_only": true}),
+        )
+        .await;
     let estimate = estimate.expect(200);
     assert_eq!(estimate["price"], 3, "{estimate}");
     assert_eq!(estimate["sufficient"], true);
     assert_eq!(balance(&app).await, 10, "an estimate spends nothing");
 
-    let outcome = app.post_json(&format!("/lists/{list}/process"), &app.key, json!({})).await.expect(200).clone();
+    let outcome = app
+        .post_json(&format!("/lists/{list}/process"), &app.key, json!({}))
+        .await
+        .expect(200)
+        .clone();
     assert_eq!(outcome["prospects"], 3, "{outcome}");
     assert_eq!(outcome["duplicates_removed"], 1);
     assert_eq!(outcome["scored"], 2);
@@ -62,12 +90,29 @@ async fn processing_a_list_dedupes_scores_and_spends_per_member_scored() {
     assert_eq!(outcome["scoring_run"]["targeting_id"], json!(targeting));
     assert_eq!(balance(&app).await, 8, "three reserved, one released");
 
-    let list_view = app.get(&format!("/lists/{list}"), &app.key).await.expect(200).clone();
+    let list_view = app
+        .get(&format!("/lists/{list}"), &app.key)
+        .await
+        .expect(200)
+        .clone();
     assert_eq!(list_view["processing_status"], "processed");
     assert_eq!(list_view["size"], 2);
-    let members = app.get(&format!("/lists/{list}/prospects"), &app.key).await.expect(200).clone();
-    let scored: Vec<&Value> = members["items"].as_array().expect("items").iter().filter(|p| p["score"].is_i64()).collect();
-    assert_eq!(scored.len(), 2, "both remaining members carry their score: {members}");
+    let members = app
+        .get(&format!("/lists/{list}/prospects"), &app.key)
+        .await
+        .expect(200)
+        .clone();
+    let scored: Vec<&Value> = members["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|p| p["score"].is_i64())
+        .collect();
+    assert_eq!(
+        scored.len(),
+        2,
+        "both remaining members carry their score: {members}"
+    );
 }
 
 #[tokio::test]
@@ -78,7 +123,9 @@ async fn a_list_being_processed_refuses_a_second_call_but_replays_the_first_key(
     let list = list_with_duplicate(&app, Some(&targeting)).await;
     let path = format!("/lists/{list}/process");
 
-    let first = app.post_idempotent(&path, &app.key, "process-1", &json!({})).await;
+    let first = app
+        .post_idempotent(&path, &app.key, "process-1", &json!({}))
+        .await;
     let first_body = first.expect(200).clone();
 
     // Mark the list as still processing, as it is while a call runs.
@@ -92,7 +139,9 @@ async fn a_list_being_processed_refuses_a_second_call_but_replays_the_first_key(
     second.expect_error(409, "invalid_state");
     assert_eq!(balance(&app).await, before, "a refused call spends nothing");
 
-    let replay = app.post_idempotent(&path, &app.key, "process-1", &json!({})).await;
+    let replay = app
+        .post_idempotent(&path, &app.key, "process-1", &json!({}))
+        .await;
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     assert_eq!(replay.expect(200), &first_body);
     assert_eq!(balance(&app).await, before, "a replay spends nothing");
@@ -103,25 +152,46 @@ async fn processing_without_a_targeting_or_members_is_a_400_and_costs_nothing() 
     let app = spawn_app().await;
     app.grant_credits(100).await;
     let no_default = list_with_duplicate(&app, None).await;
-    let response = app.post_json(&format!("/lists/{no_default}/process"), &app.key, json!({})).await;
+    let response = app
+        .post_json(&format!("/lists/{no_default}/process"), &app.key, json!({}))
+        .await;
     let message = response.expect_error(400, "invalid_request").to_owned();
     assert!(message.contains("targeting_id"), "{message}");
 
     let targeting = targeting(&app).await;
     let empty = app
-        .post_json("/lists", &app.key, json!({"name": "Empty", "default_targeting_id": targeting}))
+        .post_json(
+            "/lists",
+            &app.key,
+            json!({"name": "Empty", "default_targeting_id": targeting}),
+        )
         .await
         .expect(201)["id"]
         .as_str()
         .expect("id")
         .to_owned();
     for body in [json!({"estimate_only": true}), json!({})] {
-        let response = app.post_json(&format!("/lists/{empty}/process"), &app.key, body).await;
+        let response = app
+            .post_json(&format!("/lists/{empty}/process"), &app.key, body)
+            .await;
         response.expect_error(400, "invalid_request");
     }
-    let response = app.post_json(&format!("/lists/{}/process", outreach_runtime::ids::new_id("lst")), &app.key, json!({})).await;
+    let response = app
+        .post_json(
+            &format!("/lists/{}/process", outreach_runtime::ids::new_id("lst")),
+            &app.key,
+            json!({}),
+        )
+        .await;
     response.expect_error(404, "not_found");
     assert_eq!(balance(&app).await, 100);
-    let list = app.get(&format!("/lists/{empty}"), &app.key).await.expect(200).clone();
-    assert_eq!(list["processing_status"], "idle", "a refused call leaves the list as it was");
+    let list = app
+        .get(&format!("/lists/{empty}"), &app.key)
+        .await
+        .expect(200)
+        .clone();
+    assert_eq!(
+        list["processing_status"], "idle",
+        "a refused call leaves the list as it was"
+    );
 }

@@ -298,20 +298,23 @@ async fn a_run_over_a_list_spends_one_credit_per_prospect_and_records_every_scor
     assert_eq!(row, (Some(targeting_id.clone()), Some(1), completed_at));
 }
 
+/// A prospect and what scoring it must give: score, tier, matched (criterion, value, field,
+/// points), gates failed (gate, value) and missing fields.
+type Expected = (
+    Value,
+    i64,
+    &'static str,
+    Vec<(&'static str, &'static str, &'static str, i64)>,
+    Vec<(&'static str, &'static str)>,
+    Vec<&'static str>,
+);
+
 #[tokio::test]
 async fn hand_checked_prospects_get_their_expected_scores_and_tiers_end_to_end() {
     let app = spawn_app().await;
     app.grant_credits(100).await;
     let targeting_id = create_targeting(&app).await;
-    // (prospect, score, tier, matched (criterion, value, field, points), gates failed (gate, value), missing)
-    let table: Vec<(
-        Value,
-        i64,
-        &str,
-        Vec<(&str, &str, &str, i64)>,
-        Vec<(&str, &str)>,
-        Vec<&str>,
-    )> = vec![
+    let table: Vec<Expected> = vec![
         (
             json!({"first_name": "Ideal", "title": "CTO", "seniority": "C-Level", "department": "Engineering",
                    "company_industry": "Computer Software", "company_size": 120, "location": "Berlin, Germany",
@@ -946,4 +949,57 @@ async fn a_large_list_is_scored_in_batches_with_every_result_written() {
         disqualified["items"][0]["gates_failed"],
         json!([{"gate": "excluded_title_keywords", "value": "intern", "field": "title"}])
     );
+}
+
+#[tokio::test]
+async fn concurrent_runs_over_the_same_prospects_never_overspend() {
+    let app = spawn_app().await;
+    app.grant_credits(15).await;
+    let targeting_id = create_targeting(&app).await;
+    let prospects = make_prospects(&app, 3).await;
+    let body = json!({"prospect_ids": prospects, "targeting_id": targeting_id});
+
+    // Ten runs of 3 credits each against 15 credits: five run, five are refused, none waits for
+    // ever on another (the runs update the same prospects).
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..10 {
+        let request = app
+            .client
+            .post(app.url("/api/v1/scoring-runs"))
+            .bearer_auth(&app.key)
+            .json(&body);
+        calls.spawn(async move {
+            let response = request.send().await.expect("send the request");
+            let status = response.status().as_u16();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        });
+    }
+    let mut statuses = Vec::new();
+    while let Some(joined) = calls.join_next().await {
+        let (status, body) = joined.expect("the call finishes");
+        assert!(status == 200 || status == 402, "{status} {body}");
+        statuses.push(status);
+    }
+    assert_eq!(
+        statuses.iter().filter(|status| **status == 200).count(),
+        5,
+        "{statuses:?}"
+    );
+    assert_eq!(balance(&app).await, 0);
+    assert_eq!(run_count(&app).await, 5);
+    let spent: i64 = transactions(&app)
+        .await
+        .iter()
+        .filter(|entry| entry["kind"] != json!("grant"))
+        .map(|entry| entry["amount"].as_i64().expect("amount"))
+        .sum();
+    assert_eq!(spent, -15, "the ledger explains the balance");
+    let results: i64 = sqlx::query_scalar("select count(*) from scoring_results")
+        .fetch_one(app.db.pool())
+        .await
+        .expect("count");
+    assert_eq!(results, 15);
 }

@@ -352,7 +352,7 @@ fn merge(body: &mut Value, patch: Value) {
                     Some(existing)
                         if existing.is_object() && value.is_object() && key != "criteria" =>
                     {
-                        merge(existing, value)
+                        merge(existing, value);
                     }
                     _ => {
                         body.insert(key, value);

@@ -16,8 +16,8 @@ use outreach_runtime::{ApiError, Ctx, Page, PageParams, action, ids};
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
-use sqlx::{AssertSqlSafe, Row};
 use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
 
 /// A prospect as the API shows it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -49,6 +49,12 @@ pub struct Prospect {
     pub score: Option<i64>,
     /// The latest tier (`a`, `b`, `c`, `d`, `disqualified`), set by scoring runs.
     pub tier: Option<String>,
+    /// The targeting the latest score was computed against.
+    pub targeting_id: Option<String>,
+    /// The version of that targeting.
+    pub targeting_version: Option<i64>,
+    /// When the prospect was last scored.
+    pub scored_at: Option<String>,
     /// Never contact this person.
     pub do_not_contact: bool,
     /// Where the prospect came from: `api` for this endpoint, `import` for imports.
@@ -59,7 +65,7 @@ pub struct Prospect {
 
 pub(crate) const COLUMNS: &str = "id, first_name, last_name, headline, title, seniority, department, company_name, \
     company_domain, company_industry, company_size, location, country, timezone, profile_url, email, phone, \
-    tags, custom_fields, score, tier, do_not_contact, source, created_at, updated_at";
+    tags, custom_fields, score, tier, targeting_id, targeting_version, scored_at, do_not_contact, source, created_at, updated_at";
 
 impl Prospect {
     pub(crate) fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
@@ -90,6 +96,9 @@ impl Prospect {
             custom_fields: serde_json::from_str(&custom_fields).map_err(ApiError::internal)?,
             score: row.try_get("score")?,
             tier: row.try_get("tier")?,
+            targeting_id: row.try_get("targeting_id")?,
+            targeting_version: row.try_get("targeting_version")?,
+            scored_at: row.try_get::<Option<i64>, _>("scored_at")?.map(rfc3339),
             do_not_contact: row.try_get::<i64, _>("do_not_contact")? != 0,
             source: row.try_get("source")?,
             created_at: rfc3339(row.try_get("created_at")?),
@@ -125,7 +134,11 @@ pub(crate) struct Fields {
 impl Fields {
     /// A prospect must be findable: by a name, a profile URL or an email.
     pub(crate) fn check_identifiable(&self) -> Result<(), ApiError> {
-        if self.first_name.is_none() && self.last_name.is_none() && self.profile_url.is_none() && self.email.is_none() {
+        if self.first_name.is_none()
+            && self.last_name.is_none()
+            && self.profile_url.is_none()
+            && self.email.is_none()
+        {
             return Err(ApiError::invalid_request(
                 "A prospect needs at least a name (`first_name` or `last_name`), a `profile_url` or an `email`.",
             ));
@@ -135,7 +148,11 @@ impl Fields {
 
     pub(crate) fn search_text(&self) -> String {
         let full_name = normalize::full_name(self.first_name.as_deref(), self.last_name.as_deref());
-        normalize::search_text(full_name.as_deref(), self.company_name.as_deref(), self.title.as_deref())
+        normalize::search_text(
+            full_name.as_deref(),
+            self.company_name.as_deref(),
+            self.title.as_deref(),
+        )
     }
 }
 
@@ -276,15 +293,22 @@ pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Pro
 }
 
 /// Maps a unique violation on the profile URL to a 409 naming the prospect that has it.
-async fn profile_url_conflict(ctx: &Ctx, error: sqlx::Error, profile_url: Option<&str>) -> ApiError {
-    let Some(profile_url) = profile_url.filter(|_| is_unique_violation(&error, "prospects_profile_url_key")) else {
+async fn profile_url_conflict(
+    ctx: &Ctx,
+    error: sqlx::Error,
+    profile_url: Option<&str>,
+) -> ApiError {
+    let Some(profile_url) =
+        profile_url.filter(|_| is_unique_violation(&error, "prospects_profile_url_key"))
+    else {
         return error.into();
     };
-    let existing = sqlx::query("select id from prospects where workspace_id = $1 and profile_url = $2")
-        .bind(ctx.workspace_id())
-        .bind(profile_url)
-        .fetch_optional(ctx.db().pool())
-        .await;
+    let existing =
+        sqlx::query("select id from prospects where workspace_id = $1 and profile_url = $2")
+            .bind(ctx.workspace_id())
+            .bind(profile_url)
+            .fetch_optional(ctx.db().pool())
+            .await;
     match existing {
         Ok(Some(row)) => {
             let existing_id: String = row.try_get("id").unwrap_or_default();
@@ -293,7 +317,9 @@ async fn profile_url_conflict(ctx: &Ctx, error: sqlx::Error, profile_url: Option
             ))
             .with_extra("existing_id", existing_id)
         }
-        Ok(None) => ApiError::conflict(format!("A prospect with the profile URL `{profile_url}` already exists.")),
+        Ok(None) => ApiError::conflict(format!(
+            "A prospect with the profile URL `{profile_url}` already exists."
+        )),
         Err(error) => error.into(),
     }
 }
@@ -304,14 +330,19 @@ async fn write_tags(
     prospect_id: &str,
     tags: &[String],
 ) -> Result<(), ApiError> {
-    sqlx::query("delete from prospect_tags where prospect_id = $1").bind(prospect_id).execute(&mut **tx).await?;
+    sqlx::query("delete from prospect_tags where prospect_id = $1")
+        .bind(prospect_id)
+        .execute(&mut **tx)
+        .await?;
     for tag in tags {
-        sqlx::query("insert into prospect_tags (prospect_id, workspace_id, tag) values ($1, $2, $3)")
-            .bind(prospect_id)
-            .bind(workspace_id)
-            .bind(tag)
-            .execute(&mut **tx)
-            .await?;
+        sqlx::query(
+            "insert into prospect_tags (prospect_id, workspace_id, tag) values ($1, $2, $3)",
+        )
+        .bind(prospect_id)
+        .bind(workspace_id)
+        .bind(tag)
+        .execute(&mut **tx)
+        .await?;
     }
     Ok(())
 }
@@ -323,15 +354,19 @@ async fn fetch(ctx: &Ctx, id: &str) -> Result<Prospect, ApiError> {
     if !ids::is_id("prs", id) {
         return Err(ApiError::new(
             outreach_runtime::ErrorCode::NotFound,
-            format!("No prospect with id `{id}`: prospect ids look like `prs_` followed by 20 letters and digits."),
+            format!(
+                "No prospect with id `{id}`: prospect ids look like `prs_` followed by 20 letters and digits."
+            ),
         ));
     }
-    let row = sqlx::query(AssertSqlSafe(format!("select {COLUMNS} from prospects where workspace_id = $1 and id = $2")))
-        .bind(ctx.workspace_id())
-        .bind(id)
-        .fetch_optional(ctx.db().pool())
-        .await?
-        .ok_or_else(|| ApiError::not_found("prospect", id))?;
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "select {COLUMNS} from prospects where workspace_id = $1 and id = $2"
+    )))
+    .bind(ctx.workspace_id())
+    .bind(id)
+    .fetch_optional(ctx.db().pool())
+    .await?
+    .ok_or_else(|| ApiError::not_found("prospect", id))?;
     Prospect::from_row(&row)
 }
 
@@ -366,14 +401,25 @@ pub struct ListProspectsInput {
 /// Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while `has_more`.
 /// Filter with `q` (name, company or title contains) and `tag`. Costs nothing.
 #[action(scope = "read", http = "GET /prospects")]
-pub async fn list_prospects(ctx: Ctx, input: ListProspectsInput) -> Result<Page<Prospect>, ApiError> {
+pub async fn list_prospects(
+    ctx: Ctx,
+    input: ListProspectsInput,
+) -> Result<Page<Prospect>, ApiError> {
     let mut filter = String::from("workspace_id = $1");
     let mut binds: Vec<String> = vec![ctx.workspace_id().to_owned()];
     if let Some(q) = input.q.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
         binds.push(normalize::like_pattern(q));
-        filter.push_str(&format!(" and search_text like ${} escape '\\'", binds.len()));
+        filter.push_str(&format!(
+            " and search_text like ${} escape '\\'",
+            binds.len()
+        ));
     }
-    if let Some(tag) = input.tag.as_deref().map(str::trim).filter(|tag| !tag.is_empty()) {
+    if let Some(tag) = input
+        .tag
+        .as_deref()
+        .map(str::trim)
+        .filter(|tag| !tag.is_empty())
+    {
         binds.push(tag.to_owned());
         filter.push_str(&format!(
             " and exists (select 1 from prospect_tags t where t.workspace_id = $1 and t.tag = ${} and t.prospect_id = prospects.id)",
@@ -397,13 +443,26 @@ pub async fn list_prospects(ctx: Ctx, input: ListProspectsInput) -> Result<Page<
     for bind in &binds {
         page = page.bind(bind);
     }
-    let rows = page.bind(limit).bind(offset).fetch_all(ctx.db().pool()).await?;
-    let items = rows.iter().map(Prospect::from_row).collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(input.page, u64::try_from(total).unwrap_or(0), items))
+    let rows = page
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(ctx.db().pool())
+        .await?;
+    let items = rows
+        .iter()
+        .map(Prospect::from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Page::new(
+        input.page,
+        u64::try_from(total).unwrap_or(0),
+        items,
+    ))
 }
 
 /// Deserializes a field that may be absent (keep), `null` (clear) or a value (set).
-fn patch<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<Option<T>>, D::Error> {
+fn patch<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(deserializer).map(Some)
 }
 
@@ -479,13 +538,29 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     apply(&mut fields.title, input.title, text("title"))?;
     apply(&mut fields.seniority, input.seniority, text("seniority"))?;
     apply(&mut fields.department, input.department, text("department"))?;
-    apply(&mut fields.company_name, input.company_name, text("company_name"))?;
-    apply(&mut fields.company_domain, input.company_domain, normalize::company_domain)?;
-    apply(&mut fields.company_industry, input.company_industry, text("company_industry"))?;
+    apply(
+        &mut fields.company_name,
+        input.company_name,
+        text("company_name"),
+    )?;
+    apply(
+        &mut fields.company_domain,
+        input.company_domain,
+        normalize::company_domain,
+    )?;
+    apply(
+        &mut fields.company_industry,
+        input.company_industry,
+        text("company_industry"),
+    )?;
     apply(&mut fields.location, input.location, text("location"))?;
     apply(&mut fields.country, input.country, text("country"))?;
     apply(&mut fields.timezone, input.timezone, text("timezone"))?;
-    apply(&mut fields.profile_url, input.profile_url, normalize::profile_url)?;
+    apply(
+        &mut fields.profile_url,
+        input.profile_url,
+        normalize::profile_url,
+    )?;
     apply(&mut fields.email, input.email, normalize::email)?;
     apply(&mut fields.phone, input.phone, text("phone"))?;
     if let Some(size) = input.company_size {
@@ -536,7 +611,9 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     .execute(&mut *tx)
     .await;
     match updated {
-        Ok(result) if result.rows_affected() == 0 => return Err(ApiError::not_found("prospect", &current.id)),
+        Ok(result) if result.rows_affected() == 0 => {
+            return Err(ApiError::not_found("prospect", &current.id));
+        }
         Ok(_) => {}
         Err(error) => {
             drop(tx);
@@ -557,7 +634,10 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
 pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, ApiError> {
     let prospect = fetch(&ctx, &input.id).await?;
     let mut tx = ctx.db().pool().begin().await?;
-    sqlx::query("delete from prospect_tags where prospect_id = $1").bind(&prospect.id).execute(&mut *tx).await?;
+    sqlx::query("delete from prospect_tags where prospect_id = $1")
+        .bind(&prospect.id)
+        .execute(&mut *tx)
+        .await?;
     let result = sqlx::query("delete from prospects where workspace_id = $1 and id = $2")
         .bind(ctx.workspace_id())
         .bind(&prospect.id)
@@ -567,5 +647,8 @@ pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, Api
     if result.rows_affected() == 0 {
         return Err(ApiError::not_found("prospect", &prospect.id));
     }
-    Ok(Deleted { id: prospect.id, deleted: true })
+    Ok(Deleted {
+        id: prospect.id,
+        deleted: true,
+    })
 }

@@ -20,7 +20,9 @@ pub fn text(field: &str, value: Option<String>) -> Result<Option<String>, ApiErr
     let Some(value) = value else { return Ok(None) };
     let trimmed = value.trim();
     if trimmed.chars().count() > MAX_TEXT_CHARS {
-        return Err(ApiError::invalid_request(format!("`{field}` is longer than {MAX_TEXT_CHARS} characters.")));
+        return Err(ApiError::invalid_request(format!(
+            "`{field}` is longer than {MAX_TEXT_CHARS} characters."
+        )));
     }
     Ok((!trimmed.is_empty()).then(|| trimmed.to_owned()))
 }
@@ -28,13 +30,19 @@ pub fn text(field: &str, value: Option<String>) -> Result<Option<String>, ApiErr
 /// Normalises a profile URL to `host/path`, e.g. `https://www.LinkedIn.com/in/jane/?x=1` ->
 /// `linkedin.com/in/jane`.
 pub fn profile_url(value: Option<String>) -> Result<Option<String>, ApiError> {
-    let Some(raw) = text("profile_url", value)? else { return Ok(None) };
+    let Some(raw) = text("profile_url", value)? else {
+        return Ok(None);
+    };
     let bad = || {
         ApiError::invalid_request(format!(
             "`profile_url` must be the address of a profile page, such as `https://www.linkedin.com/in/jane-doe`; got `{raw}`."
         ))
     };
-    let with_scheme = if raw.contains("://") { raw.clone() } else { format!("https://{raw}") };
+    let with_scheme = if raw.contains("://") {
+        raw.clone()
+    } else {
+        format!("https://{raw}")
+    };
     let url = url::Url::parse(&with_scheme).map_err(|_| bad())?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(bad());
@@ -53,25 +61,43 @@ pub fn profile_url(value: Option<String>) -> Result<Option<String>, ApiError> {
 
 /// Normalises a company domain to a lowercase host without `www.`.
 pub fn company_domain(value: Option<String>) -> Result<Option<String>, ApiError> {
-    let Some(raw) = text("company_domain", value)? else { return Ok(None) };
-    let with_scheme = if raw.contains("://") { raw.clone() } else { format!("https://{raw}") };
+    let Some(raw) = text("company_domain", value)? else {
+        return Ok(None);
+    };
+    let with_scheme = if raw.contains("://") {
+        raw.clone()
+    } else {
+        format!("https://{raw}")
+    };
     let host = url::Url::parse(&with_scheme)
         .ok()
         .and_then(|url| url.host_str().map(str::to_ascii_lowercase))
         .filter(|host| host.contains('.'))
-        .ok_or_else(|| ApiError::invalid_request(format!("`company_domain` must be a domain such as `acme.com`; got `{raw}`.")))?;
+        .ok_or_else(|| {
+            ApiError::invalid_request(format!(
+                "`company_domain` must be a domain such as `acme.com`; got `{raw}`."
+            ))
+        })?;
     Ok(Some(host.strip_prefix("www.").unwrap_or(&host).to_owned()))
 }
 
 /// Lowercases an email address and checks its shape.
 pub fn email(value: Option<String>) -> Result<Option<String>, ApiError> {
-    let Some(raw) = text("email", value)? else { return Ok(None) };
+    let Some(raw) = text("email", value)? else {
+        return Ok(None);
+    };
     let email = raw.to_lowercase();
     let valid = email.split_once('@').is_some_and(|(local, domain)| {
-        !local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.') && !domain.contains('@')
+        !local.is_empty()
+            && domain.contains('.')
+            && !domain.starts_with('.')
+            && !domain.ends_with('.')
+            && !domain.contains('@')
     }) && !email.chars().any(char::is_whitespace);
     if !valid {
-        return Err(ApiError::invalid_request(format!("`email` must be an email address; got `{raw}`.")));
+        return Err(ApiError::invalid_request(format!(
+            "`email` must be an email address; got `{raw}`."
+        )));
     }
     Ok(Some(email))
 }
@@ -82,17 +108,24 @@ pub fn tags(values: Vec<String>) -> Result<Vec<String>, ApiError> {
     for value in values {
         let tag = value.trim();
         if tag.is_empty() {
-            return Err(ApiError::invalid_request("`tags` must not contain empty strings."));
+            return Err(ApiError::invalid_request(
+                "`tags` must not contain empty strings.",
+            ));
         }
         if tag.chars().count() > MAX_TAG_CHARS {
-            return Err(ApiError::invalid_request(format!("Tag `{tag}` is longer than {MAX_TAG_CHARS} characters.")));
+            return Err(ApiError::invalid_request(format!(
+                "Tag `{tag}` is longer than {MAX_TAG_CHARS} characters."
+            )));
         }
         if !tags.iter().any(|existing| existing == tag) {
             tags.push(tag.to_owned());
         }
     }
     if tags.len() > MAX_TAGS {
-        return Err(ApiError::invalid_request(format!("A prospect holds at most {MAX_TAGS} tags; got {}.", tags.len())));
+        return Err(ApiError::invalid_request(format!(
+            "A prospect holds at most {MAX_TAGS} tags; got {}.",
+            tags.len()
+        )));
     }
     Ok(tags)
 }
@@ -106,14 +139,21 @@ pub fn custom_fields(fields: BTreeMap<String, Value>) -> Result<BTreeMap<String,
         )));
     }
     if fields.keys().any(|key| key.trim().is_empty()) {
-        return Err(ApiError::invalid_request("`custom_fields` keys must not be empty."));
+        return Err(ApiError::invalid_request(
+            "`custom_fields` keys must not be empty.",
+        ));
     }
     Ok(fields)
 }
 
 /// The lowercased text the `q` filter searches: full name, company and title.
 pub fn search_text(full_name: Option<&str>, company: Option<&str>, title: Option<&str>) -> String {
-    [full_name, company, title].iter().flatten().map(|part| part.to_lowercase()).collect::<Vec<_>>().join(" | ")
+    [full_name, company, title]
+        .iter()
+        .flatten()
+        .map(|part| part.to_lowercase())
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
 /// `first last`, or whichever part exists.
@@ -162,16 +202,27 @@ mod tests {
 
     #[test]
     fn emails_and_domains() {
-        assert_eq!(email(Some(" Jane@Acme.COM ".into())).ok().flatten(), Some("jane@acme.com".into()));
+        assert_eq!(
+            email(Some(" Jane@Acme.COM ".into())).ok().flatten(),
+            Some("jane@acme.com".into())
+        );
         assert!(email(Some("jane@".into())).is_err());
         assert!(email(Some("jane acme.com".into())).is_err());
-        assert_eq!(company_domain(Some("https://www.Acme.com/about".into())).ok().flatten(), Some("acme.com".into()));
+        assert_eq!(
+            company_domain(Some("https://www.Acme.com/about".into()))
+                .ok()
+                .flatten(),
+            Some("acme.com".into())
+        );
         assert!(company_domain(Some("acme".into())).is_err());
     }
 
     #[test]
     fn tags_are_trimmed_and_deduplicated() {
-        assert_eq!(tags(vec![" a ".into(), "b".into(), "a".into()]).ok(), Some(vec!["a".into(), "b".into()]));
+        assert_eq!(
+            tags(vec![" a ".into(), "b".into(), "a".into()]).ok(),
+            Some(vec!["a".into(), "b".into()])
+        );
         assert!(tags(vec![" ".into()]).is_err());
     }
 

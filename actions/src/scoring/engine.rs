@@ -39,7 +39,9 @@ use serde::{Deserialize, Serialize};
 use crate::targeting::{Criteria, Gates, KeywordPoints, SizeRange, Tiers, ValuePoints};
 
 /// A scored prospect's tier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Tier {
     A,
@@ -215,7 +217,11 @@ impl<'t> Pattern<'t> {
     fn new(label: &'t str, points: i64) -> Self {
         let mut padded = String::new();
         words_into(label, &mut padded);
-        Self { label, padded, points }
+        Self {
+            label,
+            padded,
+            points,
+        }
     }
 
     fn found_in(&self, text: &str) -> bool {
@@ -258,7 +264,12 @@ impl Size {
             (None, Some(max)) => format!("up to {max}"),
             (None, None) => "any".to_owned(),
         };
-        Self { min: range.min.unwrap_or(i64::MIN), max: range.max.unwrap_or(i64::MAX), points: range.points, label }
+        Self {
+            min: range.min.unwrap_or(i64::MIN),
+            max: range.max.unwrap_or(i64::MAX),
+            points: range.points,
+            label,
+        }
     }
 }
 
@@ -270,7 +281,12 @@ struct Domain<'t> {
 }
 
 /// The fields the keywords group reads, in the order they are searched.
-const KEYWORD_FIELDS: [Field; 4] = [Field::Title, Field::Headline, Field::CompanyName, Field::CompanyIndustry];
+const KEYWORD_FIELDS: [Field; 4] = [
+    Field::Title,
+    Field::Headline,
+    Field::CompanyName,
+    Field::CompanyIndustry,
+];
 const LOCATION_FIELDS: [Field; 2] = [Field::Location, Field::Country];
 
 /// A targeting compiled for scoring many prospects.
@@ -311,16 +327,26 @@ impl<'t> Scorer<'t> {
             gate_domains: gates
                 .excluded_domains
                 .iter()
-                .map(|domain| Domain { label: domain, dotted: format!(".{}", domain.to_ascii_lowercase()) })
+                .map(|domain| Domain {
+                    label: domain,
+                    dotted: format!(".{}", domain.to_ascii_lowercase()),
+                })
                 .collect(),
             tiers,
             available: 0,
             reads: 0,
         };
-        let available = [&scorer.titles, &scorer.seniorities, &scorer.departments, &scorer.industries, &scorer.locations, &scorer.keywords]
-            .iter()
-            .filter_map(|group| group.first().map(|best| best.points))
-            .sum::<i64>()
+        let available = [
+            &scorer.titles,
+            &scorer.seniorities,
+            &scorer.departments,
+            &scorer.industries,
+            &scorer.locations,
+            &scorer.keywords,
+        ]
+        .iter()
+        .filter_map(|group| group.first().map(|best| best.points))
+        .sum::<i64>()
             + scorer.sizes.first().map_or(0, |best| best.points);
         let mut reads = 0;
         let mut read = |used: bool, fields: &[Field]| {
@@ -328,14 +354,26 @@ impl<'t> Scorer<'t> {
                 reads |= fields.iter().fold(0, |bits, field| bits | field.bit());
             }
         };
-        read(!scorer.titles.is_empty() || !scorer.title_excludes.is_empty() || !scorer.gate_titles.is_empty(), &[Field::Title]);
+        read(
+            !scorer.titles.is_empty()
+                || !scorer.title_excludes.is_empty()
+                || !scorer.gate_titles.is_empty(),
+            &[Field::Title],
+        );
         read(!scorer.seniorities.is_empty(), &[Field::Seniority]);
         read(!scorer.departments.is_empty(), &[Field::Department]);
-        read(!scorer.industries.is_empty() || !scorer.gate_industries.is_empty(), &[Field::CompanyIndustry]);
+        read(
+            !scorer.industries.is_empty() || !scorer.gate_industries.is_empty(),
+            &[Field::CompanyIndustry],
+        );
         read(!scorer.locations.is_empty(), &LOCATION_FIELDS);
         read(!scorer.keywords.is_empty(), &KEYWORD_FIELDS);
         read(!scorer.gate_domains.is_empty(), &[Field::CompanyDomain]);
-        Self { available, reads, ..scorer }
+        Self {
+            available,
+            reads,
+            ..scorer
+        }
     }
 
     /// The points a prospect matching every group's best entry earns.
@@ -356,24 +394,46 @@ impl<'t> Scorer<'t> {
     }
 
     /// Scores one prospect.
-    pub fn score<'s>(&'s self, prospect: &ProspectFields<'_>, scratch: &mut Scratch) -> Outcome<'s> {
+    pub fn score<'s>(
+        &'s self,
+        prospect: &ProspectFields<'_>,
+        scratch: &mut Scratch,
+    ) -> Outcome<'s> {
         scratch.load(prospect, self.reads);
-        let mut outcome = Outcome { score: 0, tier: Tier::D, matched: Vec::new(), gates_failed: Vec::new(), missing: Vec::new() };
+        let mut outcome = Outcome {
+            score: 0,
+            tier: Tier::D,
+            matched: Vec::new(),
+            gates_failed: Vec::new(),
+            missing: Vec::new(),
+        };
         let mut missing = 0u16;
         let mut need = |used: bool, fields: &[Field]| {
             if used && fields.iter().all(|field| !scratch.present(*field)) {
                 missing |= fields.iter().fold(0, |bits, field| bits | field.bit());
             }
         };
-        need(!self.titles.is_empty() || !self.title_excludes.is_empty() || !self.gate_titles.is_empty(), &[Field::Title]);
+        need(
+            !self.titles.is_empty()
+                || !self.title_excludes.is_empty()
+                || !self.gate_titles.is_empty(),
+            &[Field::Title],
+        );
         need(!self.seniorities.is_empty(), &[Field::Seniority]);
         need(!self.departments.is_empty(), &[Field::Department]);
-        need(!self.industries.is_empty() || !self.gate_industries.is_empty(), &[Field::CompanyIndustry]);
+        need(
+            !self.industries.is_empty() || !self.gate_industries.is_empty(),
+            &[Field::CompanyIndustry],
+        );
         need(!self.sizes.is_empty(), &[Field::CompanySize]);
         need(!self.locations.is_empty(), &LOCATION_FIELDS);
         need(!self.keywords.is_empty(), &KEYWORD_FIELDS);
         need(!self.gate_domains.is_empty(), &[Field::CompanyDomain]);
-        outcome.missing = FIELDS.iter().filter(|field| missing & field.bit() != 0).map(|field| field.name()).collect();
+        outcome.missing = FIELDS
+            .iter()
+            .filter(|field| missing & field.bit() != 0)
+            .map(|field| field.name())
+            .collect();
 
         self.check_gates(scratch, &mut outcome.gates_failed);
         if !outcome.gates_failed.is_empty() {
@@ -383,23 +443,67 @@ impl<'t> Scorer<'t> {
 
         let mut earned = 0;
         let title = first_match(&self.titles, scratch, &[Field::Title]);
-        match (title, first_match(&self.title_excludes, scratch, &[Field::Title])) {
-            (Some(_), Some((exclude, field))) => outcome.matched.push(matched("titles.exclude", exclude.label, field, 0)),
+        match (
+            title,
+            first_match(&self.title_excludes, scratch, &[Field::Title]),
+        ) {
+            (Some(_), Some((exclude, field))) => {
+                outcome
+                    .matched
+                    .push(matched("titles.exclude", exclude.label, field, 0));
+            }
             (title, _) => earn(&mut outcome, &mut earned, "titles", title),
         }
-        earn(&mut outcome, &mut earned, "seniorities", first_match(&self.seniorities, scratch, &[Field::Seniority]));
-        earn(&mut outcome, &mut earned, "departments", first_match(&self.departments, scratch, &[Field::Department]));
-        earn(&mut outcome, &mut earned, "industries", first_match(&self.industries, scratch, &[Field::CompanyIndustry]));
+        earn(
+            &mut outcome,
+            &mut earned,
+            "seniorities",
+            first_match(&self.seniorities, scratch, &[Field::Seniority]),
+        );
+        earn(
+            &mut outcome,
+            &mut earned,
+            "departments",
+            first_match(&self.departments, scratch, &[Field::Department]),
+        );
+        earn(
+            &mut outcome,
+            &mut earned,
+            "industries",
+            first_match(&self.industries, scratch, &[Field::CompanyIndustry]),
+        );
         if let Some(size) = prospect.company_size
-            && let Some(range) = self.sizes.iter().find(|range| (range.min..=range.max).contains(&size))
+            && let Some(range) = self
+                .sizes
+                .iter()
+                .find(|range| (range.min..=range.max).contains(&size))
         {
             earned += range.points;
-            outcome.matched.push(matched("company_sizes", &range.label, Field::CompanySize, range.points));
+            outcome.matched.push(matched(
+                "company_sizes",
+                &range.label,
+                Field::CompanySize,
+                range.points,
+            ));
         }
-        earn(&mut outcome, &mut earned, "locations", first_match(&self.locations, scratch, &LOCATION_FIELDS));
-        earn(&mut outcome, &mut earned, "keywords", first_match(&self.keywords, scratch, &KEYWORD_FIELDS));
+        earn(
+            &mut outcome,
+            &mut earned,
+            "locations",
+            first_match(&self.locations, scratch, &LOCATION_FIELDS),
+        );
+        earn(
+            &mut outcome,
+            &mut earned,
+            "keywords",
+            first_match(&self.keywords, scratch, &KEYWORD_FIELDS),
+        );
 
-        outcome.score = if self.available > 0 { (earned * 200 + self.available) / (self.available * 2) } else { 0 };
+        outcome.score = if self.available > 0 {
+            (earned * 200 + self.available) / (self.available * 2)
+        } else {
+            0
+        };
         outcome.tier = self.tier(outcome.score);
         outcome
     }
@@ -411,40 +515,80 @@ impl<'t> Scorer<'t> {
             field: Cow::Borrowed(field.name()),
         };
         let industry = scratch.text(Field::CompanyIndustry);
-        for pattern in self.gate_industries.iter().filter(|pattern| pattern.found_in(industry)) {
-            failed.push(gate("excluded_industries", pattern.label, Field::CompanyIndustry));
+        for pattern in self
+            .gate_industries
+            .iter()
+            .filter(|pattern| pattern.found_in(industry))
+        {
+            failed.push(gate(
+                "excluded_industries",
+                pattern.label,
+                Field::CompanyIndustry,
+            ));
         }
         let domain = scratch.text(Field::CompanyDomain);
         if !domain.is_empty() {
             for excluded in &self.gate_domains {
                 if domain == &excluded.dotted[1..] || domain.ends_with(excluded.dotted.as_str()) {
-                    failed.push(gate("excluded_domains", excluded.label, Field::CompanyDomain));
+                    failed.push(gate(
+                        "excluded_domains",
+                        excluded.label,
+                        Field::CompanyDomain,
+                    ));
                 }
             }
         }
         let title = scratch.text(Field::Title);
-        for pattern in self.gate_titles.iter().filter(|pattern| pattern.found_in(title)) {
+        for pattern in self
+            .gate_titles
+            .iter()
+            .filter(|pattern| pattern.found_in(title))
+        {
             failed.push(gate("excluded_title_keywords", pattern.label, Field::Title));
         }
     }
 }
 
 /// Adds a group's best match (if any) to the outcome and its points to `earned`.
-fn earn<'s>(outcome: &mut Outcome<'s>, earned: &mut i64, criterion: &'static str, found: Option<(&'s Pattern<'_>, Field)>) {
+fn earn<'s>(
+    outcome: &mut Outcome<'s>,
+    earned: &mut i64,
+    criterion: &'static str,
+    found: Option<(&'s Pattern<'_>, Field)>,
+) {
     if let Some((pattern, field)) = found {
         *earned += pattern.points;
-        outcome.matched.push(matched(criterion, pattern.label, field, pattern.points));
+        outcome
+            .matched
+            .push(matched(criterion, pattern.label, field, pattern.points));
     }
 }
 
-fn matched<'s>(criterion: &'static str, value: &'s str, field: Field, points: i64) -> MatchedCriterion<'s> {
-    MatchedCriterion { criterion: Cow::Borrowed(criterion), value: Cow::Borrowed(value), field: Cow::Borrowed(field.name()), points }
+fn matched<'s>(
+    criterion: &'static str,
+    value: &'s str,
+    field: Field,
+    points: i64,
+) -> MatchedCriterion<'s> {
+    MatchedCriterion {
+        criterion: Cow::Borrowed(criterion),
+        value: Cow::Borrowed(value),
+        field: Cow::Borrowed(field.name()),
+        points,
+    }
 }
 
 /// The first pattern (so the one with the most points) found in any of `fields`, with the field.
-fn first_match<'p, 't>(patterns: &'p [Pattern<'t>], scratch: &Scratch, fields: &[Field]) -> Option<(&'p Pattern<'t>, Field)> {
+fn first_match<'p, 't>(
+    patterns: &'p [Pattern<'t>],
+    scratch: &Scratch,
+    fields: &[Field],
+) -> Option<(&'p Pattern<'t>, Field)> {
     patterns.iter().find_map(|pattern| {
-        fields.iter().find(|field| pattern.found_in(scratch.text(**field))).map(|field| (pattern, *field))
+        fields
+            .iter()
+            .find(|field| pattern.found_in(scratch.text(**field)))
+            .map(|field| (pattern, *field))
     })
 }
 
@@ -463,7 +607,9 @@ impl Scratch {
             if reads & field.bit() == 0 {
                 continue;
             }
-            let Some(text) = prospect.text(field) else { continue };
+            let Some(text) = prospect.text(field) else {
+                continue;
+            };
             if field == Field::CompanyDomain {
                 buffer.push_str(text.trim());
                 buffer.make_ascii_lowercase();
@@ -494,11 +640,17 @@ mod tests {
     use crate::targeting::TitleCriteria;
 
     fn kw(keyword: &str, points: i64) -> KeywordPoints {
-        KeywordPoints { keyword: keyword.into(), points }
+        KeywordPoints {
+            keyword: keyword.into(),
+            points,
+        }
     }
 
     fn val(value: &str, points: i64) -> ValuePoints {
-        ValuePoints { value: value.into(), points }
+        ValuePoints {
+            value: value.into(),
+            points,
+        }
     }
 
     fn size(min: Option<i64>, max: Option<i64>, points: i64) -> SizeRange {
@@ -514,13 +666,20 @@ mod tests {
     fn saas_profile() -> (Criteria, Gates) {
         let criteria = Criteria {
             titles: TitleCriteria {
-                include: vec![kw("VP Engineering", 25), kw("CTO", 30), kw("head of engineering", 20)],
+                include: vec![
+                    kw("VP Engineering", 25),
+                    kw("CTO", 30),
+                    kw("head of engineering", 20),
+                ],
                 exclude: strings(&["assistant"]),
             },
             seniorities: vec![val("vp", 15), val("c-level", 20)],
             departments: vec![val("engineering", 10)],
             industries: vec![val("software", 20), val("financial services", 10)],
-            company_sizes: vec![size(Some(50), Some(500), 15), size(Some(501), Some(5000), 10)],
+            company_sizes: vec![
+                size(Some(50), Some(500), 15),
+                size(Some(501), Some(5000), 10),
+            ],
             locations: vec![kw("germany", 10), kw("berlin", 5)],
             keywords: vec![kw("saas", 5), kw("machine learning", 5)],
         };
@@ -618,7 +777,10 @@ mod tests {
                 // industries 20 of 110 = 18.2 -> 18
                 score: 18,
                 tier: Tier::D,
-                matched: &[("titles.exclude", "assistant", "title", 0), ("industries", "software", "company_industry", 20)],
+                matched: &[
+                    ("titles.exclude", "assistant", "title", 0),
+                    ("industries", "software", "company_industry", 20),
+                ],
                 gates_failed: &[],
                 missing: &["seniority"],
             },
@@ -658,7 +820,13 @@ mod tests {
                 tier: Tier::Disqualified,
                 matched: &[],
                 gates_failed: &[("excluded_title_keywords", "student", "title")],
-                missing: &["seniority", "department", "company_size", "location", "country"],
+                missing: &[
+                    "seniority",
+                    "department",
+                    "company_size",
+                    "location",
+                    "country",
+                ],
             },
             Case {
                 name: "a subdomain of an excluded domain disqualifies, with every failed gate listed",
@@ -694,7 +862,14 @@ mod tests {
                 tier: Tier::D,
                 matched: &[("titles", "head of engineering", "title", 20)],
                 gates_failed: &[],
-                missing: &["seniority", "department", "company_industry", "company_size", "location", "country"],
+                missing: &[
+                    "seniority",
+                    "department",
+                    "company_industry",
+                    "company_size",
+                    "location",
+                    "country",
+                ],
             },
             Case {
                 name: "a prospect with nothing to read scores 0 and lists what is missing",
@@ -747,22 +922,46 @@ mod tests {
     #[test]
     fn hand_checked_prospects_score_as_expected() {
         let (criteria, gates) = saas_profile();
-        let scorer = Scorer::new(&criteria, &gates, Tiers { a: 80, b: 60, c: 40 });
+        let scorer = Scorer::new(
+            &criteria,
+            &gates,
+            Tiers {
+                a: 80,
+                b: 60,
+                c: 40,
+            },
+        );
         assert_eq!(scorer.available_points(), 110);
         let mut scratch = Scratch::default();
         for case in cases() {
             let outcome = scorer.score(&case.prospect, &mut scratch);
-            let matched: Vec<(&str, &str, &str, i64)> =
-                outcome.matched.iter().map(|m| (&*m.criterion, &*m.value, &*m.field, m.points)).collect();
-            let gates_failed: Vec<(&str, &str, &str)> = outcome.gates_failed.iter().map(|g| (&*g.gate, &*g.value, &*g.field)).collect();
+            let matched: Vec<(&str, &str, &str, i64)> = outcome
+                .matched
+                .iter()
+                .map(|m| (&*m.criterion, &*m.value, &*m.field, m.points))
+                .collect();
+            let gates_failed: Vec<(&str, &str, &str)> = outcome
+                .gates_failed
+                .iter()
+                .map(|g| (&*g.gate, &*g.value, &*g.field))
+                .collect();
             assert_eq!(outcome.score, case.score, "{}: score", case.name);
             assert_eq!(outcome.tier, case.tier, "{}: tier", case.name);
             assert_eq!(matched, case.matched, "{}: matched", case.name);
-            assert_eq!(gates_failed, case.gates_failed, "{}: gates failed", case.name);
+            assert_eq!(
+                gates_failed, case.gates_failed,
+                "{}: gates failed",
+                case.name
+            );
             assert_eq!(outcome.missing, case.missing, "{}: missing", case.name);
             if outcome.tier != Tier::Disqualified {
                 let earned: i64 = outcome.matched.iter().map(|m| m.points).sum();
-                assert_eq!(outcome.score, (earned * 200 + 110) / 220, "{}: the matches explain the score", case.name);
+                assert_eq!(
+                    outcome.score,
+                    (earned * 200 + 110) / 220,
+                    "{}: the matches explain the score",
+                    case.name
+                );
             }
         }
     }
@@ -771,20 +970,68 @@ mod tests {
     fn scores_round_half_up_and_tiers_start_at_their_thresholds() {
         // 8 points available: 1 earned is 12.5 -> 13; 4 is 50; 5 is 62.5 -> 63; 7 is 87.5 -> 88.
         let criteria = Criteria {
-            titles: TitleCriteria { include: vec![kw("cto", 4)], exclude: vec![] },
+            titles: TitleCriteria {
+                include: vec![kw("cto", 4)],
+                exclude: vec![],
+            },
             departments: vec![val("engineering", 3)],
             keywords: vec![kw("rust", 1)],
             ..Criteria::default()
         };
         let gates = Gates::default();
-        let scorer = Scorer::new(&criteria, &gates, Tiers { a: 88, b: 63, c: 13 });
+        let scorer = Scorer::new(
+            &criteria,
+            &gates,
+            Tiers {
+                a: 88,
+                b: 63,
+                c: 13,
+            },
+        );
         let mut scratch = Scratch::default();
         let table = [
-            (ProspectFields { headline: Some("Rust!"), ..ProspectFields::default() }, 13, Tier::C),
-            (ProspectFields { title: Some("CTO"), ..ProspectFields::default() }, 50, Tier::C),
-            (ProspectFields { title: Some("CTO"), headline: Some("rust"), ..ProspectFields::default() }, 63, Tier::B),
-            (ProspectFields { title: Some("CTO"), department: Some("Engineering"), ..ProspectFields::default() }, 88, Tier::A),
-            (ProspectFields { title: Some("Rustacean"), ..ProspectFields::default() }, 0, Tier::D),
+            (
+                ProspectFields {
+                    headline: Some("Rust!"),
+                    ..ProspectFields::default()
+                },
+                13,
+                Tier::C,
+            ),
+            (
+                ProspectFields {
+                    title: Some("CTO"),
+                    ..ProspectFields::default()
+                },
+                50,
+                Tier::C,
+            ),
+            (
+                ProspectFields {
+                    title: Some("CTO"),
+                    headline: Some("rust"),
+                    ..ProspectFields::default()
+                },
+                63,
+                Tier::B,
+            ),
+            (
+                ProspectFields {
+                    title: Some("CTO"),
+                    department: Some("Engineering"),
+                    ..ProspectFields::default()
+                },
+                88,
+                Tier::A,
+            ),
+            (
+                ProspectFields {
+                    title: Some("Rustacean"),
+                    ..ProspectFields::default()
+                },
+                0,
+                Tier::D,
+            ),
         ];
         for (prospect, score, tier) in table {
             let outcome = scorer.score(&prospect, &mut scratch);
@@ -795,12 +1042,29 @@ mod tests {
     #[test]
     fn the_first_entry_wins_a_tie_and_the_most_points_win_otherwise() {
         let criteria = Criteria {
-            titles: TitleCriteria { include: vec![kw("engineer", 5), kw("senior engineer", 9), kw("senior", 9)], exclude: vec![] },
+            titles: TitleCriteria {
+                include: vec![kw("engineer", 5), kw("senior engineer", 9), kw("senior", 9)],
+                exclude: vec![],
+            },
             ..Criteria::default()
         };
         let gates = Gates::default();
-        let scorer = Scorer::new(&criteria, &gates, Tiers { a: 80, b: 60, c: 40 });
-        let outcome = scorer.score(&ProspectFields { title: Some("Senior Engineer"), ..ProspectFields::default() }, &mut Scratch::default());
+        let scorer = Scorer::new(
+            &criteria,
+            &gates,
+            Tiers {
+                a: 80,
+                b: 60,
+                c: 40,
+            },
+        );
+        let outcome = scorer.score(
+            &ProspectFields {
+                title: Some("Senior Engineer"),
+                ..ProspectFields::default()
+            },
+            &mut Scratch::default(),
+        );
         assert_eq!(outcome.matched.len(), 1);
         assert_eq!(outcome.matched[0].value, "senior engineer");
         assert_eq!(outcome.score, 100);
@@ -824,11 +1088,30 @@ mod tests {
     #[test]
     fn outcomes_are_the_same_however_often_they_are_computed() {
         let (criteria, gates) = saas_profile();
-        let scorer = Scorer::new(&criteria, &gates, Tiers { a: 80, b: 60, c: 40 });
+        let scorer = Scorer::new(
+            &criteria,
+            &gates,
+            Tiers {
+                a: 80,
+                b: 60,
+                c: 40,
+            },
+        );
         let mut scratch = Scratch::default();
-        let first: Vec<Outcome<'_>> = cases().iter().map(|case| scorer.score(&case.prospect, &mut scratch)).collect();
-        let again: Vec<Outcome<'_>> = cases().iter().rev().map(|case| scorer.score(&case.prospect, &mut scratch)).collect();
-        assert_eq!(first, again.into_iter().rev().collect::<Vec<_>>(), "scratch buffers leak nothing between prospects");
+        let first: Vec<Outcome<'_>> = cases()
+            .iter()
+            .map(|case| scorer.score(&case.prospect, &mut scratch))
+            .collect();
+        let again: Vec<Outcome<'_>> = cases()
+            .iter()
+            .rev()
+            .map(|case| scorer.score(&case.prospect, &mut scratch))
+            .collect();
+        assert_eq!(
+            first,
+            again.into_iter().rev().collect::<Vec<_>>(),
+            "scratch buffers leak nothing between prospects"
+        );
     }
 
     #[test]
@@ -836,10 +1119,24 @@ mod tests {
         // Not a timed assertion: a smoke test that a large batch goes through without per-criterion
         // allocation blowing up. The benchmark in bench/ measures the rate.
         let (criteria, gates) = saas_profile();
-        let scorer = Scorer::new(&criteria, &gates, Tiers { a: 80, b: 60, c: 40 });
+        let scorer = Scorer::new(
+            &criteria,
+            &gates,
+            Tiers {
+                a: 80,
+                b: 60,
+                c: 40,
+            },
+        );
         let mut scratch = Scratch::default();
         let prospects = cases();
-        let total: i64 = (0..20_000).map(|i| scorer.score(&prospects[i % prospects.len()].prospect, &mut scratch).score).sum();
+        let total: i64 = (0..20_000)
+            .map(|i| {
+                scorer
+                    .score(&prospects[i % prospects.len()].prospect, &mut scratch)
+                    .score
+            })
+            .sum();
         assert!(total > 0);
     }
 }

@@ -128,14 +128,21 @@ impl Checked {
 impl StartScoringRunInput {
     fn check(&self) -> Result<Checked, ApiError> {
         match (&self.list_id, &self.prospect_ids) {
-            (Some(_), Some(_)) => Err(ApiError::invalid_request("Give `list_id` or `prospect_ids`, not both.")),
-            (None, None) => Err(ApiError::invalid_request("Give the prospects to score: `list_id` or `prospect_ids`.")),
+            (Some(_), Some(_)) => Err(ApiError::invalid_request(
+                "Give `list_id` or `prospect_ids`, not both.",
+            )),
+            (None, None) => Err(ApiError::invalid_request(
+                "Give the prospects to score: `list_id` or `prospect_ids`.",
+            )),
             (Some(list_id), None) => Ok(Checked::List(list_id.trim().to_owned())),
             (None, Some(prospect_ids)) => {
                 if prospect_ids.is_empty() {
-                    return Err(ApiError::invalid_request("`prospect_ids` must name at least one prospect."));
+                    return Err(ApiError::invalid_request(
+                        "`prospect_ids` must name at least one prospect.",
+                    ));
                 }
-                let mut distinct: Vec<String> = prospect_ids.iter().map(|id| id.trim().to_owned()).collect();
+                let mut distinct: Vec<String> =
+                    prospect_ids.iter().map(|id| id.trim().to_owned()).collect();
                 distinct.sort_unstable();
                 distinct.dedup();
                 if distinct.len() > run::MAX_PROSPECT_IDS {
@@ -156,7 +163,10 @@ async fn price_scoring(ctx: &Ctx, input: &StartScoringRunInput) -> Result<Price,
     let checked = input.check()?;
     targeting::fetch(ctx.db().pool(), ctx.workspace_id(), &input.targeting_id).await?;
     let prospects = run::count(ctx, checked.subject()).await?;
-    Ok(Price::line(PRICE_ITEM, prospects, ctx.unit_price(PRICE_ITEM)).detail("prospects", prospects))
+    Ok(
+        Price::line(PRICE_ITEM, prospects, ctx.unit_price(PRICE_ITEM))
+            .detail("prospects", prospects),
+    )
 }
 
 /// Score prospects against a targeting.
@@ -173,13 +183,26 @@ async fn price_scoring(ctx: &Ctx, input: &StartScoringRunInput) -> Result<Price,
 /// 404; an empty list and unknown prospect ids are 400s. Honours `Idempotency-Key`: a retry with the
 /// same key returns the first run and spends nothing again.
 #[action(scope = "write", credits = price_scoring, idempotent, http = "POST /scoring-runs")]
-pub async fn start_scoring_run(ctx: Ctx, input: StartScoringRunInput) -> Result<ScoringRun, ApiError> {
+pub async fn start_scoring_run(
+    ctx: Ctx,
+    input: StartScoringRunInput,
+) -> Result<ScoringRun, ApiError> {
     let checked = input.check()?;
     // Read before the transaction: on SQLite a transaction must begin with its first write.
-    let targeting = targeting::fetch(ctx.db().pool(), ctx.workspace_id(), &input.targeting_id).await?;
+    let targeting =
+        targeting::fetch(ctx.db().pool(), ctx.workspace_id(), &input.targeting_id).await?;
     let mut tx = ctx.db().pool().begin().await?;
-    let run = score_prospects(&ctx, &mut tx, &targeting, checked.subject(), ctx.unit_price(PRICE_ITEM)).await?;
-    let reserved = ctx.reservation().map_or(0, |reservation| reservation.amount);
+    let run = score_prospects(
+        &ctx,
+        &mut tx,
+        &targeting,
+        checked.subject(),
+        ctx.unit_price(PRICE_ITEM),
+    )
+    .await?;
+    let reserved = ctx
+        .reservation()
+        .map_or(0, |reservation| reservation.amount);
     if run.credits_spent > reserved {
         // The list grew between pricing and scoring; rolling back leaves nothing written or spent.
         return Err(ApiError::new(
@@ -191,7 +214,8 @@ pub async fn start_scoring_run(ctx: Ctx, input: StartScoringRunInput) -> Result<
             ),
         ));
     }
-    ctx.settle_credits(&mut tx, run.credits_spent, &run.id).await?;
+    ctx.settle_credits(&mut tx, run.credits_spent, &run.id)
+        .await?;
     tx.commit().await?;
     Ok(run)
 }
@@ -200,15 +224,19 @@ async fn fetch_run(ctx: &Ctx, id: &str) -> Result<ScoringRun, ApiError> {
     if !ids::is_id("scr", id) {
         return Err(ApiError::new(
             ErrorCode::NotFound,
-            format!("No scoring run with id `{id}`: scoring run ids look like `scr_` followed by 20 letters and digits."),
+            format!(
+                "No scoring run with id `{id}`: scoring run ids look like `scr_` followed by 20 letters and digits."
+            ),
         ));
     }
-    let row = sqlx::query(AssertSqlSafe(format!("select {RUN_COLUMNS} from scoring_runs where workspace_id = $1 and id = $2")))
-        .bind(ctx.workspace_id())
-        .bind(id)
-        .fetch_optional(ctx.db().pool())
-        .await?
-        .ok_or_else(|| ApiError::not_found("scoring run", id))?;
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "select {RUN_COLUMNS} from scoring_runs where workspace_id = $1 and id = $2"
+    )))
+    .bind(ctx.workspace_id())
+    .bind(id)
+    .fetch_optional(ctx.db().pool())
+    .await?
+    .ok_or_else(|| ApiError::not_found("scoring run", id))?;
     ScoringRun::from_row(&row)
 }
 
@@ -244,16 +272,28 @@ pub struct ListScoringRunsInput {
 /// Filter with `targeting_id` and `list_id`. Paged with `limit` (1 to 200, default 25) and
 /// `offset`; follow `next_offset` while `has_more`. Costs nothing.
 #[action(scope = "read", http = "GET /scoring-runs")]
-pub async fn list_scoring_runs(ctx: Ctx, input: ListScoringRunsInput) -> Result<Page<ScoringRun>, ApiError> {
+pub async fn list_scoring_runs(
+    ctx: Ctx,
+    input: ListScoringRunsInput,
+) -> Result<Page<ScoringRun>, ApiError> {
     let mut filter = String::from("workspace_id = $1");
     let mut binds: Vec<&str> = vec![ctx.workspace_id()];
-    for (column, value) in [("targeting_id", &input.targeting_id), ("list_id", &input.list_id)] {
-        if let Some(value) = value.as_deref().map(str::trim).filter(|value| !value.is_empty()) {
+    for (column, value) in [
+        ("targeting_id", &input.targeting_id),
+        ("list_id", &input.list_id),
+    ] {
+        if let Some(value) = value
+            .as_deref()
+            .map(str::trim)
+            .filter(|value| !value.is_empty())
+        {
             binds.push(value);
             filter.push_str(&format!(" and {column} = ${}", binds.len()));
         }
     }
-    let mut count = sqlx::query(AssertSqlSafe(format!("select count(*) as total from scoring_runs where {filter}")));
+    let mut count = sqlx::query(AssertSqlSafe(format!(
+        "select count(*) as total from scoring_runs where {filter}"
+    )));
     for bind in &binds {
         count = count.bind(*bind);
     }
@@ -268,9 +308,20 @@ pub async fn list_scoring_runs(ctx: Ctx, input: ListScoringRunsInput) -> Result<
     for bind in &binds {
         page = page.bind(*bind);
     }
-    let rows = page.bind(limit).bind(offset).fetch_all(ctx.db().pool()).await?;
-    let items = rows.iter().map(ScoringRun::from_row).collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(input.page, u64::try_from(total).unwrap_or(0), items))
+    let rows = page
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(ctx.db().pool())
+        .await?;
+    let items = rows
+        .iter()
+        .map(ScoringRun::from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Page::new(
+        input.page,
+        u64::try_from(total).unwrap_or(0),
+        items,
+    ))
 }
 
 /// One prospect's result in a scoring run.
@@ -294,7 +345,8 @@ pub struct ScoringResult {
 
 impl ScoringResult {
     fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
-        let json = |column: &str| -> Result<String, ApiError> { Ok(row.try_get::<String, _>(column)?) };
+        let json =
+            |column: &str| -> Result<String, ApiError> { Ok(row.try_get::<String, _>(column)?) };
         let tier: String = row.try_get("tier")?;
         let first: Option<String> = row.try_get("first_name")?;
         let last: Option<String> = row.try_get("last_name")?;
@@ -308,9 +360,11 @@ impl ScoringResult {
             title: row.try_get("title")?,
             company_name: row.try_get("company_name")?,
             score: row.try_get("score")?,
-            tier: Tier::parse(&tier).ok_or_else(|| ApiError::internal(format!("stored tier `{tier}`")))?,
+            tier: Tier::parse(&tier)
+                .ok_or_else(|| ApiError::internal(format!("stored tier `{tier}`")))?,
             matched: serde_json::from_str(&json("matched")?).map_err(ApiError::internal)?,
-            gates_failed: serde_json::from_str(&json("gates_failed")?).map_err(ApiError::internal)?,
+            gates_failed: serde_json::from_str(&json("gates_failed")?)
+                .map_err(ApiError::internal)?,
             missing: serde_json::from_str(&json("missing")?).map_err(ApiError::internal)?,
         })
     }
@@ -334,11 +388,21 @@ pub struct ListScoringResultsInput {
 /// `tier`. Paged with `limit` (1 to 200, default 25) and `offset`. A prospect deleted since the
 /// run has no result. Costs nothing.
 #[action(scope = "read", http = "GET /scoring-runs/{id}/results")]
-pub async fn list_scoring_results(ctx: Ctx, input: ListScoringResultsInput) -> Result<Page<ScoringResult>, ApiError> {
+pub async fn list_scoring_results(
+    ctx: Ctx,
+    input: ListScoringResultsInput,
+) -> Result<Page<ScoringResult>, ApiError> {
     let run = fetch_run(&ctx, &input.id).await?;
     let tier = input.tier.map(Tier::as_str);
-    let filter = if tier.is_some() { "r.run_id = $1 and r.tier = $2" } else { "r.run_id = $1" };
-    let mut count = sqlx::query(AssertSqlSafe(format!("select count(*) as total from scoring_results r where {filter}"))).bind(&run.id);
+    let filter = if tier.is_some() {
+        "r.run_id = $1 and r.tier = $2"
+    } else {
+        "r.run_id = $1"
+    };
+    let mut count = sqlx::query(AssertSqlSafe(format!(
+        "select count(*) as total from scoring_results r where {filter}"
+    )))
+    .bind(&run.id);
     if let Some(tier) = tier {
         count = count.bind(tier);
     }
@@ -355,7 +419,18 @@ pub async fn list_scoring_results(ctx: Ctx, input: ListScoringResultsInput) -> R
     if let Some(tier) = tier {
         page = page.bind(tier);
     }
-    let rows = page.bind(limit).bind(offset).fetch_all(ctx.db().pool()).await?;
-    let items = rows.iter().map(ScoringResult::from_row).collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(input.page, u64::try_from(total).unwrap_or(0), items))
+    let rows = page
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(ctx.db().pool())
+        .await?;
+    let items = rows
+        .iter()
+        .map(ScoringResult::from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Page::new(
+        input.page,
+        u64::try_from(total).unwrap_or(0),
+        items,
+    ))
 }

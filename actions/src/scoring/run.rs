@@ -9,8 +9,8 @@
 //!
 //! Writes are batched: results go in as multi-row inserts of [`BATCH`] rows, and the prospects'
 //! latest scores are then updated by one `update ... from scoring_results` join, which both
-//! backends accept. On PostgreSQL the prospects are locked in id order first, so two runs over
-//! overlapping prospects queue instead of deadlocking; SQLite has one writer at a time anyway.
+//! backends accept. On PostgreSQL the prospects are locked in id order as they are read, so two
+//! runs over overlapping prospects queue instead of deadlocking; SQLite has one writer at a time.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -37,7 +37,7 @@ pub const MAX_PROSPECT_IDS: usize = 10_000;
 pub enum Subject<'a> {
     /// Every member of a list (`lst_...`).
     List(&'a str),
-    /// These prospects (distinct ids).
+    /// These prospects; a repeated id counts once. Ids of other workspaces are skipped.
     Prospects(&'a [String]),
 }
 
@@ -71,6 +71,7 @@ struct Packed<'a> {
     company_domain: Option<Cow<'a, str>>,
     #[serde(borrow)]
     company_industry: Option<Cow<'a, str>>,
+    #[serde(deserialize_with = "lenient_size")]
     company_size: Option<i64>,
     #[serde(borrow)]
     location: Option<Cow<'a, str>>,
@@ -93,6 +94,39 @@ impl Packed<'_> {
             country: self.country.as_deref(),
         }
     }
+}
+
+/// Reads a company size as a whole number of employees; anything else (text a backend stored in
+/// an integer column, a fraction) counts as no size rather than failing the whole run.
+fn lenient_size<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<i64>, D::Error> {
+    struct Size;
+    impl serde::de::Visitor<'_> for Size {
+        type Value = Option<i64>;
+        fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            formatter.write_str("a company size")
+        }
+        fn visit_i64<E>(self, value: i64) -> Result<Self::Value, E> {
+            Ok(Some(value))
+        }
+        fn visit_u64<E>(self, value: u64) -> Result<Self::Value, E> {
+            Ok(i64::try_from(value).ok())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E>(self, value: &str) -> Result<Self::Value, E> {
+            Ok(value.trim().parse().ok())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    }
+    deserializer.deserialize_any(Size)
 }
 
 /// The select expression that packs a prospect (`p`) in the order of [`Packed`]'s fields.
@@ -150,11 +184,20 @@ fn no_list(id: &str) -> ApiError {
     if ids::is_id("lst", id) {
         ApiError::not_found("list", id)
     } else {
-        ApiError::new(ErrorCode::NotFound, format!("No list with id `{id}`: list ids look like `lst_` followed by 20 letters and digits."))
+        ApiError::new(
+            ErrorCode::NotFound,
+            format!(
+                "No list with id `{id}`: list ids look like `lst_` followed by 20 letters and digits."
+            ),
+        )
     }
 }
 
-async fn list_exists<'c, E>(executor: E, workspace_id: &str, list_id: &str) -> Result<bool, ApiError>
+async fn list_exists<'c, E>(
+    executor: E,
+    workspace_id: &str,
+    list_id: &str,
+) -> Result<bool, ApiError>
 where
     E: sqlx::Executor<'c, Database = sqlx::Any>,
 {
@@ -170,7 +213,10 @@ where
 }
 
 /// The ids among `wanted` that are prospects of the workspace.
-async fn existing_ids(ctx: &Ctx, wanted: &[String]) -> Result<std::collections::HashSet<String>, ApiError> {
+async fn existing_ids(
+    ctx: &Ctx,
+    wanted: &[String],
+) -> Result<std::collections::HashSet<String>, ApiError> {
     let mut found = std::collections::HashSet::with_capacity(wanted.len());
     for chunk in wanted.chunks(BATCH) {
         let mut sql = String::from("select id from prospects where workspace_id = ");
@@ -216,31 +262,67 @@ pub async fn count(ctx: &Ctx, subject: Subject<'_>) -> Result<i64, ApiError> {
         }
         Subject::Prospects(prospect_ids) => {
             let found = existing_ids(ctx, prospect_ids).await?;
-            let unknown: Vec<&String> = prospect_ids.iter().filter(|id| !found.contains(*id)).collect();
+            let unknown: Vec<&String> = prospect_ids
+                .iter()
+                .filter(|id| !found.contains(*id))
+                .collect();
             if !unknown.is_empty() {
-                let shown = unknown.iter().take(20).map(|id| format!("`{id}`")).collect::<Vec<_>>().join(", ");
-                let more = if unknown.len() > 20 { format!(" and {} more", unknown.len() - 20) } else { String::new() };
-                let noun = if unknown.len() == 1 { "is not a prospect" } else { "are not prospects" };
+                let shown = unknown
+                    .iter()
+                    .take(20)
+                    .map(|id| format!("`{id}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let more = if unknown.len() > 20 {
+                    format!(" and {} more", unknown.len() - 20)
+                } else {
+                    String::new()
+                };
+                let noun = if unknown.len() == 1 {
+                    "is not a prospect"
+                } else {
+                    "are not prospects"
+                };
                 return Err(ApiError::invalid_request(format!(
                     "`prospect_ids`: {shown}{more} {noun} of this workspace; nothing was scored."
                 ))
-                .with_extra("unknown_ids", unknown.into_iter().cloned().collect::<Vec<String>>()));
+                .with_extra(
+                    "unknown_ids",
+                    unknown.into_iter().cloned().collect::<Vec<String>>(),
+                ));
             }
             Ok(i64::try_from(prospect_ids.len()).unwrap_or(i64::MAX))
         }
     }
 }
 
-/// Loads the prospects of `subject`, packed (see [`Packed`]) and ordered by id.
-async fn load(conn: &mut AnyConnection, backend: Backend, workspace_id: &str, subject: Subject<'_>) -> Result<Vec<AnyRow>, ApiError> {
+/// Loads the prospects of `subject`, packed (see [`Packed`]) and ordered by id. On PostgreSQL
+/// the rows are locked as they are read, in id order, for the update that ends the run: two runs
+/// over the same prospects then queue rather than deadlock. (`for no key update`, the lock an
+/// update takes, because it does not conflict with the key-share locks the results' foreign keys
+/// take on the same rows.)
+async fn load(
+    conn: &mut AnyConnection,
+    backend: Backend,
+    workspace_id: &str,
+    subject: Subject<'_>,
+) -> Result<Vec<AnyRow>, ApiError> {
     let packed = packed_prospect(backend);
+    let lock = match backend {
+        Backend::Sqlite => "",
+        Backend::Postgres => " for no key update of p",
+    };
     match subject {
         Subject::List(list_id) => {
             let sql = format!(
                 "select {packed} from list_members m join prospects p on p.id = m.prospect_id \
-                 where m.list_id = $1 and p.workspace_id = $2 order by p.id"
+                 where m.list_id = $1 and p.workspace_id = $2 order by p.id{lock}"
             );
-            Ok(sqlx::query(AssertSqlSafe(sql)).bind(list_id).bind(workspace_id).fetch_all(&mut *conn).await?)
+            Ok(sqlx::query(AssertSqlSafe(sql))
+                .bind(list_id)
+                .bind(workspace_id)
+                .fetch_all(&mut *conn)
+                .await?)
         }
         Subject::Prospects(prospect_ids) => {
             // Sorted chunks, each read in id order, come back in id order overall.
@@ -255,6 +337,7 @@ async fn load(conn: &mut AnyConnection, backend: Backend, workspace_id: &str, su
                 sql.push_str(" and p.id in (");
                 placeholders.list(&mut sql, chunk.len());
                 sql.push_str(") order by p.id");
+                sql.push_str(lock);
                 let mut query = sqlx::query(AssertSqlSafe(sql)).bind(workspace_id);
                 for id in chunk {
                     query = query.bind(id);
@@ -280,7 +363,11 @@ fn insert_sql(backend: Backend, rows: usize) -> String {
 }
 
 fn json_array<T: Serialize>(items: &[T]) -> Result<String, ApiError> {
-    if items.is_empty() { Ok("[]".to_owned()) } else { serde_json::to_string(items).map_err(ApiError::internal) }
+    if items.is_empty() {
+        Ok("[]".to_owned())
+    } else {
+        serde_json::to_string(items).map_err(ApiError::internal)
+    }
 }
 
 /// One result, ready to bind.
@@ -300,7 +387,11 @@ async fn insert_results(
     rows: &[ResultRow],
     full_sql: &Arc<str>,
 ) -> Result<(), ApiError> {
-    let sql: Arc<str> = if rows.len() == BATCH { full_sql.clone() } else { Arc::from(insert_sql(backend, rows.len())) };
+    let sql: Arc<str> = if rows.len() == BATCH {
+        full_sql.clone()
+    } else {
+        Arc::from(insert_sql(backend, rows.len()))
+    };
     let mut query = sqlx::query(AssertSqlSafe(sql));
     for row in rows {
         query = query
@@ -320,7 +411,7 @@ async fn insert_results(
 /// records the run (status `completed`), one result per prospect, and each prospect's latest
 /// score, tier, targeting id and version and `scored_at`. The run's `credits_spent` is the
 /// prospects scored times `unit_price`; the caller settles that much in the same transaction.
-/// Must be the caller's first write when it is its first statement on SQLite (it is a write).
+/// Its first statement is a write, so it may be the first thing a SQLite transaction does.
 pub async fn score_prospects(
     ctx: &Ctx,
     conn: &mut AnyConnection,
@@ -382,15 +473,6 @@ pub async fn score_prospects(
     drop(prospects);
 
     let completed_at = ctx.now_ms();
-    if backend == Backend::Postgres {
-        sqlx::query(
-            "select count(*) from (select p.id from prospects p where p.id in \
-             (select prospect_id from scoring_results where run_id = $1) order by p.id for update of p) locked",
-        )
-        .bind(&run_id)
-        .fetch_one(&mut *conn)
-        .await?;
-    }
     sqlx::query(
         "update prospects set score = r.score, tier = r.tier, targeting_id = $2, targeting_version = $3, scored_at = $4 \
          from scoring_results r where r.run_id = $1 and r.prospect_id = prospects.id",
@@ -432,4 +514,45 @@ pub async fn score_prospects(
         created_at: rfc3339(created_at),
         completed_at: Some(rfc3339(completed_at)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_prospects_parse_with_escapes_and_odd_sizes() {
+        let text = r#"["prs_1", "VP \"Sales\"", null, "VP", null, "Acme", "acme.com", "Software", "120", "Berlin", null]"#;
+        let packed: Packed<'_> = serde_json::from_str(text).expect("parse");
+        let fields = packed.fields();
+        assert_eq!(&*packed.id, "prs_1");
+        assert_eq!(fields.title, Some("VP \"Sales\""));
+        assert_eq!((fields.headline, fields.country), (None, None));
+        assert_eq!(fields.company_size, Some(120));
+        for (size, expected) in [
+            ("42", Some(42)),
+            ("null", None),
+            ("\"many\"", None),
+            ("12.5", None),
+            ("true", None),
+        ] {
+            let text =
+                format!(r#"["p", null, null, null, null, null, null, null, {size}, null, null]"#);
+            let packed: Packed<'_> = serde_json::from_str(&text).expect("parse");
+            assert_eq!(packed.company_size, expected, "{size}");
+        }
+    }
+
+    #[test]
+    fn placeholders_are_numbered_on_postgres_and_anonymous_on_sqlite() {
+        assert_eq!(
+            insert_sql(Backend::Postgres, 2),
+            "insert into scoring_results (run_id, prospect_id, score, tier, matched, gates_failed, missing) values \
+             ($1, $2, $3, $4, $5, $6, $7), ($8, $9, $10, $11, $12, $13, $14)"
+        );
+        assert!(
+            insert_sql(Backend::Sqlite, 2)
+                .ends_with("values (?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?)")
+        );
+    }
 }
