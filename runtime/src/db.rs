@@ -53,6 +53,9 @@ impl Db {
                     // in parallel while `busy_timeout` queues writers instead of failing them.
                     .max_connections(8)
                     .min_connections(1)
+                    // A local file does not drop connections; the liveness ping sqlx sends before
+                    // each checkout is a round trip to the connection's thread on every query.
+                    .test_before_acquire(false)
                     .acquire_timeout(Duration::from_secs(30))
                     .after_connect(|conn, _meta| {
                         Box::pin(async move {
