@@ -10,11 +10,15 @@
 //! 3. MCP `tools/call service_get_workspace` at `/api/mcp`;
 //! 4. `GET /api/v1/prospects?limit=200` over the seeded prospects.
 //!
+//! `--phases issue3` adds the benchmark of issue 3 (see `issue3.rs`): a CSV import against a plain
+//! batched insert of the same rows, and a scoring run over them.
+//!
 //! It prints requests/s, p50/p99 latency, errors, the ratio to the baseline, the CPU time the
 //! server spent per request, and the server's peak RSS. It asserts nothing about time: a figure
 //! that misses its aim is reported, and the run still completes.
 
 mod baseline;
+mod issue3;
 mod load;
 mod procfs;
 mod seed;
@@ -71,7 +75,7 @@ struct RunArgs {
     /// Concurrent keep-alive connections, each with one request in flight.
     #[arg(long, default_value_t = 32)]
     connections: usize,
-    /// Prospects seeded before the list phase.
+    /// Prospects seeded before the list phase; also the rows the `issue3` phase imports and scores.
     #[arg(long, default_value_t = 100_000)]
     prospects: u64,
     /// Do not run `cargo build --release -p outreach` first.
@@ -104,6 +108,9 @@ enum PhaseKind {
     Mcp,
     /// `GET /api/v1/prospects?limit=200` over the seeded prospects.
     List,
+    /// Issue 3: a CSV import of `--prospects` rows against a plain batched insert, then scoring
+    /// them (see `issue3.rs`). Not a load phase: it runs after the others, on its own databases.
+    Issue3,
 }
 
 impl PhaseKind {
@@ -113,6 +120,7 @@ impl PhaseKind {
             Self::Rest => "REST GET /api/v1/workspace",
             Self::Mcp => "MCP tools/call service_get_workspace",
             Self::List => "REST GET /api/v1/prospects?limit=200",
+            Self::Issue3 => "issue 3: CSV import vs batched insert, scoring",
         }
     }
 }
@@ -223,7 +231,25 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         bin.display()
     );
     let dir = temp_dir()?;
-    let result = measure(&args, &bin, &dir).await;
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    println!(
+        "outreach-bench {}",
+        shell_line("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+    );
+    println!(
+        "machine: {cores} cores ({}), {}",
+        cpu_model(),
+        shell_line("uname", &["-sr"])
+    );
+    println!("load average before: {}", load_average());
+    let load_phases = args.phases.iter().any(|&kind| kind != PhaseKind::Issue3);
+    let mut result = Ok(());
+    if load_phases {
+        result = measure(&args, &bin, &dir).await;
+    }
+    if result.is_ok() && args.phases.contains(&PhaseKind::Issue3) {
+        result = issue3::run(&bin, &dir, usize::try_from(args.prospects)?, load_average).await;
+    }
     if args.keep || result.is_err() {
         println!("» kept {} (database and server.log)", dir.display());
     } else {
@@ -248,22 +274,11 @@ async fn measure(args: &RunArgs, bin: &Path, dir: &Path) -> anyhow::Result<()> {
     };
     let db_path = dir.join("bench.db");
     let database_url = format!("sqlite://{}", db_path.display());
-    let cores = std::thread::available_parallelism().map_or(0, usize::from);
-    println!(
-        "outreach-bench {}",
-        shell_line("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-    );
-    println!(
-        "machine: {cores} cores ({}), {}",
-        cpu_model(),
-        shell_line("uname", &["-sr"])
-    );
     println!("server: {} with {database_url}", bin.display());
     println!(
         "load: {} connections, {} s warm-up + {} s measured per phase, client on one tokio current-thread runtime",
         args.connections, args.warmup, args.duration
     );
-    println!("load average before: {}", load_average());
 
     println!("» creating a workspace and a key with the admin CLI");
     let created = service::admin(
@@ -365,6 +380,7 @@ async fn measure(args: &RunArgs, bin: &Path, dir: &Path) -> anyhow::Result<()> {
             PhaseKind::Rest => (&rest, server.pid),
             PhaseKind::Mcp => (&mcp, server.pid),
             PhaseKind::List => (&list, server.pid),
+            PhaseKind::Issue3 => continue,
         };
         println!("» {}", kind.title());
         let outcome = load::run(target, settings, pid).await?;
@@ -521,7 +537,7 @@ fn report(phases: &[Phase], hwm_kib: u64, rss_kib: u64, baseline_hwm_kib: u64) -
     };
     for phase in phases {
         let floor = match phase.kind {
-            PhaseKind::Baseline => continue,
+            PhaseKind::Baseline | PhaseKind::Issue3 => continue,
             PhaseKind::Rest => Some(0.30),
             PhaseKind::Mcp => Some(0.25),
             PhaseKind::List => None,

@@ -137,6 +137,11 @@ pub struct ApiResponse {
 }
 
 impl ApiResponse {
+    /// Reads a response sent with the test's own client.
+    pub async fn read(response: reqwest::Response) -> Self {
+        read_response(response).await
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|value| value.to_str().ok())
     }
@@ -282,8 +287,41 @@ pub async fn spawn_app_in(environment: &str) -> TestApp {
     }
 }
 
+/// Another server over the same database, as a second instance behind a load balancer would be.
+pub struct Instance {
+    pub base_url: String,
+    _shutdown: oneshot::Sender<()>,
+}
+
 impl TestApp {
     // ----- administration (what `outreach admin` does) -----
+
+    /// Starts a second server with its own connection pool on this app's database and clock.
+    pub async fn second_instance(&self) -> Instance {
+        let db = Db::connect(self._database.url())
+            .await
+            .expect("connect the second instance");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
+        let base_url = format!("http://{}", listener.local_addr().expect("local address"));
+        let state = AppState::new(
+            db,
+            self.clock.clone(),
+            Config::new(&base_url, self.environment.clone()),
+        )
+        .expect("build the second instance's state");
+        let (shutdown, stop) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            serve(state, listener, async move {
+                stop.await.ok();
+            })
+            .await
+            .expect("serve the second instance");
+        });
+        Instance {
+            base_url,
+            _shutdown: shutdown,
+        }
+    }
 
     /// Adds a member to this app's workspace.
     pub async fn add_member(&self, email: &str, role: Role) {

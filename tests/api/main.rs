@@ -12,6 +12,7 @@ mod bad_input;
 mod cli;
 mod golden;
 mod imports;
+mod instances;
 mod isolation;
 mod lists;
 mod mcp;
