@@ -4,7 +4,6 @@ use outreach_runtime::clock::rfc3339;
 use outreach_runtime::{ApiError, CredentialKind, Ctx, Role, Scope, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use sqlx::Row;
 
 /// `get_workspace` takes no input.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -46,25 +45,21 @@ pub struct Caller {
 /// Show the workspace and the caller.
 ///
 /// Returns the workspace (id, name, environment, creation time, whether the sending terms are
-/// accepted, credits balance) and the caller: the person, their role, the credential used and its effective
-/// scopes. Call it first to check a credential. Costs nothing.
+/// accepted, credits balance) and the caller: the person, their role, the credential used and
+/// its effective scopes. Call it first to check a credential. Costs nothing.
 #[action(scope = "read", http = "GET /workspace")]
 pub async fn get_workspace(ctx: Ctx, _input: GetWorkspaceInput) -> Result<WorkspaceView, ApiError> {
-    let row = sqlx::query("select id, name, created_at, terms_accepted_at, credits_balance from workspaces where id = $1")
-        .bind(ctx.workspace_id())
-        .fetch_one(ctx.db().pool())
-        .await?;
-    let terms_accepted_at: Option<i64> = row.try_get("terms_accepted_at")?;
+    // Authentication read the workspace with the credential on this very request.
     let principal = ctx.principal();
     Ok(WorkspaceView {
         workspace: Workspace {
-            id: row.try_get("id")?,
-            name: row.try_get("name")?,
+            id: principal.workspace_id.clone(),
+            name: principal.workspace.name.clone(),
             environment: ctx.config().environment.name().to_owned(),
-            created_at: rfc3339(row.try_get("created_at")?),
-            sending_terms_accepted: terms_accepted_at.is_some(),
-            sending_terms_accepted_at: terms_accepted_at.map(rfc3339),
-            credits_balance: row.try_get("credits_balance")?,
+            created_at: rfc3339(principal.workspace.created_at),
+            sending_terms_accepted: principal.workspace.terms_accepted_at.is_some(),
+            sending_terms_accepted_at: principal.workspace.terms_accepted_at.map(rfc3339),
+            credits_balance: principal.workspace.credits_balance,
         },
         caller: Caller {
             person_id: principal.person_id.clone(),

@@ -48,6 +48,19 @@ pub struct Principal {
     /// What the credential may do now; `None` only if the cap leaves nothing (never below read).
     pub effective: Scope,
     pub terms_accepted: bool,
+    /// The workspace as this request's authentication read it, so that an action showing it
+    /// needs no second query.
+    pub workspace: WorkspaceSnapshot,
+}
+
+/// The caller's workspace, read with the credential on every request.
+#[derive(Debug, Clone)]
+pub struct WorkspaceSnapshot {
+    pub name: String,
+    pub created_at: i64,
+    pub terms_accepted_at: Option<i64>,
+    /// The balance when the request began.
+    pub credits_balance: i64,
 }
 
 impl Principal {
@@ -153,7 +166,8 @@ async fn lookup_api_key(
 ) -> Result<Result<Principal, ApiError>, ApiError> {
     let row = sqlx::query(
         "select k.id, k.name, k.scopes, k.expires_at, k.revoked_at, k.last_used_at, \
-                k.workspace_id, k.person_id, p.email, m.role, w.terms_accepted_at \
+                k.workspace_id, k.person_id, p.email, m.role, w.terms_accepted_at, \
+                w.name as workspace_name, w.created_at as workspace_created_at, w.credits_balance \
          from api_keys k \
          join people p on p.id = k.person_id \
          join workspaces w on w.id = k.workspace_id \
@@ -201,9 +215,8 @@ async fn lookup_api_key(
     };
     let granted =
         Scope::parse_list(&row.try_get::<String, _>("scopes")?).map_err(ApiError::internal)?;
-    let terms_accepted = row
-        .try_get::<Option<i64>, _>("terms_accepted_at")?
-        .is_some();
+    let terms_accepted_at: Option<i64> = row.try_get("terms_accepted_at")?;
+    let terms_accepted = terms_accepted_at.is_some();
     let last_used_at: Option<i64> = row.try_get("last_used_at")?;
     if last_used_at.is_none_or(|at| now - at >= LAST_USED_RESOLUTION_MS) {
         record_last_use(state, key_id.clone(), now);
@@ -219,6 +232,12 @@ async fn lookup_api_key(
         granted,
         effective: granted.min(role.scope_cap(terms_accepted)),
         terms_accepted,
+        workspace: WorkspaceSnapshot {
+            name: row.try_get("workspace_name")?,
+            created_at: row.try_get("workspace_created_at")?,
+            terms_accepted_at,
+            credits_balance: row.try_get("credits_balance")?,
+        },
     };
     Ok(Ok(principal))
 }

@@ -26,7 +26,7 @@ pub mod rest;
 pub mod scope;
 pub mod server;
 
-pub use auth::{CredentialKind, Principal};
+pub use auth::{CredentialKind, Principal, WorkspaceSnapshot};
 pub use clock::Clock;
 pub use config::{Config, Environment};
 pub use credits::Price;
