@@ -16,7 +16,7 @@ use outreach_runtime::clock::rfc3339;
 use outreach_runtime::db::is_unique_violation;
 use outreach_runtime::{ApiError, Ctx, ErrorCode, Page, PageParams, action, ids};
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
@@ -291,13 +291,6 @@ pub async fn list_lists(ctx: Ctx, input: ListListsInput) -> Result<Page<List>, A
     ))
 }
 
-/// Deserializes a field that may be absent (keep), `null` (clear) or a value (set).
-fn patch<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
-    deserializer: D,
-) -> Result<Option<Option<T>>, D::Error> {
-    Option::<T>::deserialize(deserializer).map(Some)
-}
-
 /// The input of `update_list`: only the fields given change; `null` clears a field.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct UpdateListInput {
@@ -306,10 +299,10 @@ pub struct UpdateListInput {
     /// A new name, unique in the workspace.
     pub name: Option<String>,
     /// A new description; `null` clears it.
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub description: Option<Option<String>>,
     /// A new default targeting (it must exist); `null` clears it.
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub default_targeting_id: Option<Option<String>>,
 }
 

@@ -15,7 +15,7 @@ use outreach_runtime::clock::rfc3339;
 use outreach_runtime::db::is_unique_violation;
 use outreach_runtime::{ApiError, Ctx, ErrorCode, Page, PageParams, action, ids};
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
@@ -593,13 +593,6 @@ pub async fn list_targetings(
     ))
 }
 
-/// Deserializes a field that may be absent (keep), `null` (clear) or a value (set).
-fn patch<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
-    deserializer: D,
-) -> Result<Option<Option<T>>, D::Error> {
-    Option::<T>::deserialize(deserializer).map(Some)
-}
-
 /// The input of `update_targeting`: only the fields given change.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct UpdateTargetingInput {
@@ -608,7 +601,7 @@ pub struct UpdateTargetingInput {
     /// A new name, unique in the workspace.
     pub name: Option<String>,
     /// A new description; `null` clears it.
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub description: Option<Option<String>>,
     /// Replaces all the criteria.
     pub criteria: Option<Criteria>,

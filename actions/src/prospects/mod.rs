@@ -14,7 +14,7 @@ use outreach_runtime::clock::rfc3339;
 use outreach_runtime::db::is_unique_violation;
 use outreach_runtime::{ApiError, Ctx, Page, PageParams, action, ids};
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
@@ -459,49 +459,42 @@ pub async fn list_prospects(
     ))
 }
 
-/// Deserializes a field that may be absent (keep), `null` (clear) or a value (set).
-fn patch<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
-    deserializer: D,
-) -> Result<Option<Option<T>>, D::Error> {
-    Option::<T>::deserialize(deserializer).map(Some)
-}
-
 /// The input of `update_prospect`: only the fields given change; `null` clears a field.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct UpdateProspectInput {
     /// The prospect's id (`prs_...`).
     pub id: String,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub first_name: Option<Option<String>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub last_name: Option<Option<String>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub headline: Option<Option<String>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub title: Option<Option<String>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub seniority: Option<Option<String>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub department: Option<Option<String>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub company_name: Option<Option<String>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub company_domain: Option<Option<String>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub company_industry: Option<Option<String>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub company_size: Option<Option<u32>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub location: Option<Option<String>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub country: Option<Option<String>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub timezone: Option<Option<String>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub profile_url: Option<Option<String>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub email: Option<Option<String>>,
-    #[serde(default, deserialize_with = "patch")]
+    #[serde(default, deserialize_with = "crate::common::patch")]
     pub phone: Option<Option<String>>,
     /// Replaces the tags.
     pub tags: Option<Vec<String>>,
