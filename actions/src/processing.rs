@@ -128,7 +128,7 @@ pub async fn process_list(
                 "The list `{}` is `processing` already; wait for it to become `processed` (see `get_list`) before processing it again.",
                 list.id
             ),
-        ));
+        ).nothing_done());
     }
     let result = process(&ctx, &list.id, &targeting).await;
     if result.is_err() {
@@ -153,11 +153,10 @@ async fn process(
     let workspace_id = ctx.workspace_id();
     let mut tx = ctx.db().pool().begin().await?;
     // The first statement is a write, so SQLite takes its write lock now rather than failing to
-    // upgrade a read snapshot later.
-    sqlx::query("update lists set updated_at = $3 where workspace_id = $1 and id = $2")
+    // upgrade a read snapshot later; and it is the workspace row, the lock every priced
+    // transaction takes first, so two of them cannot deadlock on PostgreSQL.
+    sqlx::query("update workspaces set credits_balance = credits_balance where id = $1")
         .bind(workspace_id)
-        .bind(list_id)
-        .bind(ctx.now_ms())
         .execute(&mut *tx)
         .await?;
     let members = sqlx::query(
@@ -226,7 +225,7 @@ async fn process(
                 "The list `{list_id}` grew while it was priced ({reserved} credits reserved, {} needed); nothing was done. Retry.",
                 run.credits_spent
             ),
-        ));
+        ).nothing_done());
     }
     ctx.settle_credits(&mut tx, run.credits_spent, &run.id)
         .await?;

@@ -41,7 +41,48 @@ pub struct Reply {
 }
 
 /// Runs `action` for `principal` on an input object.
+///
+/// Actions that spend credits or hold an idempotency key run on their own task: if the client
+/// goes away mid-call, the call still finishes, releases what it did not use and stores its
+/// answer, instead of being dropped half-way with credits held and the key stuck.
 pub async fn dispatch(
+    state: &Arc<AppState>,
+    principal: Arc<Principal>,
+    action: &Action,
+    input: Value,
+    idempotency_key: Option<String>,
+    request_id: Arc<str>,
+) -> Result<Reply, ApiError> {
+    if action.def.price.is_none() && !action.def.idempotent {
+        return run_pipeline(state, principal, action, input, idempotency_key, request_id).await;
+    }
+    let state = state.clone();
+    let name = action.def.name;
+    tokio::spawn(async move {
+        let Some(action) = state.registry.get(name) else {
+            return Err(ApiError::internal(format!(
+                "action `{name}` vanished from the registry"
+            )));
+        };
+        run_pipeline(
+            &state,
+            principal,
+            action,
+            input,
+            idempotency_key,
+            request_id,
+        )
+        .await
+    })
+    .await
+    .unwrap_or_else(|error| {
+        Err(ApiError::internal(format!(
+            "the action's task failed: {error}"
+        )))
+    })
+}
+
+async fn run_pipeline(
     state: &AppState,
     principal: Arc<Principal>,
     action: &Action,
@@ -134,21 +175,27 @@ pub async fn dispatch(
     };
     match result {
         Ok(body) => {
-            idempotency::complete(&state.db, &claim, action.success_status().as_u16(), &body)
-                .await?;
+            // The work is done and paid for: a failure to remember the answer must not turn it
+            // into an error (the caller would retry into a stuck key), so it is only logged.
+            if let Err(error) =
+                idempotency::complete(&state.db, &claim, action.success_status().as_u16(), &body)
+                    .await
+            {
+                tracing::error!(key = claim.key, %error, "could not store the response of an idempotent call");
+            }
             Ok(Reply {
                 status: action.success_status(),
                 body,
                 replayed: false,
             })
         }
-        Err(Failure::BeforeStart(error))
-        | Err(Failure::Ran(
-            error @ ApiError {
-                code: ErrorCode::InternalError,
-                ..
-            },
-        )) => {
+        Err(Failure::BeforeStart(error)) => {
+            idempotency::abandon(&state.db, &claim).await?;
+            Err(error)
+        }
+        Err(Failure::Ran(error))
+            if error.nothing_done || error.code == ErrorCode::InternalError =>
+        {
             // Nothing was done (or our fault undid it): let the same key be used again.
             idempotency::abandon(&state.db, &claim).await?;
             Err(error)

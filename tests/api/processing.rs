@@ -145,6 +145,22 @@ async fn a_list_being_processed_refuses_a_second_call_but_replays_the_first_key(
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     assert_eq!(replay.expect(200), &first_body);
     assert_eq!(balance(&app).await, before, "a replay spends nothing");
+
+    // A refusal that did nothing is not bound to its key: once the list is free, the same key runs.
+    let refused = app
+        .post_idempotent(&path, &app.key, "process-2", &json!({}))
+        .await;
+    refused.expect_error(409, "invalid_state");
+    sqlx::query("update lists set processing_status = 'processed' where id = $1")
+        .bind(&list)
+        .execute(app.db.pool())
+        .await
+        .expect("free the list");
+    let ran = app
+        .post_idempotent(&path, &app.key, "process-2", &json!({}))
+        .await;
+    assert_eq!(ran.header("idempotent-replayed"), None);
+    assert_eq!(ran.expect(200)["scored"], 2);
 }
 
 #[tokio::test]

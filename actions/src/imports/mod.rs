@@ -329,7 +329,23 @@ pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, Ap
         }
     }
 
-    write::insert_prospects(&mut tx, backend, workspace_id, now, &new_ids, &creates).await?;
+    if let Err(error) =
+        write::insert_prospects(&mut tx, backend, workspace_id, now, &new_ids, &creates).await
+    {
+        // A prospect with one of these profile URLs was created by another request meanwhile.
+        if let Some(sqlx_error) = error
+            .internal
+            .as_deref()
+            .filter(|cause| cause.contains("prospects_profile_url_key"))
+        {
+            tracing::info!(cause = sqlx_error, "import raced a prospect create");
+            return Err(ApiError::conflict(
+                "A prospect with one of these profile URLs was created while the import ran; nothing was imported or spent. Retry.",
+            )
+            .nothing_done());
+        }
+        return Err(error);
+    }
     let tags: Vec<(&str, &str)> = new_ids
         .iter()
         .zip(&creates)
@@ -384,9 +400,19 @@ pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, Ap
     let reserved = ctx
         .reservation()
         .map_or(0, |reservation| reservation.amount);
-    let used = (created as i64)
-        .saturating_mul(ctx.unit_price(PRICE_ITEM))
-        .min(reserved);
+    let used = (created as i64).saturating_mul(ctx.unit_price(PRICE_ITEM));
+    if used > reserved {
+        // Prospects were deleted between pricing and writing, so more rows are new than were
+        // paid for; rolling back leaves nothing written or spent.
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "The workspace changed while the import was starting: it would create {created} prospects ({used} credits), \
+                 more than the {reserved} credits priced; nothing was imported or spent. Retry."
+            ),
+        )
+        .nothing_done());
+    }
     let import = Import {
         id: import_id,
         status: "completed".to_owned(),

@@ -192,6 +192,12 @@ pub async fn start_scoring_run(
     let targeting =
         targeting::fetch(ctx.db().pool(), ctx.workspace_id(), &input.targeting_id).await?;
     let mut tx = ctx.db().pool().begin().await?;
+    // Take the workspace row first, as imports do and as the settlement below needs: one lock
+    // order for every priced transaction, so two of them cannot deadlock on PostgreSQL.
+    sqlx::query("update workspaces set credits_balance = credits_balance where id = $1")
+        .bind(ctx.workspace_id())
+        .execute(&mut *tx)
+        .await?;
     let run = score_prospects(
         &ctx,
         &mut tx,
@@ -209,10 +215,10 @@ pub async fn start_scoring_run(
             ErrorCode::InvalidState,
             format!(
                 "The list changed while the run was starting: it now holds {} prospects ({} credits), more than the {reserved} \
-                 credits priced; nothing was scored or spent. Retry with a new idempotency key.",
+                 credits priced; nothing was scored or spent. Retry.",
                 run.total, run.credits_spent
             ),
-        ));
+        ).nothing_done());
     }
     ctx.settle_credits(&mut tx, run.credits_spent, &run.id)
         .await?;
