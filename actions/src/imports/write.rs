@@ -166,6 +166,11 @@ pub async fn load_fields(
         placeholders.one(&mut sql);
         sql.push_str(" and id in ");
         placeholders.tuple(&mut sql, batch.len());
+        if backend == Backend::Postgres {
+            // The rows are rewritten whole below: hold them so a concurrent `update_prospect`
+            // waits instead of being overwritten. (SQLite's single writer already does this.)
+            sql.push_str(" for update");
+        }
         // Unprepared, so it is planned with its values (see `sql`).
         let mut query = sqlx::query(AssertSqlSafe(sql))
             .persistent(false)
