@@ -117,14 +117,17 @@ impl Action {
             || self.def.scope == Scope::Send
     }
 
-    /// The tag that groups the operation in OpenAPI and the docs: the resource after the verb.
+    /// The tag that groups the operation in OpenAPI and the docs: the resource it belongs to.
     pub fn tag(&self) -> &'static str {
-        let name = self.def.name;
-        let resource = name.split_once('_').map_or(name, |(_, rest)| rest);
-        match resource.strip_suffix('s') {
-            Some(singular) if !singular.ends_with('s') => singular,
-            _ => resource,
+        // The first segment of the REST path names the resource (`/lists/{id}/prospects` belongs
+        // to `lists`); an MCP-only action falls back to the words after its verb.
+        if let Some(http) = self.def.http
+            && let Some(resource) = http.path.split('/').find(|segment| !segment.is_empty())
+        {
+            return resource;
         }
+        let name = self.def.name;
+        name.split_once('_').map_or(name, |(_, rest)| rest)
     }
 }
 
