@@ -62,7 +62,6 @@ error_codes! {
     UnsupportedMediaType => ("unsupported_media_type", 415, "the body is not `application/json`"),
     RateLimited => ("rate_limited", 429, "too many requests (with `Retry-After`)"),
     InternalError => ("internal_error", 500, "a fault on our side, with a request id to quote"),
-    NotImplemented => ("not_implemented", 501, "the action is declared but its runtime support is not built yet"),
 }
 
 impl fmt::Display for ErrorCode {
@@ -239,7 +238,6 @@ mod tests {
                 "415 unsupported_media_type",
                 "429 rate_limited",
                 "500 internal_error",
-                "501 not_implemented",
             ]
         );
     }

@@ -212,9 +212,6 @@ fn error_codes(action: &Action, has_body: bool) -> Vec<ErrorCode> {
         codes.push(ErrorCode::IdempotencyKeyReused);
     }
     codes.push(ErrorCode::InternalError);
-    if action.def.idempotent || action.def.price.is_some() {
-        codes.push(ErrorCode::NotImplemented);
-    }
     codes
 }
 
