@@ -11,8 +11,9 @@ use outreach_runtime::ApiError;
 use sqlx::{AssertSqlSafe, Row as _};
 
 use super::sql::Placeholders;
-use crate::common::json_text;
-use crate::prospects::{COLUMNS, Fields, Prospect, from_row_fields, normalize};
+use crate::prospects::{
+    COLUMNS, FIELD_COLUMNS, FIELD_COUNT, Fields, Prospect, from_row_fields, normalize, write_fields,
+};
 use outreach_runtime::Backend;
 
 type Tx<'c> = sqlx::Transaction<'c, sqlx::Any>;
@@ -47,28 +48,8 @@ pub async fn insert_prospects(
         };
         let mut query = sqlx::query(AssertSqlSafe(sql));
         for (id, fields) in ids.iter().zip(batch) {
-            query = query
-                .bind(id)
-                .bind(&fields.first_name)
-                .bind(&fields.last_name)
-                .bind(&fields.headline)
-                .bind(&fields.title)
-                .bind(&fields.seniority)
-                .bind(&fields.department)
-                .bind(&fields.company_name)
-                .bind(&fields.company_domain)
-                .bind(&fields.company_industry)
-                .bind(fields.company_size)
-                .bind(&fields.location)
-                .bind(&fields.country)
-                .bind(&fields.timezone)
-                .bind(&fields.profile_url)
-                .bind(&fields.email)
-                .bind(&fields.phone)
-                .bind(json_text(&fields.tags)?)
-                .bind(json_text(&fields.custom_fields)?)
-                .bind(i64::from(fields.do_not_contact))
-                .bind(fields.search_text())
+            query = fields
+                .bind_columns(query.bind(id))?
                 .bind(workspace_id)
                 .bind(now)
                 .bind(now);
@@ -79,15 +60,13 @@ pub async fn insert_prospects(
 }
 
 fn insert_prospects_sql(backend: Backend, rows: usize) -> String {
-    let mut sql = String::from(
-        "insert into prospects (id, first_name, last_name, headline, title, seniority, department, company_name, \
-         company_domain, company_industry, company_size, location, country, timezone, profile_url, email, phone, \
-         tags, custom_fields, do_not_contact, search_text, workspace_id, source, created_at, updated_at) values ",
+    let mut sql = format!(
+        "insert into prospects (id, {FIELD_COLUMNS}, workspace_id, source, created_at, updated_at) values "
     );
     let mut placeholders = Placeholders::new(backend);
     for row in 0..rows {
         sql.push_str(if row == 0 { "(" } else { ", (" });
-        placeholders.list(&mut sql, 22);
+        placeholders.list(&mut sql, 1 + FIELD_COUNT + 1);
         sql.push_str(", 'import', ");
         placeholders.list(&mut sql, 2);
         sql.push(')');
@@ -196,38 +175,7 @@ pub async fn update_prospect(
     fields: &Fields,
     tags_changed: bool,
 ) -> Result<(), ApiError> {
-    sqlx::query(
-        "update prospects set first_name = $3, last_name = $4, headline = $5, title = $6, seniority = $7, \
-         department = $8, company_name = $9, company_domain = $10, company_industry = $11, company_size = $12, \
-         location = $13, country = $14, timezone = $15, profile_url = $16, email = $17, phone = $18, tags = $19, \
-         custom_fields = $20, do_not_contact = $21, search_text = $22, updated_at = $23 \
-         where workspace_id = $1 and id = $2",
-    )
-    .bind(workspace_id)
-    .bind(id)
-    .bind(&fields.first_name)
-    .bind(&fields.last_name)
-    .bind(&fields.headline)
-    .bind(&fields.title)
-    .bind(&fields.seniority)
-    .bind(&fields.department)
-    .bind(&fields.company_name)
-    .bind(&fields.company_domain)
-    .bind(&fields.company_industry)
-    .bind(fields.company_size)
-    .bind(&fields.location)
-    .bind(&fields.country)
-    .bind(&fields.timezone)
-    .bind(&fields.profile_url)
-    .bind(&fields.email)
-    .bind(&fields.phone)
-    .bind(json_text(&fields.tags)?)
-    .bind(json_text(&fields.custom_fields)?)
-    .bind(i64::from(fields.do_not_contact))
-    .bind(fields.search_text())
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
+    write_fields(tx, workspace_id, id, fields, now).await??;
     if tags_changed {
         sqlx::query("delete from prospect_tags where prospect_id = $1")
             .bind(id)

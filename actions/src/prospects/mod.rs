@@ -67,6 +67,37 @@ pub(crate) const COLUMNS: &str = "id, first_name, last_name, headline, title, se
     company_domain, company_industry, company_size, location, country, timezone, profile_url, email, phone, \
     tags, custom_fields, score, tier, targeting_id, targeting_version, scored_at, do_not_contact, source, created_at, updated_at";
 
+/// A query on the `Any` driver, as [`Fields::bind_columns`] extends it.
+pub(crate) type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>;
+
+/// The columns a write sets from [`Fields`], in the order [`Fields::bind_columns`] binds them.
+pub(crate) const FIELD_COLUMNS: &str = "first_name, last_name, headline, title, seniority, department, company_name, \
+    company_domain, company_industry, company_size, location, country, timezone, profile_url, email, phone, \
+    tags, custom_fields, do_not_contact, search_text";
+
+/// How many values [`Fields::bind_columns`] binds.
+pub(crate) const FIELD_COUNT: usize = 20;
+
+/// Rewrites the writable columns of one prospect (the caller writes its tags).
+pub(crate) async fn write_fields(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+    fields: &Fields,
+    now: i64,
+) -> Result<Result<sqlx::any::AnyQueryResult, sqlx::Error>, ApiError> {
+    let query = sqlx::query(
+        "update prospects set first_name = $3, last_name = $4, headline = $5, title = $6, seniority = $7, \
+         department = $8, company_name = $9, company_domain = $10, company_industry = $11, company_size = $12, \
+         location = $13, country = $14, timezone = $15, profile_url = $16, email = $17, phone = $18, tags = $19, \
+         custom_fields = $20, do_not_contact = $21, search_text = $22, updated_at = $23 \
+         where workspace_id = $1 and id = $2",
+    )
+    .bind(workspace_id)
+    .bind(id);
+    Ok(fields.bind_columns(query)?.bind(now).execute(conn).await)
+}
+
 impl Prospect {
     pub(crate) fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
         let first_name: Option<String> = row.try_get("first_name")?;
@@ -144,6 +175,34 @@ impl Fields {
             ));
         }
         Ok(())
+    }
+
+    /// Binds the writable columns, in the order of [`FIELD_COLUMNS`].
+    pub(crate) fn bind_columns<'q>(
+        &'q self,
+        query: AnyQuery<'q>,
+    ) -> Result<AnyQuery<'q>, ApiError> {
+        Ok(query
+            .bind(&self.first_name)
+            .bind(&self.last_name)
+            .bind(&self.headline)
+            .bind(&self.title)
+            .bind(&self.seniority)
+            .bind(&self.department)
+            .bind(&self.company_name)
+            .bind(&self.company_domain)
+            .bind(&self.company_industry)
+            .bind(self.company_size)
+            .bind(&self.location)
+            .bind(&self.country)
+            .bind(&self.timezone)
+            .bind(&self.profile_url)
+            .bind(&self.email)
+            .bind(&self.phone)
+            .bind(json_text(&self.tags)?)
+            .bind(json_text(&self.custom_fields)?)
+            .bind(i64::from(self.do_not_contact))
+            .bind(self.search_text()))
     }
 
     pub(crate) fn search_text(&self) -> String {
@@ -251,38 +310,18 @@ pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Pro
     let id = ids::new_id("prs");
     let now = ctx.now_ms();
     let mut tx = ctx.db().pool().begin().await?;
-    let inserted = sqlx::query(
-        "insert into prospects (id, workspace_id, first_name, last_name, headline, title, seniority, department, \
-         company_name, company_domain, company_industry, company_size, location, country, timezone, profile_url, \
-         email, phone, tags, custom_fields, do_not_contact, source, search_text, created_at, updated_at) \
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $24)",
-    )
+    let insert = sqlx::query(AssertSqlSafe(format!(
+        "insert into prospects (id, workspace_id, {FIELD_COLUMNS}, source, created_at, updated_at) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
+         'api', $23, $23)"
+    )))
     .bind(&id)
-    .bind(ctx.workspace_id())
-    .bind(&fields.first_name)
-    .bind(&fields.last_name)
-    .bind(&fields.headline)
-    .bind(&fields.title)
-    .bind(&fields.seniority)
-    .bind(&fields.department)
-    .bind(&fields.company_name)
-    .bind(&fields.company_domain)
-    .bind(&fields.company_industry)
-    .bind(fields.company_size)
-    .bind(&fields.location)
-    .bind(&fields.country)
-    .bind(&fields.timezone)
-    .bind(&fields.profile_url)
-    .bind(&fields.email)
-    .bind(&fields.phone)
-    .bind(json_text(&fields.tags)?)
-    .bind(json_text(&fields.custom_fields)?)
-    .bind(i64::from(fields.do_not_contact))
-    .bind("api")
-    .bind(fields.search_text())
-    .bind(now)
-    .execute(&mut *tx)
-    .await;
+    .bind(ctx.workspace_id());
+    let inserted = fields
+        .bind_columns(insert)?
+        .bind(now)
+        .execute(&mut *tx)
+        .await;
     if let Err(error) = inserted {
         drop(tx);
         return Err(profile_url_conflict(&ctx, error, fields.profile_url.as_deref()).await);
@@ -571,38 +610,14 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     fields.check_identifiable()?;
 
     let mut tx = ctx.db().pool().begin().await?;
-    let updated = sqlx::query(
-        "update prospects set first_name = $3, last_name = $4, headline = $5, title = $6, seniority = $7, \
-         department = $8, company_name = $9, company_domain = $10, company_industry = $11, company_size = $12, \
-         location = $13, country = $14, timezone = $15, profile_url = $16, email = $17, phone = $18, tags = $19, \
-         custom_fields = $20, do_not_contact = $21, search_text = $22, updated_at = $23 \
-         where workspace_id = $1 and id = $2",
+    let updated = write_fields(
+        &mut tx,
+        ctx.workspace_id(),
+        &current.id,
+        &fields,
+        ctx.now_ms(),
     )
-    .bind(ctx.workspace_id())
-    .bind(&current.id)
-    .bind(&fields.first_name)
-    .bind(&fields.last_name)
-    .bind(&fields.headline)
-    .bind(&fields.title)
-    .bind(&fields.seniority)
-    .bind(&fields.department)
-    .bind(&fields.company_name)
-    .bind(&fields.company_domain)
-    .bind(&fields.company_industry)
-    .bind(fields.company_size)
-    .bind(&fields.location)
-    .bind(&fields.country)
-    .bind(&fields.timezone)
-    .bind(&fields.profile_url)
-    .bind(&fields.email)
-    .bind(&fields.phone)
-    .bind(json_text(&fields.tags)?)
-    .bind(json_text(&fields.custom_fields)?)
-    .bind(i64::from(fields.do_not_contact))
-    .bind(fields.search_text())
-    .bind(ctx.now_ms())
-    .execute(&mut *tx)
-    .await;
+    .await?;
     match updated {
         Ok(result) if result.rows_affected() == 0 => {
             return Err(ApiError::not_found("prospect", &current.id));
