@@ -284,11 +284,7 @@ pub async fn list_lists(ctx: Ctx, input: ListListsInput) -> Result<Page<List>, A
         .iter()
         .map(List::from_row)
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(
-        input.page,
-        u64::try_from(total).unwrap_or(0),
-        items,
-    ))
+    Ok(Page::new(input.page, total, items))
 }
 
 /// The input of `update_list`: only the fields given change; `null` clears a field.
@@ -652,9 +648,5 @@ pub async fn list_list_prospects(
         .iter()
         .map(Prospect::from_row)
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(
-        input.page,
-        u64::try_from(list.size).unwrap_or(0),
-        items,
-    ))
+    Ok(Page::new(input.page, list.size, items))
 }

@@ -586,11 +586,7 @@ pub async fn list_targetings(
         .iter()
         .map(Targeting::from_row)
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(
-        input.page,
-        u64::try_from(total).unwrap_or(0),
-        items,
-    ))
+    Ok(Page::new(input.page, total, items))
 }
 
 /// The input of `update_targeting`: only the fields given change.

@@ -391,7 +391,7 @@ pub async fn transactions(
     workspace_id: &str,
     limit: i64,
     offset: i64,
-) -> Result<(u64, Vec<Transaction>), ApiError> {
+) -> Result<(i64, Vec<Transaction>), ApiError> {
     let total: i64 =
         sqlx::query("select count(*) as total from credit_ledger where workspace_id = $1")
             .bind(workspace_id)
@@ -425,5 +425,5 @@ pub async fn transactions(
             })
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
-    Ok((u64::try_from(total).unwrap_or(0), items))
+    Ok((total, items))
 }

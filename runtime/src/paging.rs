@@ -90,7 +90,9 @@ pub struct Page<T> {
 }
 
 impl<T> Page<T> {
-    pub fn new(params: PageParams, total: u64, items: Vec<T>) -> Self {
+    /// A page of `items` out of `total` (a SQL `count(*)`, hence signed) matching items.
+    pub fn new(params: PageParams, total: i64, items: Vec<T>) -> Self {
+        let total = u64::try_from(total).unwrap_or(0);
         let offset = params.offset();
         let count = items.len() as u64;
         let end = offset.saturating_add(count);

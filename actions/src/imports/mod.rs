@@ -561,9 +561,5 @@ pub async fn list_imports(ctx: Ctx, input: ListImportsInput) -> Result<Page<Impo
         .iter()
         .map(Import::from_row)
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(
-        input.page,
-        u64::try_from(total).unwrap_or(0),
-        items,
-    ))
+    Ok(Page::new(input.page, total, items))
 }

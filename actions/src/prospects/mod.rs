@@ -491,11 +491,7 @@ pub async fn list_prospects(
         .iter()
         .map(Prospect::from_row)
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(
-        input.page,
-        u64::try_from(total).unwrap_or(0),
-        items,
-    ))
+    Ok(Page::new(input.page, total, items))
 }
 
 /// The input of `update_prospect`: only the fields given change; `null` clears a field.

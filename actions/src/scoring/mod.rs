@@ -323,11 +323,7 @@ pub async fn list_scoring_runs(
         .iter()
         .map(ScoringRun::from_row)
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(
-        input.page,
-        u64::try_from(total).unwrap_or(0),
-        items,
-    ))
+    Ok(Page::new(input.page, total, items))
 }
 
 /// One prospect's result in a scoring run.
@@ -434,9 +430,5 @@ pub async fn list_scoring_results(
         .iter()
         .map(ScoringResult::from_row)
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(
-        input.page,
-        u64::try_from(total).unwrap_or(0),
-        items,
-    ))
+    Ok(Page::new(input.page, total, items))
 }
