@@ -94,7 +94,9 @@ async fn handle(
 ) -> Response {
     let request_id: Arc<str> = request_id(&request).into();
     let action = &state.registry.actions()[index];
-    let headers = request.headers().clone();
+    // Read before the body consumes the request; an invalid key is reported after the input's
+    // own errors, as before.
+    let key = idempotency_key(action, request.headers());
     let input = match params {
         Ok(Path(params)) => rest_input(&state, action, params, request).await,
         Err(rejection) => Err(ApiError::invalid_request(format!(
@@ -102,12 +104,11 @@ async fn handle(
             rejection.body_text()
         ))),
     };
-    let result = match input {
-        Ok(input) => match idempotency_key(action, &headers) {
-            Ok(key) => dispatch(&state, principal, action, input, key, request_id.clone()).await,
-            Err(error) => Err(error),
-        },
-        Err(error) => Err(error),
+    let result = match (input, key) {
+        (Ok(input), Ok(key)) => {
+            dispatch(&state, principal, action, input, key, request_id.clone()).await
+        }
+        (Err(error), _) | (Ok(_), Err(error)) => Err(error),
     };
     match result {
         Ok(reply) => {
