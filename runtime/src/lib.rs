@@ -19,12 +19,14 @@ pub mod error;
 pub mod idempotency;
 pub mod ids;
 pub mod mcp;
+pub mod oauth;
 pub mod openapi;
 pub mod paging;
 pub mod registry;
 pub mod rest;
 pub mod scope;
 pub mod server;
+pub mod web;
 
 pub use auth::{CredentialKind, Principal, WorkspaceSnapshot};
 pub use clock::Clock;

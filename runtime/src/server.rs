@@ -24,7 +24,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::Db;
 use crate::registry::Registry;
-use crate::{docs, idempotency, ids, mcp, openapi, rest};
+use crate::{docs, idempotency, ids, mcp, oauth, openapi, rest, web};
 
 /// What every request shares.
 pub struct AppState {
@@ -83,6 +83,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/api/v1/openapi.json", get(openapi_json))
         .route("/api/v1/docs", get(docs_page))
+        .merge(web::routes())
+        .merge(oauth::routes())
         .merge(authenticated)
         .fallback(rest::not_found)
         .layer(middleware::from_fn(with_request_id))
@@ -139,7 +141,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let purger = tokio::spawn(purge_expired(state.clone()));
-    let served = axum::serve(listener, router(state))
+    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await;
     purger.abort();
