@@ -21,6 +21,9 @@ use crate::ids;
 use crate::scope::{Role, Scope};
 use crate::server::AppState;
 
+/// What every OAuth access token starts with (the authorization server issues them).
+pub const OAUTH_ACCESS_TOKEN_PREFIX: &str = "oat_";
+
 /// Re-record `last_used_at` at most this often per key: a write per request would serialize
 /// every call on SQLite's single writer for a figure nobody reads to the millisecond.
 const LAST_USED_RESOLUTION_MS: i64 = 60_000;
@@ -108,6 +111,19 @@ pub async fn authenticate(
             ));
         }
     };
+    if let Some(body) = token.strip_prefix(OAUTH_ACCESS_TOKEN_PREFIX) {
+        if !ids::is_secret_body(body) {
+            return Err(challenge(
+                ApiError::new(
+                    ErrorCode::InvalidCredential,
+                    "The OAuth access token is malformed.",
+                ),
+                true,
+            ));
+        }
+        let principal = lookup_oauth_token(state, token).await?;
+        return principal.map_err(|error| challenge(error, true));
+    }
     let environment = &state.config.environment;
     let own_prefix = environment.key_prefix();
     let Some(body) = token.strip_prefix(own_prefix) else {
@@ -118,7 +134,7 @@ pub async fn authenticate(
             )
         } else {
             format!(
-                "The bearer credential is not an API key of this service (they start with `{own_prefix}`)."
+                "The bearer credential is neither an API key of this service (they start with `{own_prefix}`) nor one of its OAuth access tokens."
             )
         };
         return Err(challenge(
@@ -219,7 +235,7 @@ async fn lookup_api_key(
     let terms_accepted = terms_accepted_at.is_some();
     let last_used_at: Option<i64> = row.try_get("last_used_at")?;
     if last_used_at.is_none_or(|at| now - at >= LAST_USED_RESOLUTION_MS) {
-        record_last_use(state, key_id.clone(), now);
+        record_last_use(state, LastUse::Key, key_id.clone(), now);
     }
     let principal = Principal {
         workspace_id: row.try_get("workspace_id")?,
@@ -242,17 +258,120 @@ async fn lookup_api_key(
     Ok(Ok(principal))
 }
 
-/// Records a key's use off the request path; losing one update costs nothing.
-fn record_last_use(state: &AppState, key_id: String, now: i64) {
+/// An OAuth access token: the token row, its grant, and the grant's person, membership and
+/// workspace, in one query. The grant is what Disconnect revokes, so it is checked on every call;
+/// the token must also be bound to this server's MCP address (RFC 8707), so a token issued by
+/// another deployment sharing the database is refused.
+async fn lookup_oauth_token(
+    state: &AppState,
+    token: &str,
+) -> Result<Result<Principal, ApiError>, ApiError> {
+    let row = sqlx::query(
+        "select t.expires_at, t.revoked_at as token_revoked_at, g.id as grant_id, g.client_name,                 g.scopes, g.resource, g.revoked_at as grant_revoked_at, g.last_used_at,                 g.workspace_id, g.person_id, p.email, m.role, w.terms_accepted_at,                 w.name as workspace_name, w.created_at as workspace_created_at, w.credits_balance          from oauth_tokens t          join oauth_grants g on g.id = t.grant_id          join people p on p.id = g.person_id          join workspaces w on w.id = g.workspace_id          left join memberships m on m.workspace_id = g.workspace_id and m.person_id = g.person_id          where t.token_hash = $1 and t.kind = 'access'",
+    )
+    .bind(ids::hash_secret(token))
+    .fetch_optional(state.db.pool())
+    .await?;
+    let Some(row) = row else {
+        return Ok(Err(ApiError::new(
+            ErrorCode::InvalidCredential,
+            "Unknown OAuth access token.",
+        )));
+    };
+    let now = state.clock.now_ms();
+    if row.try_get::<Option<i64>, _>("grant_revoked_at")?.is_some() {
+        return Ok(Err(ApiError::new(
+            ErrorCode::CredentialRevoked,
+            "This app has been disconnected from the workspace; connect it again to get a new token.",
+        )));
+    }
+    if row.try_get::<Option<i64>, _>("token_revoked_at")?.is_some() {
+        return Ok(Err(ApiError::new(
+            ErrorCode::CredentialRevoked,
+            "This OAuth access token has been revoked.",
+        )));
+    }
+    let expires_at: i64 = row.try_get("expires_at")?;
+    if expires_at <= now {
+        return Ok(Err(ApiError::new(
+            ErrorCode::CredentialExpired,
+            format!(
+                "This OAuth access token expired at {}; use the refresh token to get a new one.",
+                crate::clock::rfc3339(expires_at)
+            ),
+        )));
+    }
+    let resource: String = row.try_get("resource")?;
+    if resource != state.config.mcp_url() {
+        return Ok(Err(ApiError::new(
+            ErrorCode::InvalidCredential,
+            format!(
+                "This OAuth access token was issued for another resource ({resource}), not {}.",
+                state.config.mcp_url()
+            ),
+        )));
+    }
+    let Some(role) = row
+        .try_get::<Option<String>, _>("role")?
+        .as_deref()
+        .and_then(Role::parse)
+    else {
+        return Ok(Err(ApiError::new(
+            ErrorCode::NotAMember,
+            "The person this token acts as is no longer a member of its workspace.",
+        )));
+    };
+    let granted =
+        Scope::parse_list(&row.try_get::<String, _>("scopes")?).map_err(ApiError::internal)?;
+    let terms_accepted_at: Option<i64> = row.try_get("terms_accepted_at")?;
+    let terms_accepted = terms_accepted_at.is_some();
+    let grant_id: String = row.try_get("grant_id")?;
+    let last_used_at: Option<i64> = row.try_get("last_used_at")?;
+    if last_used_at.is_none_or(|at| now - at >= LAST_USED_RESOLUTION_MS) {
+        record_last_use(state, LastUse::Grant, grant_id.clone(), now);
+    }
+    Ok(Ok(Principal {
+        workspace_id: row.try_get("workspace_id")?,
+        person_id: row.try_get("person_id")?,
+        email: row.try_get("email")?,
+        role,
+        credential_kind: CredentialKind::OauthToken,
+        credential_name: row.try_get("client_name")?,
+        credential_id: grant_id,
+        granted,
+        effective: granted.min(role.scope_cap(terms_accepted)),
+        terms_accepted,
+        workspace: WorkspaceSnapshot {
+            name: row.try_get("workspace_name")?,
+            created_at: row.try_get("workspace_created_at")?,
+            terms_accepted_at,
+            credits_balance: row.try_get("credits_balance")?,
+        },
+    }))
+}
+
+/// Which credential's `last_used_at` a use updates.
+#[derive(Debug, Clone, Copy)]
+enum LastUse {
+    Key,
+    Grant,
+}
+
+/// Records a credential's use off the request path; losing one update costs nothing.
+fn record_last_use(state: &AppState, what: LastUse, id: String, now: i64) {
     let db = state.db.clone();
+    let sql = match what {
+        LastUse::Key => "update api_keys set last_used_at = $1 where id = $2",
+        LastUse::Grant => "update oauth_grants set last_used_at = $1 where id = $2",
+    };
     tokio::spawn(async move {
-        let result = sqlx::query("update api_keys set last_used_at = $1 where id = $2")
+        let result = sqlx::query(sql)
             .bind(now)
-            .bind(&key_id)
+            .bind(&id)
             .execute(db.pool())
             .await;
         if let Err(error) = result {
-            tracing::warn!(key_id, %error, "could not record last use of key");
+            tracing::warn!(id, %error, "could not record the last use of a credential");
         }
     });
 }

@@ -7,9 +7,22 @@
 //! A tool call goes through the same [`dispatch`] as REST; its `structuredContent` is the REST
 //! body, success or error. The principal arrives from the shared auth middleware through the
 //! HTTP request parts rmcp puts in the request context.
+//!
+//! Two things happen at the HTTP level, before rmcp: an OAuth client calling a tool beyond its
+//! grant gets HTTP 403 with the `insufficient_scope` challenge (the MCP authorization spec's
+//! step-up signal, which an API key client would not act on, so keys keep the in-band tool
+//! error), and CORS, so browser-based clients can connect. Any `Origin` may call, because every
+//! call needs a bearer credential (no cookie is honoured here, so a foreign page cannot ride on
+//! one); DNS rebinding is stopped by holding `Host` to the base URL.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
@@ -20,10 +33,11 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, service::RequestContext};
 use serde_json::Value;
 
-use crate::auth::Principal;
-use crate::dispatch::{IDEMPOTENCY_FIELD, dispatch};
-use crate::error::ApiError;
+use crate::auth::{self, CredentialKind, Principal};
+use crate::dispatch::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD, dispatch};
+use crate::error::{ApiError, ErrorCode};
 use crate::registry::{Action, Registry};
+use crate::scope::Scope;
 use crate::server::{AppState, RequestId};
 
 /// Builds the tool list once: name, description, schemas and annotations for every action.
@@ -57,20 +71,18 @@ fn tool(action: &Action) -> Tool {
     tool
 }
 
-/// The transport configuration: stateless, JSON responses, `Host` and `Origin` held to the base URL.
+/// The transport configuration: stateless, JSON responses, `Host` held to the base URL.
 pub fn service(state: Arc<AppState>) -> StreamableHttpService<McpFace, NeverSessionManager> {
     let mut config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None)
-        .with_max_request_body_bytes(state.config.max_body_bytes);
+        .with_max_request_body_bytes(state.config.max_body_bytes)
+        .disable_allowed_origins();
     config = match state.config.authority() {
         Some(authority) => config.with_allowed_hosts([authority]),
         None => config,
     };
-    if let Some(origin) = state.config.origin() {
-        config = config.with_allowed_origins([origin]);
-    }
     StreamableHttpService::new(
         move || {
             Ok(McpFace {
@@ -177,4 +189,78 @@ impl ServerHandler for McpFace {
         };
         Ok(result.into())
     }
+}
+
+/// CORS for browser-based MCP clients: any origin, no cookies, and the headers a client must
+/// read (`WWW-Authenticate` leads it to the OAuth metadata after a 401 or 403).
+pub fn cors() -> tower_http::cors::CorsLayer {
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::Any)
+        .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            HeaderName::from_static("mcp-protocol-version"),
+            HeaderName::from_static("mcp-session-id"),
+            HeaderName::from_static("last-event-id"),
+        ])
+        .expose_headers([
+            header::WWW_AUTHENTICATE,
+            HeaderName::from_static("mcp-session-id"),
+            HeaderName::from_static("x-request-id"),
+        ])
+        .max_age(Duration::from_secs(24 * 60 * 60))
+}
+
+/// Middleware after authentication: an OAuth client's `tools/call` beyond its effective scope is
+/// answered with HTTP 403 and `WWW-Authenticate: Bearer error="insufficient_scope", scope=...`,
+/// so the client can ask the person for more (step-up authorization). Only OAuth requests below
+/// the top scope have their body read here.
+pub async fn step_up(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let Some(principal) = request.extensions().get::<Arc<Principal>>().cloned() else {
+        return next.run(request).await;
+    };
+    if principal.credential_kind != CredentialKind::OauthToken || principal.allows(Scope::Send) {
+        return next.run(request).await;
+    }
+    let request_id = crate::server::request_id(&request);
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, state.config.max_body_bytes).await else {
+        return ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "The request body is over the limit of {} bytes.",
+                state.config.max_body_bytes
+            ),
+        )
+        .into_response();
+    };
+    if let Some(needed) = scope_of_tool_call(&state.registry, &bytes)
+        && !principal.allows(needed)
+    {
+        return auth::insufficient_scope(&state, &principal, needed)
+            .log(&request_id)
+            .into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// The scope a JSON-RPC `tools/call` body needs, or `None` when it is anything else (rmcp
+/// answers malformed bodies and unknown tools itself).
+fn scope_of_tool_call(registry: &Registry, body: &[u8]) -> Option<Scope> {
+    let message: Value = serde_json::from_slice(body).ok()?;
+    if message.get("method")?.as_str()? != "tools/call" {
+        return None;
+    }
+    let params = message.get("params")?;
+    let def = registry.by_tool_name(params.get("name")?.as_str()?)?.def;
+    let estimate = def.price.is_some()
+        && params
+            .get("arguments")
+            .and_then(|arguments| arguments.get(ESTIMATE_FIELD))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+    Some(if estimate { Scope::Read } else { def.scope })
 }

@@ -72,13 +72,21 @@ pub fn request_id(request: &Request) -> String {
 
 /// The whole application router.
 pub fn router(state: Arc<AppState>) -> Router {
-    let authenticated = Router::new()
-        .nest("/api/v1", rest::action_routes(&state))
+    let mcp = Router::new()
         .nest_service("/api/mcp", mcp::service(state.clone()))
+        .route_layer(middleware::from_fn_with_state(state.clone(), mcp::step_up))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_principal,
-        ));
+        ))
+        .layer(mcp::cors());
+    let authenticated = Router::new()
+        .nest("/api/v1", rest::action_routes(&state))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_principal,
+        ))
+        .merge(mcp);
     Router::new()
         .route("/healthz", get(healthz))
         .route("/api/v1/openapi.json", get(openapi_json))

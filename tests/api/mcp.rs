@@ -1,6 +1,6 @@
 //! The MCP face at `/api/mcp`: stateless Streamable HTTP (a `tools/call` needs no `initialize`),
 //! one tool per action with the very schema of its REST operation, JSON-RPC errors for unknown
-//! tools and methods, and `Host`/`Origin` held to the configured base URL.
+//! tools and methods, `Host` held to the configured base URL, and CORS for browser-based clients.
 
 use std::collections::BTreeSet;
 
@@ -343,29 +343,66 @@ async fn server_discover_gets_a_json_rpc_answer() {
 }
 
 #[tokio::test]
-async fn a_wrong_host_or_origin_is_refused() {
+async fn a_wrong_host_is_refused_and_a_foreign_origin_needs_a_credential() {
     let app = spawn_app().await;
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
     let (status, _, body) = app
         .mcp_with_headers(Some(&app.key), &list, &[("host", "evil.example")])
         .await;
-    assert!(status.is_client_error(), "a foreign Host: {status} {body}");
+    assert_eq!(status.as_u16(), 403, "a foreign Host: {body}");
     let (status, _, body) = app
         .mcp_with_headers(Some(&app.key), &list, &[("host", "127.0.0.1:1")])
         .await;
-    assert!(status.is_client_error(), "another port: {status} {body}");
-    let (status, _, body) = app
-        .mcp_with_headers(Some(&app.key), &list, &[("origin", "http://evil.example")])
+    assert_eq!(status.as_u16(), 403, "another port: {body}");
+    // Browser-based clients call from their own origin; the bearer credential is what counts.
+    let (status, headers, body) = app
+        .mcp_with_headers(Some(&app.key), &list, &[("origin", "https://app.example")])
         .await;
-    assert!(
-        status.is_client_error(),
-        "a foreign Origin: {status} {body}"
+    assert_eq!(status.as_u16(), 200, "a foreign Origin with a key: {body}");
+    assert_eq!(
+        headers
+            .get("access-control-allow-origin")
+            .map(|v| v.to_str().unwrap()),
+        Some("*")
     );
-    let origin = app.base_url.clone();
-    let (status, _, body) = app
-        .mcp_with_headers(Some(&app.key), &list, &[("origin", origin.as_str())])
+    let (status, headers, body) = app
+        .mcp_with_headers(None, &list, &[("origin", "https://app.example")])
         .await;
-    assert_eq!(status.as_u16(), 200, "the server's own origin: {body}");
+    assert_eq!(
+        status.as_u16(),
+        401,
+        "a foreign Origin without a key: {body}"
+    );
+    let exposed = headers
+        .get("access-control-expose-headers")
+        .map(|v| v.to_str().unwrap().to_ascii_lowercase())
+        .unwrap_or_default();
+    assert!(exposed.contains("www-authenticate"), "{exposed}");
+}
+
+#[tokio::test]
+async fn a_cors_preflight_is_answered_without_a_credential() {
+    let app = spawn_app().await;
+    let response = app
+        .client
+        .request(reqwest::Method::OPTIONS, app.url("/api/mcp"))
+        .header("origin", "https://app.example")
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "authorization, content-type, mcp-protocol-version",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    let allowed = response
+        .headers()
+        .get("access-control-allow-headers")
+        .map(|v| v.to_str().unwrap().to_ascii_lowercase())
+        .unwrap_or_default();
+    assert!(allowed.contains("authorization"), "{allowed}");
+    assert!(allowed.contains("mcp-protocol-version"), "{allowed}");
 }
 
 #[tokio::test]
