@@ -16,6 +16,7 @@ mod instances;
 mod isolation;
 mod lists;
 mod mcp;
+mod oauth_tokens;
 mod paging;
 mod parity;
 mod processing;
