@@ -16,6 +16,7 @@ pub mod db;
 pub mod dispatch;
 pub mod docs;
 pub mod error;
+pub mod housekeeping;
 pub mod idempotency;
 pub mod ids;
 pub mod mcp;

@@ -7,7 +7,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -24,7 +24,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::Db;
 use crate::registry::Registry;
-use crate::{docs, idempotency, ids, mcp, oauth, openapi, rest, web};
+use crate::{docs, housekeeping, ids, mcp, oauth, openapi, rest, web};
 
 /// What every request shares.
 pub struct AppState {
@@ -148,7 +148,7 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let purger = tokio::spawn(purge_expired(state.clone()));
+    let purger = tokio::spawn(housekeeping::run(state.clone()));
     let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
@@ -156,22 +156,6 @@ pub async fn serve(
     purger.abort();
     served?;
     Ok(())
-}
-
-/// How often expired idempotency records are deleted.
-const PURGE_EVERY: Duration = Duration::from_secs(600);
-
-/// Deletes idempotency records past their window, now and then, for as long as the server runs.
-async fn purge_expired(state: Arc<AppState>) {
-    let mut ticks = tokio::time::interval(PURGE_EVERY);
-    loop {
-        ticks.tick().await;
-        match idempotency::purge(&state.db, &state.clock).await {
-            Ok(0) => {}
-            Ok(purged) => tracing::info!(purged, "purged expired idempotency records"),
-            Err(error) => tracing::warn!(%error, "could not purge idempotency records"),
-        }
-    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM. The handlers are installed when this is called, not when the

@@ -11,6 +11,7 @@ mod auth;
 mod bad_input;
 mod cli;
 mod golden;
+mod housekeeping;
 mod imports;
 mod instances;
 mod isolation;

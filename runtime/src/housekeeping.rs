@@ -1,0 +1,64 @@
+//! Deleting what has outlived its use, now and then, for as long as the server runs.
+//!
+//! Every instance runs the same deletions; they are idempotent, so several instances on one
+//! database only repeat each other's work. What is kept, and for how long, is decided here in one
+//! place: idempotency records for their 24-hour window; sessions until they expire; failed
+//! sign-ins for a day (the throttle looks back 15 minutes); authorization codes and OAuth tokens
+//! for a day past their expiry, so a late replay still meets its row and is recognised as one
+//! (a used refresh token must outlive nothing longer than its own 30 days: after that it is
+//! refused as expired anyway).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::ApiError;
+use crate::idempotency;
+use crate::server::AppState;
+
+/// How often the deletions run.
+const EVERY: Duration = Duration::from_secs(600);
+
+/// How long past its expiry a row is kept.
+const GRACE_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// Runs the deletions every [`EVERY`] until the task is aborted.
+pub async fn run(state: Arc<AppState>) {
+    let mut ticks = tokio::time::interval(EVERY);
+    loop {
+        ticks.tick().await;
+        match purge(&state).await {
+            Ok(0) => {}
+            Ok(purged) => tracing::info!(purged, "purged expired rows"),
+            Err(error) => tracing::warn!(error = %error.message, "could not purge expired rows"),
+        }
+    }
+}
+
+/// One round of deletions; returns how many rows went.
+pub async fn purge(state: &AppState) -> Result<u64, ApiError> {
+    let now = state.clock.now_ms();
+    let mut purged = idempotency::purge(&state.db, &state.clock).await?;
+    let statements: [(&str, i64); 4] = [
+        ("delete from web_sessions where expires_at < $1", now),
+        (
+            "delete from sign_in_failures where failed_at < $1",
+            now - GRACE_MS,
+        ),
+        (
+            "delete from oauth_codes where expires_at < $1",
+            now - GRACE_MS,
+        ),
+        (
+            "delete from oauth_tokens where expires_at < $1",
+            now - GRACE_MS,
+        ),
+    ];
+    for (sql, before) in statements {
+        purged += sqlx::query(sql)
+            .bind(before)
+            .execute(state.db.pool())
+            .await?
+            .rows_affected();
+    }
+    Ok(purged)
+}
