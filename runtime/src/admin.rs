@@ -70,7 +70,8 @@ pub async fn create_workspace(
         .bind(now)
         .execute(&mut *tx)
         .await?;
-    let (person_id, password) = find_or_create_person(&mut tx, &email, owner_password, now).await?;
+    let (person_id, password) =
+        find_or_create_person(&mut tx, &email, None, owner_password, now).await?;
     insert_membership(&mut tx, &workspace_id, &person_id, Role::Owner, now).await?;
     tx.commit().await?;
     Ok(CreatedWorkspace {
@@ -81,10 +82,11 @@ pub async fn create_workspace(
 }
 
 /// Finds a person by email or creates one; returns the generated password of a new person
-/// created without one.
+/// created without one. A new person without a display name is named after their address.
 async fn find_or_create_person(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     email: &str,
+    display_name: Option<&str>,
     password: Option<&str>,
     now: i64,
 ) -> anyhow::Result<(String, Option<String>)> {
@@ -101,7 +103,11 @@ async fn find_or_create_person(
         bail!("the password must be at least 8 characters");
     }
     let person_id = ids::new_id("psn");
-    let display_name = email.split('@').next().unwrap_or(email).to_owned();
+    let display_name = display_name
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| email.split('@').next().unwrap_or(email))
+        .to_owned();
     sqlx::query("insert into people (id, email, display_name, password_hash, created_at) values ($1, $2, $3, $4, $5)")
         .bind(&person_id)
         .bind(email)
@@ -170,11 +176,25 @@ pub async fn add_member(
     role: Role,
     password: Option<&str>,
 ) -> anyhow::Result<CreatedWorkspace> {
+    add_named_member(db, clock, workspace_id, email, None, role, password).await
+}
+
+/// [`add_member`] with the display name a new person gets (the settings page asks for one).
+pub async fn add_named_member(
+    db: &Db,
+    clock: &Clock,
+    workspace_id: &str,
+    email: &str,
+    display_name: Option<&str>,
+    role: Role,
+    password: Option<&str>,
+) -> anyhow::Result<CreatedWorkspace> {
     require_workspace(db, workspace_id).await?;
     let email = normalize_email(email)?;
     let now = clock.now_ms();
     let mut tx = db.pool().begin().await?;
-    let (person_id, generated) = find_or_create_person(&mut tx, &email, password, now).await?;
+    let (person_id, generated) =
+        find_or_create_person(&mut tx, &email, display_name, password, now).await?;
     let already =
         sqlx::query("select role from memberships where workspace_id = $1 and person_id = $2")
             .bind(workspace_id)
@@ -361,6 +381,147 @@ pub async fn accept_terms(
         .execute(db.pool())
         .await?;
     Ok(())
+}
+
+/// Whether an email address (normalized as sign-in does) names an existing person.
+pub async fn person_exists(db: &Db, email: &str) -> anyhow::Result<bool> {
+    let email = normalize_email(email)?;
+    let found = sqlx::query("select id from people where email = $1")
+        .bind(&email)
+        .fetch_optional(db.pool())
+        .await?;
+    Ok(found.is_some())
+}
+
+/// One member of a workspace, as the members page lists them.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemberSummary {
+    pub person_id: String,
+    pub email: String,
+    pub display_name: String,
+    pub role: Role,
+    pub joined_at: i64,
+}
+
+fn member_summary(row: &sqlx::any::AnyRow) -> anyhow::Result<MemberSummary> {
+    let role: String = row.try_get("role")?;
+    Ok(MemberSummary {
+        person_id: row.try_get("person_id")?,
+        email: row.try_get("email")?,
+        display_name: row.try_get("display_name")?,
+        role: Role::parse(&role).context("unknown role in the database")?,
+        joined_at: row.try_get("created_at")?,
+    })
+}
+
+const MEMBER_COLUMNS: &str = "select m.person_id, p.email, p.display_name, m.role, m.created_at \
+     from memberships m join people p on p.id = m.person_id";
+
+/// The members of a workspace, oldest first.
+pub async fn list_members(db: &Db, workspace_id: &str) -> anyhow::Result<Vec<MemberSummary>> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "{MEMBER_COLUMNS} where m.workspace_id = $1 order by m.created_at, p.email"
+    )))
+    .bind(workspace_id)
+    .fetch_all(db.pool())
+    .await?;
+    rows.iter().map(member_summary).collect()
+}
+
+/// One member of a workspace by person id; `None` when the person is not in it.
+pub async fn find_member(
+    db: &Db,
+    workspace_id: &str,
+    person_id: &str,
+) -> anyhow::Result<Option<MemberSummary>> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "{MEMBER_COLUMNS} where m.workspace_id = $1 and m.person_id = $2"
+    )))
+    .bind(workspace_id)
+    .bind(person_id)
+    .fetch_optional(db.pool())
+    .await?;
+    row.as_ref().map(member_summary).transpose()
+}
+
+/// An API key as listed (never its value, which is not stored).
+#[derive(Debug, Clone, Serialize)]
+pub struct KeySummary {
+    pub id: String,
+    pub person_id: String,
+    pub person_email: String,
+    pub name: String,
+    pub prefix: String,
+    pub scopes: Scope,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    pub expires_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+fn key_summary(row: &sqlx::any::AnyRow) -> anyhow::Result<KeySummary> {
+    let scopes: String = row.try_get("scopes")?;
+    Ok(KeySummary {
+        id: row.try_get("id")?,
+        person_id: row.try_get("person_id")?,
+        person_email: row.try_get("email")?,
+        name: row.try_get("name")?,
+        prefix: row.try_get("prefix")?,
+        scopes: Scope::parse_list(&scopes).map_err(anyhow::Error::msg)?,
+        created_at: row.try_get("created_at")?,
+        last_used_at: row.try_get("last_used_at")?,
+        expires_at: row.try_get("expires_at")?,
+        revoked_at: row.try_get("revoked_at")?,
+    })
+}
+
+const KEY_COLUMNS: &str = "select k.id, k.person_id, p.email, k.name, k.prefix, k.scopes, \
+        k.created_at, k.last_used_at, k.expires_at, k.revoked_at \
+     from api_keys k join people p on p.id = k.person_id";
+
+/// The keys of a workspace, newest first; only one person's when `person_id` is given.
+pub async fn list_keys(
+    db: &Db,
+    workspace_id: &str,
+    person_id: Option<&str>,
+) -> anyhow::Result<Vec<KeySummary>> {
+    let order = "order by k.created_at desc, k.id";
+    let rows = match person_id {
+        Some(person_id) => {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "{KEY_COLUMNS} where k.workspace_id = $1 and k.person_id = $2 {order}"
+            )))
+            .bind(workspace_id)
+            .bind(person_id)
+            .fetch_all(db.pool())
+            .await?
+        }
+        None => {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "{KEY_COLUMNS} where k.workspace_id = $1 {order}"
+            )))
+            .bind(workspace_id)
+            .fetch_all(db.pool())
+            .await?
+        }
+    };
+    rows.iter().map(key_summary).collect()
+}
+
+/// One key of a workspace by id; `None` when it is not in that workspace.
+pub async fn find_key(
+    db: &Db,
+    workspace_id: &str,
+    key_id: &str,
+) -> anyhow::Result<Option<KeySummary>> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "{KEY_COLUMNS} where k.workspace_id = $1 and k.id = $2"
+    )))
+    .bind(workspace_id)
+    .bind(key_id)
+    .fetch_optional(db.pool())
+    .await?;
+    row.as_ref().map(key_summary).transpose()
 }
 
 /// What `serve` prints the first time it starts on an empty database.

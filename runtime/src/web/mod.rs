@@ -1,18 +1,501 @@
 //! The web pages: sign-in and the settings area (API keys, connected apps, members, sending terms).
 //!
 //! Server-rendered HTML from compile-time templates (askama, `runtime/templates/`), one small
-//! hand-written stylesheet built into the binary, no script from anywhere else. Every page reads
-//! its [`session::Session`] from the database; every form carries a CSRF token.
+//! hand-written stylesheet and one tiny script built into the binary, nothing from anywhere else,
+//! so the Content-Security-Policy can be `default-src 'self'` with no inline script at all. Every
+//! page reads its [`session::Session`] from the database (nothing is cached in a process, so a
+//! removal or a sign-out holds on every instance), and every form carries a CSRF token.
+//!
+//! Handlers return `Result<Response, PageError>`: a refusal is a page with the right status code
+//! (400 bad input with the form shown again, 403, 404, 409, 429) rather than JSON, and an internal
+//! fault is logged and shown as a generic 500 page. The rules of who may do what live next to the
+//! SQL in [`crate::admin`], which the CLI shares; the pages only add the checks a browser form
+//! needs (CSRF, the role of the signed-in person, ids of another workspace answering 404).
 
 use std::sync::Arc;
 
+use askama::Template;
 use axum::Router;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use sqlx::Row;
 
+use crate::error::ApiError;
+use crate::scope::Role;
 use crate::server::AppState;
 
+mod apps;
+mod assets;
+mod keys;
+mod login;
+mod members;
 pub mod session;
+mod terms;
+
+use session::Session;
 
 /// The routes of the web pages (`/login`, `/logout`, `/settings/...`, `/assets/...`).
 pub fn routes() -> Router<Arc<AppState>> {
+    login::warm_up();
+    let pages = Router::new()
+        .route("/login", get(login::show).post(login::submit))
+        .route("/logout", post(login::logout))
+        .route("/settings", get(settings_home))
+        .route("/settings/workspace", post(login::switch_workspace))
+        .route("/settings/api", get(keys::show))
+        .route("/settings/api/keys", post(keys::create))
+        .route(
+            "/settings/api/keys/{key_id}/revoke",
+            get(keys::confirm_revoke).post(keys::revoke),
+        )
+        .route(
+            "/settings/apps/{grant_id}/disconnect",
+            get(apps::confirm_disconnect).post(apps::disconnect),
+        )
+        .route(
+            "/settings/sending-terms",
+            get(terms::show).post(terms::accept),
+        )
+        .route("/settings/members", get(members::show).post(members::add))
+        .route(
+            "/settings/members/{person_id}/role",
+            post(members::set_role),
+        )
+        .route(
+            "/settings/members/{person_id}/remove",
+            get(members::confirm_remove).post(members::remove),
+        )
+        .layer(middleware::map_response(page_headers));
     Router::new()
+        .route("/assets/app.css", get(assets::stylesheet))
+        .route("/assets/app.js", get(assets::script))
+        .merge(pages)
+}
+
+async fn settings_home() -> Response {
+    see_other("/settings/api")
+}
+
+/// The headers of every page: never cached (a page may show a key's value once, and every page
+/// carries the session's CSRF token), never framed (clickjacking a Revoke or Accept button), and
+/// no script or style from anywhere but this origin.
+pub async fn page_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    let set = [
+        (header::CACHE_CONTROL, "no-store"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+        ),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "same-origin"),
+    ];
+    for (name, value) in set {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// Renders a template as an HTML response with a status.
+pub fn render<T: Template>(status: StatusCode, template: &T) -> Response {
+    match template.render() {
+        Ok(html) => (
+            status,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            html,
+        )
+            .into_response(),
+        Err(error) => {
+            tracing::error!(%error, "could not render a page");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "could not render the page",
+            )
+                .into_response()
+        }
+    }
+}
+
+/// A `303 See Other` to a path of this site. A path that is not a valid header value (it cannot
+/// be: callers pass fixed paths or [`safe_next`] output) falls back to the settings page.
+pub fn see_other(location: &str) -> Response {
+    let value = HeaderValue::from_str(location)
+        .unwrap_or_else(|_| HeaderValue::from_static("/settings/api"));
+    (StatusCode::SEE_OTHER, [(header::LOCATION, value)]).into_response()
+}
+
+/// A `next` value that stays on this site: a path starting with one `/` (not `//` or `/\`, which
+/// browsers read as another host) and no control characters. Characters a `Location` header
+/// cannot carry verbatim are percent-encoded; existing escapes (a long `/oauth/authorize?...`)
+/// are kept as they are.
+pub fn safe_next(next: &str) -> Option<String> {
+    let bytes = next.as_bytes();
+    let same_origin = bytes.first() == Some(&b'/')
+        && !matches!(bytes.get(1), Some(b'/' | b'\\'))
+        && !next.chars().any(char::is_control);
+    if !same_origin {
+        return None;
+    }
+    let mut out = String::with_capacity(next.len());
+    for byte in next.bytes() {
+        if byte.is_ascii_graphic() && !matches!(byte, b'"' | b'<' | b'>' | b'\\' | b'`') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    Some(out)
+}
+
+/// `/login?next=<path>`, where a signed-out visitor is sent.
+pub fn login_url(next: &str) -> String {
+    format!("/login?next={}", encode_component(next))
+}
+
+/// Percent-encodes a query component.
+fn encode_component(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+/// Formats epoch milliseconds for people: `2026-11-21 14:03 UTC`.
+pub fn display_time(ms: i64) -> String {
+    let nanos = i128::from(ms) * 1_000_000;
+    let time = time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute] UTC");
+    time.format(&format).unwrap_or_default()
+}
+
+/// A submitted `application/x-www-form-urlencoded` body. Parsed by hand rather than with
+/// `axum::Form` so a missing field is a 400 page with the form shown again (not a bare 422),
+/// and so repeated fields (the scope checkboxes) are all kept.
+#[derive(Debug, Default)]
+pub struct FormData(Vec<(String, String)>);
+
+impl FormData {
+    pub fn parse(body: &[u8]) -> Self {
+        Self(url::form_urlencoded::parse(body).into_owned().collect())
+    }
+
+    /// The first value of a field, or `""`.
+    pub fn get(&self, name: &str) -> &str {
+        self.0
+            .iter()
+            .find(|(key, _)| key == name)
+            .map_or("", |(_, value)| value.as_str())
+    }
+
+    /// Every value of a repeated field.
+    pub fn all(&self, name: &str) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+            .collect()
+    }
+}
+
+/// A page that is not the one asked for: a redirect, a refusal, or a fault.
+#[derive(Debug)]
+pub enum PageError {
+    /// `303` elsewhere (to `/login` when signed out).
+    Redirect(String),
+    /// A page with one message, e.g. 403 for a forged form or 404 for another workspace's id.
+    Message {
+        status: StatusCode,
+        title: String,
+        message: String,
+        back: String,
+    },
+    /// Signed in but in no workspace any more.
+    NoWorkspace(Box<Session>),
+    /// A fault on our side, logged.
+    Internal(Box<ApiError>),
+}
+
+impl PageError {
+    pub fn message(status: StatusCode, title: &str, message: impl Into<String>) -> Self {
+        Self::Message {
+            status,
+            title: title.to_owned(),
+            message: message.into(),
+            back: "/settings/api".to_owned(),
+        }
+    }
+
+    pub fn back_to(mut self, href: &str) -> Self {
+        if let Self::Message { back, .. } = &mut self {
+            href.clone_into(back);
+        }
+        self
+    }
+
+    /// The 403 of a form whose CSRF token is not this session's: nothing was changed.
+    pub fn forged() -> Self {
+        Self::message(
+            StatusCode::FORBIDDEN,
+            "Form refused",
+            "This form was not sent by a page of this site (its security token does not match), \
+             so nothing was changed. Go back, reload the page and try again.",
+        )
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::message(StatusCode::FORBIDDEN, "Not allowed", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::message(StatusCode::NOT_FOUND, "Not found", message)
+    }
+
+    /// An error of [`crate::admin`]: its sentence is for people unless the database failed.
+    pub fn admin(status: StatusCode, error: &anyhow::Error) -> Self {
+        if error.downcast_ref::<sqlx::Error>().is_some() {
+            return Self::Internal(Box::new(ApiError::internal(format!("{error:#}"))));
+        }
+        Self::message(status, "Not done", sentence(&error.to_string()))
+    }
+}
+
+/// An operator sentence of `admin` as a page sentence: capitalized, with a full stop.
+pub fn sentence(text: &str) -> String {
+    let mut chars = text.chars();
+    let mut out: String = match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    };
+    if !out.ends_with('.') {
+        out.push('.');
+    }
+    out
+}
+
+impl From<ApiError> for PageError {
+    fn from(error: ApiError) -> Self {
+        Self::Internal(Box::new(error))
+    }
+}
+
+impl From<sqlx::Error> for PageError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Internal(Box::new(error.into()))
+    }
+}
+
+#[derive(Template)]
+#[template(path = "web/message.html")]
+struct MessagePage<'a> {
+    title: &'a str,
+    message: &'a str,
+    back: &'a str,
+}
+
+#[derive(Template)]
+#[template(path = "web/no_workspace.html")]
+struct NoWorkspacePage<'a> {
+    email: &'a str,
+    csrf_token: &'a str,
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Redirect(location) => see_other(&location),
+            Self::Message {
+                status,
+                title,
+                message,
+                back,
+            } => render(
+                status,
+                &MessagePage {
+                    title: &title,
+                    message: &message,
+                    back: &back,
+                },
+            ),
+            Self::NoWorkspace(session) => render(
+                StatusCode::OK,
+                &NoWorkspacePage {
+                    email: &session.email,
+                    csrf_token: &session.csrf_token,
+                },
+            ),
+            Self::Internal(error) => {
+                tracing::error!(
+                    cause = error.internal.as_deref().unwrap_or(&error.message),
+                    "internal error on a page"
+                );
+                render(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &MessagePage {
+                        title: "Something went wrong",
+                        message: "Something went wrong on our side. Try again in a moment.",
+                        back: "/settings/api",
+                    },
+                )
+            }
+        }
+    }
+}
+
+/// One of the signed-in person's workspaces, for the switcher.
+#[derive(Debug, Clone)]
+pub struct WorkspaceChoice {
+    pub id: String,
+    pub name: String,
+    pub current: bool,
+}
+
+/// A signed-in person looking at one of their workspaces.
+#[derive(Debug, Clone)]
+pub struct SignedIn {
+    pub session: Session,
+    pub workspace_id: String,
+    pub workspace_name: String,
+    pub role: Role,
+    pub terms_accepted: bool,
+    pub workspaces: Vec<WorkspaceChoice>,
+}
+
+impl SignedIn {
+    /// The page header's data; `section` marks the current nav link, `path` is where the
+    /// workspace switcher comes back to.
+    pub fn nav(&self, section: &'static str, path: &str) -> Nav {
+        Nav {
+            email: self.session.email.clone(),
+            workspace_name: self.workspace_name.clone(),
+            role: self.role.as_str(),
+            workspaces: self.workspaces.clone(),
+            csrf_token: self.session.csrf_token.clone(),
+            section,
+            path: path.to_owned(),
+        }
+    }
+
+    pub fn can_manage(&self) -> bool {
+        self.role.can_manage()
+    }
+
+    /// Refuses a POST whose CSRF token is not this session's.
+    pub fn check_csrf(&self, form: &FormData) -> Result<(), PageError> {
+        if self.session.csrf_matches(form.get("csrf_token")) {
+            Ok(())
+        } else {
+            Err(PageError::forged())
+        }
+    }
+}
+
+/// The header of a signed-in page.
+#[derive(Debug, Clone)]
+pub struct Nav {
+    pub email: String,
+    pub workspace_name: String,
+    pub role: &'static str,
+    pub workspaces: Vec<WorkspaceChoice>,
+    pub csrf_token: String,
+    pub section: &'static str,
+    pub path: String,
+}
+
+/// The signed-in person of this request and their current workspace, or a redirect to sign-in
+/// that comes back to `next`. A session whose workspace is gone (the person was removed from it)
+/// moves to the person's oldest remaining workspace.
+pub async fn signed_in(
+    state: &AppState,
+    headers: &HeaderMap,
+    next: &str,
+) -> Result<SignedIn, PageError> {
+    let Some(session) = session::current(state, headers).await? else {
+        return Err(PageError::Redirect(login_url(next)));
+    };
+    let rows = sqlx::query(
+        "select m.workspace_id, w.name, m.role, w.terms_accepted_at \
+         from memberships m join workspaces w on w.id = m.workspace_id \
+         where m.person_id = $1 order by m.created_at, m.workspace_id",
+    )
+    .bind(&session.person_id)
+    .fetch_all(state.db.pool())
+    .await?;
+    let mut memberships = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let role: String = row.try_get("role")?;
+        memberships.push((
+            row.try_get::<String, _>("workspace_id")?,
+            row.try_get::<String, _>("name")?,
+            Role::parse(&role).ok_or_else(|| ApiError::internal("unknown role in the database"))?,
+            row.try_get::<Option<i64>, _>("terms_accepted_at")?
+                .is_some(),
+        ));
+    }
+    let current = session
+        .workspace_id
+        .as_deref()
+        .and_then(|id| memberships.iter().position(|m| m.0 == id));
+    let index = match current {
+        Some(index) => index,
+        None if memberships.is_empty() => return Err(PageError::NoWorkspace(Box::new(session))),
+        None => {
+            session::set_workspace(state, &session, &memberships[0].0).await?;
+            0
+        }
+    };
+    let (workspace_id, workspace_name, role, terms_accepted) = memberships[index].clone();
+    let workspaces = memberships
+        .iter()
+        .map(|(id, name, _, _)| WorkspaceChoice {
+            id: id.clone(),
+            name: name.clone(),
+            current: *id == workspace_id,
+        })
+        .collect();
+    Ok(SignedIn {
+        session,
+        workspace_id,
+        workspace_name,
+        role,
+        terms_accepted,
+        workspaces,
+    })
+}
+
+/// Adds a header to a response (used for `Retry-After`).
+pub fn with_header(mut response: Response, name: HeaderName, value: &str) -> Response {
+    if let Ok(value) = HeaderValue::from_str(value) {
+        response.headers_mut().insert(name, value);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_stays_on_this_site() {
+        assert_eq!(safe_next("/settings/api").as_deref(), Some("/settings/api"));
+        assert_eq!(
+            safe_next("/oauth/authorize?client_id=https%3A%2F%2Fa.example%2Fc&state=x y")
+                .as_deref(),
+            Some("/oauth/authorize?client_id=https%3A%2F%2Fa.example%2Fc&state=x%20y")
+        );
+        assert_eq!(safe_next("//evil.example"), None);
+        assert_eq!(safe_next("/\\evil.example"), None);
+        assert_eq!(safe_next("https://evil.example"), None);
+        assert_eq!(safe_next("evil"), None);
+        assert_eq!(safe_next("/\n/evil.example"), None);
+        assert_eq!(safe_next(""), None);
+    }
+
+    #[test]
+    fn operator_sentences_read_as_sentences() {
+        assert_eq!(
+            sentence("this is the workspace's last owner"),
+            "This is the workspace's last owner."
+        );
+    }
 }

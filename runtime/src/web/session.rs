@@ -166,14 +166,23 @@ pub async fn set_flash(state: &AppState, session: &Session, value: &str) -> Resu
 }
 
 /// Takes the session's flash value, clearing it so a reload no longer shows it.
+///
+/// Read, then cleared only if it is still the value read: `returning` would give the row after
+/// the update (the null), and the compare-and-clear means two pages loading at once cannot both
+/// show it.
 pub async fn take_flash(state: &AppState, session: &Session) -> Result<Option<String>, ApiError> {
-    let flash: Option<Option<String>> = sqlx::query_scalar(
-        "update web_sessions set flash = null where id = $1 and flash is not null returning flash",
-    )
-    .bind(&session.id)
-    .fetch_optional(state.db.pool())
-    .await?;
-    Ok(flash.flatten())
+    let flash: Option<String> = sqlx::query_scalar("select flash from web_sessions where id = $1")
+        .bind(&session.id)
+        .fetch_optional(state.db.pool())
+        .await?
+        .flatten();
+    let Some(flash) = flash else { return Ok(None) };
+    let cleared = sqlx::query("update web_sessions set flash = null where id = $1 and flash = $2")
+        .bind(&session.id)
+        .bind(&flash)
+        .execute(state.db.pool())
+        .await?;
+    Ok((cleared.rows_affected() == 1).then_some(flash))
 }
 
 /// The login form's double-submit CSRF value: the one already in the cookie, or a new one with
