@@ -53,6 +53,14 @@ struct ServeArgs {
     /// Public base URL (default `http://<addr>`); names the settings page and the MCP resource.
     #[arg(long, env = "OUTREACH_BASE_URL")]
     base_url: Option<String>,
+    /// Development and testing only (refused when OUTREACH_ENV=production): let OAuth client
+    /// metadata documents live on loopback addresses, and over plain http on a loopback host.
+    #[arg(long)]
+    cimd_allow_loopback: bool,
+    /// A PEM root certificate to trust, besides the public ones, when fetching OAuth client
+    /// metadata documents (repeatable; for a test https server).
+    #[arg(long, value_name = "PEM_FILE")]
+    cimd_root_cert: Vec<std::path::PathBuf>,
     #[command(flatten)]
     database: DatabaseArgs,
 }
@@ -250,6 +258,23 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     // Listen for SIGTERM/Ctrl-C before anything is printed, so a signal is never missed.
     let shutdown = shutdown_signal();
     let environment = environment();
+    if args.cimd_allow_loopback && environment.is_production() {
+        anyhow::bail!(
+            "--cimd-allow-loopback is for development and testing; it is refused when OUTREACH_ENV=production"
+        );
+    }
+    let mut cimd_roots = Vec::with_capacity(args.cimd_root_cert.len());
+    for path in &args.cimd_root_cert {
+        let pem = std::fs::read(path)
+            .with_context(|| format!("could not read --cimd-root-cert {}", path.display()))?;
+        if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+            anyhow::bail!(
+                "--cimd-root-cert {} is not a PEM certificate",
+                path.display()
+            );
+        }
+        cimd_roots.push(pem);
+    }
     let clock = Clock::default();
     let db = Db::connect(&args.database.database_url).await?;
     db.migrate()
@@ -267,6 +292,8 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         println!("  API key:   {} (scopes read,write)", first.key.key);
     }
     let mut config = Config::new(&base_url, environment);
+    config.cimd.allow_loopback = args.cimd_allow_loopback;
+    config.cimd.extra_root_certificates = cimd_roots;
     if let Ok(overrides) = std::env::var("OUTREACH_PRICES") {
         config.prices = config
             .prices

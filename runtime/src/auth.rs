@@ -267,7 +267,17 @@ async fn lookup_oauth_token(
     token: &str,
 ) -> Result<Result<Principal, ApiError>, ApiError> {
     let row = sqlx::query(
-        "select t.expires_at, t.revoked_at as token_revoked_at, g.id as grant_id, g.client_name,                 g.scopes, g.resource, g.revoked_at as grant_revoked_at, g.last_used_at,                 g.workspace_id, g.person_id, p.email, m.role, w.terms_accepted_at,                 w.name as workspace_name, w.created_at as workspace_created_at, w.credits_balance          from oauth_tokens t          join oauth_grants g on g.id = t.grant_id          join people p on p.id = g.person_id          join workspaces w on w.id = g.workspace_id          left join memberships m on m.workspace_id = g.workspace_id and m.person_id = g.person_id          where t.token_hash = $1 and t.kind = 'access'",
+        "select t.expires_at, t.revoked_at as token_revoked_at, g.id as grant_id, g.client_name, \
+                coalesce(t.scopes, g.scopes) as scopes, g.resource, \
+                g.revoked_at as grant_revoked_at, g.last_used_at, \
+                g.workspace_id, g.person_id, p.email, m.role, w.terms_accepted_at, \
+                w.name as workspace_name, w.created_at as workspace_created_at, w.credits_balance \
+         from oauth_tokens t \
+         join oauth_grants g on g.id = t.grant_id \
+         join people p on p.id = g.person_id \
+         join workspaces w on w.id = g.workspace_id \
+         left join memberships m on m.workspace_id = g.workspace_id and m.person_id = g.person_id \
+         where t.token_hash = $1 and t.kind = 'access'",
     )
     .bind(ids::hash_secret(token))
     .fetch_optional(state.db.pool())

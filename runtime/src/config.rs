@@ -59,6 +59,21 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Unit prices of the actions that spend credits.
     pub prices: PriceTable,
+    /// What the OAuth server may fetch when a client identifies itself by a metadata document URL.
+    pub cimd: CimdPolicy,
+}
+
+/// How client ID metadata documents are fetched. The defaults are the production ones: only
+/// https, only public addresses, only the bundled web PKI roots. The two relaxations exist so a
+/// test (or a developer) can serve a document from their own machine; `serve` refuses them in
+/// production.
+#[derive(Debug, Clone, Default)]
+pub struct CimdPolicy {
+    /// Lets a document URL resolve to a loopback address, and accepts `http://` URLs whose host is
+    /// a loopback host (`127.0.0.1`, `[::1]`, `localhost`).
+    pub allow_loopback: bool,
+    /// Extra trusted root certificates (PEM), for a test https server.
+    pub extra_root_certificates: Vec<Vec<u8>>,
 }
 
 /// Bodies larger than this are refused with 413 `payload_too_large`.
@@ -71,6 +86,7 @@ impl Config {
             environment,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             prices: PriceTable::default(),
+            cimd: CimdPolicy::default(),
         }
     }
 

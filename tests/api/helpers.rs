@@ -683,3 +683,61 @@ pub fn encode(text: &str) -> String {
     }
     out
 }
+
+/// Like [`spawn_app`], with the configuration adjusted first (the OAuth tests relax the client
+/// metadata fetch policy to serve documents from the test itself).
+pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
+    let database = TestDatabase::create().await;
+    let db = Db::connect(database.url())
+        .await
+        .expect("connect to the test database");
+    db.migrate().await.expect("migrate the test database");
+    let clock = Clock::default();
+    let environment = Environment::new("development");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
+    let base_url = format!("http://{}", listener.local_addr().expect("local address"));
+    let mut config = Config::new(&base_url, environment.clone());
+    configure(&mut config);
+    let state = AppState::new(db.clone(), clock.clone(), config).expect("build the app state");
+    let (shutdown, stop) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        serve(state, listener, async move {
+            stop.await.ok();
+        })
+        .await
+        .expect("serve");
+    });
+    let created = admin::create_workspace(
+        &db,
+        &clock,
+        "Acme",
+        OWNER_EMAIL,
+        Some("correct horse battery"),
+    )
+    .await
+    .expect("create the workspace");
+    let key = admin::create_key(
+        &db,
+        &clock,
+        &environment,
+        &created.workspace_id,
+        OWNER_EMAIL,
+        "test key",
+        Scope::Write,
+        None,
+    )
+    .await
+    .expect("create the owner's key");
+    TestApp {
+        base_url,
+        db,
+        clock,
+        environment,
+        client: reqwest::Client::builder().build().expect("http client"),
+        registry: Registry::build().expect("a valid registry"),
+        workspace_id: created.workspace_id,
+        key: key.key,
+        shutdown: Some(shutdown),
+        _database: database,
+    }
+}

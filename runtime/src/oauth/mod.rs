@@ -4,15 +4,85 @@
 //! authorization-server metadata (RFC 8414), dynamic client registration (RFC 7591), client ID
 //! metadata documents, the authorization code grant with PKCE S256, refresh-token rotation, and
 //! revocation (RFC 7009). Grants, codes and tokens live in the database, so every instance honours
-//! a disconnection on the next request.
+//! a disconnection on the next request; only fetched client metadata documents are cached, in
+//! memory, per instance, because they are public and re-fetching them is always correct.
+//!
+//! One file per endpoint, and one per rule shared between endpoints: [`redirect`] (which redirect
+//! URIs may be registered and which requests match them), [`pkce`], [`netguard`] (which addresses
+//! a metadata fetch may reach), [`client`] (what a client is, wherever its metadata came from),
+//! [`grant`] (the rows a consent and a token exchange write). Every browser-facing error is a
+//! page; every client-facing error is the `{error, error_description}` body the RFCs name.
 
 use std::sync::Arc;
 
-use axum::Router;
+use axum::http::{HeaderName, Method, header};
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use tower_http::cors::{Any, CorsLayer};
 
 use crate::server::AppState;
 
+mod authorize;
+mod cimd;
+mod client;
+mod error;
+mod grant;
+mod metadata;
+mod netguard;
+mod pages;
+mod params;
+mod pkce;
+mod redirect;
+mod register;
+mod revoke;
+mod token;
+
+/// An authorization code is exchanged within seconds; ten minutes covers a slow client.
+pub const CODE_LIFETIME_MS: i64 = 10 * 60 * 1000;
+/// Access tokens are short-lived: a leaked one is useful for an hour at most.
+pub const ACCESS_TOKEN_LIFETIME_MS: i64 = 60 * 60 * 1000;
+/// Refresh tokens rotate on every use; an unused one lapses after 30 days.
+pub const REFRESH_TOKEN_LIFETIME_MS: i64 = 30 * 24 * 60 * 60 * 1000;
+
 /// The routes of the authorization server (`/.well-known/...`, `/oauth/...`).
+///
+/// Each call makes a fresh metadata-document cache, so each server instance has its own.
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(metadata::protected_resource),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/api/mcp",
+            get(metadata::protected_resource),
+        )
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get(metadata::authorization_server),
+        )
+        .route("/oauth/register", post(register::register))
+        .route(
+            "/oauth/authorize",
+            get(authorize::show).post(authorize::decide),
+        )
+        .route("/oauth/token", post(token::token))
+        .route("/oauth/revoke", post(revoke::revoke))
+        .layer(Extension(Arc::new(cimd::Fetcher::default())))
+        .layer(cors())
+}
+
+/// Browser-based MCP clients call these endpoints from their own origin. No credentials (cookies)
+/// are allowed cross-origin: the JSON endpoints authenticate nothing by cookie, and the consent
+/// form is a top-level navigation, which CORS does not govern.
+fn cors() -> CorsLayer {
+    CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            HeaderName::from_static("mcp-protocol-version"),
+        ])
+        .expose_headers([header::WWW_AUTHENTICATE])
 }

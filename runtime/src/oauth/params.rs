@@ -1,0 +1,75 @@
+//! Form and query parameters as OAuth reads them.
+//!
+//! RFC 6749 section 3.1: a parameter sent without a value is treated as omitted, and no parameter
+//! may appear twice. A repeated `redirect_uri` or `client_id` is the classic way to make two
+//! components disagree about which value counts, so duplicates are kept track of, not collapsed.
+
+use url::form_urlencoded;
+
+/// Parameters in the order sent, with the names that were repeated.
+#[derive(Debug, Clone, Default)]
+pub struct Params {
+    pairs: Vec<(String, String)>,
+    pub duplicates: Vec<String>,
+}
+
+impl Params {
+    /// Parses `application/x-www-form-urlencoded` text (a query string or a form body).
+    pub fn parse(raw: &[u8]) -> Self {
+        let mut params = Self::default();
+        for (name, value) in form_urlencoded::parse(raw) {
+            if params.pairs.iter().any(|(seen, _)| *seen == name) {
+                if !params.duplicates.iter().any(|seen| *seen == name) {
+                    params.duplicates.push(name.clone().into_owned());
+                }
+                continue;
+            }
+            params.pairs.push((name.into_owned(), value.into_owned()));
+        }
+        params
+    }
+
+    /// The value of a parameter; an empty value counts as absent.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(seen, _)| seen == name)
+            .map(|(_, value)| value.as_str())
+            .filter(|value| !value.is_empty())
+    }
+
+    pub fn is_duplicated(&self, name: &str) -> bool {
+        self.duplicates.iter().any(|seen| seen == name)
+    }
+
+    /// The parameters except those named, for hidden form inputs and the sign-in return address.
+    pub fn without(&self, names: &[&str]) -> Vec<(String, String)> {
+        self.pairs
+            .iter()
+            .filter(|(name, _)| !names.contains(&name.as_str()))
+            .cloned()
+            .collect()
+    }
+}
+
+/// Encodes pairs as a query string.
+pub fn encode(pairs: &[(String, String)]) -> String {
+    form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_values_are_absent_and_repeats_are_noted() {
+        let params = Params::parse(b"a=1&b=&a=2&c=x%20y");
+        assert_eq!(params.get("a"), Some("1"));
+        assert_eq!(params.get("b"), None);
+        assert_eq!(params.get("c"), Some("x y"));
+        assert!(params.is_duplicated("a"));
+        assert!(!params.is_duplicated("c"));
+    }
+}
