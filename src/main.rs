@@ -285,6 +285,14 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("could not listen on {}", args.addr))?;
     let local: SocketAddr = listener.local_addr()?;
     let base_url = args.base_url.unwrap_or_else(|| format!("http://{local}"));
+    // The MCP authorization spec requires every authorization server endpoint to be served over
+    // HTTPS, and session cookies are only `Secure` on an https base URL.
+    if environment.is_production() && !base_url.starts_with("https://") {
+        anyhow::bail!(
+            "OUTREACH_ENV=production needs an https --base-url (the address clients use, e.g. \
+             behind a TLS-terminating proxy); got {base_url}"
+        );
+    }
     if let Some(first) = admin::bootstrap_if_empty(&db, &clock, &environment).await? {
         println!("Created a first workspace (shown once; save these now):");
         println!("  workspace: {}", first.workspace_id);

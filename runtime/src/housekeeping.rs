@@ -3,10 +3,10 @@
 //! Every instance runs the same deletions; they are idempotent, so several instances on one
 //! database only repeat each other's work. What is kept, and for how long, is decided here in one
 //! place: idempotency records for their 24-hour window; sessions until they expire; failed
-//! sign-ins for a day (the throttle looks back 15 minutes); authorization codes and OAuth tokens
-//! for a day past their expiry, so a late replay still meets its row and is recognised as one
-//! (a used refresh token must outlive nothing longer than its own 30 days: after that it is
-//! refused as expired anyway).
+//! sign-ins for a day (the throttle looks back 15 minutes); OAuth tokens for a day past their
+//! expiry, so a late replay still meets its row and is recognised as one; authorization codes for
+//! 30 days past theirs, as long as a refresh token issued from one can live, so a replayed code
+//! still revokes what it issued.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +20,10 @@ const EVERY: Duration = Duration::from_secs(600);
 
 /// How long past its expiry a row is kept.
 const GRACE_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// How long past its expiry a code is kept: as long as a refresh token issued from it can live,
+/// so a replay of the code revokes that refresh token's grant however late it comes.
+const CODE_GRACE_MS: i64 = 30 * 24 * 60 * 60 * 1000;
 
 /// Runs the deletions every [`EVERY`] until the task is aborted.
 pub async fn run(state: Arc<AppState>) {
@@ -46,7 +50,7 @@ pub async fn purge(state: &AppState) -> Result<u64, ApiError> {
         ),
         (
             "delete from oauth_codes where expires_at < $1",
-            now - GRACE_MS,
+            now - CODE_GRACE_MS,
         ),
         (
             "delete from oauth_tokens where expires_at < $1",

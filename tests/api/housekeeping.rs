@@ -60,9 +60,9 @@ async fn expired_sessions_failures_codes_and_tokens_are_purged_and_live_ones_kep
     .execute(app.db.pool())
     .await
     .unwrap();
-    // Expired an hour ago: kept for the grace day, so a replay is still recognised.
+    // Expired an hour ago: kept for the grace period, so a replay is still recognised.
     for (hash, expires_at) in [
-        ("a", now - 2 * day),
+        ("a", now - 31 * day),
         ("b", now - 3_600_000),
         ("c", now + day),
     ] {
@@ -87,14 +87,14 @@ async fn expired_sessions_failures_codes_and_tokens_are_purged_and_live_ones_kep
         .unwrap();
     }
     let purged = housekeeping::purge(&state).await.unwrap();
-    assert_eq!(
-        purged, 4,
-        "one session, one failure, one code and one token"
-    );
     assert_eq!(count(&app, "web_sessions").await, 1);
     assert_eq!(count(&app, "sign_in_failures").await, 1);
     assert_eq!(count(&app, "oauth_codes").await, 2);
     assert_eq!(count(&app, "oauth_tokens").await, 2);
+    assert_eq!(
+        purged, 4,
+        "one session, one failure, one code and one token"
+    );
     assert_eq!(
         housekeeping::purge(&state).await.unwrap(),
         0,

@@ -942,7 +942,41 @@ async fn insert_grant(app: &TestApp, email: &str, client_name: &str, source: &st
     .execute(app.db.pool())
     .await
     .expect("insert a grant");
+    // A grant is listed once it has issued a token (a consent never exchanged is no connection).
+    sqlx::query(
+        "insert into oauth_tokens (token_hash, grant_id, kind, expires_at, created_at) \
+         values ($1, $2, 'refresh', $3, $4)",
+    )
+    .bind(outreach_runtime::ids::hash_secret(&id))
+    .bind(&id)
+    .bind(app.clock.now_ms() + 3_600_000)
+    .bind(app.clock.now_ms())
+    .execute(app.db.pool())
+    .await
+    .expect("insert a token");
     id
+}
+
+#[tokio::test]
+async fn a_consent_never_exchanged_is_not_listed_as_a_connected_app() {
+    let app = spawn_app().await;
+    let listed = insert_grant(&app, OWNER_EMAIL, "Listed", "registration").await;
+    let unexchanged = outreach_runtime::ids::new_id("grt");
+    sqlx::query(
+        "insert into oauth_grants (id, workspace_id, person_id, client_id, client_name, \
+         client_source, scopes, resource, created_at) \
+         select $1, workspace_id, person_id, 'cli_x', 'Never Exchanged', 'registration', 'read', \
+                resource, created_at from oauth_grants where id = $2",
+    )
+    .bind(&unexchanged)
+    .bind(&listed)
+    .execute(app.db.pool())
+    .await
+    .expect("insert a grant without tokens");
+    let owner = signed_in(&app, OWNER_EMAIL).await;
+    let page = owner.get("/settings/api").await;
+    assert!(page.body.contains(&format!("data-grant-id=\"{listed}\"")));
+    assert!(!page.body.contains(&unexchanged), "{}", page.body);
 }
 
 #[tokio::test]

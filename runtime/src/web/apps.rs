@@ -52,12 +52,16 @@ const GRANT_COLUMNS: &str = "select g.id, g.person_id, g.client_id, g.client_nam
         g.scopes, g.created_at, g.last_used_at, g.revoked_at, p.email \
      from oauth_grants g join people p on p.id = g.person_id";
 
+/// A consent whose code was never exchanged is no connection yet: its grant holds no token, and
+/// listing it would show an app that never connected.
+const HAS_TOKENS: &str = "exists (select 1 from oauth_tokens t where t.grant_id = g.id)";
+
 /// The live grants the signed-in person may see, newest first.
 pub async fn rows(state: &AppState, signed: &SignedIn) -> Result<Vec<AppRow>, PageError> {
     let rows = if signed.can_manage() {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "{GRANT_COLUMNS} where g.workspace_id = $1 and g.revoked_at is null \
-             order by g.created_at desc, g.id"
+             and {HAS_TOKENS} order by g.created_at desc, g.id"
         )))
         .bind(&signed.workspace_id)
         .fetch_all(state.db.pool())
@@ -65,7 +69,7 @@ pub async fn rows(state: &AppState, signed: &SignedIn) -> Result<Vec<AppRow>, Pa
     } else {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "{GRANT_COLUMNS} where g.workspace_id = $1 and g.person_id = $2 \
-             and g.revoked_at is null order by g.created_at desc, g.id"
+             and g.revoked_at is null and {HAS_TOKENS} order by g.created_at desc, g.id"
         )))
         .bind(&signed.workspace_id)
         .bind(&signed.session.person_id)
