@@ -505,3 +505,42 @@ async fn sigterm_right_after_the_banner_is_a_graceful_shutdown() {
     let database = TestDatabase::create().await;
     start_serve(&database).await.terminate().await;
 }
+
+#[tokio::test]
+async fn serve_refuses_production_without_https_and_development_flags_in_production() {
+    let database = TestDatabase::create().await;
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["--base-url", "http://api.example.test"],
+            "https --base-url",
+        ),
+        (
+            &[
+                "--base-url",
+                "https://api.example.test",
+                "--cimd-allow-loopback",
+            ],
+            "--cimd-allow-loopback",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut command = outreach();
+        command
+            .env("OUTREACH_ENV", "production")
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--database-url",
+                database.url(),
+            ])
+            .args(args);
+        let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+            .await
+            .expect("serve gives up")
+            .expect("run outreach");
+        assert!(!output.status.success(), "{args:?} should not serve");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
