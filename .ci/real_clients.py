@@ -21,20 +21,16 @@ runs the checks and stops the server, whatever happens.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
+
+from ci_server import CheckFailed, Server, admin, fresh_database, http_get, run, section
 
 HERE = Path(__file__).resolve().parent
 VENV_BIN = Path(sys.executable).parent
@@ -51,154 +47,6 @@ DEFAULT_SEED = 20261121
 # (`not_a_server_error`) and `response_schema_conformance`, plus status codes, content types,
 # auth being enforced (`ignored_auth`), negative data being rejected, deleted objects staying gone.
 SCHEMATHESIS_EXCLUDED_CHECKS = "positive_data_acceptance"
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def section(title: str) -> None:
-    print(f"\n--- {title}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, check=False, text=True, **kwargs)
-
-
-def admin(binary: str, database_url: str, *args: str) -> dict:
-    """Runs `outreach admin --json ...` and returns its JSON object."""
-    cmd = [binary, "admin", "--database-url", database_url, "--json", *args]
-    done = run(cmd, capture_output=True, timeout=120)
-    if done.returncode != 0:
-        raise CheckFailed(f"`outreach admin {' '.join(args)}` failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-    return json.loads(done.stdout)
-
-
-def http_get(url: str, key: str | None = None, timeout: float = 10.0) -> tuple[int, dict[str, str], bytes]:
-    request = urllib.request.Request(url)
-    if key:
-        request.add_header("Authorization", f"Bearer {key}")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), error.read()
-
-
-class PostgresDatabase:
-    """A fresh PostgreSQL database, dropped on exit."""
-
-    def __init__(self, admin_url: str) -> None:
-        self.admin_url = admin_url
-        self.name = f"outreach_ci_{secrets.token_hex(6)}"
-        base, _, _ = admin_url.rpartition("/")
-        self.url = f"{base}/{self.name}"
-
-    def psql(self, sql: str) -> None:
-        done = run(["psql", self.admin_url, "-v", "ON_ERROR_STOP=1", "-qAtc", sql], capture_output=True, timeout=60)
-        if done.returncode != 0:
-            raise CheckFailed(f"psql `{sql}` failed:\n{done.stdout}{done.stderr}")
-
-    def __enter__(self) -> PostgresDatabase:
-        self.psql(f'create database "{self.name}"')
-        print(f"created PostgreSQL database {self.name}")
-        return self
-
-    def __exit__(self, *exc) -> None:
-        try:
-            self.psql(f'drop database if exists "{self.name}" with (force)')
-            print(f"dropped PostgreSQL database {self.name}")
-        except (CheckFailed, subprocess.TimeoutExpired) as error:
-            print(f"warning: could not drop {self.name}: {error}", file=sys.stderr)
-
-
-class Server:
-    """`outreach serve` on a free loopback port; stopped (SIGTERM, then SIGKILL) on exit."""
-
-    def __init__(self, binary: str, database_url: str, log_path: Path) -> None:
-        self.binary = binary
-        self.database_url = database_url
-        self.log_path = log_path
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.process: subprocess.Popen | None = None
-
-    def __enter__(self) -> Server:
-        env = dict(os.environ)
-        # The key made by `admin` is a `pk_test_` key; a production server would refuse it.
-        env.pop("OUTREACH_ENV", None)
-        env.pop("OUTREACH_BASE_URL", None)
-        env.setdefault("RUST_LOG", "info,sqlx=warn")
-        # The log is a file: plain text, no terminal colours.
-        env["NO_COLOR"] = "1"
-        # The free port is only free when we looked; if another process takes it first, try another.
-        for attempt in range(3):
-            if attempt:
-                self.port = free_port()
-                self.base_url = f"http://127.0.0.1:{self.port}"
-            self.log = open(self.log_path, "w")
-            self.process = subprocess.Popen(
-                [self.binary, "serve", "--addr", f"127.0.0.1:{self.port}", "--database-url", self.database_url],
-                stdout=self.log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-            )
-            try:
-                self.wait_healthy()
-                break
-            except CheckFailed:
-                lost_port = self.process.poll() is not None and "could not listen" in self.log_path.read_text()
-                if not lost_port or attempt == 2:
-                    self.__exit__()
-                    raise
-                self.log.close()
-            except BaseException:
-                self.__exit__()
-                raise
-        print(f"server up at {self.base_url} (pid {self.process.pid}, log {self.log_path})")
-        return self
-
-    def wait_healthy(self, timeout: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise CheckFailed(f"the server exited with {self.process.returncode} before it was healthy")
-            try:
-                status, _, body = http_get(f"{self.base_url}/healthz", timeout=2.0)
-                if status == 200:
-                    return
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            time.sleep(0.2)
-        raise CheckFailed(f"the server did not answer /healthz within {timeout:.0f}s")
-
-    def __exit__(self, *exc) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                print("warning: the server did not stop within 15s of SIGTERM; killing it", file=sys.stderr)
-                self.process.kill()
-                self.process.wait()
-            print(f"server stopped (exit {self.process.returncode})")
-        self.log.close()
-
-    def print_log(self, last: int = 80) -> None:
-        lines = self.log_path.read_text(errors="replace").splitlines()
-        print(f"--- last {min(last, len(lines))} lines of the server log ({self.log_path})")
-        for line in lines[-last:]:
-            print(line)
-
-    def internal_errors(self) -> list[str]:
-        return [line for line in self.log_path.read_text(errors="replace").splitlines() if "internal error" in line]
 
 
 def check_openapi(base_url: str, work: Path) -> None:
@@ -292,9 +140,7 @@ def main() -> int:
     server: Server | None = None
     try:
         section(f"real clients on {args.database}: fresh database, workspace, key, server")
-        database = PostgresDatabase(args.postgres_url) if args.database == "postgres" else None
-        with database if database else contextlib.nullcontext():
-            database_url = database.url if database else f"sqlite://{work / 'outreach.db'}"
+        with fresh_database(args.database, work, args.postgres_url) as database_url:
             created = admin(binary, database_url, "workspace", "create", "--name", "CI real clients",
                             "--owner-email", "ci-owner@example.com")
             key = admin(binary, database_url, "key", "create", "--workspace", created["workspace_id"],
