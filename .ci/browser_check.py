@@ -32,16 +32,13 @@ look at what the browser saw; a failing check also saves the page's HTML there.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import html
 import json
 import os
-import re
 import secrets
 import shutil
-import signal
 import sys
 import tempfile
 import threading
@@ -53,7 +50,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from ci_server import CheckFailed, Checks, Server, admin, check, fresh_database, section
+from ci_server import CheckFailed, Checks, Server, admin, argument_parser, check, executable, fresh_database, section
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -687,22 +684,13 @@ class Flows:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--binary", required=True, help="the outreach binary to test")
-    parser.add_argument("--database", choices=["sqlite", "postgres"], required=True)
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("CI_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
-        help="an administrative connection; a fresh database is created beside it",
-    )
+    parser = argument_parser(__doc__, "server and chromedriver logs")
     parser.add_argument("--screenshots", type=Path, help="where the PNGs go (default target/browser-screenshots/<database>)")
     parser.add_argument("--counts", type=Path, help="write `passed failed` here for .ci/run")
-    parser.add_argument("--keep", action="store_true", help="keep the work folder (server and chromedriver logs)")
     args = parser.parse_args()
 
-    binary = str(Path(args.binary).resolve())
-    if not os.access(binary, os.X_OK):
-        print(f"error: {binary} is not an executable; build it first", file=sys.stderr)
+    binary = executable(args.binary)
+    if binary is None:
         return 2
     for program in (CHROMIUM, CHROMEDRIVER):
         if not os.access(program, os.X_OK):
@@ -713,7 +701,6 @@ def main() -> int:
     shots.mkdir(parents=True)
     # Selenium must not look for or download a driver: it is given Debian's.
     os.environ["SE_OFFLINE"] = "true"
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     checks = Checks(f"browser checks on {args.database}", args.counts)
     work = Path(tempfile.mkdtemp(prefix=f"outreach-browser-{args.database}-"))

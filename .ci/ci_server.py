@@ -14,6 +14,7 @@ stop the server and make and drop their databases the same way:
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -71,6 +72,32 @@ def http_get(url: str, key: str | None = None, timeout: float = 10.0) -> tuple[i
             return response.status, dict(response.headers), response.read()
     except urllib.error.HTTPError as error:
         return error.code, dict(error.headers), error.read()
+
+
+def argument_parser(description: str | None, keep_help: str) -> argparse.ArgumentParser:
+    """The options every check script takes: the binary, the backend, the administrative
+    PostgreSQL connection and `--keep`; a script adds its own after."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--binary", required=True, help="the outreach binary to test")
+    parser.add_argument("--database", choices=["sqlite", "postgres"], required=True)
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("CI_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
+        help="an administrative connection; a fresh database is created beside it",
+    )
+    parser.add_argument("--keep", action="store_true", help=f"keep the work folder ({keep_help})")
+    return parser
+
+
+def executable(path: str) -> str | None:
+    """The binary's absolute path, or None (with a message) when it cannot be run. Also makes
+    SIGTERM (a CI time-out, a parent's kill) unwind like Ctrl-C, so servers and databases go too."""
+    binary = str(Path(path).resolve())
+    if not os.access(binary, os.X_OK):
+        print(f"error: {binary} is not an executable; build it first", file=sys.stderr)
+        return None
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    return binary
 
 
 class PostgresDatabase:

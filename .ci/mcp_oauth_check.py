@@ -26,13 +26,10 @@ workspace, as an OAuth grant):
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import ipaddress
 import json
-import os
 import shutil
-import signal
 import ssl
 import sys
 import tempfile
@@ -50,7 +47,18 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-from ci_server import CheckFailed, Checks, Server, admin, check, free_port, fresh_database, section
+from ci_server import (
+    CheckFailed,
+    Checks,
+    Server,
+    admin,
+    argument_parser,
+    check,
+    executable,
+    free_port,
+    fresh_database,
+    section,
+)
 
 OWNER_EMAIL = "oauth-owner@example.com"
 OWNER_PASSWORD = "mcp oauth check password"
@@ -359,23 +367,13 @@ async def connect(base: str, workspace_id: str, redirect_uri: str, metadata_url:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--binary", required=True, help="the outreach binary to test")
-    parser.add_argument("--database", choices=["sqlite", "postgres"], required=True)
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("CI_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
-        help="an administrative connection; a fresh database is created beside it",
-    )
+    parser = argument_parser(__doc__, "server log, certificates")
     parser.add_argument("--counts", type=Path, help="write `passed failed` here for .ci/run")
-    parser.add_argument("--keep", action="store_true", help="keep the work folder (server log, certificates)")
     args = parser.parse_args()
 
-    binary = str(Path(args.binary).resolve())
-    if not os.access(binary, os.X_OK):
-        print(f"error: {binary} is not an executable; build it first", file=sys.stderr)
+    binary = executable(args.binary)
+    if binary is None:
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     checks = Checks(f"MCP OAuth checks on {args.database}", args.counts)
     work = Path(tempfile.mkdtemp(prefix=f"outreach-mcp-oauth-{args.database}-"))

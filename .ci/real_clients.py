@@ -20,17 +20,15 @@ runs the checks and stops the server, whatever happens.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from ci_server import CheckFailed, Server, admin, fresh_database, http_get, run, section
+from ci_server import CheckFailed, Server, admin, argument_parser, executable, fresh_database, http_get, run, section
 
 HERE = Path(__file__).resolve().parent
 VENV_BIN = Path(sys.executable).parent
@@ -115,25 +113,14 @@ def check_schemathesis(base_url: str, key: str, work: Path, max_examples: int) -
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--binary", required=True, help="the outreach binary to test")
-    parser.add_argument("--database", choices=["sqlite", "postgres"], required=True)
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("CI_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
-        help="an administrative connection; a fresh database is created beside it",
-    )
+    parser = argument_parser(__doc__, "logs, openapi.json, reports")
     parser.add_argument("--max-examples", type=int, default=int(os.environ.get("CI_SCHEMATHESIS_MAX_EXAMPLES", "100")))
-    parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, openapi.json, reports)")
     args = parser.parse_args()
 
-    binary = str(Path(args.binary).resolve())
-    if not os.access(binary, os.X_OK):
-        print(f"error: {binary} is not an executable; build it first", file=sys.stderr)
+    binary = executable(args.binary)
+    if binary is None:
         return 2
 
-    # SIGTERM (CI time-out, a parent's kill) unwinds like Ctrl-C so the server and database go too.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     work = Path(tempfile.mkdtemp(prefix=f"outreach-ci-{args.database}-"))
     failed = False
