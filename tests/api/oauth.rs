@@ -540,10 +540,12 @@ async fn registration_echoes_the_metadata_of_a_public_client() {
             "redirect_uris": ["https://claude.example/api/callback", "http://localhost:33418/callback"],
             "grant_types": ["authorization_code", "refresh_token"],
             "client_uri": "https://claude.example",
+            "application_type": "native",
         }),
     )
     .await;
     let body = response.expect(201);
+    assert_eq!(body["application_type"], json!("native"));
     assert!(text(body, "client_id").starts_with("cli_"), "{body}");
     assert!(body["client_id_issued_at"].as_i64().is_some(), "{body}");
     assert_eq!(body["client_name"], json!("Claude"));
@@ -602,6 +604,14 @@ async fn registration_refuses_bad_metadata_and_stores_nothing() {
             "invalid_client_metadata",
         ),
         (json!(["https://a.example/cb"]), "invalid_client_metadata"),
+        (
+            json!({"redirect_uris": ["http://127.0.0.1:7777/cb"], "application_type": "web"}),
+            "invalid_redirect_uri",
+        ),
+        (
+            json!({"redirect_uris": ["https://a.example/cb"], "application_type": "desktop"}),
+            "invalid_client_metadata",
+        ),
     ];
     for (metadata, error) in cases {
         let response = register(&app, metadata.clone()).await;

@@ -162,6 +162,31 @@ pub fn validate_metadata(document: &Value) -> Result<Validated, MetadataError> {
         }
     }
 
+    // OpenID Connect Registration's `application_type`, which the MCP specification asks clients
+    // to send: `native` apps (desktop, CLI, anything on this computer) may receive the code on a
+    // loopback address; a `web` app runs on a remote host and cannot, so its loopback redirect URI
+    // is a mistake or an attempt to catch codes meant for a local app. Absent: no constraint
+    // beyond the redirect rules above (this server is not an OpenID provider).
+    match object.get("application_type") {
+        None => {}
+        Some(Value::String(kind)) if kind == "native" => {}
+        Some(Value::String(kind)) if kind == "web" => {
+            if let Some(uri) = redirect_uris
+                .iter()
+                .find(|uri| redirect::is_loopback_uri(uri))
+            {
+                return Err(invalid_redirect(format!(
+                    "`{uri}` is a loopback address, which a `web` application cannot receive on; register it as `\"application_type\": \"native\"`"
+                )));
+            }
+        }
+        Some(other) => {
+            return Err(invalid(format!(
+                "`application_type` {other} is not one of `native` and `web`"
+            )));
+        }
+    }
+
     let client_name = match object.get("client_name") {
         None => None,
         Some(Value::String(name)) => {
