@@ -1127,3 +1127,31 @@ async fn signing_out_ends_the_session() {
         .expect("count sessions");
     assert_eq!(sessions, 0);
 }
+
+#[tokio::test]
+async fn a_session_started_on_one_instance_is_honoured_and_ended_on_another() {
+    let app = spawn_app().await;
+    let browser = signed_in(&app, OWNER_EMAIL).await;
+    let other = app.second_instance().await;
+    // Cookies do not name a port, so the browser sends the session to the second instance too.
+    let on_other = browser
+        .client
+        .get(format!("{}/settings/api", other.base_url))
+        .send()
+        .await
+        .expect("GET on the second instance");
+    let page = Browser::read(on_other).await;
+    page.expect(200);
+    let out = browser
+        .client
+        .post(format!("{}/logout", other.base_url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf_token={}", encode(&page.csrf())))
+        .send()
+        .await
+        .expect("sign out on the second instance");
+    assert_eq!(out.status().as_u16(), 303);
+    let after = browser.get("/settings/api").await;
+    after.expect(303);
+    assert!(after.location().starts_with("/login?next="));
+}
