@@ -12,7 +12,7 @@ use sqlx::Row;
 
 use crate::clock::{Clock, rfc3339};
 use crate::config::Environment;
-use crate::db::Db;
+use crate::db::{Backend, Db};
 use crate::ids;
 use crate::scope::{Role, Scope, scope_refusal};
 
@@ -215,46 +215,72 @@ pub async fn add_named_member(
     })
 }
 
-/// Refuses to leave a workspace without an owner.
-async fn ensure_other_owner(db: &Db, workspace_id: &str, person_id: &str) -> anyhow::Result<()> {
-    let row = sqlx::query("select count(*) as owners from memberships where workspace_id = $1 and role = 'owner' and person_id <> $2")
+/// The condition under which a membership may stop being an owner's: it is not one, or another
+/// owner remains. Written into the very statement that removes or demotes, so the check and the
+/// change cannot be split by another request.
+const ANOTHER_OWNER_REMAINS: &str = "(role <> 'owner' or exists (select 1 from memberships o \
+     where o.workspace_id = $1 and o.role = 'owner' and o.person_id <> $2))";
+
+/// Removes or demotes a member with `change` (a statement on `memberships` whose `$1` is the
+/// workspace and `$2` the person, guarded by [`ANOTHER_OWNER_REMAINS`]), refusing to leave the
+/// workspace without an owner even when two owners remove each other at the same moment. On
+/// PostgreSQL the workspace's owner rows are locked first, so the second request waits for the
+/// first and then sees its effect (each statement takes a fresh snapshot under read committed).
+/// SQLite serializes writers: a statement whose snapshot went stale fails rather than writing.
+async fn change_membership_keeping_an_owner(
+    db: &Db,
+    workspace_id: &str,
+    person_id: &str,
+    role: Role,
+    change: &str,
+    new_role: Option<Role>,
+) -> anyhow::Result<()> {
+    let mut tx = db.pool().begin().await?;
+    if db.backend() == Backend::Postgres {
+        sqlx::query(
+            "select person_id from memberships where workspace_id = $1 and role = 'owner' for update",
+        )
         .bind(workspace_id)
-        .bind(person_id)
-        .fetch_one(db.pool())
+        .fetch_all(&mut *tx)
         .await?;
-    if row.try_get::<i64, _>("owners")? == 0 {
-        bail!("this is the workspace's last owner; make someone else an owner first");
     }
+    let mut statement = sqlx::query(sqlx::AssertSqlSafe(change))
+        .bind(workspace_id)
+        .bind(person_id);
+    if let Some(new_role) = new_role {
+        statement = statement.bind(new_role.as_str());
+    }
+    let changed = statement.execute(&mut *tx).await?.rows_affected();
+    if changed == 0 {
+        tx.rollback().await?;
+        if role == Role::Owner {
+            bail!("this is the workspace's last owner; make someone else an owner first");
+        }
+        bail!("this person is no longer a member of `{workspace_id}`");
+    }
+    tx.commit().await?;
     Ok(())
 }
 
 /// Removes a person from a workspace; their keys stop working on the next request.
 pub async fn remove_member(db: &Db, workspace_id: &str, email: &str) -> anyhow::Result<()> {
     let (person_id, role) = member(db, workspace_id, email).await?;
-    if role == Role::Owner {
-        ensure_other_owner(db, workspace_id, &person_id).await?;
-    }
-    sqlx::query("delete from memberships where workspace_id = $1 and person_id = $2")
-        .bind(workspace_id)
-        .bind(&person_id)
-        .execute(db.pool())
-        .await?;
-    Ok(())
+    let change = format!(
+        "delete from memberships where workspace_id = $1 and person_id = $2 \
+         and {ANOTHER_OWNER_REMAINS}"
+    );
+    change_membership_keeping_an_owner(db, workspace_id, &person_id, role, &change, None).await
 }
 
 /// Changes a member's role; the new cap applies to their credentials on the next request.
 pub async fn set_role(db: &Db, workspace_id: &str, email: &str, role: Role) -> anyhow::Result<()> {
     let (person_id, current) = member(db, workspace_id, email).await?;
-    if current == Role::Owner && role != Role::Owner {
-        ensure_other_owner(db, workspace_id, &person_id).await?;
-    }
-    sqlx::query("update memberships set role = $1 where workspace_id = $2 and person_id = $3")
-        .bind(role.as_str())
-        .bind(workspace_id)
-        .bind(&person_id)
-        .execute(db.pool())
-        .await?;
-    Ok(())
+    let change = format!(
+        "update memberships set role = $3 where workspace_id = $1 and person_id = $2 \
+         and ($3 = 'owner' or {ANOTHER_OWNER_REMAINS})"
+    );
+    change_membership_keeping_an_owner(db, workspace_id, &person_id, current, &change, Some(role))
+        .await
 }
 
 /// A new API key; `key` is the only time its value is shown.

@@ -19,6 +19,7 @@ mod lists;
 mod mcp;
 mod oauth;
 mod oauth_tokens;
+mod owners;
 mod paging;
 mod parity;
 mod processing;
