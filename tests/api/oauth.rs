@@ -1163,6 +1163,87 @@ async fn bad_authorization_requests_go_back_with_the_rfc_error() {
     assert_eq!(count(&app, "select count(*) from oauth_grants").await, 0);
 }
 
+/// The sign-in page a redirect points to and the `next` it comes back to.
+#[track_caller]
+fn expect_sign_in(page: &Page, path: &str) {
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    let login = page.location.as_deref().expect("a redirect to sign in");
+    assert!(login.starts_with("/login?next="), "{login}");
+    let next = url::form_urlencoded::parse(login.trim_start_matches("/login?").as_bytes())
+        .find(|(name, _)| name == "next")
+        .map(|(_, value)| value.into_owned());
+    assert_eq!(next.as_deref(), Some(path));
+}
+
+#[tokio::test]
+async fn nothing_is_validated_or_redirected_before_sign_in() {
+    // RFC 9700 section 4.11.2: registration is open, so an error sent to a registered redirect URI
+    // for an anonymous browser would make this server a redirector to any URI anyone registers.
+    let app = spawn_app().await;
+    let evil = "https://evil.example/";
+    let client_id = register_client(&app, &[evil]).await;
+    let browser = Browser::new(&app);
+    let pkce = pkce();
+    let bad_pkce = authorize_path(
+        &client_id,
+        evil,
+        &pkce.challenge,
+        &[("code_challenge", "too-short")],
+    );
+    let unknown_client = authorize_path("cli_00000000000000000000", REDIRECT, &pkce.challenge, &[]);
+    let unregistered = authorize_path(
+        &client_id,
+        "https://elsewhere.example/",
+        &pkce.challenge,
+        &[],
+    );
+    let no_response_type =
+        authorize_path(&client_id, evil, &pkce.challenge, &[("response_type", "")]);
+    for path in [&bad_pkce, &unknown_client, &unregistered, &no_response_type] {
+        expect_sign_in(&browser.get(path).await, path);
+    }
+    // Bare and garbled requests too: sign-in comes first, whatever the parameters.
+    expect_sign_in(&browser.get("/oauth/authorize").await, "/oauth/authorize?");
+    let garbled =
+        "/oauth/authorize?client_id=a&client_id=b&redirect_uri=https%3A%2F%2Fevil.example%2F";
+    expect_sign_in(&browser.get(garbled).await, garbled);
+
+    // Signed in, the same requests are judged: an error back to the client once its redirect URI
+    // is trusted, a page before that.
+    browser.sign_in(OWNER_EMAIL).await;
+    let page = browser.get(&bad_pkce).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    assert!(
+        page.location
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with(evil),
+        "{:?}",
+        page.location
+    );
+    assert_eq!(
+        page.redirect_param("error").as_deref(),
+        Some("invalid_request")
+    );
+    assert!(page.redirect_param("error_description").is_some());
+    assert_eq!(page.redirect_param("state").as_deref(), Some("st4te-xyz"));
+    assert_eq!(page.redirect_param("iss"), Some(app.base_url.clone()));
+    assert!(page.redirect_param("code").is_none());
+    browser
+        .get(&unknown_client)
+        .await
+        .expect_error_page(400, "is registered");
+    browser
+        .get(&unregistered)
+        .await
+        .expect_error_page(400, "is not one registered");
+    browser
+        .get(garbled)
+        .await
+        .expect_error_page(400, "more than once");
+    assert_eq!(count(&app, "select count(*) from oauth_grants").await, 0);
+}
+
 #[tokio::test]
 async fn a_forged_csrf_token_on_the_consent_form_grants_nothing() {
     let app = spawn_app().await;
@@ -1641,7 +1722,11 @@ async fn metadata_documents_are_cached_per_their_headers_and_failures_never() {
         1,
         "max-age=60 is honoured"
     );
+    // A browser without a session is sent to sign in before anything is fetched for it.
     app.clock.advance_ms(61_000);
+    let anonymous = Browser::new(&app);
+    expect_sign_in(&anonymous.get(&path).await, &path);
+    assert_eq!(documents.fetches.load(Ordering::SeqCst), 1);
     assert_eq!(browser.get(&path).await.status, StatusCode::OK);
     assert_eq!(
         documents.fetches.load(Ordering::SeqCst),
@@ -1724,10 +1809,11 @@ async fn metadata_documents_on_private_addresses_are_refused() {
             "https://192.168.0.10/client.json".to_owned(),
             "private address",
         ),
-        // A name, refused after resolution.
+        // A name, refused after resolution: like any failure to reach a document, one sentence
+        // that does not say why, so the page cannot be used to learn what a name resolves to.
         (
-            format!("https://localhost:{port}/client.json"),
-            "private or special-use address",
+            "https://localhost/client.json".to_owned(),
+            "could not be fetched",
         ),
         (documents.url("/client.json"), "https"),
     ] {
@@ -1737,6 +1823,78 @@ async fn metadata_documents_on_private_addresses_are_refused() {
         page.expect_error_page(400, says);
     }
     assert_eq!(documents.fetches.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn metadata_documents_are_fetched_only_from_the_default_https_port() {
+    // The production policy: a port of a public host is refused before anything is resolved or
+    // connected to, so the server cannot be used to scan ports.
+    let app = spawn_app().await;
+    let browser = Browser::new(&app);
+    browser.sign_in(OWNER_EMAIL).await;
+    let pkce = pkce();
+    for client_id in [
+        "https://app.example:8443/client.json",
+        "https://app.example:22/client.json",
+        "https://93.184.215.14:6379/client.json",
+    ] {
+        browser
+            .get(&authorize_path(client_id, REDIRECT, &pkce.challenge, &[]))
+            .await
+            .expect_error_page(400, "default https port (443)");
+    }
+    // The default port is written by leaving it out.
+    browser
+        .get(&authorize_path(
+            "https://app.example:443/client.json",
+            REDIRECT,
+            &pkce.challenge,
+            &[],
+        ))
+        .await
+        .expect_error_page(400, "canonical");
+    assert_eq!(count(&app, "select count(*) from oauth_grants").await, 0);
+}
+
+#[tokio::test]
+async fn failures_to_reach_a_metadata_document_all_read_the_same() {
+    let app = cimd_app().await;
+    let documents = document_server().await;
+    // A port nothing listens on any more.
+    let closed = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        listener.local_addr().expect("address").port()
+    };
+    let browser = Browser::new(&app);
+    browser.sign_in(OWNER_EMAIL).await;
+    let pkce = pkce();
+    let mut sentences = Vec::new();
+    for client_id in [
+        // Connection refused.
+        format!("http://127.0.0.1:{closed}/client.json"),
+        // TLS to a server that speaks plain http.
+        documents
+            .url("/client.json")
+            .replacen("http://", "https://", 1),
+        // A name that does not resolve.
+        "https://no-such-host.invalid/client.json".to_owned(),
+    ] {
+        let page = browser
+            .get(&authorize_path(&client_id, REDIRECT, &pkce.challenge, &[]))
+            .await;
+        page.expect_error_page(400, "could not be fetched");
+        let message = unescape(&page.body).replace(&client_id, "URL");
+        assert!(!message.contains("refused"), "{message}");
+        assert!(!message.contains("dns"), "{message}");
+        assert!(!message.contains("certificate"), "{message}");
+        sentences.push(message);
+    }
+    assert!(
+        sentences.windows(2).all(|pair| pair[0] == pair[1]),
+        "{sentences:#?}"
+    );
 }
 
 #[tokio::test]

@@ -1,10 +1,14 @@
 //! The authorization endpoint: sign-in, workspace choice, consent, and the code.
 //!
 //! The order of the checks is the security of this endpoint (RFC 6749 section 4.1.2.1, RFC 9700
-//! section 4.11). The client and its redirect URI are checked first, and until both pass, every
-//! error is a page for the person: redirecting an error to an unverified URI would make this
-//! server an open redirector. Once the redirect URI is trusted, the remaining errors go back to
-//! the client there, with `state` and `iss` (RFC 9207), as OAuth clients expect.
+//! section 4.11.2, OAuth 2.1 section 7.12.2). The person signs in first: for a browser without a
+//! session nothing is validated, fetched or redirected; it is sent to `/login` with the request
+//! untouched. Registration is open to any https redirect URI, so an error redirected before
+//! sign-in would make this server an open redirector, and a metadata document fetched for anyone
+//! would let anyone make it fetch URLs of their choosing. Then the client and its redirect URI are
+//! checked, and until both pass, every error is a page for the person: redirecting an error to an
+//! unverified URI would be an open redirect too. Once the redirect URI is trusted, the remaining
+//! errors go back to the client there, with `state` and `iss` (RFC 9207), as OAuth clients expect.
 //!
 //! `GET` shows the pages; `POST` is the person's decision, checked against the session's CSRF
 //! token and then validated again from scratch, because the form's hidden fields come back from
@@ -356,11 +360,13 @@ async fn show_page(
     query: &str,
     params: &Params,
 ) -> Result<Response, Refusal> {
-    let valid = validate(state, fetcher, params).await?;
+    // Sign-in before anything else: no metadata document is fetched and no error is redirected
+    // for a browser without a session (RFC 9700 section 4.11.2).
     let Some(session) = session::current(state, headers).await? else {
         // The request exactly as it came, so the client's parameters survive sign-in untouched.
         return Ok(sign_in(query));
     };
+    let valid = validate(state, fetcher, params).await?;
     let memberships = memberships(state, &session.person_id).await?;
     let hidden = params.without(&OWN_FIELDS);
     let Some(membership) = chosen(&memberships, params.get("workspace_id"))? else {

@@ -1,13 +1,21 @@
 //! Client ID Metadata Documents: a client whose `client_id` is the https URL of its metadata.
 //!
 //! The URL comes from whoever starts an authorization, so the fetch is hardened as a server-side
-//! request to an untrusted address: https only, no redirects (a redirect would let a public URL
-//! hand the fetch to a private one), a 10-second budget for the whole exchange, a 5 KB cap on the
-//! body (read in chunks and abandoned past the cap, so a huge or endless body costs nothing),
-//! no proxy (a proxy would resolve the name where our checks cannot see), and only public
-//! addresses. The address check runs after resolution, in a reqwest DNS resolver that drops
-//! private and special-use answers (`netguard`); hosts written as IP literals are not resolved by
-//! reqwest, so they are checked before the request.
+//! request to an untrusted address: https only, on the default port (443), no redirects (a
+//! redirect would let a public URL hand the fetch to a private one), a 10-second budget for the
+//! whole exchange, a 5 KB cap on the body (read in chunks and abandoned past the cap, so a huge or
+//! endless body costs nothing), no proxy (a proxy would resolve the name where our checks cannot
+//! see), and only public addresses. The address check runs after resolution, in a reqwest DNS
+//! resolver that drops private and special-use answers (`netguard`); hosts written as IP literals
+//! are not resolved by reqwest, so they are checked before the request.
+//!
+//! The fetch must not be a probe either. Any port would let a person map which ports of a public
+//! host are open, so only 443 is fetched from (the loopback relaxation of tests and development
+//! lifts this: their documents are on random ports). And every failure to reach the document
+//! (the name does not resolve, or only to refused addresses, the connection is refused or times
+//! out, TLS fails) is the same sentence, so the page does not tell them apart; the cause goes to
+//! the log. What the server answered, once it did, is the document's own fault and is said
+//! precisely: its status, a redirect, too large, not JSON, the wrong `client_id`.
 //!
 //! Documents are cached per instance for their `Cache-Control: max-age`, capped at 24 hours, with
 //! `no-store` and `no-cache` honoured and nothing cached without a max-age. Failures are never
@@ -173,8 +181,10 @@ impl Fetcher {
 }
 
 /// The URL rules: https (or http on a loopback host when the policy allows loopback), a path,
-/// no fragment, no credentials, and already in canonical form, since the document's `client_id`
-/// must equal it character for character.
+/// no fragment, no credentials, no port other than https's own (any port when the policy allows
+/// loopback), and already in canonical form, since the document's `client_id` must equal it
+/// character for character. Canonical form has no default port, so `:443` is refused as
+/// non-canonical: the port is left out.
 fn check_url(client_id: &str, policy: &CimdPolicy) -> Result<Url, String> {
     let url = Url::parse(client_id)
         .map_err(|error| format!("the client_id `{client_id}` is not a valid URL ({error})"))?;
@@ -216,6 +226,14 @@ fn check_url(client_id: &str, policy: &CimdPolicy) -> Result<Url, String> {
     {
         return Err(format!(
             "the client metadata document at `{client_id}` is on {reason}, which this server does not fetch from"
+        ));
+    }
+    // `port()` is `None` for the scheme's default, which canonical form leaves out anyway.
+    if let Some(port) = url.port()
+        && !policy.allow_loopback
+    {
+        return Err(format!(
+            "the client_id `{client_id}` names port {port}; a client metadata document is fetched only from the default https port (443), so its URL has no port"
         ));
     }
     Ok(url)
@@ -306,24 +324,25 @@ async fn download(
     Ok((client, max_age_ms))
 }
 
-/// A sentence for a failed fetch, naming a refused address when that was the cause.
+/// The one sentence for every failure to reach the document, whatever the cause: a resolver
+/// refusal, an unknown name, a refused or reset connection, a timeout and a TLS failure read the
+/// same, so the page cannot serve to probe hosts, ports or internal names. The cause is logged.
 fn describe_failure(client_id: &str, error: &reqwest::Error) -> String {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    let mut causes = vec![error.to_string()];
+    let mut source = std::error::Error::source(error);
     while let Some(current) = source {
-        if let Some(refused) = current.downcast_ref::<RefusedAddress>() {
-            return format!(
-                "the client metadata document at `{client_id}` is on a private or special-use address ({refused}), which this server does not fetch from"
-            );
-        }
+        causes.push(current.to_string());
         source = current.source();
     }
-    if error.is_timeout() {
-        return format!(
-            "the client metadata document at `{client_id}` did not arrive within {} seconds",
-            FETCH_TIMEOUT.as_secs()
-        );
-    }
-    format!("the client metadata document at `{client_id}` could not be fetched ({error})")
+    tracing::info!(
+        client_id,
+        cause = causes.join(": "),
+        "client metadata document not fetched"
+    );
+    format!(
+        "the client metadata document at `{client_id}` could not be fetched: its host was not reachable over https on a public address within {} seconds",
+        FETCH_TIMEOUT.as_secs()
+    )
 }
 
 /// How long `Cache-Control` lets a document be kept, or `None` for not at all.
@@ -345,6 +364,8 @@ fn cache_lifetime_ms<'a>(values: impl Iterator<Item = &'a str>) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
+    use std::str::FromStr;
+
     use super::*;
 
     #[test]
@@ -380,5 +401,48 @@ mod tests {
         };
         assert!(check_url("http://127.0.0.1:9/c.json", &loopback).is_ok());
         assert!(check_url("http://10.0.0.1/c.json", &loopback).is_err());
+    }
+
+    #[test]
+    fn only_the_default_https_port_unless_loopback_is_allowed() {
+        let policy = CimdPolicy::default();
+        for other in [
+            "https://app.example:8443/c.json",
+            "https://app.example:22/c.json",
+            "https://app.example:80/c.json",
+            "https://93.184.215.14:6379/c.json",
+        ] {
+            let refusal = check_url(other, &policy).expect_err(other);
+            assert!(refusal.contains("default https port"), "{refusal}");
+        }
+        // The default port is written by leaving it out; `:443` is not canonical.
+        let explicit = check_url("https://app.example:443/c.json", &policy).expect_err(":443");
+        assert!(explicit.contains("canonical"), "{explicit}");
+        let loopback = CimdPolicy {
+            allow_loopback: true,
+            ..CimdPolicy::default()
+        };
+        assert!(check_url("https://localhost:8443/c.json", &loopback).is_ok());
+    }
+
+    #[tokio::test]
+    async fn names_resolving_only_to_refused_addresses_are_not_connected_to() {
+        let refused = PublicOnly {
+            allow_loopback: false,
+        }
+        .resolve(Name::from_str("localhost").expect("a name"))
+        .await
+        .map(|_| ())
+        .expect_err("localhost is loopback");
+        assert!(
+            refused.downcast_ref::<RefusedAddress>().is_some(),
+            "{refused}"
+        );
+        let allowed = PublicOnly {
+            allow_loopback: true,
+        }
+        .resolve(Name::from_str("localhost").expect("a name"))
+        .await;
+        assert!(allowed.is_ok());
     }
 }
