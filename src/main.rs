@@ -61,6 +61,16 @@ struct ServeArgs {
     /// metadata documents (repeatable; for a test https server).
     #[arg(long, value_name = "PEM_FILE")]
     cimd_root_cert: Vec<std::path::PathBuf>,
+    /// A reverse proxy's address (repeatable): when the TCP peer is one, the sign-in throttle
+    /// counts the right-most X-Forwarded-For address that is not a trusted proxy. X-Forwarded-For
+    /// from any other peer is ignored.
+    #[arg(
+        long = "trusted-proxy",
+        value_name = "IP",
+        env = "OUTREACH_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    trusted_proxies: Vec<std::net::IpAddr>,
     #[command(flatten)]
     database: DatabaseArgs,
 }
@@ -302,6 +312,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = Config::new(&base_url, environment);
     config.cimd.allow_loopback = args.cimd_allow_loopback;
     config.cimd.extra_root_certificates = cimd_roots;
+    config.trusted_proxies = args.trusted_proxies;
     if let Ok(overrides) = std::env::var("OUTREACH_PRICES") {
         config.prices = config
             .prices

@@ -61,6 +61,10 @@ pub struct Config {
     pub prices: PriceTable,
     /// What the OAuth server may fetch when a client identifies itself by a metadata document URL.
     pub cimd: CimdPolicy,
+    /// Reverse proxies whose `X-Forwarded-For` names the client the sign-in throttle counts
+    /// (the right-most entry that is not one of them). Empty: the TCP peer is the client, and
+    /// `X-Forwarded-For` is ignored.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
 }
 
 /// How client ID metadata documents are fetched. The defaults are the production ones: only
@@ -87,6 +91,7 @@ impl Config {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             prices: PriceTable::default(),
             cimd: CimdPolicy::default(),
+            trusted_proxies: Vec::new(),
         }
     }
 

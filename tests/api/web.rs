@@ -9,7 +9,7 @@ use outreach_runtime::{Role, Scope, admin};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 
-use crate::helpers::{OWNER_EMAIL, TestApp, encode, spawn_app};
+use crate::helpers::{OWNER_EMAIL, TestApp, encode, spawn_app, spawn_app_with};
 
 const PASSWORD: &str = "correct horse battery";
 
@@ -120,20 +120,52 @@ impl Browser {
     }
 
     async fn post(&self, path: &str, fields: &[(&str, &str)]) -> Page {
+        self.post_with_headers(path, fields, &[]).await
+    }
+
+    async fn post_with_headers(
+        &self,
+        path: &str,
+        fields: &[(&str, &str)],
+        headers: &[(&str, &str)],
+    ) -> Page {
         let body = fields
             .iter()
             .map(|(name, value)| format!("{}={}", encode(name), encode(value)))
             .collect::<Vec<_>>()
             .join("&");
-        let response = self
+        let mut request = self
             .client
             .post(format!("{}{path}", self.base_url))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(body)
-            .send()
-            .await
-            .expect("POST a form");
+            .header("content-type", "application/x-www-form-urlencoded");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.body(body).send().await.expect("POST a form");
         Self::read(response).await
+    }
+
+    /// Like [`Self::try_sign_in`], with the form posted through a proxy that says the client is
+    /// `forwarded_for` (an `X-Forwarded-For` value).
+    async fn try_sign_in_forwarded(
+        &self,
+        email: &str,
+        password: &str,
+        forwarded_for: &str,
+    ) -> Page {
+        let form = self.get("/login").await;
+        form.expect(200);
+        let csrf = form.csrf();
+        self.post_with_headers(
+            "/login",
+            &[
+                ("csrf_token", &csrf),
+                ("email", email),
+                ("password", password),
+            ],
+            &[("x-forwarded-for", forwarded_for)],
+        )
+        .await
     }
 
     /// Fills in the sign-in form (after loading it, for its CSRF cookie).
@@ -363,6 +395,153 @@ async fn an_address_is_throttled_after_twenty_failures_across_accounts() {
     browser.sign_in(OWNER_EMAIL).await;
 }
 
+/// Parallel guesses: the attempt is recorded before the password is checked, so of many sent at
+/// once no more than the account's 5 are ever verified, whatever the interleaving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_guesses_cannot_outrun_the_account_throttle() {
+    let app = spawn_app().await;
+    let mut ready = Vec::new();
+    for _ in 0..12 {
+        let browser = Browser::new(&app);
+        let form = browser.get("/login").await;
+        form.expect(200);
+        let csrf = form.csrf();
+        ready.push((browser, csrf));
+    }
+    let attempts: Vec<_> = ready
+        .into_iter()
+        .map(|(browser, csrf)| {
+            tokio::spawn(async move {
+                browser
+                    .post(
+                        "/login",
+                        &[
+                            ("csrf_token", csrf.as_str()),
+                            ("email", OWNER_EMAIL),
+                            ("password", "wrong password"),
+                        ],
+                    )
+                    .await
+            })
+        })
+        .collect();
+    let (mut wrong, mut throttled, mut busy) = (0, 0, 0);
+    for attempt in attempts {
+        let page = attempt.await.expect("the attempt ran");
+        match page.status.as_u16() {
+            401 => {
+                assert!(page.body.contains("Wrong email or password."));
+                wrong += 1;
+            }
+            429 => {
+                assert!(page.body.contains("Too many failed sign-ins"));
+                assert!(!page.header("retry-after").is_empty());
+                throttled += 1;
+            }
+            // Past the throttle but no verification slot free in time: still not verified.
+            503 => {
+                assert_eq!(page.header("retry-after"), "1");
+                busy += 1;
+            }
+            other => panic!("unexpected status {other}:\n{}", page.body),
+        }
+    }
+    assert!(
+        wrong + busy <= 5,
+        "at most 5 attempts get past the throttle: {wrong} wrong, {busy} busy, {throttled} throttled"
+    );
+    assert!(throttled >= 7, "{throttled} throttled");
+    // Even the right password is not checked now, until the window has passed.
+    let browser = Browser::new(&app);
+    browser
+        .try_sign_in(OWNER_EMAIL, PASSWORD, "")
+        .await
+        .expect(429);
+    app.clock.advance_ms(14 * 60 * 1000);
+    browser
+        .try_sign_in(OWNER_EMAIL, PASSWORD, "")
+        .await
+        .expect(429);
+    app.clock.advance_ms(60 * 1000 + 1000);
+    browser.sign_in(OWNER_EMAIL).await;
+}
+
+/// Twenty wrong passwords (four each for five unknown accounts) from one forwarded client.
+async fn fail_twenty_times_forwarded(browser: &Browser, forwarded_for: &str) {
+    for account in 0..5 {
+        for _ in 0..4 {
+            browser
+                .try_sign_in_forwarded(
+                    &format!("guess{account}@acme.test"),
+                    "wrong password",
+                    forwarded_for,
+                )
+                .await
+                .expect(401);
+        }
+    }
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_each_forwarded_client_is_throttled_separately() {
+    let app = spawn_app_with(|config| {
+        config.trusted_proxies = vec!["127.0.0.1".parse().expect("an address")];
+    })
+    .await;
+    let guesser = Browser::new(&app);
+    fail_twenty_times_forwarded(&guesser, "203.0.113.7").await;
+    guesser
+        .try_sign_in_forwarded(OWNER_EMAIL, PASSWORD, "203.0.113.7")
+        .await
+        .expect(429);
+    // An entry the client wrote itself (left of what the proxy appended) changes nothing.
+    guesser
+        .try_sign_in_forwarded(OWNER_EMAIL, PASSWORD, "198.51.100.9, 203.0.113.7")
+        .await
+        .expect(429);
+    // Another client behind the same proxy mistypes once, then signs in: its own budget.
+    let colleague = Browser::new(&app);
+    colleague
+        .try_sign_in_forwarded(OWNER_EMAIL, "not the password", "198.51.100.9")
+        .await
+        .expect(401);
+    let page = colleague
+        .try_sign_in_forwarded(OWNER_EMAIL, PASSWORD, "198.51.100.9")
+        .await;
+    page.expect(303);
+    let counted: Vec<String> = sqlx::query_scalar(
+        "select distinct subject from sign_in_failures where subject like 'address:%' \
+         order by subject",
+    )
+    .fetch_all(app.db.pool())
+    .await
+    .expect("the recorded addresses");
+    assert_eq!(counted, ["address:198.51.100.9", "address:203.0.113.7"]);
+}
+
+#[tokio::test]
+async fn x_forwarded_for_from_an_untrusted_peer_is_ignored() {
+    let app = spawn_app().await;
+    let guesser = Browser::new(&app);
+    fail_twenty_times_forwarded(&guesser, "203.0.113.7").await;
+    // Every attempt counted against the TCP peer, whatever the header said.
+    Browser::new(&app)
+        .try_sign_in_forwarded(OWNER_EMAIL, PASSWORD, "198.51.100.9")
+        .await
+        .expect(429);
+    Browser::new(&app)
+        .try_sign_in(OWNER_EMAIL, PASSWORD, "")
+        .await
+        .expect(429);
+    let counted: Vec<String> = sqlx::query_scalar(
+        "select distinct subject from sign_in_failures where subject like 'address:%'",
+    )
+    .fetch_all(app.db.pool())
+    .await
+    .expect("the recorded addresses");
+    assert_eq!(counted, ["address:127.0.0.1"]);
+}
+
 #[tokio::test]
 async fn next_must_stay_on_this_site() {
     let app = spawn_app().await;
@@ -426,6 +605,67 @@ async fn a_new_key_is_shown_once_and_works() {
             .contains(&format!("data-key-id=\"{}\"", created.id))
     );
     assert!(reload.body.contains(&created.prefix));
+}
+
+/// Submits the create-key form without following the redirect to the page that shows the key.
+async fn create_key_unshown(browser: &Browser, name: &str) {
+    let created = browser
+        .submit(
+            "/settings/api",
+            "/settings/api/keys",
+            &[("name", name), ("expires_on", ""), ("scopes", "read")],
+        )
+        .await;
+    created.expect(303);
+}
+
+/// The flashes (new keys' values) stored in the database.
+async fn stored_flashes(app: &TestApp) -> Vec<String> {
+    sqlx::query_scalar("select flash from web_sessions where flash is not null")
+        .fetch_all(app.db.pool())
+        .await
+        .expect("the flashes")
+}
+
+#[tokio::test]
+async fn a_new_key_not_shown_within_five_minutes_is_not_shown_at_all() {
+    let app = spawn_app().await;
+    let browser = signed_in(&app, OWNER_EMAIL).await;
+    create_key_unshown(&browser, "never shown").await;
+    let flashes = stored_flashes(&app).await;
+    assert_eq!(flashes.len(), 1);
+    let key = flashes[0].trim_start_matches("new_key:").to_owned();
+    assert!(key.starts_with("pk_test_"), "{key}");
+    app.clock.advance_ms(6 * 60 * 1000);
+    let page = browser.get("/settings/api").await;
+    page.expect(200);
+    assert!(page.text_of("new-key-value").is_none(), "{}", page.body);
+    assert!(!page.body.contains(&key));
+    assert!(stored_flashes(&app).await.is_empty(), "cleared when taken");
+    let expires: Vec<Option<i64>> = sqlx::query_scalar("select flash_expires_at from web_sessions")
+        .fetch_all(app.db.pool())
+        .await
+        .expect("the flash expiries");
+    assert!(expires.iter().all(Option::is_none), "{expires:?}");
+
+    // A flash left behind by another session is cleared once expired, without that session
+    // coming back, the next time a flash is written.
+    let other = signed_in(&app, OWNER_EMAIL).await;
+    create_key_unshown(&other, "left behind").await;
+    assert_eq!(stored_flashes(&app).await.len(), 1);
+    app.clock.advance_ms(6 * 60 * 1000);
+    create_key_unshown(&browser, "shown").await;
+    let flashes = stored_flashes(&app).await;
+    assert_eq!(flashes.len(), 1);
+    // Within five minutes the key is shown once, as always.
+    app.clock.advance_ms(4 * 60 * 1000);
+    let page = browser.get("/settings/api").await;
+    page.expect(200);
+    assert_eq!(
+        page.text_of("new-key-value").as_deref(),
+        Some(flashes[0].trim_start_matches("new_key:"))
+    );
+    assert!(stored_flashes(&app).await.is_empty());
 }
 
 #[tokio::test]
@@ -1154,4 +1394,22 @@ async fn a_session_started_on_one_instance_is_honoured_and_ended_on_another() {
     let after = browser.get("/settings/api").await;
     after.expect(303);
     assert!(after.location().starts_with("/login?next="));
+}
+
+#[tokio::test]
+async fn successful_sign_ins_do_not_use_up_the_address_budget() {
+    let app = spawn_app().await;
+    // Twenty-five people behind one address (an office) all sign in within the window.
+    for _ in 0..25 {
+        let browser = Browser::new(&app);
+        browser
+            .try_sign_in(OWNER_EMAIL, PASSWORD, "/settings/api")
+            .await
+            .expect(303);
+    }
+    let rows: i64 = sqlx::query_scalar("select count(*) from sign_in_failures")
+        .fetch_one(app.db.pool())
+        .await
+        .expect("count attempts");
+    assert_eq!(rows, 0, "a success takes its own rows back");
 }
