@@ -2,7 +2,8 @@
 //!
 //! Every instance runs the same deletions; they are idempotent, so several instances on one
 //! database only repeat each other's work. What is kept, and for how long, is decided here in one
-//! place: idempotency records for their 24-hour window; sessions until they expire; failed
+//! place: idempotency records for their 24-hour window; sessions until they expire, and a new
+//! key's show-once value past its five minutes even if the session never comes back; failed
 //! sign-ins for a day (the throttle looks back 15 minutes); OAuth tokens for a day past their
 //! expiry, so a late replay still meets its row and is recognised as one; authorization codes for
 //! 30 days past theirs, as long as a refresh token issued from one can live, so a replayed code
@@ -27,7 +28,9 @@ const CODE_GRACE_MS: i64 = 30 * 24 * 60 * 60 * 1000;
 
 /// Runs the deletions every [`EVERY`] until the task is aborted.
 pub async fn run(state: Arc<AppState>) {
-    let mut ticks = tokio::time::interval(EVERY);
+    // The first round comes one period after start, not at once: a starting server has more
+    // urgent work, and nothing expires in the first ten minutes that cannot wait ten more.
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + EVERY, EVERY);
     loop {
         ticks.tick().await;
         match purge(&state).await {
@@ -42,8 +45,13 @@ pub async fn run(state: Arc<AppState>) {
 pub async fn purge(state: &AppState) -> Result<u64, ApiError> {
     let now = state.clock.now_ms();
     let mut purged = idempotency::purge(&state.db, &state.clock).await?;
-    let statements: [(&str, i64); 4] = [
+    let statements: [(&str, i64); 5] = [
         ("delete from web_sessions where expires_at < $1", now),
+        (
+            "update web_sessions set flash = null, flash_expires_at = null \
+             where flash_expires_at <= $1",
+            now,
+        ),
         (
             "delete from sign_in_failures where failed_at < $1",
             now - GRACE_MS,

@@ -42,6 +42,16 @@ async fn expired_sessions_failures_codes_and_tokens_are_purged_and_live_ones_kep
         .await
         .unwrap();
     }
+    // The live session holds a show-once value past its five minutes.
+    sqlx::query(
+        "update web_sessions set flash = 'pk_test_forgotten', flash_expires_at = $1 \
+         where token_hash = $2",
+    )
+    .bind(now - 1)
+    .bind(ids::hash_secret("live"))
+    .execute(app.db.pool())
+    .await
+    .unwrap();
     for failed_at in [now - 2 * day, now] {
         sqlx::query("insert into sign_in_failures (subject, failed_at) values ('account:x', $1)")
             .bind(failed_at)
@@ -91,9 +101,15 @@ async fn expired_sessions_failures_codes_and_tokens_are_purged_and_live_ones_kep
     assert_eq!(count(&app, "sign_in_failures").await, 1);
     assert_eq!(count(&app, "oauth_codes").await, 2);
     assert_eq!(count(&app, "oauth_tokens").await, 2);
+    let flashes: i64 =
+        sqlx::query_scalar("select count(*) from web_sessions where flash is not null")
+            .fetch_one(app.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(flashes, 0, "the forgotten key value is gone");
     assert_eq!(
-        purged, 4,
-        "one session, one failure, one code and one token"
+        purged, 5,
+        "one session, one flash, one failure, one code and one token"
     );
     assert_eq!(
         housekeeping::purge(&state).await.unwrap(),

@@ -8,7 +8,9 @@
 //! again, so a forged form asking for more is refused with nothing created.
 //!
 //! A new key's value travels to the next page in the session's flash (never in a URL, never in a
-//! cookie) and is taken from it when shown, so a reload no longer has it.
+//! cookie) and is taken from it when shown, so a reload no longer has it. The flash expires after
+//! [`session::FLASH_LIFETIME_MS`] (5 minutes): a redirect that is never followed does not leave
+//! the value in the database for the rest of the session.
 //!
 //! An expiry date `yyyy-mm-dd` means the key works through that whole day in UTC: it expires at
 //! the following midnight UTC. Today is therefore a valid choice; an earlier day is not.

@@ -26,6 +26,10 @@ pub const LOGIN_CSRF_COOKIE: &str = "outreach_login_csrf";
 /// How long a session lasts after sign-in.
 pub const SESSION_LIFETIME_MS: i64 = 12 * 60 * 60 * 1000;
 
+/// How long a flash waits to be shown. It holds a new key's value in plain text, so it should not
+/// outlive the redirect that shows it by much.
+pub const FLASH_LIFETIME_MS: i64 = 5 * 60 * 1000;
+
 /// A signed-in browser, as read from the database on this request.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -155,34 +159,62 @@ pub async fn set_workspace(
     Ok(())
 }
 
-/// Keeps a value to show once on the session's next page (a new key's secret).
+/// Keeps a value to show once on the session's next page (a new key's secret), for at most
+/// [`FLASH_LIFETIME_MS`].
 pub async fn set_flash(state: &AppState, session: &Session, value: &str) -> Result<(), ApiError> {
-    sqlx::query("update web_sessions set flash = $1 where id = $2")
+    let now = state.clock.now_ms();
+    clear_expired_flashes(state, now).await?;
+    sqlx::query("update web_sessions set flash = $1, flash_expires_at = $2 where id = $3")
         .bind(value)
+        .bind(now + FLASH_LIFETIME_MS)
         .bind(&session.id)
         .execute(state.db.pool())
         .await?;
     Ok(())
 }
 
-/// Takes the session's flash value, clearing it so a reload no longer shows it.
+/// Takes the session's flash value, clearing it so a reload no longer shows it. An expired flash
+/// (or one without an expiry, set before flashes had one) is cleared and not returned; expired
+/// flashes of other sessions are cleared on the way.
 ///
 /// Read, then cleared only if it is still the value read: `returning` would give the row after
 /// the update (the null), and the compare-and-clear means two pages loading at once cannot both
 /// show it.
 pub async fn take_flash(state: &AppState, session: &Session) -> Result<Option<String>, ApiError> {
-    let flash: Option<String> = sqlx::query_scalar("select flash from web_sessions where id = $1")
+    let now = state.clock.now_ms();
+    let row = sqlx::query("select flash, flash_expires_at from web_sessions where id = $1")
         .bind(&session.id)
         .fetch_optional(state.db.pool())
-        .await?
-        .flatten();
-    let Some(flash) = flash else { return Ok(None) };
-    let cleared = sqlx::query("update web_sessions set flash = null where id = $1 and flash = $2")
-        .bind(&session.id)
-        .bind(&flash)
-        .execute(state.db.pool())
         .await?;
-    Ok((cleared.rows_affected() == 1).then_some(flash))
+    let Some(row) = row else { return Ok(None) };
+    let Some(flash) = row.try_get::<Option<String>, _>("flash")? else {
+        return Ok(None);
+    };
+    let expires_at: Option<i64> = row.try_get("flash_expires_at")?;
+    let cleared = sqlx::query(
+        "update web_sessions set flash = null, flash_expires_at = null \
+         where id = $1 and flash = $2",
+    )
+    .bind(&session.id)
+    .bind(&flash)
+    .execute(state.db.pool())
+    .await?;
+    clear_expired_flashes(state, now).await?;
+    let live = expires_at.is_some_and(|at| at > now);
+    Ok((cleared.rows_affected() == 1 && live).then_some(flash))
+}
+
+/// Clears every session's flash that has expired (or never had an expiry). Runs only where a flash
+/// is being written or taken anyway, so an ordinary page load stays a read.
+async fn clear_expired_flashes(state: &AppState, now: i64) -> Result<(), ApiError> {
+    sqlx::query(
+        "update web_sessions set flash = null, flash_expires_at = null \
+         where flash is not null and (flash_expires_at is null or flash_expires_at <= $1)",
+    )
+    .bind(now)
+    .execute(state.db.pool())
+    .await?;
+    Ok(())
 }
 
 /// The login form's double-submit CSRF value: the one already in the cookie, or a new one with
