@@ -229,62 +229,7 @@ pub async fn spawn_app() -> TestApp {
 
 /// An app in the named environment (`production` issues and accepts only `pk_live_` keys).
 pub async fn spawn_app_in(environment: &str) -> TestApp {
-    let database = TestDatabase::create().await;
-    let db = Db::connect(database.url())
-        .await
-        .expect("connect to the test database");
-    db.migrate().await.expect("migrate the test database");
-    let clock = Clock::default();
-    let environment = Environment::new(environment);
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
-    let base_url = format!("http://{}", listener.local_addr().expect("local address"));
-    let state = AppState::new(
-        db.clone(),
-        clock.clone(),
-        Config::new(&base_url, environment.clone()),
-    )
-    .expect("build the app state");
-    let (shutdown, stop) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        serve(state, listener, async move {
-            stop.await.ok();
-        })
-        .await
-        .expect("serve");
-    });
-    let created = admin::create_workspace(
-        &db,
-        &clock,
-        "Acme",
-        OWNER_EMAIL,
-        Some("correct horse battery"),
-    )
-    .await
-    .expect("create the workspace");
-    let key = admin::create_key(
-        &db,
-        &clock,
-        &environment,
-        &created.workspace_id,
-        OWNER_EMAIL,
-        "test key",
-        Scope::Write,
-        None,
-    )
-    .await
-    .expect("create the owner's key");
-    TestApp {
-        base_url,
-        db,
-        clock,
-        environment,
-        client: reqwest::Client::builder().build().expect("http client"),
-        registry: Registry::build().expect("a valid registry"),
-        workspace_id: created.workspace_id,
-        key: key.key,
-        shutdown: Some(shutdown),
-        _database: database,
-    }
+    spawn_app_configured(Environment::new(environment), |_| {}).await
 }
 
 /// Another server over the same database, as a second instance behind a load balancer would be.
@@ -687,13 +632,21 @@ pub fn encode(text: &str) -> String {
 /// Like [`spawn_app`], with the configuration adjusted first (the OAuth tests relax the client
 /// metadata fetch policy to serve documents from the test itself).
 pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
+    spawn_app_configured(Environment::new("development"), configure).await
+}
+
+/// The one way a [`TestApp`] starts: a fresh database, the server on port 0 with the adjusted
+/// configuration, and a workspace with its owner and the owner's read+write key.
+async fn spawn_app_configured(
+    environment: Environment,
+    configure: impl FnOnce(&mut Config),
+) -> TestApp {
     let database = TestDatabase::create().await;
     let db = Db::connect(database.url())
         .await
         .expect("connect to the test database");
     db.migrate().await.expect("migrate the test database");
     let clock = Clock::default();
-    let environment = Environment::new("development");
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
     let base_url = format!("http://{}", listener.local_addr().expect("local address"));
     let mut config = Config::new(&base_url, environment.clone());
