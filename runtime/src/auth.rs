@@ -15,6 +15,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use sqlx::Row;
+use sqlx::any::AnyRow;
 
 use crate::error::{ApiError, ErrorCode};
 use crate::ids;
@@ -181,7 +182,7 @@ async fn lookup_api_key(
     token: &str,
 ) -> Result<Result<Principal, ApiError>, ApiError> {
     let row = sqlx::query(
-        "select k.id, k.name, k.scopes, k.expires_at, k.revoked_at, k.last_used_at, \
+        "select k.id as credential_id, k.name as credential_name, k.scopes, k.expires_at, k.revoked_at, k.last_used_at, \
                 k.workspace_id, k.person_id, p.email, m.role, w.terms_accepted_at, \
                 w.name as workspace_name, w.created_at as workspace_created_at, w.credits_balance \
          from api_keys k \
@@ -201,7 +202,6 @@ async fn lookup_api_key(
         )));
     };
     let now = state.clock.now_ms();
-    let key_id: String = row.try_get("id")?;
     if row.try_get::<Option<i64>, _>("revoked_at")?.is_some() {
         return Ok(Err(ApiError::new(
             ErrorCode::CredentialRevoked,
@@ -219,43 +219,7 @@ async fn lookup_api_key(
             ),
         )));
     }
-    let Some(role) = row
-        .try_get::<Option<String>, _>("role")?
-        .as_deref()
-        .and_then(Role::parse)
-    else {
-        return Ok(Err(ApiError::new(
-            ErrorCode::NotAMember,
-            "The person this key acts as is no longer a member of its workspace.",
-        )));
-    };
-    let granted =
-        Scope::parse_list(&row.try_get::<String, _>("scopes")?).map_err(ApiError::internal)?;
-    let terms_accepted_at: Option<i64> = row.try_get("terms_accepted_at")?;
-    let terms_accepted = terms_accepted_at.is_some();
-    let last_used_at: Option<i64> = row.try_get("last_used_at")?;
-    if last_used_at.is_none_or(|at| now - at >= LAST_USED_RESOLUTION_MS) {
-        record_last_use(state, LastUse::Key, key_id.clone(), now);
-    }
-    let principal = Principal {
-        workspace_id: row.try_get("workspace_id")?,
-        person_id: row.try_get("person_id")?,
-        email: row.try_get("email")?,
-        role,
-        credential_kind: CredentialKind::ApiKey,
-        credential_name: row.try_get("name")?,
-        credential_id: key_id,
-        granted,
-        effective: granted.min(role.scope_cap(terms_accepted)),
-        terms_accepted,
-        workspace: WorkspaceSnapshot {
-            name: row.try_get("workspace_name")?,
-            created_at: row.try_get("workspace_created_at")?,
-            terms_accepted_at,
-            credits_balance: row.try_get("credits_balance")?,
-        },
-    };
-    Ok(Ok(principal))
+    principal_from_row(state, &row, CredentialKind::ApiKey, now)
 }
 
 /// An OAuth access token: the token row, its grant, and the grant's person, membership and
@@ -267,7 +231,8 @@ async fn lookup_oauth_token(
     token: &str,
 ) -> Result<Result<Principal, ApiError>, ApiError> {
     let row = sqlx::query(
-        "select t.expires_at, t.revoked_at as token_revoked_at, g.id as grant_id, g.client_name, \
+        "select t.expires_at, t.revoked_at as token_revoked_at, g.id as credential_id, \
+                g.client_name as credential_name, \
                 coalesce(t.scopes, g.scopes) as scopes, g.resource, \
                 g.revoked_at as grant_revoked_at, g.last_used_at, \
                 g.workspace_id, g.person_id, p.email, m.role, w.terms_accepted_at, \
@@ -321,33 +286,50 @@ async fn lookup_oauth_token(
             ),
         )));
     }
+    principal_from_row(state, &row, CredentialKind::OauthToken, now)
+}
+
+/// What both credentials share once their own checks passed: the person must still be a member,
+/// the effective scope is the credential's capped by the role and the sending terms, and the use
+/// is recorded. The row carries `credential_id`, `credential_name`, `scopes`, `last_used_at`,
+/// the person, the role and the workspace columns.
+fn principal_from_row(
+    state: &AppState,
+    row: &AnyRow,
+    kind: CredentialKind,
+    now: i64,
+) -> Result<Result<Principal, ApiError>, ApiError> {
     let Some(role) = row
         .try_get::<Option<String>, _>("role")?
         .as_deref()
         .and_then(Role::parse)
     else {
+        let credential = match kind {
+            CredentialKind::ApiKey => "key",
+            CredentialKind::OauthToken => "token",
+        };
         return Ok(Err(ApiError::new(
             ErrorCode::NotAMember,
-            "The person this token acts as is no longer a member of its workspace.",
+            format!("The person this {credential} acts as is no longer a member of its workspace."),
         )));
     };
     let granted =
         Scope::parse_list(&row.try_get::<String, _>("scopes")?).map_err(ApiError::internal)?;
     let terms_accepted_at: Option<i64> = row.try_get("terms_accepted_at")?;
     let terms_accepted = terms_accepted_at.is_some();
-    let grant_id: String = row.try_get("grant_id")?;
+    let credential_id: String = row.try_get("credential_id")?;
     let last_used_at: Option<i64> = row.try_get("last_used_at")?;
     if last_used_at.is_none_or(|at| now - at >= LAST_USED_RESOLUTION_MS) {
-        record_last_use(state, LastUse::Grant, grant_id.clone(), now);
+        record_last_use(state, kind, credential_id.clone(), now);
     }
     Ok(Ok(Principal {
         workspace_id: row.try_get("workspace_id")?,
         person_id: row.try_get("person_id")?,
         email: row.try_get("email")?,
         role,
-        credential_kind: CredentialKind::OauthToken,
-        credential_name: row.try_get("client_name")?,
-        credential_id: grant_id,
+        credential_kind: kind,
+        credential_name: row.try_get("credential_name")?,
+        credential_id,
         granted,
         effective: granted.min(role.scope_cap(terms_accepted)),
         terms_accepted,
@@ -360,19 +342,13 @@ async fn lookup_oauth_token(
     }))
 }
 
-/// Which credential's `last_used_at` a use updates.
-#[derive(Debug, Clone, Copy)]
-enum LastUse {
-    Key,
-    Grant,
-}
-
 /// Records a credential's use off the request path; losing one update costs nothing.
-fn record_last_use(state: &AppState, what: LastUse, id: String, now: i64) {
+fn record_last_use(state: &AppState, kind: CredentialKind, id: String, now: i64) {
     let db = state.db.clone();
-    let sql = match what {
-        LastUse::Key => "update api_keys set last_used_at = $1 where id = $2",
-        LastUse::Grant => "update oauth_grants set last_used_at = $1 where id = $2",
+    // A token's use is its grant's: the grant is what Connected apps lists.
+    let sql = match kind {
+        CredentialKind::ApiKey => "update api_keys set last_used_at = $1 where id = $2",
+        CredentialKind::OauthToken => "update oauth_grants set last_used_at = $1 where id = $2",
     };
     tokio::spawn(async move {
         let result = sqlx::query(sql)
