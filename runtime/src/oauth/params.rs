@@ -4,7 +4,10 @@
 //! may appear twice. A repeated `redirect_uri` or `client_id` is the classic way to make two
 //! components disagree about which value counts, so duplicates are kept track of, not collapsed.
 
+use axum::http::{HeaderMap, header};
 use url::form_urlencoded;
+
+use super::error::OAuthError;
 
 /// Parameters in the order sent, with the names that were repeated.
 #[derive(Debug, Clone, Default)]
@@ -72,4 +75,30 @@ mod tests {
         assert!(params.is_duplicated("a"));
         assert!(!params.is_duplicated("c"));
     }
+}
+
+/// Whether the request's `Content-Type` is `mime` (parameters such as `charset` aside).
+pub fn has_content_type(headers: &HeaderMap, mime: &str) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.trim_start().to_ascii_lowercase().starts_with(mime))
+}
+
+/// The parameters of a POSTed form (token and revocation requests): the body must be
+/// `application/x-www-form-urlencoded` and no parameter may repeat. `what` names the request in
+/// the error.
+pub fn form(headers: &HeaderMap, body: &[u8], what: &str) -> Result<Params, OAuthError> {
+    if !has_content_type(headers, "application/x-www-form-urlencoded") {
+        return Err(OAuthError::invalid_request(format!(
+            "the {what} request must be `application/x-www-form-urlencoded`"
+        )));
+    }
+    let params = Params::parse(body);
+    if let Some(name) = params.duplicates.first() {
+        return Err(OAuthError::invalid_request(format!(
+            "the parameter `{name}` appears more than once"
+        )));
+    }
+    Ok(params)
 }

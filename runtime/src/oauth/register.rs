@@ -11,12 +11,13 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::client::validate_metadata;
 use super::error::{OAuthError, no_store};
+use super::params::has_content_type;
 use crate::ids;
 use crate::server::AppState;
 
@@ -40,16 +41,7 @@ async fn register_client(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Response, OAuthError> {
-    let json_body = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| {
-            value
-                .trim_start()
-                .to_ascii_lowercase()
-                .starts_with("application/json")
-        });
-    if !json_body {
+    if !has_content_type(headers, "application/json") {
         return Err(OAuthError::new(
             "invalid_client_metadata",
             "send the client metadata as `Content-Type: application/json`",

@@ -10,13 +10,13 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use sqlx::Row;
 
 use super::error::{OAuthError, no_store};
 use super::grant;
-use super::params::Params;
+use super::params;
 use super::token::check_client;
 use crate::ids;
 use crate::server::AppState;
@@ -38,26 +38,7 @@ async fn revoke_token(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<(), OAuthError> {
-    let form = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| {
-            value
-                .trim_start()
-                .to_ascii_lowercase()
-                .starts_with("application/x-www-form-urlencoded")
-        });
-    if !form {
-        return Err(OAuthError::invalid_request(
-            "the revocation request must be `application/x-www-form-urlencoded`",
-        ));
-    }
-    let params = Params::parse(body);
-    if let Some(name) = params.duplicates.first() {
-        return Err(OAuthError::invalid_request(format!(
-            "the parameter `{name}` appears more than once"
-        )));
-    }
+    let params = params::form(headers, body, "revocation")?;
     let client_id = check_client(state, &params).await?;
     let Some(token) = params.get("token") else {
         return Err(OAuthError::invalid_request("`token` is required"));

@@ -14,14 +14,14 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, header};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use sqlx::Row;
 
 use super::client::{is_document_url, is_registered};
 use super::error::OAuthError;
 use super::grant::{self, token_response};
-use super::params::Params;
+use super::params::{self, Params};
 use super::pkce;
 use crate::ids;
 use crate::scope::{Role, Scope};
@@ -44,26 +44,7 @@ async fn exchange(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Response, OAuthError> {
-    let form = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| {
-            value
-                .trim_start()
-                .to_ascii_lowercase()
-                .starts_with("application/x-www-form-urlencoded")
-        });
-    if !form {
-        return Err(OAuthError::invalid_request(
-            "the token request must be `application/x-www-form-urlencoded`",
-        ));
-    }
-    let params = Params::parse(body);
-    if let Some(name) = params.duplicates.first() {
-        return Err(OAuthError::invalid_request(format!(
-            "the parameter `{name}` appears more than once"
-        )));
-    }
+    let params = params::form(headers, body, "token")?;
     let client_id = check_client(state, &params).await?;
     match params.get("grant_type") {
         None => Err(OAuthError::invalid_request("`grant_type` is required")),
