@@ -37,6 +37,10 @@ mod register;
 mod revoke;
 mod token;
 
+/// Ends a grant and every token it issued: what Disconnect on the settings page does, and what
+/// a replayed code or a reused refresh token triggers here.
+pub use grant::revoke as revoke_grant;
+
 /// An authorization code is exchanged within seconds; ten minutes covers a slow client.
 pub const CODE_LIFETIME_MS: i64 = 10 * 60 * 1000;
 /// Access tokens are short-lived: a leaked one is useful for an hour at most.

@@ -172,24 +172,6 @@ pub async fn disconnect(
     let signed = super::signed_in(&state, &headers, PAGE).await?;
     signed.check_csrf(&form)?;
     let grant = disconnectable(&state, &signed, &grant_id).await?;
-    let now = state.clock.now_ms();
-    let mut tx = state.db.pool().begin().await?;
-    sqlx::query(
-        "update oauth_grants set revoked_at = $1 \
-         where id = $2 and workspace_id = $3 and revoked_at is null",
-    )
-    .bind(now)
-    .bind(&grant.id)
-    .bind(&signed.workspace_id)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(
-        "update oauth_tokens set revoked_at = $1 where grant_id = $2 and revoked_at is null",
-    )
-    .bind(now)
-    .bind(&grant.id)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
+    crate::oauth::revoke_grant(&state, &grant.id).await?;
     Ok(see_other(PAGE))
 }
