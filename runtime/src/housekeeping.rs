@@ -24,7 +24,7 @@ const GRACE_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// How long past its expiry a code is kept: as long as a refresh token issued from it can live,
 /// so a replay of the code revokes that refresh token's grant however late it comes.
-const CODE_GRACE_MS: i64 = 30 * 24 * 60 * 60 * 1000;
+const CODE_GRACE_MS: i64 = crate::oauth::REFRESH_TOKEN_LIFETIME_MS;
 
 /// Runs the deletions every [`EVERY`] until the task is aborted.
 pub async fn run(state: Arc<AppState>) {

@@ -191,8 +191,9 @@ impl ServerHandler for McpFace {
     }
 }
 
-/// CORS for browser-based MCP clients: any origin, no cookies, and the headers a client must
-/// read (`WWW-Authenticate` leads it to the OAuth metadata after a 401 or 403).
+/// CORS for browser-based MCP clients, on `/api/mcp` and the OAuth endpoints alike: any origin,
+/// no cookies, and the headers a client must read (`WWW-Authenticate` leads it to the OAuth
+/// metadata after a 401 or 403).
 pub fn cors() -> tower_http::cors::CorsLayer {
     tower_http::cors::CorsLayer::new()
         .allow_origin(tower_http::cors::Any)

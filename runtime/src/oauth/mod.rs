@@ -15,10 +15,8 @@
 
 use std::sync::Arc;
 
-use axum::http::{HeaderName, Method, header};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
-use tower_http::cors::{Any, CorsLayer};
 
 use crate::server::AppState;
 
@@ -73,20 +71,8 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/oauth/token", post(token::token))
         .route("/oauth/revoke", post(revoke::revoke))
         .layer(Extension(Arc::new(cimd::Fetcher::default())))
-        .layer(cors())
-}
-
-/// Browser-based MCP clients call these endpoints from their own origin. No credentials (cookies)
-/// are allowed cross-origin: the JSON endpoints authenticate nothing by cookie, and the consent
-/// form is a top-level navigation, which CORS does not govern.
-fn cors() -> CorsLayer {
-    CorsLayer::new()
-        .allow_origin(Any)
-        .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
-        .allow_headers([
-            header::AUTHORIZATION,
-            header::CONTENT_TYPE,
-            HeaderName::from_static("mcp-protocol-version"),
-        ])
-        .expose_headers([header::WWW_AUTHENTICATE])
+        // The same CORS policy as `/api/mcp`: a browser-based client calls both from its origin.
+        // No cookies cross origins, and the consent form is a top-level navigation, which CORS
+        // does not govern.
+        .layer(crate::mcp::cors())
 }
