@@ -15,7 +15,7 @@ use axum::response::Response;
 use sqlx::Row;
 
 use super::keys::ConfirmPage;
-use super::{FormData, PageError, SignedIn, display_time, render, see_other};
+use super::{PageError, SignedIn, display_time, render, see_other};
 use crate::scope::Scope;
 use crate::server::AppState;
 
@@ -168,9 +168,7 @@ pub async fn disconnect(
     Path(grant_id): Path<String>,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let form = FormData::parse(&body);
-    let signed = super::signed_in(&state, &headers, PAGE).await?;
-    signed.check_csrf(&form)?;
+    let (signed, _) = super::signed_in_form(&state, &headers, &body, PAGE).await?;
     let grant = disconnectable(&state, &signed, &grant_id).await?;
     crate::oauth::revoke_grant(&state, &grant.id).await?;
     Ok(see_other(PAGE))

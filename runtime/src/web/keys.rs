@@ -24,7 +24,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 
 use super::apps::{self, AppRow};
-use super::{FormData, Nav, PageError, SignedIn, display_time, render, see_other, session};
+use super::{Nav, PageError, SignedIn, display_time, render, see_other, session};
 use crate::admin::{self, KeySummary};
 use crate::scope::{Role, Scope, scope_refusal};
 use crate::server::AppState;
@@ -212,9 +212,7 @@ pub async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let form = FormData::parse(&body);
-    let signed = super::signed_in(&state, &headers, PAGE).await?;
-    signed.check_csrf(&form)?;
+    let (signed, form) = super::signed_in_form(&state, &headers, &body, PAGE).await?;
     let entered = KeyForm {
         name: form.get("name").to_owned(),
         expires_on: form.get("expires_on").to_owned(),
@@ -374,9 +372,7 @@ pub async fn revoke(
     Path(key_id): Path<String>,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let form = FormData::parse(&body);
-    let signed = super::signed_in(&state, &headers, PAGE).await?;
-    signed.check_csrf(&form)?;
+    let (signed, _) = super::signed_in_form(&state, &headers, &body, PAGE).await?;
     let key = revocable(&state, &signed, &key_id).await?;
     admin::revoke_key(&state.db, &state.clock, &key.id)
         .await

@@ -34,7 +34,9 @@ use serde::Deserialize;
 use sqlx::Row;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use super::{FormData, PageError, render, safe_next, see_other, session, signed_in, with_header};
+use super::{
+    FormData, PageError, render, safe_next, see_other, session, signed_in_form, with_header,
+};
 use crate::admin;
 use crate::ids;
 use crate::server::AppState;
@@ -379,9 +381,7 @@ pub async fn switch_workspace(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let form = FormData::parse(&body);
-    let signed = signed_in(&state, &headers, DEFAULT_NEXT).await?;
-    signed.check_csrf(&form)?;
+    let (signed, form) = signed_in_form(&state, &headers, &body, DEFAULT_NEXT).await?;
     let wanted = form.get("workspace_id");
     if !signed.workspaces.iter().any(|w| w.id == wanted) {
         return Err(PageError::not_found(

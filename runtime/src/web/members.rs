@@ -120,18 +120,17 @@ pub async fn show(
 async fn manager(
     state: &AppState,
     headers: &HeaderMap,
-    form: &FormData,
+    body: &[u8],
     next: &str,
-) -> Result<SignedIn, PageError> {
-    let signed = super::signed_in(state, headers, next).await?;
-    signed.check_csrf(form)?;
+) -> Result<(SignedIn, FormData), PageError> {
+    let (signed, form) = super::signed_in_form(state, headers, body, next).await?;
     if !signed.can_manage() {
         return Err(PageError::forbidden(
             "Only an owner or admin can change the members of the workspace; nothing was changed.",
         )
         .back_to(PAGE));
     }
-    Ok(signed)
+    Ok((signed, form))
 }
 
 fn parse_role(text: &str) -> Result<Role, PageError> {
@@ -151,8 +150,7 @@ pub async fn add(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let form = FormData::parse(&body);
-    let signed = manager(&state, &headers, &form, PAGE).await?;
+    let (signed, form) = manager(&state, &headers, &body, PAGE).await?;
     let entered = AddForm {
         email: form.get("email").trim().to_owned(),
         display_name: form.get("display_name").trim().to_owned(),
@@ -280,8 +278,7 @@ pub async fn set_role(
     Path(person_id): Path<String>,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let form = FormData::parse(&body);
-    let signed = manager(&state, &headers, &form, PAGE).await?;
+    let (signed, form) = manager(&state, &headers, &body, PAGE).await?;
     let role = parse_role(form.get("role"))?;
     let member = changeable(&state, &signed, &person_id).await?;
     if !may_change(signed.role, role) {
@@ -349,8 +346,7 @@ pub async fn remove(
     Path(person_id): Path<String>,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let form = FormData::parse(&body);
-    let signed = manager(&state, &headers, &form, PAGE).await?;
+    let (signed, _) = manager(&state, &headers, &body, PAGE).await?;
     let member = changeable(&state, &signed, &person_id).await?;
     admin::remove_member(&state.db, &signed.workspace_id, &member.email)
         .await

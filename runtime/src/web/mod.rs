@@ -402,6 +402,21 @@ pub struct Nav {
     pub path: String,
 }
 
+/// A posted form of a signed-in page: the person (or a redirect to sign-in that comes back to
+/// `next`) and the form, whose CSRF token has been checked. Every POST behind sign-in starts here,
+/// so none can forget the check.
+pub async fn signed_in_form(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+    next: &str,
+) -> Result<(SignedIn, FormData), PageError> {
+    let form = FormData::parse(body);
+    let signed = signed_in(state, headers, next).await?;
+    signed.check_csrf(&form)?;
+    Ok((signed, form))
+}
+
 /// The signed-in person of this request and their current workspace, or a redirect to sign-in
 /// that comes back to `next`. A session whose workspace is gone (the person was removed from it)
 /// moves to the person's oldest remaining workspace.

@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use sqlx::Row;
 
-use super::{FormData, Nav, PageError, display_time, render, see_other};
+use super::{Nav, PageError, display_time, render, see_other};
 use crate::admin;
 use crate::server::AppState;
 
@@ -70,9 +70,7 @@ pub async fn accept(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let form = FormData::parse(&body);
-    let signed = super::signed_in(&state, &headers, PAGE).await?;
-    signed.check_csrf(&form)?;
+    let (signed, _) = super::signed_in_form(&state, &headers, &body, PAGE).await?;
     if !signed.can_manage() {
         return Err(PageError::forbidden(
             "Only an owner or admin can accept the sending terms for the workspace; nothing was recorded.",
