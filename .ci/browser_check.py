@@ -41,7 +41,6 @@ import secrets
 import shutil
 import sys
 import tempfile
-import threading
 import time
 import traceback
 import urllib.error
@@ -50,7 +49,18 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from ci_server import CheckFailed, Checks, Server, admin, argument_parser, check, executable, fresh_database, section
+from ci_server import (
+    BackgroundHTTPServer,
+    CheckFailed,
+    Checks,
+    Server,
+    admin,
+    argument_parser,
+    check,
+    executable,
+    fresh_database,
+    section,
+)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -144,7 +154,7 @@ def pkce_pair() -> tuple[str, str]:
     return verifier, challenge
 
 
-class Callback:
+class Callback(BackgroundHTTPServer):
     """A loopback redirect URI: a tiny HTTP server that records the query of the first request."""
 
     def __init__(self) -> None:
@@ -167,17 +177,9 @@ class Callback:
                 pass
 
         self.received = received
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.redirect_uri = f"http://127.0.0.1:{self.server.server_address[1]}/callback"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Callback:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.redirect_uri = f"http://127.0.0.1:{self.httpd.server_address[1]}/callback"
+        super().__init__()
 
     def wait(self, timeout: float = WAIT) -> dict[str, str]:
         deadline = time.monotonic() + timeout

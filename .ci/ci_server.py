@@ -23,11 +23,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 
@@ -98,6 +100,25 @@ def executable(path: str) -> str | None:
         return None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     return binary
+
+
+class BackgroundHTTPServer:
+    """An `http.server` answering from a daemon thread for the duration of a `with` block (a
+    loopback redirect URI, a metadata document). Subclasses build `self.httpd` and call
+    `super().__init__()`."""
+
+    httpd: ThreadingHTTPServer
+
+    def __init__(self) -> None:
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 class PostgresDatabase:

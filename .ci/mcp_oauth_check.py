@@ -33,7 +33,6 @@ import shutil
 import ssl
 import sys
 import tempfile
-import threading
 import traceback
 import urllib.parse
 from html.parser import HTMLParser
@@ -48,6 +47,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from ci_server import (
+    BackgroundHTTPServer,
     CheckFailed,
     Checks,
     Server,
@@ -127,7 +127,7 @@ def make_certificates(folder: Path) -> tuple[Path, Path, Path]:
     return ca_pem, cert_pem, key_pem
 
 
-class MetadataDocumentServer:
+class MetadataDocumentServer(BackgroundHTTPServer):
     """Serves one client ID metadata document over https at a non-root path, and counts fetches."""
 
     PATH = "/clients/ci-mcp-sdk.json"
@@ -168,15 +168,7 @@ class MetadataDocumentServer:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
         self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> MetadataDocumentServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__()
 
 
 # --- the person, headless -----------------------------------------------------------------------
