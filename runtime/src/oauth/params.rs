@@ -62,21 +62,6 @@ pub fn encode(pairs: &[(String, String)]) -> String {
         .finish()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn empty_values_are_absent_and_repeats_are_noted() {
-        let params = Params::parse(b"a=1&b=&a=2&c=x%20y");
-        assert_eq!(params.get("a"), Some("1"));
-        assert_eq!(params.get("b"), None);
-        assert_eq!(params.get("c"), Some("x y"));
-        assert!(params.is_duplicated("a"));
-        assert!(!params.is_duplicated("c"));
-    }
-}
-
 /// Whether the request's `Content-Type` is `mime` (parameters such as `charset` aside).
 pub fn has_content_type(headers: &HeaderMap, mime: &str) -> bool {
     headers
@@ -101,4 +86,19 @@ pub fn form(headers: &HeaderMap, body: &[u8], what: &str) -> Result<Params, OAut
         )));
     }
     Ok(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_values_are_absent_and_repeats_are_noted() {
+        let params = Params::parse(b"a=1&b=&a=2&c=x%20y");
+        assert_eq!(params.get("a"), Some("1"));
+        assert_eq!(params.get("b"), None);
+        assert_eq!(params.get("c"), Some("x y"));
+        assert!(params.is_duplicated("a"));
+        assert!(!params.is_duplicated("c"));
+    }
 }
