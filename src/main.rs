@@ -9,6 +9,8 @@ use std::net::SocketAddr;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use outreach_runtime::clock::parse_rfc3339;
+use outreach_runtime::credits::PriceTable;
+use outreach_runtime::registry::Registry;
 use outreach_runtime::server::{AppState, serve, shutdown_signal};
 use outreach_runtime::{Clock, Config, Db, Environment, Role, Scope, admin, credits};
 use serde_json::{Value, json};
@@ -285,6 +287,16 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         cimd_roots.push(pem);
     }
+    // Everything that can refuse a start is checked before anything is written or printed: the
+    // actions, the price items and their overrides.
+    Registry::build().map_err(anyhow::Error::msg)?;
+    PriceTable::validate_registered().map_err(anyhow::Error::msg)?;
+    let prices = match std::env::var("OUTREACH_PRICES") {
+        Ok(overrides) => PriceTable::default()
+            .with_overrides(&overrides)
+            .map_err(|error| anyhow::anyhow!("OUTREACH_PRICES: {error}"))?,
+        Err(_) => PriceTable::default(),
+    };
     let clock = Clock::default();
     let db = Db::connect(&args.database.database_url).await?;
     db.migrate()
@@ -303,23 +315,18 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
              behind a TLS-terminating proxy); got {base_url}"
         );
     }
+    let mut config = Config::new(&base_url, environment.clone());
+    config.cimd.allow_loopback = args.cimd_allow_loopback;
+    config.cimd.extra_root_certificates = cimd_roots;
+    config.trusted_proxies = args.trusted_proxies;
+    config.prices = prices;
+    let state = AppState::new(db.clone(), clock.clone(), config)?;
     if let Some(first) = admin::bootstrap_if_empty(&db, &clock, &environment).await? {
         println!("Created a first workspace (shown once; save these now):");
         println!("  workspace: {}", first.workspace_id);
         println!("  owner:     {} / password {}", first.email, first.password);
         println!("  API key:   {} (scopes read,write)", first.key.key);
     }
-    let mut config = Config::new(&base_url, environment);
-    config.cimd.allow_loopback = args.cimd_allow_loopback;
-    config.cimd.extra_root_certificates = cimd_roots;
-    config.trusted_proxies = args.trusted_proxies;
-    if let Ok(overrides) = std::env::var("OUTREACH_PRICES") {
-        config.prices = config
-            .prices
-            .with_overrides(&overrides)
-            .map_err(anyhow::Error::msg)?;
-    }
-    let state = AppState::new(db.clone(), clock, config)?;
     println!("REST: {base_url}/api/v1");
     println!("MCP:  {base_url}/api/mcp");
     println!("Docs: {base_url}/api/v1/docs");

@@ -2,14 +2,23 @@
 //!
 //! Processing normalises the members' contact fields (email, company domain), removes from the list the members that duplicate an earlier member's email (the
 //! prospects themselves stay), then scores what remains against a targeting (the given one or
-//! the list's default) through the same code as a scoring run. The list is marked `processing`
-//! by a conditional update before the work starts, so a second call for the same list is a 409
-//! `invalid_state` while the first runs (a retry with the first call's idempotency key replays its
-//! answer instead). The cleaning, the scores and the spend commit together.
+//! the list's default) through the same code as a scoring run. The cleaning, the scores, the
+//! spend and the list's `processed` status commit together, in the transaction dispatch gives.
+//!
+//! Before that transaction begins (and so before its reservation takes the workspace row), the
+//! list is marked `processing` by a committed compare-and-set on its processing token: the call
+//! must still see the token its plan read, and the work rotates the token as it finishes. So of
+//! many calls planned while one runs, none can mark the list, even after the first commits: each
+//! is a 409 `invalid_state` that charges nothing (a retry with the first call's idempotency key
+//! replays its answer instead). The mark is a lease, renewed while the work runs: if the process
+//! dies, the lease lapses, a retry may mark the list again, and recovery sets it `failed`.
 
 use std::collections::HashSet;
 
-use outreach_runtime::{ApiError, Ctx, ErrorCode, Price, action};
+use outreach_runtime::lease::{self, Heartbeat};
+use outreach_runtime::{
+    ApiError, Clock, Ctx, Db, ErrorCode, Priced, action, ids, price_item, recovery,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -19,8 +28,10 @@ use crate::prospects::normalize;
 use crate::scoring::{ScoringRun, Subject, score_prospects};
 use crate::targeting::{self, Targeting};
 
-/// The price-table item a processed prospect costs (cleaning and scoring together).
-pub const PRICE_ITEM: &str = "list_processing.prospect";
+price_item! {
+    /// A list member processed: cleaned and scored together.
+    pub LIST_PROCESSING_PROSPECT = "list_processing.prospect", 1;
+}
 
 /// The input of `process_list`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -86,13 +97,87 @@ async fn member_count(ctx: &Ctx, list_id: &str) -> Result<i64, ApiError> {
     Ok(total)
 }
 
-async fn price_processing(ctx: &Ctx, input: &ProcessListInput) -> Result<Price, ApiError> {
-    let (list, _) = resolve(ctx, input).await?;
-    let prospects = member_count(ctx, &list.id).await?;
-    Ok(
-        Price::line(PRICE_ITEM, prospects, ctx.unit_price(PRICE_ITEM))
-            .detail("prospects", prospects),
+/// What a processing will work on, worked out by its price function.
+pub struct ProcessingPlan {
+    list_id: String,
+    targeting: Targeting,
+    /// The list's processing token when the call was planned: the call may mark the list only
+    /// if nobody marked it since.
+    seen_token: String,
+}
+
+async fn price_processing(
+    ctx: &Ctx,
+    input: &ProcessListInput,
+) -> Result<Priced<ProcessingPlan>, ApiError> {
+    // The token first: a processing that finishes after this read rotates it, so this call
+    // cannot then mark the list with a plan made before.
+    let seen_token: String = sqlx::query(
+        "select coalesce(processing_token, '') as token from lists where workspace_id = $1 and id = $2",
     )
+    .bind(ctx.workspace_id())
+    .bind(input.id.trim())
+    .fetch_optional(ctx.db().pool())
+    .await?
+    .map(|row| row.try_get("token"))
+    .transpose()?
+    .unwrap_or_default();
+    let (list, targeting) = resolve(ctx, input).await?;
+    let prospects = member_count(ctx, &list.id).await?;
+    Ok(ctx
+        .price(LIST_PROCESSING_PROSPECT, prospects)
+        .detail("prospects", prospects)
+        .plan(ProcessingPlan {
+            list_id: list.id,
+            targeting,
+            seen_token,
+        }))
+}
+
+recovery!("lists left processing", recover_lists);
+
+/// Sets `failed` on lists whose processing lease lapsed: the call that marked them died, and its
+/// work was rolled back with its transaction. Clearing the token lets the next call mark them.
+async fn recover_lists(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
+    let now = clock.now_ms();
+    let recovered = sqlx::query(
+        "update lists set processing_status = 'failed', processing_token = null, processing_lease_expires_at = null, \
+         updated_at = $1 where processing_status = 'processing' and coalesce(processing_lease_expires_at, 0) < $1",
+    )
+    .bind(now)
+    .execute(db.pool())
+    .await?;
+    Ok(recovered.rows_affected())
+}
+
+/// Marks the list `processing` for this call, unless another call marked it since the plan
+/// (or holds it now): a committed compare-and-set with a lease.
+async fn mark(ctx: &Ctx, plan: &ProcessingPlan, token: &str) -> Result<(), ApiError> {
+    let now = ctx.now_ms();
+    let marked = sqlx::query(
+        "update lists set processing_status = 'processing', processing_token = $3, processing_lease_expires_at = $4, \
+         updated_at = $5 where workspace_id = $1 and id = $2 and coalesce(processing_token, '') = $6 \
+         and (processing_status <> 'processing' or coalesce(processing_lease_expires_at, 0) <= $5)",
+    )
+    .bind(ctx.workspace_id())
+    .bind(&plan.list_id)
+    .bind(token)
+    .bind(now + lease::LEASE_MS)
+    .bind(now)
+    .bind(&plan.seen_token)
+    .execute(ctx.db().pool())
+    .await?;
+    if marked.rows_affected() == 1 {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::InvalidState,
+        format!(
+            "The list `{}` is `processing` for another call, or was processed by one while this call started; \
+             nothing was done or charged. See `get_list`, and process it again once it is `processed` if you still need to.",
+            plan.list_id
+        ),
+    ))
 }
 
 /// Process a list: normalise, deduplicate and score its prospects.
@@ -109,37 +194,60 @@ async fn price_processing(ctx: &Ctx, input: &ProcessListInput) -> Result<Price, 
 #[action(scope = "write", credits = price_processing, idempotent, http = "POST /lists/{id}/process")]
 pub async fn process_list(
     ctx: Ctx,
-    input: ProcessListInput,
+    _input: ProcessListInput,
+    plan: ProcessingPlan,
 ) -> Result<ProcessingOutcome, ApiError> {
-    let (list, targeting) = resolve(&ctx, &input).await?;
-    let claimed = sqlx::query(
-        "update lists set processing_status = 'processing', updated_at = $3 \
-         where workspace_id = $1 and id = $2 and processing_status <> 'processing'",
-    )
-    .bind(ctx.workspace_id())
-    .bind(&list.id)
-    .bind(ctx.now_ms())
-    .execute(ctx.db().pool())
-    .await?;
-    if claimed.rows_affected() == 0 {
-        return Err(ApiError::new(
-            ErrorCode::InvalidState,
-            format!(
-                "The list `{}` is `processing` already; wait for it to become `processed` (see `get_list`) before processing it again.",
-                list.id
-            ),
-        ).nothing_done());
-    }
-    let result = process(&ctx, &list.id, &targeting).await;
+    let token = ids::new_id("lease");
+    mark(&ctx, &plan, &token).await?;
+    let heartbeat = {
+        let (db, workspace_id, list_id, token, clock) = (
+            ctx.db().clone(),
+            ctx.workspace_id().to_owned(),
+            plan.list_id.clone(),
+            token.clone(),
+            ctx.clock().clone(),
+        );
+        Heartbeat::start("list processing", move || {
+            let (db, workspace_id, list_id, token, clock) = (
+                db.clone(),
+                workspace_id.clone(),
+                list_id.clone(),
+                token.clone(),
+                clock.clone(),
+            );
+            async move {
+                sqlx::query(
+                    "update lists set processing_lease_expires_at = $4 where workspace_id = $1 and id = $2 \
+                     and processing_token = $3 and processing_status = 'processing'",
+                )
+                .bind(&workspace_id)
+                .bind(&list_id)
+                .bind(&token)
+                .bind(clock.now_ms() + lease::LEASE_MS)
+                .execute(db.pool())
+                .await?;
+                Ok(())
+            }
+        })
+    };
+    let result = process(&ctx, &plan.list_id, &plan.targeting, &token).await;
+    drop(heartbeat);
     if result.is_err() {
-        let failed = sqlx::query("update lists set processing_status = 'failed', updated_at = $3 where workspace_id = $1 and id = $2")
-            .bind(ctx.workspace_id())
-            .bind(&list.id)
-            .bind(ctx.now_ms())
-            .execute(ctx.db().pool())
-            .await;
+        // Undo the work first: on SQLite its transaction holds the write lock the mark needs.
+        ctx.rollback().await;
+        let failed = sqlx::query(
+            "update lists set processing_status = 'failed', processing_lease_expires_at = null, updated_at = $4 \
+             where workspace_id = $1 and id = $2 and processing_token = $3",
+        )
+        .bind(ctx.workspace_id())
+        .bind(&plan.list_id)
+        .bind(&token)
+        .bind(ctx.now_ms())
+        .execute(ctx.db().pool())
+        .await;
         if let Err(error) = failed {
-            tracing::warn!(list = list.id, %error, "could not mark a list `failed`");
+            // Its lease lapses and recovery marks it `failed` then.
+            tracing::warn!(list = plan.list_id, %error, "could not mark a list `failed`");
         }
     }
     result
@@ -149,16 +257,12 @@ async fn process(
     ctx: &Ctx,
     list_id: &str,
     targeting: &Targeting,
+    token: &str,
 ) -> Result<ProcessingOutcome, ApiError> {
     let workspace_id = ctx.workspace_id();
-    let mut tx = ctx.db().pool().begin().await?;
-    // The first statement is a write, so SQLite takes its write lock now rather than failing to
-    // upgrade a read snapshot later; and it is the workspace row, the lock every priced
-    // transaction takes first, so two of them cannot deadlock on PostgreSQL.
-    sqlx::query("update workspaces set credits_balance = credits_balance where id = $1")
-        .bind(workspace_id)
-        .execute(&mut *tx)
-        .await?;
+    // The reservation is the transaction's first statement: the workspace row, the lock every
+    // priced transaction takes first, so two of them cannot deadlock on PostgreSQL.
+    let mut tx = ctx.tx().await?;
     let members = sqlx::query(
         "select p.id, p.email, p.company_domain from list_members m \
          join prospects p on p.id = m.prospect_id \
@@ -213,31 +317,32 @@ async fn process(
             .await?;
     }
 
-    let unit = ctx.unit_price(PRICE_ITEM);
+    let unit = ctx.unit_price(LIST_PROCESSING_PROSPECT);
     let run = score_prospects(ctx, &mut tx, targeting, Subject::List(list_id), unit).await?;
-    let reserved = ctx
-        .reservation()
-        .map_or(0, |reservation| reservation.amount);
-    if run.credits_spent > reserved {
-        return Err(ApiError::new(
-            ErrorCode::InvalidState,
-            format!(
-                "The list `{list_id}` grew while it was priced ({reserved} credits reserved, {} needed); nothing was done. Retry.",
-                run.credits_spent
-            ),
-        ).nothing_done());
-    }
-    ctx.settle_credits(&mut tx, run.credits_spent, &run.id)
-        .await?;
-    sqlx::query(
-        "update lists set processing_status = 'processed', processed_at = $3, updated_at = $3 where workspace_id = $1 and id = $2",
+    // A list that grew since it was priced is a 409 here, and everything rolls back.
+    ctx.settle(&mut tx, run.credits_spent, &run.id).await?;
+    // Fenced by the token: if the lease lapsed and the list was taken from this call, the call
+    // rolls back. The token rotates, so calls planned while this one ran cannot mark the list.
+    let finished = sqlx::query(
+        "update lists set processing_status = 'processed', processed_at = $3, updated_at = $3, \
+         processing_token = $5, processing_lease_expires_at = null \
+         where workspace_id = $1 and id = $2 and processing_token = $4",
     )
     .bind(workspace_id)
     .bind(list_id)
     .bind(ctx.now_ms())
+    .bind(token)
+    .bind(ids::new_id("lease"))
     .execute(&mut *tx)
     .await?;
-    tx.commit().await?;
+    if finished.rows_affected() != 1 {
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "The list `{list_id}` was taken over by another call while this one ran; nothing was done or charged."
+            ),
+        ));
+    }
     Ok(ProcessingOutcome {
         list_id: list_id.to_owned(),
         status: "processed".to_owned(),

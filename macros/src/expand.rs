@@ -49,6 +49,29 @@ fn parse(attr: TokenStream, item: &TokenStream) -> syn::Result<(Args, Doc, Actio
     };
     let action = signature::check(&function.sig);
     let doc = doc::parse(&function.attrs, function.sig.ident.span());
+    // A priced action receives its price function's plan, and only a priced action has one.
+    let action = match (&args, action) {
+        (Ok(args), Ok(action)) => match (&args.credits, &action.plan) {
+            (Some(price_fn), None) => Err(syn::Error::new_spanned(
+                &function.sig.inputs,
+                format!(
+                    "an action with `credits = {}` takes the plan its price function returns as a third argument: \
+                     `(ctx: Ctx, input: {}, plan: YourPlan)`, where the price function returns `Result<Priced<YourPlan>, ApiError>`",
+                    quote!(#price_fn).to_string().replace(' ', ""),
+                    {
+                        let input = &action.input;
+                        quote!(#input).to_string().replace(' ', "")
+                    }
+                ),
+            )),
+            (None, Some(plan)) => Err(syn::Error::new_spanned(
+                plan,
+                "only a priced action takes a plan: add `credits = your_price_fn` to `#[action(...)]`, or remove the third argument",
+            )),
+            _ => Ok(action),
+        },
+        (_, action) => action,
+    };
     match (args, action, doc) {
         (Ok(args), Ok(action), Ok(doc)) => Ok((args, doc, action, function)),
         (args, action, doc) => Err([args.err(), action.err(), doc.err()]
@@ -67,6 +90,7 @@ fn generate(args: &Args, doc: &Doc, action: &Action, function: &ItemFn) -> Token
         name,
         ctx: ctx_ty,
         input: in_ty,
+        plan: plan_ty,
         output: out_ty,
         error: err_ty,
     } = action;
@@ -107,21 +131,29 @@ fn generate(args: &Args, doc: &Doc, action: &Action, function: &ItemFn) -> Token
     // A context of the wrong type is a mismatch on the user's `ctx: Type`.
     let ctx = local("ctx", ctx_ty.span());
 
-    let price = match &args.credits {
-        Some(price_fn) => {
+    let price = match (&args.credits, plan_ty) {
+        (Some(price_fn), Some(plan_ty)) => {
             let span = price_fn.span();
             let (ctx, input) = (local("ctx", span), local("input", span));
             let input_ref = quote_spanned!(span=> #private::input_ref::<#in_ty>(#input));
-            // A price function of the wrong shape is reported on its name in the attribute.
+            // A price function of the wrong shape, or whose plan is not the action's third
+            // argument, is reported on its name in the attribute.
             let call_price = quote_spanned! {span=>
-                ::std::boxed::Box::pin(#price_fn(#ctx, #input_ref))
+                ::std::boxed::Box::pin(async move {
+                    #private::erase_priced::<#plan_ty>(#price_fn(#ctx, #input_ref).await)
+                })
             };
             quote! {
                 ::core::option::Option::Some(|ctx, input| #call_price)
             }
         }
-        None => quote!(::core::option::Option::None),
+        _ => quote!(::core::option::Option::None),
     };
+    let plan = local("plan", Span::call_site());
+    let take_plan = plan_ty.as_ref().map(|plan_ty| {
+        let span = plan_ty.span();
+        quote_spanned!(span=> , #private::plan::<#plan_ty>(#plan))
+    });
 
     // A function compiled out must not be registered.
     let cfgs = function
@@ -160,9 +192,10 @@ fn generate(args: &Args, doc: &Doc, action: &Action, function: &ItemFn) -> Token
                     input_schema: #input_schema,
                     output_schema: #output_schema,
                     decode: #decode,
-                    call: |ctx, input| {
+                    call: |ctx, input, #plan| {
                         ::std::boxed::Box::pin(async move {
-                            match #ident(#ctx, #take_input).await {
+                            let _ = &#plan;
+                            match #ident(#ctx, #take_input #take_plan).await {
                                 ::core::result::Result::Ok(output) => #encode,
                                 ::core::result::Result::Err(error) => {
                                     ::core::result::Result::Err(#api_error)
@@ -282,8 +315,8 @@ mod tests {
                     ///
                     /// Rows are deduplicated by profile URL, then email.
                     /// Costs one credit per row.
-                    pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<ImportOutcome, ApiError> {
-                        imports::run(ctx, input).await
+                    pub async fn import_prospects(ctx: Ctx, input: ImportInput, plan: ImportPlan) -> Result<ImportOutcome, ApiError> {
+                        imports::run(ctx, input, plan).await
                     }
                 },
             ),

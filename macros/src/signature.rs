@@ -23,6 +23,8 @@ pub struct Action {
     pub name: String,
     pub ctx: Type,
     pub input: Type,
+    /// The third argument of a priced action: the plan its price function made.
+    pub plan: Option<Type>,
     pub output: Type,
     pub error: Type,
 }
@@ -68,11 +70,12 @@ pub fn check(sig: &Signature) -> syn::Result<Action> {
     let result = result_types(sig).map_err(|error| errors.push(error)).ok();
 
     match (errors.into_iter().reduce(combine), name, arguments, result) {
-        (None, Some(name), Some((ctx, input)), Some((output, error))) => Ok(Action {
+        (None, Some(name), Some((ctx, input, plan)), Some((output, error))) => Ok(Action {
             ident: sig.ident.clone(),
             name,
             ctx,
             input,
+            plan,
             output,
             error,
         }),
@@ -107,8 +110,8 @@ fn check_name(ident: &Ident) -> syn::Result<String> {
     Ok(name)
 }
 
-/// The context and input types.
-fn check_arguments(sig: &Signature) -> syn::Result<(Type, Type)> {
+/// The context and input types, and the plan's type when there is a third argument.
+fn check_arguments(sig: &Signature) -> syn::Result<(Type, Type, Option<Type>)> {
     if let Some(FnArg::Receiver(receiver)) = sig.inputs.first() {
         return Err(syn::Error::new_spanned(
             receiver,
@@ -123,19 +126,24 @@ fn check_arguments(sig: &Signature) -> syn::Result<(Type, Type)> {
             FnArg::Receiver(_) => None,
         })
         .collect();
-    let [ctx, input] = typed.as_slice() else {
-        let span = if sig.inputs.is_empty() {
-            sig.paren_token.span.join()
-        } else {
-            sig.inputs.span()
-        };
-        return Err(syn::Error::new(
-            span,
-            format!(
-                "an action takes two arguments, the context and its input, e.g. `(ctx: Ctx, input: ImportInput)`; found {}",
-                typed.len()
-            ),
-        ));
+    let (ctx, input, plan) = match typed.as_slice() {
+        [ctx, input] => (ctx, input, None),
+        [ctx, input, plan] => (ctx, input, Some(plan)),
+        _ => {
+            let span = if sig.inputs.is_empty() {
+                sig.paren_token.span.join()
+            } else {
+                sig.inputs.span()
+            };
+            return Err(syn::Error::new(
+                span,
+                format!(
+                    "an action takes two arguments, the context and its input, e.g. `(ctx: Ctx, input: ImportInput)`, \
+                     and a priced action a third, its price function's plan; found {}",
+                    typed.len()
+                ),
+            ));
+        }
     };
     let mut errors = Vec::new();
     if let Type::Reference(reference) = ctx {
@@ -158,9 +166,22 @@ fn check_arguments(sig: &Signature) -> syn::Result<(Type, Type)> {
         )),
         _ => {}
     }
+    if let Some(Type::Reference(reference)) = plan {
+        errors.push(syn::Error::new_spanned(
+            reference,
+            format!(
+                "the plan is passed by value: write `plan: {}`",
+                code(&reference.elem)
+            ),
+        ));
+    }
     match errors.into_iter().reduce(combine) {
         Some(error) => Err(error),
-        None => Ok(((*ctx).clone(), (*input).clone())),
+        None => Ok((
+            (*ctx).clone(),
+            (*input).clone(),
+            plan.map(|plan| (*plan).clone()),
+        )),
     }
 }
 
@@ -321,7 +342,8 @@ mod tests {
                 async fn get_it(ctx: Ctx) -> Result<Out, ApiError> {}
             )),
             [
-                "an action takes two arguments, the context and its input, e.g. `(ctx: Ctx, input: ImportInput)`; found 1"
+                "an action takes two arguments, the context and its input, e.g. `(ctx: Ctx, input: ImportInput)`, \
+                 and a priced action a third, its price function's plan; found 1"
             ]
         );
         assert_eq!(
@@ -329,6 +351,21 @@ mod tests {
                 async fn get_it(&self, input: In) -> Result<Out, ApiError> {}
             )),
             ["an action is a free function: remove `self` and take `(ctx: Ctx, input: YourInput)`"]
+        );
+    }
+
+    #[test]
+    fn a_third_argument_is_the_plan_taken_by_value() {
+        let sig: Signature = syn::parse_quote!(
+            async fn import_it(ctx: Ctx, input: In, plan: Plan) -> Result<Out, ApiError>
+        );
+        let action = check(&sig).expect("three arguments");
+        assert!(action.plan.is_some());
+        assert_eq!(
+            messages(quote!(
+                async fn import_it(ctx: Ctx, input: In, plan: &Plan) -> Result<Out, ApiError> {}
+            )),
+            ["the plan is passed by value: write `plan: Plan`"]
         );
     }
 

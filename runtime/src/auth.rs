@@ -17,6 +17,7 @@ use serde::Serialize;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::config::Config;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids;
 use crate::scope::{Role, Scope};
@@ -363,8 +364,8 @@ fn record_last_use(state: &AppState, kind: CredentialKind, id: String, now: i64)
 }
 
 /// The error for a call whose credential lacks `needed`.
-pub fn insufficient_scope(state: &AppState, principal: &Principal, needed: Scope) -> ApiError {
-    let settings = state.config.settings_api_url();
+pub fn insufficient_scope(config: &Config, principal: &Principal, needed: Scope) -> ApiError {
+    let settings = config.settings_api_url();
     let why = if principal.granted >= needed {
         if principal.role.scope_cap(principal.terms_accepted) < needed
             && needed == Scope::Send

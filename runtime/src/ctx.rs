@@ -1,15 +1,25 @@
-//! The context an action runs in: who is calling, in which workspace, with which database.
+//! The context an action runs in: who is calling, in which workspace, and the one transaction its
+//! writes go into.
 //!
 //! An action receives a [`Ctx`] by value; it is cheap to clone (a few `Arc`s) and carries
 //! everything a capability may need without reaching for globals, so a test can run the same
 //! action against any database and any clock.
+//!
+//! [`Ctx::tx`] is the action's transaction. Dispatch owns it: the action writes in it, and
+//! dispatch commits it after the action returns, together with the settlement of its credits and
+//! its stored idempotent response; if the action fails, or the process dies, none of it happened.
+//! It begins on first use, so an action can first do what must be seen by others before its work
+//! (a list marked `processing`); for a priced action its first statement reserves the price, so
+//! the reservation takes the workspace row lock after such marks, never before.
 
 use std::sync::Arc;
+
+use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use crate::auth::Principal;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::credits::{self, Reservation};
+use crate::credits::{self, PriceItem, Reservation, Source};
 use crate::db::Db;
 use crate::error::ApiError;
 
@@ -21,7 +31,26 @@ pub struct Ctx {
     clock: Clock,
     config: Arc<Config>,
     request_id: Arc<str>,
-    reservation: Option<Arc<Reservation>>,
+    work: Arc<Work>,
+}
+
+/// The action's transaction: a connection inside it.
+pub type Tx<'a> = MappedMutexGuard<'a, sqlx::AnyConnection>;
+
+/// The transaction of one call and the charge that opens it.
+#[derive(Default)]
+struct Work {
+    tx: Mutex<Option<sqlx::Transaction<'static, sqlx::Any>>>,
+    charge: Option<Charge>,
+    reservation: std::sync::Mutex<Option<Reservation>>,
+    settled: std::sync::atomic::AtomicBool,
+}
+
+/// What a priced call reserves when its transaction begins.
+struct Charge {
+    price: i64,
+    action: &'static str,
+    idempotency_key: Option<String>,
 }
 
 impl Ctx {
@@ -38,48 +67,131 @@ impl Ctx {
             clock,
             config,
             request_id,
-            reservation: None,
+            work: Arc::default(),
         }
     }
 
-    pub(crate) fn with_reservation(mut self, reservation: Reservation) -> Self {
-        self.reservation = Some(Arc::new(reservation));
+    /// This context for a priced call: its transaction reserves `price` as it begins.
+    pub(crate) fn charging(
+        mut self,
+        price: i64,
+        action: &'static str,
+        idempotency_key: Option<String>,
+    ) -> Self {
+        self.work = Arc::new(Work {
+            charge: Some(Charge {
+                price,
+                action,
+                idempotency_key,
+            }),
+            ..Work::default()
+        });
         self
     }
 
-    /// The unit price of a priced item (`import.prospect`, ...), from the configured table.
-    pub fn unit_price(&self, item: &str) -> i64 {
-        self.config.prices.unit(item)
+    /// The call's transaction, begun on first use (and for a priced call, with the price
+    /// reserved: 402 `insufficient_credits` if the balance is short). Take it once and pass
+    /// `&mut tx` down: a second `tx()` while the first guard is held waits forever. Dispatch
+    /// commits after the action returns.
+    pub async fn tx(&self) -> Result<Tx<'_>, ApiError> {
+        let mut guard = self.work.tx.lock().await;
+        if guard.is_none() {
+            let mut tx = self.db.begin_write().await?;
+            if let Some(charge) = &self.work.charge {
+                let source = Source {
+                    action: Some(charge.action),
+                    idempotency_key: charge.idempotency_key.as_deref(),
+                    person_id: Some(&self.principal.person_id),
+                    ..Source::default()
+                };
+                let reservation = credits::reserve(
+                    &mut tx,
+                    &self.clock,
+                    &self.principal.workspace_id,
+                    charge.price,
+                    &source,
+                )
+                .await?;
+                *self
+                    .work
+                    .reservation
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(reservation);
+            }
+            *guard = Some(tx);
+        }
+        Ok(MutexGuard::map(guard, |tx| match tx {
+            Some(tx) => &mut **tx,
+            None => unreachable!("the transaction was begun above"),
+        }))
     }
 
-    /// The credits reserved for this call (priced actions only).
-    pub fn reservation(&self) -> Option<&Reservation> {
-        self.reservation.as_deref()
-    }
-
-    /// Keeps `used` credits of this call's reservation and returns the rest, inside the action's
-    /// own transaction so the spend commits with its writes. Records what the spend paid for.
-    pub async fn settle_credits(
+    /// Keeps `used` credits of this call's reservation and returns the rest, in its transaction
+    /// (`tx`, from [`Ctx::tx`]), recording the object the spend paid for. More than was priced is
+    /// a 409 `invalid_state` (the workspace changed since pricing) and the call does nothing. A
+    /// priced action that does not settle pays its whole price.
+    pub async fn settle(
         &self,
-        conn: &mut sqlx::AnyConnection,
+        tx: &mut sqlx::AnyConnection,
         used: i64,
         object_id: &str,
     ) -> Result<(), ApiError> {
-        match &self.reservation {
-            Some(reservation) => {
-                credits::settle(conn, &self.clock, reservation, used, Some(object_id)).await
-            }
-            None if used == 0 => Ok(()),
-            None => Err(ApiError::internal(
-                "settle_credits called by an action without a reservation",
-            )),
-        }
+        let reservation = self.reservation().ok_or_else(|| {
+            ApiError::internal("settle called outside a priced action's transaction")
+        })?;
+        credits::settle(tx, &self.clock, &reservation, used, Some(object_id)).await?;
+        self.work
+            .settled
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Rolls back the call's transaction now, for an action that must record its failure outside
+    /// it (a mark others can see) once the failed work is undone; dispatch would roll it back
+    /// anyway when the action returns its error.
+    pub async fn rollback(&self) {
+        drop(self.work.tx.lock().await.take());
+    }
+
+    /// The credits reserved for this call, once its transaction has begun (priced actions only).
+    pub fn reservation(&self) -> Option<Reservation> {
+        self.work
+            .reservation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Takes the call's transaction for dispatch to finish (settle what the action did not,
+    /// store the answer, commit); `None` when the action never began one.
+    pub(crate) async fn take_tx(
+        &self,
+    ) -> Option<(
+        sqlx::Transaction<'static, sqlx::Any>,
+        Option<Reservation>,
+        bool,
+    )> {
+        let tx = self.work.tx.lock().await.take()?;
+        let settled = self.work.settled.load(std::sync::atomic::Ordering::Relaxed);
+        Some((tx, self.reservation(), settled))
+    }
+
+    /// The unit price of a price item, from the configured table.
+    pub fn unit_price(&self, item: PriceItem) -> i64 {
+        self.config.prices.unit(item)
+    }
+
+    /// A price of `quantity` units of `item` at the configured unit price.
+    pub fn price(&self, item: PriceItem, quantity: i64) -> credits::Price {
+        credits::Price::default().add(item, quantity, self.unit_price(item))
     }
 
     pub fn clock(&self) -> &Clock {
         &self.clock
     }
 
+    /// The database, for reads outside the call's transaction and for what must be committed
+    /// before it (marks other requests must see while the work runs).
     pub fn db(&self) -> &Db {
         &self.db
     }

@@ -94,6 +94,16 @@ impl Db {
         &self.pool
     }
 
+    /// Begins a transaction that will write. On SQLite it takes the write lock at once
+    /// (`BEGIN IMMEDIATE`): a transaction that read first could not upgrade its snapshot while
+    /// another writer is active, and would fail instead of waiting its turn.
+    pub async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
+        match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Backend::Postgres => self.pool.begin().await,
+        }
+    }
+
     pub fn backend(&self) -> Backend {
         self.backend
     }

@@ -3,12 +3,17 @@
 //! REST and MCP differ only in how they find the action and assemble its input object; from there
 //! on the pipeline is this function, so the two faces cannot disagree:
 //!
-//! scope check -> strict decode -> [estimate and return] -> [claim the idempotency key or replay]
-//! -> [reserve credits] -> call -> [release what a failed call held] -> [store the response]
+//! scope check -> strict decode -> [plan: price the call] -> [estimate: return the price]
+//! -> [claim the idempotency key, or replay] -> call -> commit (work, settlement, stored answer)
 //!
-//! The caller has already authenticated (the shared middleware). Requests refused before the
-//! action begins (scope, validation, 402) store nothing, so they can be fixed and retried with
-//! the same idempotency key.
+//! The caller has already authenticated (the shared middleware). Everything up to the claim only
+//! reads: the price function works out a plan (a parsed file, a resolved list) that the action
+//! receives, so a call refused there (scope, validation, a missing list) has done nothing and
+//! holds no key. From the claim on, dispatch owns one transaction ([`Ctx::tx`]): the action's
+//! writes, its credits (reserved as the transaction begins, settled in it) and its stored answer
+//! commit together after the action returns, or none of them does. A failed call therefore had
+//! no effect and frees its key; a crash loses the transaction and, once the claim's lease lapses,
+//! the key too.
 
 use std::sync::Arc;
 
@@ -17,22 +22,31 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::auth::{self, Principal};
-use crate::credits::{self, Estimate, Source};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::credits::{self, Estimate, Price};
 use crate::ctx::Ctx;
-use crate::error::{ApiError, ErrorCode};
+use crate::db::Db;
+use crate::error::ApiError;
 use crate::idempotency::{self, Claim, Claimed};
-use crate::registry::Action;
+use crate::lease::Heartbeat;
+use crate::registry::{Action, ErasedInput, ErasedPlan, Registry};
 use crate::scope::Scope;
-use crate::server::AppState;
 
-/// The input field the framework adds to priced actions.
-pub const ESTIMATE_FIELD: &str = "estimate_only";
+pub use crate::registry::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD};
 
-/// The MCP argument that carries an idempotency key (REST uses the `Idempotency-Key` header).
-pub const IDEMPOTENCY_FIELD: &str = "idempotency_key";
+/// What dispatch needs of the server: the database, the clock, the configuration and the
+/// actions. Cheap to clone.
+#[derive(Clone)]
+pub struct Dispatcher {
+    pub db: Db,
+    pub clock: Clock,
+    pub config: Arc<Config>,
+    pub registry: Arc<Registry>,
+}
 
 /// A successful dispatch: the body to send and its status, possibly replayed from the first
-/// request with the same idempotency key (a replayed status may be an error status).
+/// request with the same idempotency key.
 #[derive(Debug)]
 pub struct Reply {
     pub status: StatusCode,
@@ -40,250 +54,220 @@ pub struct Reply {
     pub replayed: bool,
 }
 
-/// Runs `action` for `principal` on an input object.
-///
-/// Actions that spend credits or hold an idempotency key run on their own task: if the client
-/// goes away mid-call, the call still finishes, releases what it did not use and stores its
-/// answer, instead of being dropped half-way with credits held and the key stuck.
-pub async fn dispatch(
-    state: &Arc<AppState>,
-    principal: Arc<Principal>,
-    action: &Action,
-    input: Value,
-    idempotency_key: Option<String>,
-    request_id: Arc<str>,
-) -> Result<Reply, ApiError> {
-    if action.def.price.is_none() && !action.def.idempotent {
-        return run_pipeline(state, principal, action, input, idempotency_key, request_id).await;
+impl Dispatcher {
+    /// Runs `action` for `principal` on an input object.
+    ///
+    /// Actions that spend credits or hold an idempotency key run on their own task: if the client
+    /// goes away mid-call, the call still finishes and commits (or rolls back and frees its key),
+    /// instead of being dropped half-way.
+    pub async fn dispatch(
+        &self,
+        principal: Arc<Principal>,
+        action: &Action,
+        input: Value,
+        idempotency_key: Option<String>,
+        request_id: Arc<str>,
+    ) -> Result<Reply, ApiError> {
+        if action.def.price.is_none() && !action.def.idempotent {
+            return self
+                .run_pipeline(principal, action, input, idempotency_key, request_id)
+                .await;
+        }
+        let this = self.clone();
+        let name = action.def.name;
+        tokio::spawn(async move {
+            let Some(action) = this.registry.get(name) else {
+                return Err(ApiError::internal(format!(
+                    "action `{name}` vanished from the registry"
+                )));
+            };
+            this.run_pipeline(principal, action, input, idempotency_key, request_id)
+                .await
+        })
+        .await
+        .unwrap_or_else(|error| {
+            Err(ApiError::internal(format!(
+                "the action's task failed: {error}"
+            )))
+        })
     }
-    let state = state.clone();
-    let name = action.def.name;
-    tokio::spawn(async move {
-        let Some(action) = state.registry.get(name) else {
-            return Err(ApiError::internal(format!(
-                "action `{name}` vanished from the registry"
+
+    async fn run_pipeline(
+        &self,
+        principal: Arc<Principal>,
+        action: &Action,
+        input: Value,
+        idempotency_key: Option<String>,
+        request_id: Arc<str>,
+    ) -> Result<Reply, ApiError> {
+        let def = action.def;
+        let Value::Object(mut fields) = input else {
+            return Err(ApiError::invalid_request(format!(
+                "The input must be a JSON object, got {}.",
+                json_kind(&input)
             )));
         };
-        run_pipeline(
-            &state,
-            principal,
-            action,
-            input,
-            idempotency_key,
+        let estimate = def.price.is_some() && take_estimate_flag(&mut fields)?;
+        let needed = if estimate { Scope::Read } else { def.scope };
+        if !principal.allows(needed) {
+            return Err(auth::insufficient_scope(&self.config, &principal, needed));
+        }
+        check_fields(action, &fields)?;
+        for (name, value) in &fields {
+            refuse_nul(name, value)?;
+        }
+        if let Some(key) = &idempotency_key {
+            idempotency::validate_key(key)?;
+        }
+        let input = Value::Object(fields);
+        let fingerprint = (def.idempotent && idempotency_key.is_some())
+            .then(|| idempotency::fingerprint(def.name, &input));
+        let decoded = (def.decode)(input)?;
+        let ctx = Ctx::new(
+            self.db.clone(),
+            principal.clone(),
+            self.clock.clone(),
+            self.config.clone(),
             request_id,
-        )
-        .await
-    })
-    .await
-    .unwrap_or_else(|error| {
-        Err(ApiError::internal(format!(
-            "the action's task failed: {error}"
-        )))
-    })
-}
+        );
 
-async fn run_pipeline(
-    state: &AppState,
-    principal: Arc<Principal>,
-    action: &Action,
-    input: Value,
-    idempotency_key: Option<String>,
-    request_id: Arc<str>,
-) -> Result<Reply, ApiError> {
-    let def = action.def;
-    let Value::Object(mut fields) = input else {
-        return Err(ApiError::invalid_request(format!(
-            "The input must be a JSON object, got {}.",
-            json_kind(&input)
-        )));
-    };
-    let estimate = def.price.is_some() && take_estimate_flag(&mut fields)?;
-    let needed = if estimate { Scope::Read } else { def.scope };
-    if !principal.allows(needed) {
-        return Err(auth::insufficient_scope(state, &principal, needed));
-    }
-    check_fields(action, &fields)?;
-    for (name, value) in &fields {
-        refuse_nul(name, value)?;
-    }
-    if let Some(key) = &idempotency_key {
-        idempotency::validate_key(key)?;
-    }
-    let input = Value::Object(fields);
-    let fingerprint = (def.idempotent && idempotency_key.is_some())
-        .then(|| idempotency::fingerprint(def.name, &input));
-    let decoded = (def.decode)(input)?;
-    let ctx = Ctx::new(
-        state.db.clone(),
-        principal.clone(),
-        state.clock.clone(),
-        state.config.clone(),
-        request_id,
-    );
-
-    if estimate {
-        let price = price(&ctx, action, &decoded).await?;
-        let balance = credits::balance(&state.db, &principal.workspace_id).await?;
-        let estimate = Estimate {
-            estimate: true,
-            price: price.total,
-            breakdown: price.breakdown,
-            details: price.details,
-            balance,
-            sufficient: balance >= price.total,
+        // The plan: reads only, so whatever fails here has done nothing.
+        let planned = match def.price {
+            Some(_) => Some(plan(&ctx, action, &decoded).await?),
+            None => None,
         };
-        let body = serde_json::to_value(estimate).map_err(ApiError::internal)?;
-        return Ok(Reply {
-            status: StatusCode::OK,
-            body,
-            replayed: false,
-        });
-    }
-
-    let claim = match (fingerprint, idempotency_key) {
-        (Some(fingerprint), Some(key)) => {
-            let claim = Claim {
-                workspace_id: principal.workspace_id.clone(),
-                person_id: principal.person_id.clone(),
-                action: def.name,
-                key,
+        if estimate {
+            let Some((price, _)) = planned else {
+                unreachable!("an estimate is only taken for a priced action")
             };
-            match idempotency::claim(&state.db, &state.clock, claim, &fingerprint).await? {
-                Claimed::Replay { status, body } => {
-                    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-                    return Ok(Reply {
-                        status,
-                        body,
-                        replayed: true,
-                    });
+            let balance = credits::balance(&self.db, &principal.workspace_id).await?;
+            let estimate = Estimate {
+                estimate: true,
+                sufficient: balance >= price.total,
+                price: price.total,
+                breakdown: price.breakdown,
+                details: price.details,
+                balance,
+            };
+            return Ok(Reply {
+                status: StatusCode::OK,
+                body: serde_json::to_value(estimate).map_err(ApiError::internal)?,
+                replayed: false,
+            });
+        }
+
+        let claim = match (fingerprint, idempotency_key.clone()) {
+            (Some(fingerprint), Some(key)) => {
+                let key = idempotency::Key {
+                    workspace_id: principal.workspace_id.clone(),
+                    person_id: principal.person_id.clone(),
+                    action: def.name,
+                    key,
+                };
+                match idempotency::claim(&self.db, &self.clock, key, &fingerprint).await? {
+                    Claimed::Replay { status, body } => {
+                        return Ok(Reply {
+                            status: StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+                            body,
+                            replayed: true,
+                        });
+                    }
+                    Claimed::Run(claim) => Some(claim),
                 }
-                Claimed::Run(claim) => Some(claim),
             }
-        }
-        _ => None,
-    };
-
-    let result = run(state, &ctx, action, decoded, claim.as_ref()).await;
-    let Some(claim) = claim else {
-        return result
-            .map(|body| Reply {
-                status: action.success_status(),
-                body,
-                replayed: false,
-            })
-            .map_err(ApiError::from);
-    };
-    match result {
-        Ok(body) => {
-            // The work is done and paid for: a failure to remember the answer must not turn it
-            // into an error (the caller would retry into a stuck key), so it is only logged.
-            if let Err(error) =
-                idempotency::complete(&state.db, &claim, action.success_status().as_u16(), &body)
-                    .await
-            {
-                tracing::error!(key = claim.key, %error, "could not store the response of an idempotent call");
-            }
-            Ok(Reply {
-                status: action.success_status(),
-                body,
-                replayed: false,
-            })
-        }
-        Err(Failure::BeforeStart(error)) => {
-            idempotency::abandon(&state.db, &claim).await?;
-            Err(error)
-        }
-        Err(Failure::Ran(error))
-            if error.nothing_done || error.code == ErrorCode::InternalError =>
-        {
-            // Nothing was done (or our fault undid it): let the same key be used again.
-            idempotency::abandon(&state.db, &claim).await?;
-            Err(error)
-        }
-        Err(Failure::Ran(error)) => {
-            idempotency::complete(&state.db, &claim, error.status().as_u16(), &error.body())
-                .await?;
-            Err(error)
-        }
-    }
-}
-
-/// Why a call failed: before the action began (nothing to remember) or while it ran.
-enum Failure {
-    BeforeStart(ApiError),
-    Ran(ApiError),
-}
-
-impl From<Failure> for ApiError {
-    fn from(failure: Failure) -> Self {
-        match failure {
-            Failure::BeforeStart(error) | Failure::Ran(error) => error,
-        }
-    }
-}
-
-/// Reserves the price (priced actions), calls the action, and releases what a failure held.
-async fn run(
-    state: &AppState,
-    ctx: &Ctx,
-    action: &Action,
-    decoded: crate::registry::ErasedInput,
-    claim: Option<&Claim>,
-) -> Result<Value, Failure> {
-    let def = action.def;
-    let mut ctx = ctx.clone();
-    let mut reservation = None;
-    if def.price.is_some() {
-        let price = price(&ctx, action, &decoded)
-            .await
-            .map_err(Failure::BeforeStart)?;
-        let principal = ctx.principal();
-        let source = Source {
-            action: Some(def.name),
-            idempotency_key: claim.map(|claim| claim.key.as_str()),
-            person_id: Some(&principal.person_id),
-            ..Source::default()
+            _ => None,
         };
-        let held = credits::reserve(
-            &state.db,
-            &state.clock,
-            &principal.workspace_id,
-            price.total,
-            &source,
-        )
-        .await
-        .map_err(Failure::BeforeStart)?;
-        reservation = Some(held.clone());
-        ctx = ctx.with_reservation(held);
+        let _heartbeat = claim.clone().map(|claim| {
+            let (db, clock) = (self.db.clone(), self.clock.clone());
+            Heartbeat::start("idempotency claim", move || {
+                let (claim, db, clock) = (claim.clone(), db.clone(), clock.clone());
+                async move { claim.renew(&db, &clock).await }
+            })
+        });
+
+        let (ctx, plan) = match planned {
+            Some((price, plan)) => (
+                ctx.charging(price.total, def.name, idempotency_key),
+                Some(plan),
+            ),
+            None => (ctx, None),
+        };
+        let status = action.success_status();
+        let outcome = match (def.call)(ctx.clone(), decoded, plan).await {
+            Ok(body) => commit(&ctx, action, claim.as_ref(), status, &body)
+                .await
+                .map(|()| body),
+            Err(error) => Err(error),
+        };
+        match outcome {
+            Ok(body) => Ok(Reply {
+                status,
+                body,
+                replayed: false,
+            }),
+            Err(error) => {
+                // Whatever the action wrote is rolled back with its transaction (dropped here
+                // if it is still open), so the call had no effect: free the key.
+                drop(ctx.take_tx().await);
+                if let Some(claim) = &claim
+                    && let Err(release_error) = claim.release(&self.db).await
+                {
+                    tracing::warn!(key = claim.key.key, error = %release_error.message,
+                        "could not free the idempotency key of a failed call; its lease will lapse");
+                }
+                Err(error)
+            }
+        }
     }
-    let result = (def.call)(ctx, decoded).await;
-    if let (Err(_), Some(reservation)) = (&result, &reservation)
-        && let Err(error) = credits::release_remaining(&state.db, &state.clock, reservation).await
-    {
-        tracing::error!(reservation = reservation.id, %error, "could not release the credits of a failed action");
-    }
-    result.map_err(Failure::Ran)
 }
 
-async fn price(
+/// Finishes a call that succeeded: a priced call pays (its whole price if the action did not
+/// settle), an idempotent one stores its answer, and all of it commits with the action's writes.
+async fn commit(
     ctx: &Ctx,
     action: &Action,
-    decoded: &crate::registry::ErasedInput,
-) -> Result<credits::Price, ApiError> {
+    claim: Option<&Claim>,
+    status: StatusCode,
+    body: &Value,
+) -> Result<(), ApiError> {
+    if action.def.price.is_some() || claim.is_some() {
+        // Begin the transaction if the action never did: the reservation and the stored answer
+        // still need one.
+        drop(ctx.tx().await?);
+    }
+    let Some((mut tx, reservation, settled)) = ctx.take_tx().await else {
+        return Ok(());
+    };
+    if let Some(reservation) = reservation.filter(|_| !settled) {
+        credits::settle(&mut tx, ctx.clock(), &reservation, reservation.amount, None).await?;
+    }
+    if let Some(claim) = claim {
+        claim.complete(&mut tx, status.as_u16(), body).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Runs the action's price function: its price and its plan.
+async fn plan(
+    ctx: &Ctx,
+    action: &Action,
+    decoded: &ErasedInput,
+) -> Result<(Price, ErasedPlan), ApiError> {
     let Some(price) = action.def.price else {
         return Err(ApiError::internal(format!(
             "`{}` has no price function",
             action.def.name
         )));
     };
-    let price = price(ctx, decoded).await?;
+    let (price, plan) = price(ctx, decoded).await?;
     if price.total < 0 {
         return Err(ApiError::internal(format!(
             "`{}` priced a call at {} credits",
             action.def.name, price.total
         )));
     }
-    Ok(price)
+    Ok((price, plan))
 }
 
 /// Removes the framework's `estimate_only` flag from the input and reads it.

@@ -81,9 +81,6 @@ pub struct ApiError {
     pub headers: Vec<(header::HeaderName, HeaderValue)>,
     /// What went wrong inside; logged, never sent.
     pub internal: Option<String>,
-    /// The action refused before doing anything (nothing written, nothing spent), so an
-    /// idempotency key used for the call is released rather than bound to this answer.
-    pub nothing_done: bool,
 }
 
 impl ApiError {
@@ -94,14 +91,7 @@ impl ApiError {
             extra: Map::new(),
             headers: Vec::new(),
             internal: None,
-            nothing_done: false,
         }
-    }
-
-    /// Marks a refusal that happened before the action did anything; see `nothing_done`.
-    pub fn nothing_done(mut self) -> Self {
-        self.nothing_done = true;
-        self
     }
 
     pub fn invalid_request(message: impl Into<String>) -> Self {

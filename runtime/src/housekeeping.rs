@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::ApiError;
-use crate::idempotency;
 use crate::server::AppState;
+use crate::{idempotency, recovery};
 
 /// How often the deletions run.
 const EVERY: Duration = Duration::from_secs(600);
@@ -26,17 +26,25 @@ const GRACE_MS: i64 = 24 * 60 * 60 * 1000;
 /// so a replay of the code revokes that refresh token's grant however late it comes.
 const CODE_GRACE_MS: i64 = crate::oauth::REFRESH_TOKEN_LIFETIME_MS;
 
-/// Runs the deletions every [`EVERY`] until the task is aborted.
+/// Runs the recoveries at once and every [`recovery::EVERY`], and the deletions every [`EVERY`],
+/// until the task is aborted.
 pub async fn run(state: Arc<AppState>) {
-    // The first round comes one period after start, not at once: a starting server has more
-    // urgent work, and nothing expires in the first ten minutes that cannot wait ten more.
-    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + EVERY, EVERY);
+    // The first deletions come one period after start, not at once: a starting server has more
+    // urgent work, and nothing expires in the first ten minutes that cannot wait ten more. What a
+    // dead process held is given back at once, and then often: a lease lapses in seconds.
+    let start = tokio::time::Instant::now();
+    let mut purges = tokio::time::interval_at(start + EVERY, EVERY);
+    let mut recoveries = tokio::time::interval_at(start, recovery::EVERY);
     loop {
-        ticks.tick().await;
-        match purge(&state).await {
-            Ok(0) => {}
-            Ok(purged) => tracing::info!(purged, "purged expired rows"),
-            Err(error) => tracing::warn!(error = %error.message, "could not purge expired rows"),
+        tokio::select! {
+            _ = recoveries.tick() => {
+                recovery::run_all(&state.db, &state.clock).await;
+            }
+            _ = purges.tick() => match purge(&state).await {
+                Ok(0) => {}
+                Ok(purged) => tracing::info!(purged, "purged expired rows"),
+                Err(error) => tracing::warn!(error = %error.message, "could not purge expired rows"),
+            },
         }
     }
 }

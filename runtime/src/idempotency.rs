@@ -2,11 +2,18 @@
 //!
 //! A record is keyed by (workspace, the credential's person, action, key) and stored in the
 //! database, so a retry that lands on another instance still finds it. Claiming is one
-//! `insert ... on conflict do nothing`: exactly one of many concurrent requests with a key wins and
-//! runs; the others see the record and get 409 (still running), 422 (same key, another request)
-//! or the stored response. Records older than 24 hours are ignored (and replaced by a new claim)
-//! and purged in the background. A claim is dropped when the request fails before the action
-//! begins (402, or our own 500), so the caller can fix it and retry with the same key.
+//! `insert ... on conflict do nothing`: exactly one of many concurrent requests with a key wins
+//! and runs; the others see the record and get 409 (still running), 422 (same key, another
+//! request) or the stored response.
+//!
+//! A claim is a lease: the winner holds it for [`LEASE_MS`] under a random token and renews it
+//! while the work runs ([`Claim::renew`]). The response is stored by [`Claim::complete`] inside
+//! the transaction that did the work, fenced by the token, so the work and its answer commit
+//! together; a failed request had no effect (its transaction rolled back) and drops its claim, so
+//! the key is free again by construction. If the process dies, nobody renews the lease; once it
+//! lapses the next request with the key takes the claim over and runs, within seconds rather than
+//! after the 24-hour window, and `Retry-After` tells a waiting caller how long is left. Records
+//! older than 24 hours are ignored (and replaced by a new claim) and purged in the background.
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -15,6 +22,7 @@ use sqlx::Row;
 use crate::clock::Clock;
 use crate::db::Db;
 use crate::error::{ApiError, ErrorCode};
+use crate::lease::LEASE_MS;
 
 /// How long a key is remembered.
 pub const WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
@@ -45,16 +53,23 @@ pub fn validate_key(key: &str) -> Result<(), ApiError> {
 
 /// Identifies one idempotent request.
 #[derive(Debug, Clone)]
-pub struct Claim {
+pub struct Key {
     pub workspace_id: String,
     pub person_id: String,
     pub action: &'static str,
     pub key: String,
 }
 
+/// A key this request holds: it runs, and stores its answer with [`Claim::complete`].
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub key: Key,
+    token: String,
+}
+
 /// What claiming a key found.
 pub enum Claimed {
-    /// This request runs; store its response with [`complete`].
+    /// This request runs.
     Run(Claim),
     /// The first response, to send again.
     Replay { status: u16, body: Value },
@@ -70,52 +85,67 @@ pub fn fingerprint(action: &str, input: &Value) -> String {
     crate::ids::hex(&hasher.finalize())
 }
 
-/// Claims `claim.key` for this request, or reports why it cannot run.
+const WHERE_KEY: &str = "workspace_id = $1 and person_id = $2 and action = $3 and key = $4";
+
+fn bind_key<'q>(
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    key: &'q Key,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
+    query
+        .bind(&key.workspace_id)
+        .bind(&key.person_id)
+        .bind(key.action)
+        .bind(&key.key)
+}
+
+/// Claims `key` for this request, or reports why it cannot run.
 pub async fn claim(
     db: &Db,
     clock: &Clock,
-    claim: Claim,
+    key: Key,
     fingerprint: &str,
 ) -> Result<Claimed, ApiError> {
-    // Two rounds at most: the second follows the removal of an expired record.
-    for _ in 0..2 {
+    let token = crate::ids::new_id("lease");
+    // A few rounds at most: a round ends early when another request changed the record between
+    // our read and our write (it expired and was removed, or its lease was taken over).
+    for _ in 0..4 {
         let now = clock.now_ms();
         let inserted = sqlx::query(
-            "insert into idempotency_records (workspace_id, person_id, action, key, fingerprint, state, created_at) \
-             values ($1, $2, $3, $4, $5, 'running', $6) on conflict do nothing",
+            "insert into idempotency_records (workspace_id, person_id, action, key, fingerprint, state, created_at, \
+             lease_token, lease_expires_at) values ($1, $2, $3, $4, $5, 'running', $6, $7, $8) on conflict do nothing",
         )
-        .bind(&claim.workspace_id)
-        .bind(&claim.person_id)
-        .bind(claim.action)
-        .bind(&claim.key)
+        .bind(&key.workspace_id)
+        .bind(&key.person_id)
+        .bind(key.action)
+        .bind(&key.key)
         .bind(fingerprint)
         .bind(now)
+        .bind(&token)
+        .bind(now + LEASE_MS)
         .execute(db.pool())
         .await?;
         if inserted.rows_affected() == 1 {
-            return Ok(Claimed::Run(claim));
+            return Ok(Claimed::Run(Claim { key, token }));
         }
-        let existing = sqlx::query(
-            "select fingerprint, state, status_code, response_body, created_at from idempotency_records \
-             where workspace_id = $1 and person_id = $2 and action = $3 and key = $4",
+        let existing = bind_key(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "select fingerprint, state, status_code, response_body, created_at, lease_token, lease_expires_at \
+                 from idempotency_records where {WHERE_KEY}"
+            ))),
+            &key,
         )
-        .bind(&claim.workspace_id)
-        .bind(&claim.person_id)
-        .bind(claim.action)
-        .bind(&claim.key)
         .fetch_optional(db.pool())
         .await?;
         let Some(existing) = existing else { continue };
         let created_at: i64 = existing.try_get("created_at")?;
         if now - created_at >= WINDOW_MS {
             // Expired: forget it (only if nobody replaced it meanwhile) and claim afresh.
-            sqlx::query(
-                "delete from idempotency_records where workspace_id = $1 and person_id = $2 and action = $3 and key = $4 and created_at = $5",
+            bind_key(
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "delete from idempotency_records where {WHERE_KEY} and created_at = $5"
+                ))),
+                &key,
             )
-            .bind(&claim.workspace_id)
-            .bind(&claim.person_id)
-            .bind(claim.action)
-            .bind(&claim.key)
             .bind(created_at)
             .execute(db.pool())
             .await?;
@@ -126,62 +156,128 @@ pub async fn claim(
                 ErrorCode::IdempotencyKeyReused,
                 format!(
                     "The idempotency key `{}` was used for a different `{}` request in the last 24 hours; use a new key for a new request.",
-                    claim.key, claim.action
+                    key.key, key.action
                 ),
             ));
         }
-        if existing.try_get::<String, _>("state")? != "done" {
-            return Err(ApiError::new(
-                ErrorCode::IdempotencyKeyInUse,
-                format!("A request with the idempotency key `{}` is still being processed; retry in a moment.", claim.key),
-            )
-            .with_extra("retry_after", 1)
-            .with_header(http::header::RETRY_AFTER, "1"));
+        if existing.try_get::<String, _>("state")? == "done" {
+            let status: i64 = existing
+                .try_get::<Option<i64>, _>("status_code")?
+                .unwrap_or(200);
+            let body: String = existing
+                .try_get::<Option<String>, _>("response_body")?
+                .unwrap_or_default();
+            let body: Value = serde_json::from_str(&body).map_err(ApiError::internal)?;
+            return Ok(Claimed::Replay {
+                status: u16::try_from(status).unwrap_or(200),
+                body,
+            });
         }
-        let status: i64 = existing
-            .try_get::<Option<i64>, _>("status_code")?
-            .unwrap_or(200);
-        let body: String = existing
-            .try_get::<Option<String>, _>("response_body")?
-            .unwrap_or_default();
-        let body: Value = serde_json::from_str(&body).map_err(ApiError::internal)?;
-        return Ok(Claimed::Replay {
-            status: u16::try_from(status).unwrap_or(200),
-            body,
-        });
-    }
-    Err(ApiError::internal(
-        "idempotency claim kept racing with expiry",
-    ))
-}
-
-/// Stores the response of a claimed request, for replays.
-pub async fn complete(db: &Db, claim: &Claim, status: u16, body: &Value) -> Result<(), ApiError> {
-    sqlx::query(
-        "update idempotency_records set state = 'done', status_code = $5, response_body = $6 \
-         where workspace_id = $1 and person_id = $2 and action = $3 and key = $4",
-    )
-    .bind(&claim.workspace_id)
-    .bind(&claim.person_id)
-    .bind(claim.action)
-    .bind(&claim.key)
-    .bind(i64::from(status))
-    .bind(body.to_string())
-    .execute(db.pool())
-    .await?;
-    Ok(())
-}
-
-/// Drops a claim whose request failed before it began, so the key can be used again.
-pub async fn abandon(db: &Db, claim: &Claim) -> Result<(), ApiError> {
-    sqlx::query("delete from idempotency_records where workspace_id = $1 and person_id = $2 and action = $3 and key = $4")
-        .bind(&claim.workspace_id)
-        .bind(&claim.person_id)
-        .bind(claim.action)
-        .bind(&claim.key)
+        let holder: Option<String> = existing.try_get("lease_token")?;
+        let expires_at: Option<i64> = existing.try_get("lease_expires_at")?;
+        if let Some(expires_at) = expires_at.filter(|&at| at > now) {
+            return Err(in_use(&key.key, expires_at - now));
+        }
+        // The holder stopped renewing (its process died): take the claim over, unless another
+        // request just did.
+        let taken = bind_key(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "update idempotency_records set lease_token = $5, lease_expires_at = $6 \
+                 where {WHERE_KEY} and state = 'running' and coalesce(lease_token, '') = $7 \
+                 and coalesce(lease_expires_at, 0) <= $8"
+            ))),
+            &key,
+        )
+        .bind(&token)
+        .bind(now + LEASE_MS)
+        .bind(holder.unwrap_or_default())
+        .bind(now)
         .execute(db.pool())
         .await?;
-    Ok(())
+        if taken.rows_affected() == 1 {
+            tracing::info!(
+                key = key.key,
+                action = key.action,
+                "took over the lapsed claim of an idempotency key"
+            );
+            return Ok(Claimed::Run(Claim { key, token }));
+        }
+    }
+    Err(in_use(&key.key, 1_000))
+}
+
+/// 409 `idempotency_key_in_use`, with how long the holder's lease has left.
+fn in_use(key: &str, left_ms: i64) -> ApiError {
+    let seconds = (left_ms.max(1) + 999) / 1000;
+    ApiError::new(
+        ErrorCode::IdempotencyKeyInUse,
+        format!(
+            "A request with the idempotency key `{key}` is still being processed; retry in {seconds} second{}.",
+            if seconds == 1 { "" } else { "s" }
+        ),
+    )
+    .with_extra("retry_after", seconds)
+    .with_header(http::header::RETRY_AFTER, &seconds.to_string())
+}
+
+impl Claim {
+    /// Extends the lease; called while the work runs.
+    pub async fn renew(&self, db: &Db, clock: &Clock) -> Result<(), ApiError> {
+        bind_key(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "update idempotency_records set lease_expires_at = $6 \
+                 where {WHERE_KEY} and lease_token = $5 and state = 'running'"
+            ))),
+            &self.key,
+        )
+        .bind(&self.token)
+        .bind(clock.now_ms() + LEASE_MS)
+        .execute(db.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Stores the response inside the transaction that did the work, so both commit together.
+    /// Fails with 409 when the claim was taken over meanwhile (this request stopped renewing for
+    /// longer than the lease): the caller must roll back, and the other request's answer stands.
+    pub async fn complete(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        status: u16,
+        body: &Value,
+    ) -> Result<(), ApiError> {
+        let stored = bind_key(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "update idempotency_records set state = 'done', status_code = $6, response_body = $7, \
+                 lease_token = null, lease_expires_at = null where {WHERE_KEY} and lease_token = $5"
+            ))),
+            &self.key,
+        )
+        .bind(&self.token)
+        .bind(i64::from(status))
+        .bind(body.to_string())
+        .execute(conn)
+        .await?;
+        if stored.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(in_use(&self.key.key, 1_000))
+        }
+    }
+
+    /// Drops the claim of a request that failed (and so did nothing), freeing the key.
+    pub async fn release(&self, db: &Db) -> Result<(), ApiError> {
+        bind_key(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "delete from idempotency_records where {WHERE_KEY} and lease_token = $5 and state = 'running'"
+            ))),
+            &self.key,
+        )
+        .bind(&self.token)
+        .execute(db.pool())
+        .await?;
+        Ok(())
+    }
 }
 
 /// Deletes records past the window; returns how many.

@@ -19,10 +19,12 @@ pub mod error;
 pub mod housekeeping;
 pub mod idempotency;
 pub mod ids;
+pub mod lease;
 pub mod mcp;
 pub mod oauth;
 pub mod openapi;
 pub mod paging;
+pub mod recovery;
 pub mod registry;
 pub mod rest;
 pub mod scope;
@@ -32,7 +34,7 @@ pub mod web;
 pub use auth::{CredentialKind, Principal, WorkspaceSnapshot};
 pub use clock::Clock;
 pub use config::{Config, Environment};
-pub use credits::Price;
+pub use credits::{Price, PriceItem, Priced};
 pub use ctx::Ctx;
 pub use db::{Backend, Db};
 pub use error::{ApiError, ErrorCode};
@@ -48,7 +50,7 @@ pub mod __private {
     pub use serde_json::Value;
 
     use crate::ApiError;
-    pub use crate::registry::{ActionDef, BoxFuture, ErasedInput, HttpRoute};
+    pub use crate::registry::{ActionDef, BoxFuture, ErasedInput, ErasedPlan, HttpRoute};
 
     /// What an action's input type must be.
     #[diagnostic::on_unimplemented(
@@ -106,6 +108,21 @@ pub mod __private {
         match input.downcast_ref::<T>() {
             Some(input) => input,
             None => unreachable!("an action's input is decoded by its own decode function"),
+        }
+    }
+
+    /// Erases a price function's answer: the price, and the plan boxed for the action.
+    pub fn erase_priced<P: Send + 'static>(
+        priced: Result<crate::Priced<P>, ApiError>,
+    ) -> Result<(crate::Price, ErasedPlan), ApiError> {
+        priced.map(|priced| (priced.price, Box::new(priced.plan) as ErasedPlan))
+    }
+
+    /// Unwraps the plan made by the same action's price function.
+    pub fn plan<P: 'static>(plan: Option<ErasedPlan>) -> P {
+        match plan.map(|plan| plan.downcast::<P>()) {
+            Some(Ok(plan)) => *plan,
+            _ => unreachable!("a priced action receives the plan of its own price function"),
         }
     }
 

@@ -34,9 +34,9 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, service::RequestCon
 use serde_json::Value;
 
 use crate::auth::{self, CredentialKind, Principal};
-use crate::dispatch::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD, dispatch};
 use crate::error::{ApiError, ErrorCode};
 use crate::registry::{Action, Registry};
+use crate::registry::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD};
 use crate::scope::Scope;
 use crate::server::{AppState, RequestId};
 
@@ -173,15 +173,17 @@ impl ServerHandler for McpFace {
                 return Ok(CallToolResult::structured_error(error.body()).into());
             }
         };
-        let result = match dispatch(
-            &self.state,
-            principal,
-            action,
-            Value::Object(arguments),
-            idempotency_key,
-            request_id.clone(),
-        )
-        .await
+        let result = match self
+            .state
+            .dispatcher
+            .dispatch(
+                principal,
+                action,
+                Value::Object(arguments),
+                idempotency_key,
+                request_id.clone(),
+            )
+            .await
         {
             Ok(reply) if reply.status.is_success() => CallToolResult::structured(reply.body),
             Ok(reply) => CallToolResult::structured_error(reply.body),
@@ -240,7 +242,7 @@ pub async fn step_up(State(state): State<Arc<AppState>>, request: Request, next:
     if let Some(needed) = scope_of_tool_call(&state.registry, &bytes)
         && !principal.allows(needed)
     {
-        return auth::insufficient_scope(&state, &principal, needed)
+        return auth::insufficient_scope(&state.config, &principal, needed)
             .log(&request_id)
             .into_response();
     }

@@ -18,9 +18,14 @@ use schemars::{Schema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use crate::credits::{Estimate, Price};
-use crate::dispatch::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD};
 use crate::idempotency::MAX_KEY_LEN;
 use crate::{ApiError, Ctx, Scope};
+
+/// The input field the framework adds to priced actions.
+pub const ESTIMATE_FIELD: &str = "estimate_only";
+
+/// The MCP argument that carries an idempotency key (REST uses the `Idempotency-Key` header).
+pub const IDEMPOTENCY_FIELD: &str = "idempotency_key";
 
 /// A boxed, sendable future: what the macro-generated shims return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -31,11 +36,16 @@ pub type ErasedInput = Box<dyn Any + Send + Sync>;
 /// Decodes the JSON input object into the action's input type.
 pub type DecodeFn = fn(Value) -> Result<ErasedInput, ApiError>;
 
-/// Runs the action on a decoded input and encodes its output.
-pub type CallFn = fn(Ctx, ErasedInput) -> BoxFuture<'static, Result<Value, ApiError>>;
+/// The plan a price function made, which only the action's own shims know the type of.
+pub type ErasedPlan = Box<dyn Any + Send>;
 
-/// Prices a decoded input (actions declared with `credits = ...`).
-pub type PriceFn = for<'a> fn(&'a Ctx, &'a ErasedInput) -> BoxFuture<'a, Result<Price, ApiError>>;
+/// Runs the action on a decoded input (and, for a priced action, its plan) and encodes its output.
+pub type CallFn =
+    fn(Ctx, ErasedInput, Option<ErasedPlan>) -> BoxFuture<'static, Result<Value, ApiError>>;
+
+/// Prices a decoded input and plans the work (actions declared with `credits = ...`).
+pub type PriceFn =
+    for<'a> fn(&'a Ctx, &'a ErasedInput) -> BoxFuture<'a, Result<(Price, ErasedPlan), ApiError>>;
 
 /// The REST route of an action, relative to `/api/v1`.
 #[derive(Debug, Clone, Copy)]

@@ -19,7 +19,7 @@ use axum::routing::{MethodFilter, MethodRouter, on};
 use serde_json::{Map, Value};
 
 use crate::auth::Principal;
-use crate::dispatch::{dispatch, json_kind};
+use crate::dispatch::json_kind;
 use crate::error::{ApiError, ErrorCode};
 use crate::registry::Action;
 use crate::server::{AppState, request_id};
@@ -106,7 +106,10 @@ async fn handle(
     };
     let result = match (input, key) {
         (Ok(input), Ok(key)) => {
-            dispatch(&state, principal, action, input, key, request_id.clone()).await
+            state
+                .dispatcher
+                .dispatch(principal, action, input, key, request_id.clone())
+                .await
         }
         (Err(error), _) | (Ok(_), Err(error)) => Err(error),
     };

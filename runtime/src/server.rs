@@ -23,6 +23,7 @@ use crate::auth;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::Db;
+use crate::dispatch::Dispatcher;
 use crate::registry::Registry;
 use crate::{docs, housekeeping, ids, mcp, oauth, openapi, rest, web};
 
@@ -33,6 +34,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub registry: Arc<Registry>,
     pub tools: Arc<Vec<rmcp::model::Tool>>,
+    /// The one dispatch both faces call, over the same database, clock, config and registry.
+    pub dispatcher: Dispatcher,
     openapi_json: Bytes,
     docs_html: String,
 }
@@ -46,11 +49,19 @@ impl AppState {
         let docs_html = docs::render(&document);
         let openapi_json = Bytes::from(serde_json::to_vec_pretty(&document)?);
         let tools = Arc::new(mcp::tools(&registry));
+        let (config, registry) = (Arc::new(config), Arc::new(registry));
+        let dispatcher = Dispatcher {
+            db: db.clone(),
+            clock: clock.clone(),
+            config: config.clone(),
+            registry: registry.clone(),
+        };
         Ok(Arc::new(Self {
             db,
             clock,
-            config: Arc::new(config),
-            registry: Arc::new(registry),
+            config,
+            registry,
+            dispatcher,
             tools,
             openapi_json,
             docs_html,

@@ -128,12 +128,17 @@ async fn a_list_being_processed_refuses_a_second_call_but_replays_the_first_key(
         .await;
     let first_body = first.expect(200).clone();
 
-    // Mark the list as still processing, as it is while a call runs.
-    sqlx::query("update lists set processing_status = 'processing' where id = $1")
-        .bind(&list)
-        .execute(app.db.pool())
-        .await
-        .expect("mark processing");
+    // Mark the list as still processing, as it is while another call runs: its mark holds a
+    // live lease under that call's token.
+    sqlx::query(
+        "update lists set processing_status = 'processing', processing_token = 'lease_other', \
+         processing_lease_expires_at = $2 where id = $1",
+    )
+    .bind(&list)
+    .bind(app.clock.now_ms() + 60_000)
+    .execute(app.db.pool())
+    .await
+    .expect("mark processing");
     let before = balance(&app).await;
     let second = app.post_json(&path, &app.key, json!({})).await;
     second.expect_error(409, "invalid_state");
@@ -151,11 +156,15 @@ async fn a_list_being_processed_refuses_a_second_call_but_replays_the_first_key(
         .post_idempotent(&path, &app.key, "process-2", &json!({}))
         .await;
     refused.expect_error(409, "invalid_state");
-    sqlx::query("update lists set processing_status = 'processed' where id = $1")
-        .bind(&list)
-        .execute(app.db.pool())
-        .await
-        .expect("free the list");
+    // The other call finishes (and rotates the token, as a finished processing does).
+    sqlx::query(
+        "update lists set processing_status = 'processed', processing_token = 'lease_done', \
+         processing_lease_expires_at = null where id = $1",
+    )
+    .bind(&list)
+    .execute(app.db.pool())
+    .await
+    .expect("free the list");
     let ran = app
         .post_idempotent(&path, &app.key, "process-2", &json!({}))
         .await;

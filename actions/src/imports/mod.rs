@@ -1,12 +1,12 @@
 //! Imports: many prospects at once, from CSV text or JSON rows, priced per prospect created.
 //!
-//! An import is one transaction: the prospects it creates or updates, their list memberships, the
-//! import record and the settlement of its credits commit together or not at all. The price
-//! function reads and deduplicates the file to count what would be new; the import does the same
-//! again inside its transaction (after taking the workspace's row lock, so two imports of one
-//! workspace cannot both create the same person) and keeps only what it used of the reservation.
-//! The file is read once per request: the price function leaves the parsed rows in the input for
-//! the action to take.
+//! An import is one transaction, the one dispatch gives it: the prospects it creates or updates,
+//! their list memberships, the import record, the settlement of its credits and its stored
+//! idempotent answer commit together or not at all. The price function reads, validates and
+//! deduplicates the file to count what would be new, and hands the parsed rows to the import as
+//! its plan, so the file is read once. The import matches the rows again inside its transaction
+//! (whose reservation took the workspace's row lock, so two imports of one workspace cannot both
+//! create the same person) and keeps only what it used of the reservation.
 //!
 //! `parse` reads and validates rows, `plan` deduplicates them, `write` does the batched SQL.
 
@@ -16,10 +16,11 @@ mod sql;
 mod write;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::OnceLock;
 
 use outreach_runtime::clock::rfc3339;
-use outreach_runtime::{ApiError, Ctx, ErrorCode, Page, PageParams, Price, action, ids};
+use outreach_runtime::{
+    ApiError, Ctx, ErrorCode, Page, PageParams, Priced, action, ids, price_item,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -33,8 +34,10 @@ use parse::Parsed;
 pub use parse::{MAX_REPORTED_ERRORS, MAX_ROWS};
 use plan::Target;
 
-/// The unit price item of an import: one per prospect created.
-const PRICE_ITEM: &str = "import.prospect";
+price_item! {
+    /// A prospect created by an import; updates and duplicates are free.
+    pub IMPORT_PROSPECT = "import.prospect", 1;
+}
 
 /// What to do with a row that matches a prospect already in the workspace (or an earlier row).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -118,22 +121,16 @@ pub struct ImportInput {
     pub list_id: Option<String>,
     /// Like `list_id`, by name: the list of that name, made if there is none.
     pub list_name: Option<String>,
-    /// The rows, read once by the price function and taken by the action.
-    #[serde(skip)]
-    #[schemars(skip)]
-    parsed: OnceLock<Parsed>,
+}
+
+/// What an import will write, worked out by its price function: the file's rows, read and
+/// validated once.
+pub struct ImportPlan {
+    parsed: Parsed,
 }
 
 impl ImportInput {
-    /// Reads and validates the rows once per request; later calls reuse them.
-    fn parsed(&self) -> Result<&Parsed, ApiError> {
-        if let Some(parsed) = self.parsed.get() {
-            return Ok(parsed);
-        }
-        let parsed = self.parse()?;
-        Ok(self.parsed.get_or_init(|| parsed))
-    }
-
+    /// Reads and validates the rows.
     fn parse(&self) -> Result<Parsed, ApiError> {
         if self.list_id.is_some() && self.list_name.is_some() {
             return Err(ApiError::invalid_request(
@@ -204,8 +201,8 @@ pub struct Import {
 }
 
 /// Prices an import: one `import.prospect` per prospect it would create now.
-async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Price, ApiError> {
-    let parsed = input.parsed()?;
+async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Priced<ImportPlan>, ApiError> {
+    let parsed = input.parse()?;
     let mut conn = ctx.db().pool().acquire().await?;
     if let Some(list_id) = &input.list_id {
         write::existing_list(&mut conn, ctx.workspace_id(), list_id).await?;
@@ -222,13 +219,15 @@ async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Price, ApiError>
     .await?;
     let plan = plan::plan(&parsed.valid, &existing, update);
     let new = plan.creates.len() as u64;
-    Ok(
-        Price::line(PRICE_ITEM, new as i64, ctx.unit_price(PRICE_ITEM))
-            .detail("rows", parsed.rows)
-            .detail("new", new)
-            .detail("duplicates", plan.duplicates)
-            .detail("invalid", parsed.invalid),
-    )
+    let duplicates = plan.duplicates;
+    drop(existing);
+    Ok(ctx
+        .price(IMPORT_PROSPECT, new as i64)
+        .detail("rows", parsed.rows)
+        .detail("new", new)
+        .detail("duplicates", duplicates)
+        .detail("invalid", parsed.invalid)
+        .plan(ImportPlan { parsed }))
 }
 
 /// Import prospects from CSV text or JSON rows.
@@ -253,39 +252,37 @@ async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Price, ApiError>
 /// naming a missing column or an unknown field, a JSON row of the wrong shape) is a 400 naming the
 /// row; an unknown `list_id` is a 404. Nothing is written or charged then.
 #[action(scope = "write", credits = price_import, idempotent, http = "POST /imports")]
-pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, ApiError> {
+pub async fn import_prospects(
+    ctx: Ctx,
+    input: ImportInput,
+    plan: ImportPlan,
+) -> Result<Import, ApiError> {
     let source_format = input.source_format();
     let on_duplicate = input.on_duplicate;
-    input.parsed()?;
-    let parsed = input.parsed.into_inner().unwrap_or_default();
+    let parsed = plan.parsed;
     let workspace_id = ctx.workspace_id();
     let backend = ctx.db().backend();
     let now = ctx.now_ms();
     let import_id = ids::new_id("imp");
 
-    let mut tx = ctx.db().pool().begin().await?;
-    // The workspace row lock (a write, so SQLite takes its write lock now rather than failing to
-    // upgrade a read snapshot later) serialises the imports of a workspace: the lookups below see
-    // every prospect an earlier import committed.
-    sqlx::query("update workspaces set credits_balance = credits_balance where id = $1")
-        .bind(workspace_id)
-        .execute(&mut *tx)
-        .await?;
+    // The transaction's reservation took the workspace row lock, which serialises the imports of
+    // a workspace: the lookups below see every prospect an earlier import committed.
+    let mut tx = ctx.tx().await?;
     let (list_id, list_created) = match (&input.list_id, &input.list_name) {
         (Some(list_id), _) => (
-            Some(write::existing_list(&mut tx, workspace_id, list_id).await?),
+            Some(write::existing_list(&mut *tx, workspace_id, list_id).await?),
             false,
         ),
         (None, Some(name)) => {
             let (id, made) =
-                write::list_by_name(&mut tx, workspace_id, &check_name(name)?, now).await?;
+                write::list_by_name(&mut *tx, workspace_id, &check_name(name)?, now).await?;
             (Some(id), made)
         }
         (None, None) => (None, false),
     };
 
     let update = on_duplicate == OnDuplicate::Update;
-    let existing = plan::lookup(&mut tx, backend, workspace_id, &parsed.valid, update).await?;
+    let existing = plan::lookup(&mut *tx, backend, workspace_id, &parsed.valid, update).await?;
     let plan = plan::plan(&parsed.valid, &existing, update);
 
     // New prospects: each from its first row (never a merged row), later matching rows merged in.
@@ -312,7 +309,7 @@ pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, Ap
             .filter(|id| seen.insert(*id))
             .collect()
     };
-    let before = write::load_fields(&mut tx, backend, workspace_id, &touched).await?;
+    let before = write::load_fields(&mut *tx, backend, workspace_id, &touched).await?;
     let mut after: HashMap<&str, Fields> = before
         .iter()
         .map(|(id, fields)| (id.as_str(), fields.clone()))
@@ -330,7 +327,7 @@ pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, Ap
     }
 
     if let Err(error) =
-        write::insert_prospects(&mut tx, backend, workspace_id, now, &new_ids, &creates).await
+        write::insert_prospects(&mut *tx, backend, workspace_id, now, &new_ids, &creates).await
     {
         // A prospect with one of these profile URLs was created by another request meanwhile.
         if let Some(sqlx_error) = error
@@ -341,8 +338,7 @@ pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, Ap
             tracing::info!(cause = sqlx_error, "import raced a prospect create");
             return Err(ApiError::conflict(
                 "A prospect with one of these profile URLs was created while the import ran; nothing was imported or spent. Retry.",
-            )
-            .nothing_done());
+            ));
         }
         return Err(error);
     }
@@ -356,7 +352,7 @@ pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, Ap
                 .map(move |tag| (id.as_str(), tag.as_str()))
         })
         .collect();
-    write::insert_tags(&mut tx, backend, workspace_id, &tags).await?;
+    write::insert_tags(&mut *tx, backend, workspace_id, &tags).await?;
 
     let mut updated = 0u64;
     for id in &touched {
@@ -365,7 +361,7 @@ pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, Ap
         };
         if old != new {
             write::update_prospect(
-                &mut tx,
+                &mut *tx,
                 backend,
                 workspace_id,
                 id,
@@ -387,7 +383,7 @@ pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, Ap
                 Target::Existing(n) => existing.ids[n].as_str(),
             })
             .collect();
-        write::insert_members(&mut tx, backend, workspace_id, list_id, now, &members).await?;
+        write::insert_members(&mut *tx, backend, workspace_id, list_id, now, &members).await?;
         sqlx::query("update lists set updated_at = $3 where workspace_id = $1 and id = $2")
             .bind(workspace_id)
             .bind(list_id)
@@ -397,22 +393,7 @@ pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, Ap
     }
 
     let created = creates.len() as u64;
-    let reserved = ctx
-        .reservation()
-        .map_or(0, |reservation| reservation.amount);
-    let used = (created as i64).saturating_mul(ctx.unit_price(PRICE_ITEM));
-    if used > reserved {
-        // Prospects were deleted between pricing and writing, so more rows are new than were
-        // paid for; rolling back leaves nothing written or spent.
-        return Err(ApiError::new(
-            ErrorCode::InvalidState,
-            format!(
-                "The workspace changed while the import was starting: it would create {created} prospects ({used} credits), \
-                 more than the {reserved} credits priced; nothing was imported or spent. Retry."
-            ),
-        )
-        .nothing_done());
-    }
+    let used = (created as i64).saturating_mul(ctx.unit_price(IMPORT_PROSPECT));
     let import = Import {
         id: import_id,
         status: "completed".to_owned(),
@@ -452,8 +433,9 @@ pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, Ap
     .bind(now)
     .execute(&mut *tx)
     .await?;
-    ctx.settle_credits(&mut tx, used, &import.id).await?;
-    tx.commit().await?;
+    // More new prospects than were priced (some were deleted meanwhile) is a 409 here, and the
+    // whole import rolls back.
+    ctx.settle(&mut *tx, used, &import.id).await?;
     Ok(import)
 }
 

@@ -16,7 +16,7 @@ use crate::prospects::{
 };
 use outreach_runtime::Backend;
 
-type Tx<'c> = sqlx::Transaction<'c, sqlx::Any>;
+type Tx = sqlx::AnyConnection;
 
 /// Prospects per `insert`: 24 parameters each, so 24,000 per statement.
 const PROSPECT_BATCH: usize = 1000;
@@ -27,7 +27,7 @@ const SMALL_BATCH: usize = 5000;
 
 /// Inserts new prospects; `ids[n]` is the id of `prospects[n]`.
 pub async fn insert_prospects(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx,
     backend: Backend,
     workspace_id: &str,
     now: i64,
@@ -54,7 +54,7 @@ pub async fn insert_prospects(
                 .bind(now)
                 .bind(now);
         }
-        query.execute(&mut **tx).await?;
+        query.execute(&mut *tx).await?;
     }
     Ok(())
 }
@@ -76,7 +76,7 @@ fn insert_prospects_sql(backend: Backend, rows: usize) -> String {
 
 /// Inserts the tags of prospects into `prospect_tags` (what the `tag` filter looks up).
 pub async fn insert_tags(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx,
     backend: Backend,
     workspace_id: &str,
     tags: &[(&str, &str)],
@@ -95,14 +95,14 @@ pub async fn insert_tags(
         for (prospect_id, tag) in batch {
             query = query.bind(*prospect_id).bind(workspace_id).bind(*tag);
         }
-        query.execute(&mut **tx).await?;
+        query.execute(&mut *tx).await?;
     }
     Ok(())
 }
 
 /// Adds prospects to a list (members already in it stay); returns how many joined.
 pub async fn insert_members(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx,
     backend: Backend,
     workspace_id: &str,
     list_id: &str,
@@ -126,14 +126,14 @@ pub async fn insert_members(
         for id in batch {
             query = query.bind(list_id).bind(*id).bind(workspace_id).bind(now);
         }
-        added += query.execute(&mut **tx).await?.rows_affected();
+        added += query.execute(&mut *tx).await?.rows_affected();
     }
     Ok(added)
 }
 
 /// The current fields of existing prospects, by id.
 pub async fn load_fields(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx,
     backend: Backend,
     workspace_id: &str,
     ids: &[&str],
@@ -157,7 +157,7 @@ pub async fn load_fields(
         for id in batch {
             query = query.bind(*id);
         }
-        for row in query.fetch_all(&mut **tx).await? {
+        for row in query.fetch_all(&mut *tx).await? {
             let prospect = Prospect::from_row(&row)?;
             fields.insert(prospect.id.clone(), from_row_fields(&prospect));
         }
@@ -167,7 +167,7 @@ pub async fn load_fields(
 
 /// Writes the new fields of one existing prospect, and its tags when they changed.
 pub async fn update_prospect(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx,
     backend: Backend,
     workspace_id: &str,
     id: &str,
@@ -179,7 +179,7 @@ pub async fn update_prospect(
     if tags_changed {
         sqlx::query("delete from prospect_tags where prospect_id = $1")
             .bind(id)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         let tags: Vec<(&str, &str)> = fields.tags.iter().map(|tag| (id, tag.as_str())).collect();
         insert_tags(tx, backend, workspace_id, &tags).await?;
@@ -253,7 +253,7 @@ pub async fn existing_list(
 
 /// The list named `name`, made if there is none; returns its id and whether it was made.
 pub async fn list_by_name(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx,
     workspace_id: &str,
     name: &str,
     now: i64,
@@ -267,14 +267,14 @@ pub async fn list_by_name(
     .bind(workspace_id)
     .bind(name)
     .bind(now)
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?
     .rows_affected()
         == 1;
     let row = sqlx::query("select id from lists where workspace_id = $1 and name = $2")
         .bind(workspace_id)
         .bind(name)
-        .fetch_one(&mut **tx)
+        .fetch_one(&mut *tx)
         .await?;
     Ok((row.try_get("id")?, made))
 }

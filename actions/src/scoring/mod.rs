@@ -12,18 +12,22 @@ pub mod engine;
 pub mod run;
 
 use outreach_runtime::clock::rfc3339;
-use outreach_runtime::{ApiError, Ctx, ErrorCode, Page, PageParams, Price, action, ids};
+use outreach_runtime::{
+    ApiError, Ctx, ErrorCode, Page, PageParams, Priced, action, ids, price_item,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::targeting;
+use crate::targeting::{self, Targeting};
 use engine::{FailedGate, MatchedCriterion, Tier};
 pub use run::{Subject, score_prospects};
 
-/// The price-table item a scored prospect costs.
-pub const PRICE_ITEM: &str = "scoring.prospect";
+price_item! {
+    /// A prospect scored by a scoring run.
+    pub SCORING_PROSPECT = "scoring.prospect", 1;
+}
 
 /// How many prospects of a run fell in each tier.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
@@ -158,15 +162,25 @@ impl StartScoringRunInput {
     }
 }
 
+/// What a run will score, worked out by its price function.
+pub struct ScoringPlan {
+    checked: Checked,
+    targeting: Targeting,
+}
+
 /// The price of a run: one `scoring.prospect` per prospect it would score.
-async fn price_scoring(ctx: &Ctx, input: &StartScoringRunInput) -> Result<Price, ApiError> {
+async fn price_scoring(
+    ctx: &Ctx,
+    input: &StartScoringRunInput,
+) -> Result<Priced<ScoringPlan>, ApiError> {
     let checked = input.check()?;
-    targeting::fetch(ctx.db().pool(), ctx.workspace_id(), &input.targeting_id).await?;
+    let targeting =
+        targeting::fetch(ctx.db().pool(), ctx.workspace_id(), &input.targeting_id).await?;
     let prospects = run::count(ctx, checked.subject()).await?;
-    Ok(
-        Price::line(PRICE_ITEM, prospects, ctx.unit_price(PRICE_ITEM))
-            .detail("prospects", prospects),
-    )
+    Ok(ctx
+        .price(SCORING_PROSPECT, prospects)
+        .detail("prospects", prospects)
+        .plan(ScoringPlan { checked, targeting }))
 }
 
 /// Score prospects against a targeting.
@@ -185,44 +199,23 @@ async fn price_scoring(ctx: &Ctx, input: &StartScoringRunInput) -> Result<Price,
 #[action(scope = "write", credits = price_scoring, idempotent, http = "POST /scoring-runs")]
 pub async fn start_scoring_run(
     ctx: Ctx,
-    input: StartScoringRunInput,
+    _input: StartScoringRunInput,
+    plan: ScoringPlan,
 ) -> Result<ScoringRun, ApiError> {
-    let checked = input.check()?;
-    // Read before the transaction: on SQLite a transaction must begin with its first write.
-    let targeting =
-        targeting::fetch(ctx.db().pool(), ctx.workspace_id(), &input.targeting_id).await?;
-    let mut tx = ctx.db().pool().begin().await?;
-    // Take the workspace row first, as imports do and as the settlement below needs: one lock
-    // order for every priced transaction, so two of them cannot deadlock on PostgreSQL.
-    sqlx::query("update workspaces set credits_balance = credits_balance where id = $1")
-        .bind(ctx.workspace_id())
-        .execute(&mut *tx)
-        .await?;
+    // The transaction's reservation takes the workspace row first, as every priced transaction
+    // does: one lock order, so two of them cannot deadlock on PostgreSQL.
+    let mut tx = ctx.tx().await?;
     let run = score_prospects(
         &ctx,
         &mut tx,
-        &targeting,
-        checked.subject(),
-        ctx.unit_price(PRICE_ITEM),
+        &plan.targeting,
+        plan.checked.subject(),
+        ctx.unit_price(SCORING_PROSPECT),
     )
     .await?;
-    let reserved = ctx
-        .reservation()
-        .map_or(0, |reservation| reservation.amount);
-    if run.credits_spent > reserved {
-        // The list grew between pricing and scoring; rolling back leaves nothing written or spent.
-        return Err(ApiError::new(
-            ErrorCode::InvalidState,
-            format!(
-                "The list changed while the run was starting: it now holds {} prospects ({} credits), more than the {reserved} \
-                 credits priced; nothing was scored or spent. Retry.",
-                run.total, run.credits_spent
-            ),
-        ).nothing_done());
-    }
-    ctx.settle_credits(&mut tx, run.credits_spent, &run.id)
-        .await?;
-    tx.commit().await?;
+    // A list that grew since it was priced costs more than was reserved: a 409, and the run
+    // rolls back whole.
+    ctx.settle(&mut tx, run.credits_spent, &run.id).await?;
     Ok(run)
 }
 

@@ -34,8 +34,9 @@ const _: () = {
             input_schema: ::outreach_runtime::__private::schema::<Empty>,
             output_schema: ::outreach_runtime::__private::schema::<Workspace>,
             decode: ::outreach_runtime::__private::decode::<Empty>,
-            call: |ctx, input| {
+            call: |ctx, input, plan| {
                 ::std::boxed::Box::pin(async move {
+                    let _ = &plan;
                     match get_workspace(
                             ctx,
                             ::outreach_runtime::__private::input::<Empty>(input),

@@ -7,8 +7,9 @@
 pub async fn import_prospects(
     ctx: Ctx,
     input: ImportInput,
+    plan: ImportPlan,
 ) -> Result<ImportOutcome, ApiError> {
-    imports::run(ctx, input).await
+    imports::run(ctx, input, plan).await
 }
 #[doc(hidden)]
 const _: () = {
@@ -39,20 +40,29 @@ const _: () = {
                 path: "/imports",
             }),
             idempotent: true,
-            price: ::core::option::Option::Some(|ctx, input| ::std::boxed::Box::pin(
-                price_import(
-                    ctx,
-                    ::outreach_runtime::__private::input_ref::<ImportInput>(input),
-                ),
-            )),
+            price: ::core::option::Option::Some(|ctx, input| ::std::boxed::Box::pin(async move {
+                ::outreach_runtime::__private::erase_priced::<
+                    ImportPlan,
+                >(
+                    price_import(
+                            ctx,
+                            ::outreach_runtime::__private::input_ref::<
+                                ImportInput,
+                            >(input),
+                        )
+                        .await,
+                )
+            })),
             input_schema: ::outreach_runtime::__private::schema::<ImportInput>,
             output_schema: ::outreach_runtime::__private::schema::<ImportOutcome>,
             decode: ::outreach_runtime::__private::decode::<ImportInput>,
-            call: |ctx, input| {
+            call: |ctx, input, plan| {
                 ::std::boxed::Box::pin(async move {
+                    let _ = &plan;
                     match import_prospects(
                             ctx,
                             ::outreach_runtime::__private::input::<ImportInput>(input),
+                            ::outreach_runtime::__private::plan::<ImportPlan>(plan),
                         )
                         .await
                     {

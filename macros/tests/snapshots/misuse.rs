@@ -13,7 +13,7 @@ fn get_thing(ctx: Ctx) -> Thing {
     "an action must be an `async fn`: write `async fn get_thing`"
 }
 ::core::compile_error! {
-    "an action takes two arguments, the context and its input, e.g. `(ctx: Ctx, input: ImportInput)`; found 1"
+    "an action takes two arguments, the context and its input, e.g. `(ctx: Ctx, input: ImportInput)`, and a priced action a third, its price function's plan; found 1"
 }
 ::core::compile_error! {
     "an action returns `Result<Output, ApiError>`: write `-> Result<Thing, ApiError>`"

@@ -1,5 +1,5 @@
 // Test: correct actions, with every argument and with `scope` alone, compile and register.
-use outreach_runtime::{ApiError, Ctx, Price, action};
+use outreach_runtime::{ApiError, Ctx, Priced, action, price_item};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -14,18 +14,31 @@ pub struct ImportOutcome {
     pub created: usize,
 }
 
+price_item! {
+    /// A row imported.
+    pub IMPORT_ROW = "import.row", 1;
+}
+
+/// What the price function worked out, handed to the action.
+pub struct ImportPlan {
+    rows: usize,
+}
+
 /// Import prospects from CSV text or JSON rows.
 ///
 /// Costs one credit per row.
 #[action(scope = "write", credits = price_import, idempotent, http = "POST /imports")]
-pub async fn import_prospects(_ctx: Ctx, input: ImportInput) -> Result<ImportOutcome, ApiError> {
-    Ok(ImportOutcome {
-        created: input.rows.len(),
-    })
+pub async fn import_prospects(
+    _ctx: Ctx,
+    _input: ImportInput,
+    plan: ImportPlan,
+) -> Result<ImportOutcome, ApiError> {
+    Ok(ImportOutcome { created: plan.rows })
 }
 
-async fn price_import(_ctx: &Ctx, input: &ImportInput) -> Result<Price, ApiError> {
-    Ok(Price::line("row", input.rows.len() as i64, 1))
+async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Priced<ImportPlan>, ApiError> {
+    let rows = input.rows.len();
+    Ok(ctx.price(IMPORT_ROW, rows as i64).plan(ImportPlan { rows }))
 }
 
 #[derive(Deserialize, JsonSchema)]
