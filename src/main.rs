@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use outreach_runtime::clock::parse_rfc3339;
-use outreach_runtime::server::{AppState, serve, shutdown_signal};
+use outreach_runtime::server::{build_state, serve, shutdown_signal};
 use outreach_runtime::{Clock, Config, Db, Environment, Role, Scope, admin, credits};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -319,7 +319,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             .with_overrides(&overrides)
             .map_err(anyhow::Error::msg)?;
     }
-    let state = AppState::new(db.clone(), clock, config)?;
+    let state = build_state(db.clone(), clock, config)?;
     println!("REST: {base_url}/api/v1");
     println!("MCP:  {base_url}/api/mcp");
     println!("Docs: {base_url}/api/v1/docs");

@@ -6,12 +6,12 @@
 
 use std::sync::Arc;
 
-use crate::auth::Principal;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::credits::{self, Reservation};
 use crate::db::Db;
 use crate::error::ApiError;
+use crate::principal::Principal;
 
 /// The context of one action call.
 #[derive(Clone)]

@@ -22,14 +22,9 @@ use crate::ctx::Ctx;
 use crate::error::{ApiError, ErrorCode};
 use crate::idempotency::{self, Claim, Claimed};
 use crate::registry::Action;
+pub use crate::registry::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD};
 use crate::scope::Scope;
-use crate::server::AppState;
-
-/// The input field the framework adds to priced actions.
-pub const ESTIMATE_FIELD: &str = "estimate_only";
-
-/// The MCP argument that carries an idempotency key (REST uses the `Idempotency-Key` header).
-pub const IDEMPOTENCY_FIELD: &str = "idempotency_key";
+use crate::state::AppState;
 
 /// A successful dispatch: the body to send and its status, possibly replayed from the first
 /// request with the same idempotency key (a replayed status may be an error status).

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::error::ApiError;
 use crate::idempotency;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// How often the deletions run.
 const EVERY: Duration = Duration::from_secs(600);

@@ -18,9 +18,16 @@ use schemars::{Schema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use crate::credits::{Estimate, Price};
-use crate::dispatch::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD};
+use crate::ctx::Ctx;
+use crate::error::ApiError;
 use crate::idempotency::MAX_KEY_LEN;
-use crate::{ApiError, Ctx, Scope};
+use crate::scope::Scope;
+
+/// The input field the framework adds to priced actions.
+pub const ESTIMATE_FIELD: &str = "estimate_only";
+
+/// The MCP argument that carries an idempotency key (REST uses the `Idempotency-Key` header).
+pub const IDEMPOTENCY_FIELD: &str = "idempotency_key";
 
 /// A boxed, sendable future: what the macro-generated shims return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

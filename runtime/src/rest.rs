@@ -22,7 +22,8 @@ use crate::auth::Principal;
 use crate::dispatch::{dispatch, json_kind};
 use crate::error::{ApiError, ErrorCode};
 use crate::registry::Action;
-use crate::server::{AppState, request_id};
+use crate::request_id::request_id;
+use crate::state::AppState;
 
 /// The routes of every action with an `http` attribute, relative to `/api/v1`.
 pub fn action_routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
