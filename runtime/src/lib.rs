@@ -3,7 +3,8 @@
 //! An action is one async function annotated with [`action`]. The macro registers it; at start-up
 //! the [`registry`] collects and validates every action, and the [`rest`] and [`mcp`] faces, the
 //! [`openapi`] document and the [`docs`] page are all made from that one registry. Both faces
-//! authenticate with [`auth`] and call the same [`dispatch`].
+//! authenticate with [`auth`] and call the same [`dispatch`]. An action author needs only the
+//! [`prelude`].
 //!
 //! Where to start reading: the crate is layered, and reads best from the bottom up. Begin with
 //! `registry.rs` (what an action is) and `ctx.rs` (what it gets), then `state.rs` (what every
@@ -24,7 +25,7 @@
 //! 9. `oauth`: the authorization server for MCP clients (it shares the MCP face's CORS policy).
 //! 10. `web`, `housekeeping`: the settings pages (which disconnect OAuth grants) and the periodic
 //!     deletions (which keep codes as long as OAuth refresh tokens live).
-//! 11. `server`: the top; nothing in the crate imports it.
+//! 11. `server`, `prelude`: the top; nothing in the crate imports them.
 
 // Declared bottom to top, in the order above.
 pub mod clock;
@@ -62,6 +63,7 @@ pub mod oauth;
 pub mod housekeeping;
 pub mod web;
 
+pub mod prelude;
 pub mod server;
 
 pub use clock::Clock;
