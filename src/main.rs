@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use outreach_runtime::clock::parse_rfc3339;
 use outreach_runtime::credits::PriceTable;
 use outreach_runtime::registry::Registry;
-use outreach_runtime::server::{AppState, serve, shutdown_signal};
+use outreach_runtime::server::{build_state, serve, shutdown_signal};
 use outreach_runtime::{Clock, Config, Db, Environment, Role, Scope, admin, credits};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -320,7 +320,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     config.cimd.extra_root_certificates = cimd_roots;
     config.trusted_proxies = args.trusted_proxies;
     config.prices = prices;
-    let state = AppState::new(db.clone(), clock.clone(), config)?;
+    let state = build_state(db.clone(), clock.clone(), config)?;
     if let Some(first) = admin::bootstrap_if_empty(&db, &clock, &environment).await? {
         println!("Created a first workspace (shown once; save these now):");
         println!("  workspace: {}", first.workspace_id);

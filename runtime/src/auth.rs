@@ -13,15 +13,16 @@ use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::config::Config;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids;
+pub use crate::principal::{CredentialKind, Principal, WorkspaceSnapshot};
+use crate::request_id::request_id;
 use crate::scope::{Role, Scope};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// What every OAuth access token starts with (the authorization server issues them).
 pub const OAUTH_ACCESS_TOKEN_PREFIX: &str = "oat_";
@@ -29,50 +30,6 @@ pub const OAUTH_ACCESS_TOKEN_PREFIX: &str = "oat_";
 /// Re-record `last_used_at` at most this often per key: a write per request would serialize
 /// every call on SQLite's single writer for a figure nobody reads to the millisecond.
 const LAST_USED_RESOLUTION_MS: i64 = 60_000;
-
-/// What kind of credential made the call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum CredentialKind {
-    ApiKey,
-    OauthToken,
-}
-
-/// The caller of one request: a person in a workspace, through one credential.
-#[derive(Debug, Clone)]
-pub struct Principal {
-    pub workspace_id: String,
-    pub person_id: String,
-    pub email: String,
-    pub role: Role,
-    pub credential_kind: CredentialKind,
-    pub credential_id: String,
-    pub credential_name: String,
-    /// The credential's own highest scope, before the role and terms cap it.
-    pub granted: Scope,
-    /// What the credential may do now; `None` only if the cap leaves nothing (never below read).
-    pub effective: Scope,
-    pub terms_accepted: bool,
-    /// The workspace as this request's authentication read it, so that an action showing it
-    /// needs no second query.
-    pub workspace: WorkspaceSnapshot,
-}
-
-/// The caller's workspace, read with the credential on every request.
-#[derive(Debug, Clone)]
-pub struct WorkspaceSnapshot {
-    pub name: String,
-    pub created_at: i64,
-    pub terms_accepted_at: Option<i64>,
-    /// The balance when the request began.
-    pub credits_balance: i64,
-}
-
-impl Principal {
-    pub fn allows(&self, needed: Scope) -> bool {
-        needed <= self.effective
-    }
-}
 
 /// Which door a request came through; it decides the `resource_metadata` the 401 points at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -413,7 +370,7 @@ pub async fn require_principal(
             next.run(request).await
         }
         Err(error) => {
-            let request_id = crate::server::request_id(&request);
+            let request_id = request_id(&request);
             error.log(&request_id).into_response()
         }
     }

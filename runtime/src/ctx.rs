@@ -16,12 +16,12 @@ use std::sync::Arc;
 
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
-use crate::auth::Principal;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::credits::{self, PriceItem, Reservation, Source};
 use crate::db::Db;
 use crate::error::ApiError;
+use crate::principal::Principal;
 
 /// The context of one action call.
 #[derive(Clone)]

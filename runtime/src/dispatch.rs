@@ -17,6 +17,7 @@
 
 use std::sync::Arc;
 
+use axum::extract::FromRef;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -43,6 +44,18 @@ pub struct Dispatcher {
     pub clock: Clock,
     pub config: Arc<Config>,
     pub registry: Arc<Registry>,
+}
+use crate::state::AppState;
+
+impl FromRef<Arc<AppState>> for Dispatcher {
+    fn from_ref(state: &Arc<AppState>) -> Self {
+        Self {
+            db: state.db.clone(),
+            clock: state.clock.clone(),
+            config: state.config.clone(),
+            registry: state.registry.clone(),
+        }
+    }
 }
 
 /// A successful dispatch: the body to send and its status, possibly replayed from the first

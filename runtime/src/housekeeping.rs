@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::ApiError;
-use crate::server::AppState;
+use crate::state::AppState;
 use crate::{idempotency, recovery};
 
 /// How often the deletions run.

@@ -3,35 +3,73 @@
 //! An action is one async function annotated with [`action`]. The macro registers it; at start-up
 //! the [`registry`] collects and validates every action, and the [`rest`] and [`mcp`] faces, the
 //! [`openapi`] document and the [`docs`] page are all made from that one registry. Both faces
-//! authenticate with [`auth`] and call the same [`dispatch`]. Read `registry.rs` first, then
-//! `dispatch.rs`.
+//! authenticate with [`auth`] and call the same [`dispatch`]. An action author needs only the
+//! [`prelude`].
+//!
+//! Where to start reading: the crate is layered, and reads best from the bottom up. Begin with
+//! `registry.rs` (what an action is) and `ctx.rs` (what it gets), then `state.rs` (what every
+//! request shares), `dispatch.rs` (one call, whichever face it came through), and finish at
+//! `server.rs`, where the router puts it all together. The layers, bottom to top; a module imports
+//! only from its own layer or below, never from above, and there are no cycles (`tests/layers.rs`
+//! checks both and holds the same list):
+//!
+//! 1. `clock`, `ids`, `error`, `scope`, `paging`, `db`: foundations that import nothing here.
+//! 2. `lease`, `credits`, `idempotency`, `principal`, `config`, `admin`: the bookkeeping and the rules
+//!    that the faces, the web pages and the CLI share.
+//! 3. `ctx`: what an action receives.
+//! 4. `registry`: every action, collected and validated; `recovery`: what a dead process held,
+//!    given back.
+//! 5. `state`, `request_id`: what every request shares, and its id.
+//! 6. `auth`, `session`: who is calling, by bearer credential or by browser cookie.
+//! 7. `dispatch`: the one path from an authenticated call to an action and back.
+//! 8. `openapi`, `docs`, `rest`, `mcp`: the documents and the two faces.
+//! 9. `oauth`: the authorization server for MCP clients (it shares the MCP face's CORS policy).
+//! 10. `web`, `housekeeping`: the settings pages (which disconnect OAuth grants) and the periodic
+//!     deletions (which keep codes as long as OAuth refresh tokens live).
+//! 11. `server`, `prelude`: the top; nothing in the crate imports them.
+
+// Declared bottom to top, in the order above.
+pub mod clock;
+pub mod db;
+pub mod error;
+pub mod ids;
+pub mod paging;
+pub mod scope;
 
 pub mod admin;
-pub mod auth;
-pub mod clock;
 pub mod config;
 pub mod credits;
-pub mod ctx;
-pub mod db;
-pub mod dispatch;
-pub mod docs;
-pub mod error;
-pub mod housekeeping;
 pub mod idempotency;
-pub mod ids;
 pub mod lease;
-pub mod mcp;
-pub mod oauth;
-pub mod openapi;
-pub mod paging;
-pub mod recovery;
+pub mod principal;
+
+pub mod ctx;
+
 pub mod registry;
+
+pub mod recovery;
+
+pub mod request_id;
+pub mod state;
+
+pub mod auth;
+pub mod session;
+
+pub mod dispatch;
+
+pub mod docs;
+pub mod mcp;
+pub mod openapi;
 pub mod rest;
-pub mod scope;
-pub mod server;
+
+pub mod oauth;
+
+pub mod housekeeping;
 pub mod web;
 
-pub use auth::{CredentialKind, Principal, WorkspaceSnapshot};
+pub mod prelude;
+pub mod server;
+
 pub use clock::Clock;
 pub use config::{Config, Environment};
 pub use credits::{Price, PriceItem, Priced};
@@ -40,6 +78,7 @@ pub use db::{Backend, Db};
 pub use error::{ApiError, ErrorCode};
 pub use outreach_macros::action;
 pub use paging::{Page, PageParams};
+pub use principal::{CredentialKind, Principal, WorkspaceSnapshot};
 pub use scope::{Role, Scope};
 
 /// What the `#[action]` expansion refers to. Not a public API: names here may change freely.

@@ -34,11 +34,13 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, service::RequestCon
 use serde_json::Value;
 
 use crate::auth::{self, CredentialKind, Principal};
+use crate::dispatch::Dispatcher;
 use crate::error::{ApiError, ErrorCode};
-use crate::registry::{Action, Registry};
-use crate::registry::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD};
+use crate::registry::{Action, ESTIMATE_FIELD, IDEMPOTENCY_FIELD, Registry};
+use crate::request_id::{RequestId, request_id};
 use crate::scope::Scope;
-use crate::server::{AppState, RequestId};
+use crate::state::AppState;
+use axum::extract::FromRef;
 
 /// Builds the tool list once: name, description, schemas and annotations for every action.
 pub fn tools(registry: &Registry) -> Vec<Tool> {
@@ -173,9 +175,7 @@ impl ServerHandler for McpFace {
                 return Ok(CallToolResult::structured_error(error.body()).into());
             }
         };
-        let result = match self
-            .state
-            .dispatcher
+        let result = match Dispatcher::from_ref(&self.state)
             .dispatch(
                 principal,
                 action,
@@ -227,7 +227,7 @@ pub async fn step_up(State(state): State<Arc<AppState>>, request: Request, next:
     if principal.credential_kind != CredentialKind::OauthToken || principal.allows(Scope::Send) {
         return next.run(request).await;
     }
-    let request_id = crate::server::request_id(&request);
+    let request_id = request_id(&request);
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, state.config.max_body_bytes).await else {
         return ApiError::new(

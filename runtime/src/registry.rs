@@ -18,8 +18,10 @@ use schemars::{Schema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use crate::credits::{Estimate, Price};
+use crate::ctx::Ctx;
+use crate::error::ApiError;
 use crate::idempotency::MAX_KEY_LEN;
-use crate::{ApiError, Ctx, Scope};
+use crate::scope::Scope;
 
 /// The input field the framework adds to priced actions.
 pub const ESTIMATE_FIELD: &str = "estimate_only";

@@ -12,17 +12,18 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Extension, OriginalUri, Path, Request, State};
+use axum::extract::{Extension, FromRef, OriginalUri, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
 use serde_json::{Map, Value};
 
 use crate::auth::Principal;
-use crate::dispatch::json_kind;
+use crate::dispatch::{Dispatcher, json_kind};
 use crate::error::{ApiError, ErrorCode};
 use crate::registry::Action;
-use crate::server::{AppState, request_id};
+use crate::request_id::request_id;
+use crate::state::AppState;
 
 /// The routes of every action with an `http` attribute, relative to `/api/v1`.
 pub fn action_routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
@@ -106,8 +107,7 @@ async fn handle(
     };
     let result = match (input, key) {
         (Ok(input), Ok(key)) => {
-            state
-                .dispatcher
+            Dispatcher::from_ref(&state)
                 .dispatch(principal, action, input, key, request_id.clone())
                 .await
         }

@@ -7,7 +7,7 @@
 
 use outreach_runtime::admin::{self, CreatedKey};
 use outreach_runtime::registry::{Action, Registry};
-use outreach_runtime::server::{AppState, serve};
+use outreach_runtime::server::{build_state, serve};
 use outreach_runtime::{Clock, Config, Db, Environment, Role, Scope};
 use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode};
@@ -248,7 +248,7 @@ impl TestApp {
             .expect("connect the second instance");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
         let base_url = format!("http://{}", listener.local_addr().expect("local address"));
-        let state = AppState::new(
+        let state = build_state(
             db,
             self.clock.clone(),
             Config::new(&base_url, self.environment.clone()),
@@ -651,7 +651,7 @@ async fn spawn_app_configured(
     let base_url = format!("http://{}", listener.local_addr().expect("local address"));
     let mut config = Config::new(&base_url, environment.clone());
     configure(&mut config);
-    let state = AppState::new(db.clone(), clock.clone(), config).expect("build the app state");
+    let state = build_state(db.clone(), clock.clone(), config).expect("build the app state");
     let (shutdown, stop) = oneshot::channel::<()>();
     tokio::spawn(async move {
         serve(state, listener, async move {

@@ -1,7 +1,7 @@
 //! The periodic deletions: expired sessions, old failed sign-ins, and codes and tokens a day past
 //! their expiry go; live ones stay.
 
-use outreach_runtime::server::AppState;
+use outreach_runtime::server::build_state;
 use outreach_runtime::{Config, housekeeping, ids};
 
 use crate::helpers::spawn_app;
@@ -16,7 +16,7 @@ async fn count(app: &crate::helpers::TestApp, table: &str) -> i64 {
 #[tokio::test]
 async fn expired_sessions_failures_codes_and_tokens_are_purged_and_live_ones_kept() {
     let app = spawn_app().await;
-    let state = AppState::new(
+    let state = build_state(
         app.db.clone(),
         app.clock.clone(),
         Config::new(&app.base_url, app.environment.clone()),

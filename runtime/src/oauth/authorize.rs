@@ -32,8 +32,8 @@ use super::params::{self, Params};
 use super::{grant, pkce, redirect, token};
 use crate::error::ApiError;
 use crate::scope::{Role, Scope, scope_refusal};
-use crate::server::AppState;
-use crate::web::session::{self, Session};
+use crate::session::{self, Session};
+use crate::state::AppState;
 
 /// Fields our own forms add to the client's parameters.
 const OWN_FIELDS: [&str; 3] = ["workspace_id", "csrf_token", "decision"];

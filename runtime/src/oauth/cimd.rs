@@ -33,7 +33,7 @@ use url::{Host, Url};
 use super::client::{Client, Source, validate_metadata};
 use super::{netguard, redirect};
 use crate::config::CimdPolicy;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// The whole fetch, connection to last byte.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);

@@ -14,7 +14,7 @@ use super::redirect;
 use crate::error::ApiError;
 use crate::ids;
 use crate::scope::Scope;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// At most this many redirect URIs per client; real clients have one or two.
 const MAX_REDIRECT_URIS: usize = 20;

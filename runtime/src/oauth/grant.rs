@@ -17,7 +17,7 @@ use super::{ACCESS_TOKEN_LIFETIME_MS, CODE_LIFETIME_MS, REFRESH_TOKEN_LIFETIME_M
 use crate::error::ApiError;
 use crate::ids;
 use crate::scope::Scope;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// What a consent grants.
 pub struct NewGrant<'a> {

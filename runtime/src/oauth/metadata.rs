@@ -12,7 +12,7 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
-use crate::server::AppState;
+use crate::state::AppState;
 
 const SCOPES: [&str; 3] = ["read", "write", "send"];
 

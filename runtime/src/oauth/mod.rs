@@ -18,7 +18,7 @@ use std::sync::Arc;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 
-use crate::server::AppState;
+use crate::state::AppState;
 
 mod authorize;
 mod cimd;

@@ -8,7 +8,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
-use crate::web::session::constant_time_eq;
+use crate::session::constant_time_eq;
 
 /// Whether a `code_challenge` has the shape of an S256 challenge.
 pub fn valid_challenge(challenge: &str) -> bool {

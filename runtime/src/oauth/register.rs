@@ -19,7 +19,7 @@ use super::client::validate_metadata;
 use super::error::{OAuthError, no_store};
 use super::params::has_content_type;
 use crate::ids;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// A registration request larger than this is not a real one.
 const MAX_REQUEST_BYTES: usize = 16 * 1024;

@@ -19,7 +19,7 @@ use super::grant;
 use super::params;
 use super::token::check_client;
 use crate::ids;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// `POST /oauth/revoke`.
 pub async fn revoke(

@@ -25,7 +25,7 @@ use super::params::{self, Params};
 use super::pkce;
 use crate::ids;
 use crate::scope::{Role, Scope};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// `POST /oauth/token`.
 pub async fn token(

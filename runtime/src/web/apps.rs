@@ -17,7 +17,7 @@ use sqlx::Row;
 use super::keys::ConfirmPage;
 use super::{PageError, SignedIn, display_time, render, see_other};
 use crate::scope::Scope;
-use crate::server::AppState;
+use crate::state::AppState;
 
 const PAGE: &str = "/settings/api";
 

@@ -24,10 +24,11 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 
 use super::apps::{self, AppRow};
-use super::{Nav, PageError, SignedIn, display_time, render, see_other, session};
+use super::{Nav, PageError, SignedIn, display_time, render, see_other};
 use crate::admin::{self, KeySummary};
 use crate::scope::{Role, Scope, scope_refusal};
-use crate::server::AppState;
+use crate::session;
+use crate::state::AppState;
 
 const PAGE: &str = "/settings/api";
 

@@ -34,12 +34,11 @@ use serde::Deserialize;
 use sqlx::Row;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use super::{
-    FormData, PageError, render, safe_next, see_other, session, signed_in_form, with_header,
-};
+use super::{FormData, PageError, render, safe_next, see_other, signed_in_form, with_header};
 use crate::admin;
 use crate::ids;
-use crate::server::AppState;
+use crate::session;
+use crate::state::AppState;
 
 /// The sliding window attempts are counted over.
 const THROTTLE_WINDOW_MS: i64 = 15 * 60 * 1000;

@@ -20,7 +20,7 @@ use super::keys::ConfirmPage;
 use super::{FormData, Nav, PageError, SignedIn, display_time, render, see_other};
 use crate::admin::{self, MemberSummary};
 use crate::scope::Role;
-use crate::server::AppState;
+use crate::state::AppState;
 
 const PAGE: &str = "/settings/members";
 

@@ -3,7 +3,7 @@
 //! Server-rendered HTML from compile-time templates (askama, `runtime/templates/`), one small
 //! hand-written stylesheet and one tiny script built into the binary, nothing from anywhere else,
 //! so the Content-Security-Policy can be `default-src 'self'` with no inline script at all. Every
-//! page reads its [`session::Session`] from the database (nothing is cached in a process, so a
+//! page reads its [`Session`] from the database (nothing is cached in a process, so a
 //! removal or a sign-out holds on every instance), and every form carries a CSRF token.
 //!
 //! Handlers return `Result<Response, PageError>`: a refusal is a page with the right status code
@@ -24,17 +24,15 @@ use sqlx::Row;
 
 use crate::error::ApiError;
 use crate::scope::Role;
-use crate::server::AppState;
+use crate::session::{self, Session};
+use crate::state::AppState;
 
 mod apps;
 mod assets;
 mod keys;
 mod login;
 mod members;
-pub mod session;
 mod terms;
-
-use session::Session;
 
 /// The routes of the web pages (`/login`, `/logout`, `/settings/...`, `/assets/...`).
 pub fn routes() -> Router<Arc<AppState>> {

@@ -15,7 +15,7 @@ use sqlx::Row;
 
 use super::{Nav, PageError, display_time, render, see_other};
 use crate::admin;
-use crate::server::AppState;
+use crate::state::AppState;
 
 const PAGE: &str = "/settings/sending-terms";
 

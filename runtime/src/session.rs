@@ -7,6 +7,10 @@
 //! double-submit cookie instead, since there is no session yet to hold the token.
 //!
 //! The cookie is `HttpOnly` and `SameSite=Lax`, and `Secure` when the base URL is https.
+//!
+//! Its own module below both [`crate::web`] and [`crate::oauth`], because both sign a browser in
+//! or read who is signed in (the settings pages, the OAuth consent page); owned by either, it would
+//! make the other import it back.
 
 use axum::http::HeaderMap;
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
@@ -15,7 +19,7 @@ use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
 use crate::ids;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "outreach_session";

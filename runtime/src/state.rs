@@ -1,0 +1,72 @@
+//! What every request shares: the database, the clock, the configuration, the registry and the
+//! documents rendered from it once at start-up.
+//!
+//! This module sits low on purpose. Every module that serves requests (the faces, auth, the OAuth
+//! server, the web pages) takes `State<Arc<AppState>>`, so the state must not import any of them:
+//! a state that knew its handlers would put the whole crate in one cycle. The documents that need
+//! the faces to render (the OpenAPI document, the tool list, the docs page) are therefore rendered
+//! by `server::build_state` at the top and handed in already made. A handler that needs only a
+//! piece can ask for just that through axum's [`FromRef`]: `State<Db>` or `State<Clock>`. (Not
+//! `State<Arc<Config>>`: the orphan rule forbids implementing a foreign trait for `Arc<Config>`.)
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::FromRef;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::db::Db;
+use crate::registry::Registry;
+
+/// What every request shares.
+pub struct AppState {
+    pub db: Db,
+    pub clock: Clock,
+    pub config: Arc<Config>,
+    pub registry: Arc<Registry>,
+    pub tools: Arc<Vec<rmcp::model::Tool>>,
+    pub documents: Documents,
+}
+
+/// The documents served as they are, rendered once from the registry.
+pub struct Documents {
+    /// `/api/v1/openapi.json`, pretty-printed.
+    pub openapi_json: Bytes,
+    /// `/api/v1/docs`.
+    pub docs_html: String,
+}
+
+impl AppState {
+    /// Puts the pieces together; `server::build_state` validates the registry and renders the
+    /// tool list and the documents first.
+    pub fn new(
+        db: Db,
+        clock: Clock,
+        config: Config,
+        registry: Registry,
+        tools: Vec<rmcp::model::Tool>,
+        documents: Documents,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            db,
+            clock,
+            config: Arc::new(config),
+            registry: Arc::new(registry),
+            tools: Arc::new(tools),
+            documents,
+        })
+    }
+}
+
+impl FromRef<Arc<AppState>> for Db {
+    fn from_ref(state: &Arc<AppState>) -> Self {
+        state.db.clone()
+    }
+}
+
+impl FromRef<Arc<AppState>> for Clock {
+    fn from_ref(state: &Arc<AppState>) -> Self {
+        state.clock.clone()
+    }
+}
