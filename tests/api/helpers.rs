@@ -5,14 +5,19 @@
 //! an owner and a read+write key, so tests never see each other's rows and can run in parallel.
 //! The [`Clock`] is kept so a test can move time (key expiry) without sleeping.
 
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
 use outreach_runtime::admin::{self, CreatedKey};
 use outreach_runtime::registry::{Action, Registry};
-use outreach_runtime::server::{build_state, serve};
+use outreach_runtime::server::{build_state, serve as serve_app};
 use outreach_runtime::{Clock, Config, Db, Environment, Role, Scope};
 use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde_json::{Map, Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpListener;
+use tokio::process::Command;
 use tokio::sync::oneshot;
 
 // The actions register themselves; this keeps the linker from dropping them.
@@ -256,7 +261,7 @@ impl TestApp {
         .expect("build the second instance's state");
         let (shutdown, stop) = oneshot::channel::<()>();
         tokio::spawn(async move {
-            serve(state, listener, async move {
+            serve_app(state, listener, async move {
                 stop.await.ok();
             })
             .await
@@ -654,7 +659,7 @@ async fn spawn_app_configured(
     let state = build_state(db.clone(), clock.clone(), config).expect("build the app state");
     let (shutdown, stop) = oneshot::channel::<()>();
     tokio::spawn(async move {
-        serve(state, listener, async move {
+        serve_app(state, listener, async move {
             stop.await.ok();
         })
         .await
@@ -692,5 +697,166 @@ async fn spawn_app_configured(
         key: key.key,
         shutdown: Some(shutdown),
         _database: database,
+    }
+}
+
+// ----- the real binary (`outreach serve`, `outreach admin`) -----
+
+/// The `outreach` binary with a clean environment; killed if the test drops it.
+pub(crate) fn outreach() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_outreach"));
+    for name in [
+        "DATABASE_URL",
+        "OUTREACH_ADDR",
+        "OUTREACH_BASE_URL",
+        "OUTREACH_ENV",
+    ] {
+        command.env_remove(name);
+    }
+    command
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
+/// Runs `outreach admin --database-url URL --json ARGS...`.
+pub(crate) async fn admin(database: &TestDatabase, args: &[&str]) -> Output {
+    let mut command = outreach();
+    command
+        .args(["admin", "--database-url", database.url(), "--json"])
+        .args(args);
+    tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("admin finishes")
+        .expect("run outreach")
+}
+
+/// Runs an admin command that must succeed; returns its one JSON object.
+pub(crate) async fn admin_ok(database: &TestDatabase, args: &[&str]) -> Value {
+    let output = admin(database, args).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{args:?} failed: {stdout} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .collect();
+    assert_eq!(lines.len(), 1, "{args:?}: --json prints one line: {stdout}");
+    let value: Value =
+        serde_json::from_str(lines[0]).unwrap_or_else(|_| panic!("{args:?}: not JSON: {stdout}"));
+    assert!(value.is_object(), "{args:?}: {value}");
+    value
+}
+
+pub(crate) fn field(value: &Value, name: &str) -> String {
+    value[name]
+        .as_str()
+        .unwrap_or_else(|| panic!("no `{name}` in {value}"))
+        .to_owned()
+}
+
+/// A server started with `outreach serve` on port 0, read from its own output.
+pub(crate) struct Served {
+    pub(crate) child: tokio::process::Child,
+    pub(crate) base_url: String,
+    /// What it printed before the addresses.
+    pub(crate) banner: Vec<String>,
+}
+
+/// Starts `serve` and returns once it has printed its addresses and answers `/healthz`.
+pub(crate) async fn serve(database: &TestDatabase) -> Served {
+    let served = start_serve(database).await;
+    let (status, body) = served.get("/healthz", "").await;
+    assert_eq!(status, 200, "the printed address serves: {body}");
+    served
+}
+
+/// Starts `serve` and returns as soon as it has printed its addresses.
+pub(crate) async fn start_serve(database: &TestDatabase) -> Served {
+    let mut child = outreach()
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--database-url",
+            database.url(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start outreach serve");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut banner = Vec::new();
+    let read = async {
+        while let Some(line) = lines.next_line().await.expect("read stdout") {
+            let done = line.starts_with("Docs:");
+            banner.push(line);
+            if done {
+                return;
+            }
+        }
+        panic!("serve exited before printing its addresses: {banner:?}");
+    };
+    tokio::time::timeout(Duration::from_secs(60), read)
+        .await
+        .expect("serve prints its addresses");
+    let rest = banner
+        .iter()
+        .find_map(|line| line.strip_prefix("REST:"))
+        .expect("a REST line")
+        .trim()
+        .to_owned();
+    let base_url = rest
+        .strip_suffix("/api/v1")
+        .expect("the REST address ends in /api/v1")
+        .to_owned();
+    // Keep draining stdout so the server never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Served {
+        child,
+        base_url,
+        banner,
+    }
+}
+
+impl Served {
+    pub(crate) async fn get(&self, path: &str, key: &str) -> (u16, Value) {
+        let response = reqwest::Client::new()
+            .get(format!("{}{path}", self.base_url))
+            .bearer_auth(key)
+            .send()
+            .await
+            .expect("request");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Sends SIGTERM and waits for a clean exit.
+    pub(crate) async fn terminate(mut self) {
+        let pid = self.child.id().expect("a running server").to_string();
+        let killed = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .await
+            .expect("run kill");
+        assert!(killed.success());
+        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("exits after SIGTERM")
+            .expect("wait");
+        assert!(status.success(), "graceful shutdown exits 0, got {status}");
+    }
+
+    /// Kills the server with SIGKILL, as a crash would, and waits for it to be gone.
+    pub(crate) async fn kill(mut self) {
+        self.child.start_kill().expect("send SIGKILL");
+        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("the server dies after SIGKILL")
+            .expect("wait");
     }
 }

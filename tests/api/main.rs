@@ -10,6 +10,7 @@ mod helpers;
 mod auth;
 mod bad_input;
 mod cli;
+mod crash;
 mod golden;
 mod housekeeping;
 mod imports;
