@@ -3,9 +3,9 @@
 //!
 //! This module sits low on purpose. Every module that serves requests (the faces, auth, the OAuth
 //! server, the web pages) takes `State<Arc<AppState>>`, so the state must not import any of them:
-//! a state that knew its handlers would put the whole crate in one cycle. The documents that need
-//! the faces to render (the OpenAPI document, the tool list, the docs page) are therefore rendered
-//! by `server::build_state` at the top and handed in already made. A handler that needs only a
+//! a state that knew its handlers would put the whole crate in one cycle. The tool list, the
+//! OpenAPI document and the docs page are made by modules above this one (`mcp`, `openapi`,
+//! `docs`), so `server::build_state` renders them at the top and hands them in already made. A handler that needs only a
 //! piece can ask for just that through axum's [`FromRef`]: `State<Db>` or `State<Clock>`. (Not
 //! `State<Arc<Config>>`: the orphan rule forbids implementing a foreign trait for `Arc<Config>`.)
 
