@@ -50,14 +50,14 @@ pub async fn run_all(db: &Db, clock: &Clock) -> u64 {
     match credits::release_lapsed_holds(db, clock).await {
         Ok(count) => recovered += count,
         Err(error) => {
-            tracing::warn!(error = %error.message, cause = ?error.internal, "could not release lapsed credit holds")
+            tracing::warn!(error = %error.message, cause = ?error.internal, "could not release lapsed credit holds");
         }
     }
     for recovery in inventory::iter::<Recovery> {
         match (recovery.run)(db, clock).await {
             Ok(count) => recovered += count,
             Err(error) => {
-                tracing::warn!(recovery = recovery.name, error = %error.message, cause = ?error.internal, "recovery failed")
+                tracing::warn!(recovery = recovery.name, error = %error.message, cause = ?error.internal, "recovery failed");
             }
         }
     }
