@@ -25,12 +25,13 @@ pub mod openapi;
 pub mod paging;
 pub mod registry;
 pub mod rest;
+pub mod schema;
 pub mod scope;
 pub mod server;
 pub mod web;
 
 pub use auth::{CredentialKind, Principal, WorkspaceSnapshot};
-pub use clock::Clock;
+pub use clock::{Clock, Timestamp};
 pub use config::{Config, Environment};
 pub use credits::Price;
 pub use ctx::Ctx;
