@@ -5,8 +5,8 @@
 //! net of releases and attributed to the action that spent them (a release is joined to its
 //! spend). Outreach figures will join when outreach exists.
 
-use outreach_runtime::clock::rfc3339;
-use outreach_runtime::{ApiError, Ctx, action};
+use crate::scoring::engine::Tier;
+use outreach_runtime::{ApiError, Ctx, Timestamp, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -66,9 +66,9 @@ pub struct Dashboard {
 pub struct PeriodWindow {
     pub name: Period,
     /// The start of the window; null for `all`.
-    pub starts_at: Option<String>,
+    pub starts_at: Option<Timestamp>,
     /// The end of the window: the time of the call.
-    pub ends_at: String,
+    pub ends_at: Timestamp,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -165,13 +165,14 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
     .await?;
     for row in &tiers {
         let count: i64 = row.try_get("n")?;
-        match row.try_get::<Option<String>, _>("tier")?.as_deref() {
-            Some("a") => by_tier.a = count,
-            Some("b") => by_tier.b = count,
-            Some("c") => by_tier.c = count,
-            Some("d") => by_tier.d = count,
-            Some("disqualified") => by_tier.disqualified = count,
-            _ => by_tier.unscored += count,
+        let tier = row.try_get::<Option<String>, _>("tier")?;
+        match tier.as_deref().and_then(Tier::parse) {
+            Some(Tier::A) => by_tier.a = count,
+            Some(Tier::B) => by_tier.b = count,
+            Some(Tier::C) => by_tier.c = count,
+            Some(Tier::D) => by_tier.d = count,
+            Some(Tier::Disqualified) => by_tier.disqualified = count,
+            None => by_tier.unscored += count,
         }
     }
     let lists = sqlx::query(
@@ -232,8 +233,8 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
     Ok(Dashboard {
         period: PeriodWindow {
             name: input.period,
-            starts_at: input.period.length_ms().map(|_| rfc3339(since)),
-            ends_at: rfc3339(now),
+            starts_at: input.period.length_ms().map(|_| Timestamp(since)),
+            ends_at: Timestamp(now),
         },
         prospects: ProspectFigures {
             total: prospects.try_get("total")?,

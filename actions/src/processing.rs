@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
-use crate::lists;
+use crate::lists::{self, ProcessingStatus};
 use crate::prospects::normalize;
 use crate::scoring::{ScoringRun, Subject, score_prospects};
 use crate::targeting::{self, Targeting};
@@ -36,7 +36,7 @@ pub struct ProcessListInput {
 pub struct ProcessingOutcome {
     pub list_id: String,
     /// The list's status afterwards: `processed`.
-    pub status: String,
+    pub status: ProcessingStatus,
     /// Members when processing began.
     pub prospects: i64,
     /// Members whose contact fields were rewritten to their normal form.
@@ -240,7 +240,7 @@ async fn process(
     tx.commit().await?;
     Ok(ProcessingOutcome {
         list_id: list_id.to_owned(),
-        status: "processed".to_owned(),
+        status: ProcessingStatus::Processed,
         prospects,
         normalised,
         duplicates_removed: i64::try_from(duplicates.len()).unwrap_or(i64::MAX),

@@ -18,15 +18,15 @@ mod write;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
-use outreach_runtime::clock::rfc3339;
-use outreach_runtime::{ApiError, Ctx, ErrorCode, Page, PageParams, Price, action, ids};
+use outreach_runtime::paging::paged;
+use outreach_runtime::{ApiError, Ctx, ErrorCode, Page, PageParams, Price, Timestamp, action, ids};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
-use crate::common::json_text;
+use crate::common::{IdKind, json_text};
 use crate::lists::check_name;
 use crate::prospects::Fields;
 use parse::Parsed;
@@ -158,8 +158,12 @@ impl ImportInput {
         }
     }
 
-    fn source_format(&self) -> &'static str {
-        if self.csv.is_some() { "csv" } else { "rows" }
+    fn source_format(&self) -> SourceFormat {
+        if self.csv.is_some() {
+            SourceFormat::Csv
+        } else {
+            SourceFormat::Rows
+        }
     }
 }
 
@@ -173,14 +177,32 @@ pub struct RowError {
     pub message: String,
 }
 
+outreach_runtime::text_enum! {
+    /// Where an import stands.
+    pub enum ImportStatus {
+        /// Finished: an import runs to the end or leaves nothing behind.
+        Completed => "completed",
+    }
+}
+
+outreach_runtime::text_enum! {
+    /// What an import read.
+    pub enum SourceFormat {
+        /// CSV text (`csv`).
+        Csv => "csv",
+        /// JSON objects (`rows`).
+        Rows => "rows",
+    }
+}
+
 /// An import and its outcome.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Import {
     pub id: String,
     /// `completed`: an import runs to the end or leaves nothing behind.
-    pub status: String,
+    pub status: ImportStatus,
     /// `csv` or `rows`.
-    pub source_format: String,
+    pub source_format: SourceFormat,
     pub on_duplicate: OnDuplicate,
     /// The list the rows were added to.
     pub list_id: Option<String>,
@@ -200,7 +222,7 @@ pub struct Import {
     pub errors: Vec<RowError>,
     /// Credits spent: the unit price of `import.prospect` for each prospect created.
     pub credits_spent: i64,
-    pub created_at: String,
+    pub created_at: Timestamp,
 }
 
 /// Prices an import: one `import.prospect` per prospect it would create now.
@@ -415,8 +437,8 @@ pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, Ap
     }
     let import = Import {
         id: import_id,
-        status: "completed".to_owned(),
-        source_format: source_format.to_owned(),
+        status: ImportStatus::Completed,
+        source_format,
         on_duplicate,
         list_id,
         list_created,
@@ -427,7 +449,7 @@ pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, Ap
         invalid: parsed.invalid,
         errors: parsed.errors,
         credits_spent: used,
-        created_at: rfc3339(now),
+        created_at: Timestamp(now),
     };
     sqlx::query(
         "insert into imports (id, workspace_id, status, source_format, on_duplicate, list_id, list_created, row_count, \
@@ -436,8 +458,8 @@ pub async fn import_prospects(ctx: Ctx, input: ImportInput) -> Result<Import, Ap
     )
     .bind(&import.id)
     .bind(workspace_id)
-    .bind(&import.status)
-    .bind(&import.source_format)
+    .bind(import.status.as_str())
+    .bind(import.source_format.as_str())
     .bind(on_duplicate.as_str())
     .bind(&import.list_id)
     .bind(i64::from(import.list_created))
@@ -475,8 +497,8 @@ impl Import {
         let on_duplicate: String = row.try_get("on_duplicate")?;
         Ok(Self {
             id: row.try_get("id")?,
-            status: row.try_get("status")?,
-            source_format: row.try_get("source_format")?,
+            status: ImportStatus::from_db(&row.try_get::<String, _>("status")?)?,
+            source_format: SourceFormat::from_db(&row.try_get::<String, _>("source_format")?)?,
             on_duplicate: if on_duplicate == "update" {
                 OnDuplicate::Update
             } else {
@@ -491,7 +513,7 @@ impl Import {
             invalid: count("invalid_count")?,
             errors: serde_json::from_str(&errors).map_err(ApiError::internal)?,
             credits_spent: row.try_get("credits_spent")?,
-            created_at: rfc3339(row.try_get("created_at")?),
+            created_at: Timestamp(row.try_get("created_at")?),
         })
     }
 }
@@ -510,22 +532,14 @@ pub struct ImportId {
 /// spent. Costs nothing.
 #[action(scope = "read", http = "GET /imports/{id}")]
 pub async fn get_import(ctx: Ctx, input: ImportId) -> Result<Import, ApiError> {
-    if !ids::is_id("imp", &input.id) {
-        return Err(ApiError::new(
-            ErrorCode::NotFound,
-            format!(
-                "No import with id `{}`: import ids look like `imp_` followed by 20 letters and digits.",
-                input.id
-            ),
-        ));
-    }
+    IdKind::Import.check(&input.id)?;
     let sql = format!("select {IMPORT_COLUMNS} from imports where workspace_id = $1 and id = $2");
     let row = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(ctx.workspace_id())
         .bind(&input.id)
         .fetch_optional(ctx.db().pool())
         .await?
-        .ok_or_else(|| ApiError::not_found("import", &input.id))?;
+        .ok_or_else(|| IdKind::Import.not_found(&input.id))?;
     Import::from_row(&row)
 }
 
@@ -542,24 +556,15 @@ pub struct ListImportsInput {
 /// default 25) and `offset`; follow `next_offset` while `has_more`. Costs nothing.
 #[action(scope = "read", http = "GET /imports")]
 pub async fn list_imports(ctx: Ctx, input: ListImportsInput) -> Result<Page<Import>, ApiError> {
-    let total: i64 = sqlx::query("select count(*) as total from imports where workspace_id = $1")
-        .bind(ctx.workspace_id())
-        .fetch_one(ctx.db().pool())
-        .await?
-        .try_get("total")?;
-    let (limit, offset) = input.page.sql();
-    let sql = format!(
-        "select {IMPORT_COLUMNS} from imports where workspace_id = $1 order by created_at desc, id desc limit $2 offset $3"
-    );
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(ctx.workspace_id())
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(ctx.db().pool())
-        .await?;
-    let items = rows
-        .iter()
-        .map(Import::from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(input.page, total, items))
+    paged(
+        ctx.db().pool(),
+        input.page,
+        "select count(*) from imports where workspace_id = $1".to_owned(),
+        format!(
+            "select {IMPORT_COLUMNS} from imports where workspace_id = $1 order by created_at desc, id desc limit $2 offset $3"
+        ),
+        |query| query.bind(ctx.workspace_id()),
+        Import::from_row,
+    )
+    .await
 }
