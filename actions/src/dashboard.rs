@@ -6,6 +6,7 @@
 //! spend). Outreach figures will join when outreach exists.
 
 use crate::scoring::engine::Tier;
+use outreach_runtime::credits::TransactionKind;
 use outreach_runtime::{ApiError, Ctx, Timestamp, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -198,10 +199,11 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
     .fetch_one(pool)
     .await?;
     let granted = sqlx::query(
-        "select cast(coalesce(sum(amount), 0) as bigint) as granted from credit_ledger where workspace_id = $1 and kind = 'grant' and created_at >= $2",
+        "select cast(coalesce(sum(amount), 0) as bigint) as granted from credit_ledger where workspace_id = $1 and kind = $3 and created_at >= $2",
     )
     .bind(workspace)
     .bind(since)
+    .bind(TransactionKind::Grant.as_str())
     .fetch_one(pool)
     .await?;
     // PostgreSQL sums bigints into numeric, hence the casts back to bigint.
@@ -209,11 +211,13 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
     let spending = sqlx::query(
         "select coalesce(s.action, 'other') as source, cast(-sum(l.amount) as bigint) as credits \
          from credit_ledger l left join credit_ledger s on s.id = coalesce(l.reservation_id, l.id) \
-         where l.workspace_id = $1 and l.kind in ('spend', 'release') and l.created_at >= $2 \
+         where l.workspace_id = $1 and l.kind in ($3, $4) and l.created_at >= $2 \
          group by coalesce(s.action, 'other') order by credits desc, source",
     )
     .bind(workspace)
     .bind(since)
+    .bind(TransactionKind::Spend.as_str())
+    .bind(TransactionKind::Release.as_str())
     .fetch_all(pool)
     .await?;
     let spent_by_source = spending

@@ -55,6 +55,13 @@ impl OnDuplicate {
             OnDuplicate::Update => "update",
         }
     }
+
+    fn from_db(text: &str) -> Result<Self, ApiError> {
+        [OnDuplicate::Skip, OnDuplicate::Update]
+            .into_iter()
+            .find(|value| value.as_str() == text)
+            .ok_or_else(|| ApiError::internal(format!("stored on_duplicate `{text}`")))
+    }
 }
 
 /// One JSON row: prospect fields by name, all optional. A row needs a name, a `profile_url` or an
@@ -494,16 +501,11 @@ impl Import {
             Ok(u64::try_from(row.try_get::<i64, _>(column)?).unwrap_or(0))
         };
         let errors: String = row.try_get("errors")?;
-        let on_duplicate: String = row.try_get("on_duplicate")?;
         Ok(Self {
             id: row.try_get("id")?,
             status: ImportStatus::from_db(&row.try_get::<String, _>("status")?)?,
             source_format: SourceFormat::from_db(&row.try_get::<String, _>("source_format")?)?,
-            on_duplicate: if on_duplicate == "update" {
-                OnDuplicate::Update
-            } else {
-                OnDuplicate::Skip
-            },
+            on_duplicate: OnDuplicate::from_db(&row.try_get::<String, _>("on_duplicate")?)?,
             list_id: row.try_get("list_id")?,
             list_created: row.try_get::<i64, _>("list_created")? != 0,
             rows: count("row_count")?,
