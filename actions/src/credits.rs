@@ -22,7 +22,5 @@ pub async fn list_credit_transactions(
     ctx: Ctx,
     input: ListCreditTransactionsInput,
 ) -> Result<Page<Transaction>, ApiError> {
-    let (limit, offset) = input.page.sql();
-    let (total, items) = credits::transactions(ctx.db(), ctx.workspace_id(), limit, offset).await?;
-    Ok(Page::new(input.page, total, items))
+    credits::transactions(ctx.db(), ctx.workspace_id(), input.page).await
 }

@@ -5,8 +5,9 @@
 //! net of releases and attributed to the action that spent them (a release is joined to its
 //! spend). Outreach figures will join when outreach exists.
 
-use outreach_runtime::clock::rfc3339;
-use outreach_runtime::{ApiError, Ctx, action};
+use crate::scoring::engine::Tier;
+use outreach_runtime::credits::TransactionKind;
+use outreach_runtime::{ApiError, Ctx, Timestamp, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -66,9 +67,9 @@ pub struct Dashboard {
 pub struct PeriodWindow {
     pub name: Period,
     /// The start of the window; null for `all`.
-    pub starts_at: Option<String>,
+    pub starts_at: Option<Timestamp>,
     /// The end of the window: the time of the call.
-    pub ends_at: String,
+    pub ends_at: Timestamp,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -165,13 +166,14 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
     .await?;
     for row in &tiers {
         let count: i64 = row.try_get("n")?;
-        match row.try_get::<Option<String>, _>("tier")?.as_deref() {
-            Some("a") => by_tier.a = count,
-            Some("b") => by_tier.b = count,
-            Some("c") => by_tier.c = count,
-            Some("d") => by_tier.d = count,
-            Some("disqualified") => by_tier.disqualified = count,
-            _ => by_tier.unscored += count,
+        let tier = row.try_get::<Option<String>, _>("tier")?;
+        match tier.as_deref().and_then(Tier::parse) {
+            Some(Tier::A) => by_tier.a = count,
+            Some(Tier::B) => by_tier.b = count,
+            Some(Tier::C) => by_tier.c = count,
+            Some(Tier::D) => by_tier.d = count,
+            Some(Tier::Disqualified) => by_tier.disqualified = count,
+            None => by_tier.unscored += count,
         }
     }
     let lists = sqlx::query(
@@ -197,10 +199,11 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
     .fetch_one(pool)
     .await?;
     let granted = sqlx::query(
-        "select cast(coalesce(sum(amount), 0) as bigint) as granted from credit_ledger where workspace_id = $1 and kind = 'grant' and created_at >= $2",
+        "select cast(coalesce(sum(amount), 0) as bigint) as granted from credit_ledger where workspace_id = $1 and kind = $3 and created_at >= $2",
     )
     .bind(workspace)
     .bind(since)
+    .bind(TransactionKind::Grant.as_str())
     .fetch_one(pool)
     .await?;
     // PostgreSQL sums bigints into numeric, hence the casts back to bigint.
@@ -208,11 +211,13 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
     let spending = sqlx::query(
         "select coalesce(s.action, 'other') as source, cast(-sum(l.amount) as bigint) as credits \
          from credit_ledger l left join credit_ledger s on s.id = coalesce(l.reservation_id, l.id) \
-         where l.workspace_id = $1 and l.kind in ('spend', 'release') and l.created_at >= $2 \
+         where l.workspace_id = $1 and l.kind in ($3, $4) and l.created_at >= $2 \
          group by coalesce(s.action, 'other') order by credits desc, source",
     )
     .bind(workspace)
     .bind(since)
+    .bind(TransactionKind::Spend.as_str())
+    .bind(TransactionKind::Release.as_str())
     .fetch_all(pool)
     .await?;
     let spent_by_source = spending
@@ -232,8 +237,8 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
     Ok(Dashboard {
         period: PeriodWindow {
             name: input.period,
-            starts_at: input.period.length_ms().map(|_| rfc3339(since)),
-            ends_at: rfc3339(now),
+            starts_at: input.period.length_ms().map(|_| Timestamp(since)),
+            ends_at: Timestamp(now),
         },
         prospects: ProspectFigures {
             total: prospects.try_get("total")?,

@@ -7,14 +7,13 @@
 //! dropping them silently, so a caller can tell a typo from a no-op.
 
 use std::collections::HashSet;
-use std::sync::LazyLock;
 
-use crate::common::Deleted;
+use crate::common::{Deleted, IdKind};
 use crate::prospects::normalize;
-use crate::prospects::{COLUMNS, Prospect};
-use outreach_runtime::clock::rfc3339;
+use crate::prospects::{JOINED_COLUMNS, Prospect};
 use outreach_runtime::db::is_unique_violation;
-use outreach_runtime::{ApiError, Ctx, ErrorCode, Page, PageParams, action, ids};
+use outreach_runtime::paging::paged;
+use outreach_runtime::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
@@ -35,28 +34,33 @@ pub struct List {
     /// How many prospects the list holds.
     pub size: i64,
     /// `idle` (never processed), `processing`, `processed` or `failed`.
-    pub processing_status: String,
+    pub processing_status: ProcessingStatus,
     /// When processing last finished.
-    pub processed_at: Option<String>,
+    pub processed_at: Option<Timestamp>,
     /// The targeting `process_list` uses when none is given.
     pub default_targeting_id: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+outreach_runtime::text_enum! {
+    /// Where a list is in `process_list`.
+    pub enum ProcessingStatus {
+        /// Never processed.
+        Idle => "idle",
+        /// Being processed now; a second `process_list` is refused until it ends.
+        Processing => "processing",
+        /// Processed; `processed_at` says when.
+        Processed => "processed",
+        /// The last processing failed and left nothing behind; it may be run again.
+        Failed => "failed",
+    }
 }
 
 // SQL built with format! here interpolates only constants and `$n` placeholders; values are bound.
 
 const LIST_COLUMNS: &str = "id, name, description, default_targeting_id, processing_status, processed_at, created_at, updated_at, \
     (select count(*) from list_members m where m.list_id = lists.id) as size";
-
-/// The prospect columns qualified with `p.`, for joins with `list_members`.
-static PROSPECT_COLUMNS: LazyLock<String> = LazyLock::new(|| {
-    COLUMNS
-        .split(',')
-        .map(|column| format!("p.{}", column.trim()))
-        .collect::<Vec<_>>()
-        .join(", ")
-});
 
 impl List {
     fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
@@ -65,26 +69,22 @@ impl List {
             name: row.try_get("name")?,
             description: row.try_get("description")?,
             size: row.try_get("size")?,
-            processing_status: row.try_get("processing_status")?,
-            processed_at: row.try_get::<Option<i64>, _>("processed_at")?.map(rfc3339),
+            processing_status: ProcessingStatus::from_db(
+                &row.try_get::<String, _>("processing_status")?,
+            )?,
+            processed_at: row
+                .try_get::<Option<i64>, _>("processed_at")?
+                .map(Timestamp),
             default_targeting_id: row.try_get("default_targeting_id")?,
-            created_at: rfc3339(row.try_get("created_at")?),
-            updated_at: rfc3339(row.try_get("updated_at")?),
+            created_at: Timestamp(row.try_get("created_at")?),
+            updated_at: Timestamp(row.try_get("updated_at")?),
         })
     }
 }
 
-/// A 404 for an id that cannot name a list, with the shape list ids have.
+/// The 404 of a missing list, for an id that cannot name one.
 fn check_list_id(id: &str) -> Result<(), ApiError> {
-    if ids::is_id("lst", id) {
-        return Ok(());
-    }
-    Err(ApiError::new(
-        ErrorCode::NotFound,
-        format!(
-            "No list with id `{id}`: list ids look like `lst_` followed by 20 letters and digits."
-        ),
-    ))
+    IdKind::List.check(id)
 }
 
 /// Reads one list of the caller's workspace, or 404.
@@ -101,7 +101,7 @@ pub(crate) async fn fetch(
     .bind(id)
     .fetch_optional(conn)
     .await?
-    .ok_or_else(|| ApiError::not_found("list", id))?;
+    .ok_or_else(|| IdKind::List.not_found(id))?;
     List::from_row(&row)
 }
 
@@ -151,7 +151,7 @@ async fn check_targeting(
             .await?;
     match found {
         Some(_) => Ok(()),
-        None => Err(ApiError::not_found("targeting", id)),
+        None => Err(IdKind::Targeting.not_found(id)),
     }
 }
 
@@ -262,29 +262,17 @@ pub async fn list_lists(ctx: Ctx, input: ListListsInput) -> Result<Page<List>, A
     if pattern.is_some() {
         filter.push_str(" and lower(name) like $2 escape '\\'");
     }
-    let count_sql = format!("select count(*) as total from lists where {filter}");
-    let total: i64 = sqlx::query(AssertSqlSafe(count_sql))
-        .bind(ctx.workspace_id())
-        .bind(&pattern)
-        .fetch_one(ctx.db().pool())
-        .await?
-        .try_get("total")?;
-    let (limit, offset) = input.page.sql();
-    let page_sql = format!(
-        "select {LIST_COLUMNS} from lists where {filter} order by created_at desc, id desc limit $3 offset $4"
-    );
-    let rows = sqlx::query(AssertSqlSafe(page_sql))
-        .bind(ctx.workspace_id())
-        .bind(&pattern)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(ctx.db().pool())
-        .await?;
-    let items = rows
-        .iter()
-        .map(List::from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(input.page, total, items))
+    paged(
+        ctx.db().pool(),
+        input.page,
+        format!("select count(*) from lists where {filter}"),
+        format!(
+            "select {LIST_COLUMNS} from lists where {filter} order by created_at desc, id desc limit $3 offset $4"
+        ),
+        |query| query.bind(ctx.workspace_id()).bind(&pattern),
+        List::from_row,
+    )
+    .await
 }
 
 /// The input of `update_list`: only the fields given change; `null` clears a field.
@@ -339,7 +327,7 @@ pub async fn update_list(ctx: Ctx, input: UpdateListInput) -> Result<List, ApiEr
     .await;
     match updated {
         Ok(result) if result.rows_affected() == 0 => {
-            return Err(ApiError::not_found("list", &input.id));
+            return Err(IdKind::List.not_found(&input.id));
         }
         Ok(_) => {}
         Err(error) => {
@@ -369,7 +357,7 @@ pub async fn delete_list(ctx: Ctx, input: ListId) -> Result<Deleted, ApiError> {
         .execute(&mut *tx)
         .await?;
     if deleted.rows_affected() == 0 {
-        return Err(ApiError::not_found("list", &input.id));
+        return Err(IdKind::List.not_found(&input.id));
     }
     tx.commit().await?;
     Ok(Deleted {
@@ -489,12 +477,12 @@ pub async fn add_prospects_to_list(
             .execute(&mut *tx)
             .await?;
     if touched.rows_affected() == 0 {
-        return Err(ApiError::not_found("list", &input.id));
+        return Err(IdKind::List.not_found(&input.id));
     }
     let shaped: Vec<&str> = ids
         .iter()
         .copied()
-        .filter(|id| ids::is_id("prs", id))
+        .filter(|id| IdKind::Prospect.is_id(id))
         .collect();
     let known = found_ids(
         &mut tx,
@@ -572,7 +560,7 @@ pub async fn remove_prospects_from_list(
             .execute(&mut *tx)
             .await?;
     if touched.rows_affected() == 0 {
-        return Err(ApiError::not_found("list", &input.id));
+        return Err(IdKind::List.not_found(&input.id));
     }
     let members = found_ids(
         &mut tx,
@@ -635,7 +623,7 @@ pub async fn list_list_prospects(
         "select {} from list_members m join prospects p on p.id = m.prospect_id \
          where m.list_id = $1 and p.workspace_id = $2 \
          order by m.added_at desc, m.prospect_id desc limit $3 offset $4",
-        *PROSPECT_COLUMNS
+        *JOINED_COLUMNS
     );
     let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(&list.id)

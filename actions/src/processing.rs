@@ -23,7 +23,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
-use crate::lists;
+use crate::lists::{self, ProcessingStatus};
 use crate::prospects::normalize;
 use crate::scoring::{ScoringRun, Subject, score_prospects};
 use crate::targeting::{self, Targeting};
@@ -47,7 +47,7 @@ pub struct ProcessListInput {
 pub struct ProcessingOutcome {
     pub list_id: String,
     /// The list's status afterwards: `processed`.
-    pub status: String,
+    pub status: ProcessingStatus,
     /// Members when processing began.
     pub prospects: i64,
     /// Members whose contact fields were rewritten to their normal form.
@@ -345,7 +345,7 @@ async fn process(
     }
     Ok(ProcessingOutcome {
         list_id: list_id.to_owned(),
-        status: "processed".to_owned(),
+        status: ProcessingStatus::Processed,
         prospects,
         normalised,
         duplicates_removed: i64::try_from(duplicates.len()).unwrap_or(i64::MAX),

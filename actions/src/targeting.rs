@@ -9,11 +9,11 @@
 
 use std::collections::BTreeSet;
 
-use crate::common::{Deleted, json_text};
+use crate::common::{Deleted, IdKind, json_text};
 use crate::scoring::engine;
-use outreach_runtime::clock::rfc3339;
 use outreach_runtime::db::is_unique_violation;
-use outreach_runtime::{ApiError, Ctx, ErrorCode, Page, PageParams, action, ids};
+use outreach_runtime::paging::paged;
+use outreach_runtime::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -164,8 +164,8 @@ pub struct Targeting {
     pub tiers: Tiers,
     /// 1 when created, plus one for every change.
     pub version: i64,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "id, name, description, criteria, gates, tier_a, tier_b, tier_c, version, created_at, updated_at";
@@ -186,8 +186,8 @@ impl Targeting {
                 c: row.try_get("tier_c")?,
             },
             version: row.try_get("version")?,
-            created_at: rfc3339(row.try_get("created_at")?),
-            updated_at: rfc3339(row.try_get("updated_at")?),
+            created_at: Timestamp(row.try_get("created_at")?),
+            updated_at: Timestamp(row.try_get("updated_at")?),
         })
     }
 }
@@ -433,14 +433,7 @@ pub(crate) async fn fetch<'c, E>(
 where
     E: sqlx::Executor<'c, Database = sqlx::Any>,
 {
-    if !ids::is_id("tgt", id) {
-        return Err(ApiError::new(
-            ErrorCode::NotFound,
-            format!(
-                "No targeting with id `{id}`: targeting ids look like `tgt_` followed by 20 letters and digits."
-            ),
-        ));
-    }
+    IdKind::Targeting.check(id)?;
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "select {COLUMNS} from targetings where workspace_id = $1 and id = $2"
     )))
@@ -448,7 +441,7 @@ where
     .bind(id)
     .fetch_optional(executor)
     .await?
-    .ok_or_else(|| ApiError::not_found("targeting", id))?;
+    .ok_or_else(|| IdKind::Targeting.not_found(id))?;
     Targeting::from_row(&row)
 }
 
@@ -567,26 +560,17 @@ pub async fn list_targetings(
     ctx: Ctx,
     input: ListTargetingsInput,
 ) -> Result<Page<Targeting>, ApiError> {
-    let total: i64 =
-        sqlx::query("select count(*) as total from targetings where workspace_id = $1")
-            .bind(ctx.workspace_id())
-            .fetch_one(ctx.db().pool())
-            .await?
-            .try_get("total")?;
-    let (limit, offset) = input.page.sql();
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "select {COLUMNS} from targetings where workspace_id = $1 order by created_at desc, id desc limit $2 offset $3"
-    )))
-    .bind(ctx.workspace_id())
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(ctx.db().pool())
-    .await?;
-    let items = rows
-        .iter()
-        .map(Targeting::from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(input.page, total, items))
+    paged(
+        ctx.db().pool(),
+        input.page,
+        "select count(*) from targetings where workspace_id = $1".to_owned(),
+        format!(
+            "select {COLUMNS} from targetings where workspace_id = $1 order by created_at desc, id desc limit $2 offset $3"
+        ),
+        |query| query.bind(ctx.workspace_id()),
+        Targeting::from_row,
+    )
+    .await
 }
 
 /// The input of `update_targeting`: only the fields given change.
@@ -692,7 +676,7 @@ pub async fn delete_targeting(ctx: Ctx, input: TargetingId) -> Result<Deleted, A
         .execute(&mut *tx)
         .await?;
     if result.rows_affected() == 0 {
-        return Err(ApiError::not_found("targeting", &targeting.id));
+        return Err(IdKind::Targeting.not_found(&targeting.id));
     }
     sqlx::query("update lists set default_targeting_id = null where workspace_id = $1 and default_targeting_id = $2")
         .bind(ctx.workspace_id())

@@ -1,7 +1,6 @@
 //! The workspace and the caller: what a client calls first to check its credential.
 
-use outreach_runtime::clock::rfc3339;
-use outreach_runtime::{ApiError, CredentialKind, Ctx, Role, Scope, action};
+use outreach_runtime::{ApiError, CredentialKind, Ctx, Role, Scope, Timestamp, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -22,10 +21,10 @@ pub struct Workspace {
     pub name: String,
     /// `production` (keys start `pk_live_`) or another name such as `development` (`pk_test_`).
     pub environment: String,
-    pub created_at: String,
+    pub created_at: Timestamp,
     /// Whether an owner or admin has accepted the sending terms; `send` needs them.
     pub sending_terms_accepted: bool,
-    pub sending_terms_accepted_at: Option<String>,
+    pub sending_terms_accepted_at: Option<Timestamp>,
     /// Credits available to actions that spend them.
     pub credits_balance: i64,
 }
@@ -56,9 +55,9 @@ pub async fn get_workspace(ctx: Ctx, _input: GetWorkspaceInput) -> Result<Worksp
             id: principal.workspace_id.clone(),
             name: principal.workspace.name.clone(),
             environment: ctx.config().environment.name().to_owned(),
-            created_at: rfc3339(principal.workspace.created_at),
+            created_at: Timestamp(principal.workspace.created_at),
             sending_terms_accepted: principal.workspace.terms_accepted_at.is_some(),
-            sending_terms_accepted_at: principal.workspace.terms_accepted_at.map(rfc3339),
+            sending_terms_accepted_at: principal.workspace.terms_accepted_at.map(Timestamp),
             credits_balance: principal.workspace.credits_balance,
         },
         caller: Caller {

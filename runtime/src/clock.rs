@@ -5,10 +5,14 @@
 //! without sleeping. Times are integer milliseconds since the Unix epoch in storage and RFC 3339
 //! UTC strings on the wire.
 
+use std::borrow::Cow;
+use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -49,6 +53,57 @@ pub fn parse_rfc3339(text: &str) -> Option<i64> {
     i64::try_from(time.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
+/// A point in time as the API shows it: stored as epoch milliseconds, sent as RFC 3339 UTC with
+/// milliseconds ([`rfc3339`]), and described as `{"type": "string", "format": "date-time"}` so
+/// generated clients get a date type rather than a bare string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub i64);
+
+impl Timestamp {
+    pub fn ms(self) -> i64 {
+        self.0
+    }
+}
+
+impl From<i64> for Timestamp {
+    fn from(ms: i64) -> Self {
+        Self(ms)
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&rfc3339(self.0))
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&rfc3339(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        parse_rfc3339(&text).map(Self).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "`{text}` is not an RFC 3339 time such as `2025-01-31T09:30:00Z`"
+            ))
+        })
+    }
+}
+
+impl JsonSchema for Timestamp {
+    fn schema_name() -> Cow<'static, str> {
+        "Timestamp".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "string", "format": "date-time"})
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,6 +121,16 @@ mod tests {
             Some(1_700_000_000_123)
         );
         assert_eq!(parse_rfc3339("yesterday"), None);
+    }
+
+    #[test]
+    fn timestamps_travel_as_rfc3339() {
+        let time = Timestamp(1_700_000_000_123);
+        let json = serde_json::to_value(time).ok();
+        assert_eq!(json, Some(serde_json::json!("2023-11-14T22:13:20.123Z")));
+        let back: Option<Timestamp> = json.and_then(|json| serde_json::from_value(json).ok());
+        assert_eq!(back, Some(time));
+        assert!(serde_json::from_value::<Timestamp>(serde_json::json!("soon")).is_err());
     }
 
     #[test]

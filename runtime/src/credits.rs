@@ -25,10 +25,11 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sqlx::Row;
 
-use crate::clock::{Clock, rfc3339};
+use crate::clock::{Clock, Timestamp};
 use crate::db::Db;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids;
+use crate::paging::{Page, PageParams, paged};
 
 /// One thing an action charges for (`import.prospect`), with its default unit price. Made only by
 /// [`price_item!`](crate::price_item), which also registers it.
@@ -625,12 +626,24 @@ mod tests {
     }
 }
 
+crate::text_enum! {
+    /// What a ledger entry did to the balance.
+    pub enum TransactionKind {
+        /// Credits added to the workspace.
+        Grant => "grant",
+        /// Credits reserved and spent by an action.
+        Spend => "spend",
+        /// Credits of a spend returned because the action did not use them.
+        Release => "release",
+    }
+}
+
 /// One ledger row as the API shows it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Transaction {
     pub id: String,
     /// `grant`, `spend` or `release`.
-    pub kind: String,
+    pub kind: TransactionKind,
     /// Positive for grants and releases, negative for spends.
     pub amount: i64,
     pub balance_after: i64,
@@ -643,48 +656,42 @@ pub struct Transaction {
     pub idempotency_key: Option<String>,
     pub reason: Option<String>,
     pub person_id: Option<String>,
-    pub created_at: String,
+    pub created_at: Timestamp,
+}
+
+impl Transaction {
+    fn from_row(row: &sqlx::any::AnyRow) -> Result<Self, ApiError> {
+        Ok(Self {
+            id: row.try_get("id")?,
+            kind: TransactionKind::from_db(&row.try_get::<String, _>("kind")?)?,
+            amount: row.try_get("amount")?,
+            balance_after: row.try_get("balance_after")?,
+            reservation_id: row.try_get("reservation_id")?,
+            action: row.try_get("action")?,
+            object_id: row.try_get("object_id")?,
+            idempotency_key: row.try_get("idempotency_key")?,
+            reason: row.try_get("reason")?,
+            person_id: row.try_get("person_id")?,
+            created_at: Timestamp(row.try_get("created_at")?),
+        })
+    }
 }
 
 /// A page of the ledger, newest first.
 pub async fn transactions(
     db: &Db,
     workspace_id: &str,
-    limit: i64,
-    offset: i64,
-) -> Result<(i64, Vec<Transaction>), ApiError> {
-    let total: i64 =
-        sqlx::query("select count(*) as total from credit_ledger where workspace_id = $1")
-            .bind(workspace_id)
-            .fetch_one(db.pool())
-            .await?
-            .try_get("total")?;
-    let rows = sqlx::query(
+    params: PageParams,
+) -> Result<Page<Transaction>, ApiError> {
+    paged(
+        db.pool(),
+        params,
+        "select count(*) from credit_ledger where workspace_id = $1".to_owned(),
         "select id, kind, amount, balance_after, reservation_id, action, object_id, idempotency_key, reason, person_id, created_at \
-         from credit_ledger where workspace_id = $1 order by created_at desc, id desc limit $2 offset $3",
+         from credit_ledger where workspace_id = $1 order by created_at desc, id desc limit $2 offset $3"
+            .to_owned(),
+        |query| query.bind(workspace_id),
+        Transaction::from_row,
     )
-    .bind(workspace_id)
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(db.pool())
-    .await?;
-    let items = rows
-        .iter()
-        .map(|row| {
-            Ok(Transaction {
-                id: row.try_get("id")?,
-                kind: row.try_get("kind")?,
-                amount: row.try_get("amount")?,
-                balance_after: row.try_get("balance_after")?,
-                reservation_id: row.try_get("reservation_id")?,
-                action: row.try_get("action")?,
-                object_id: row.try_get("object_id")?,
-                idempotency_key: row.try_get("idempotency_key")?,
-                reason: row.try_get("reason")?,
-                person_id: row.try_get("person_id")?,
-                created_at: rfc3339(row.try_get("created_at")?),
-            })
-        })
-        .collect::<Result<Vec<_>, sqlx::Error>>()?;
-    Ok((total, items))
+    .await
 }

@@ -34,6 +34,7 @@ pub mod db;
 pub mod error;
 pub mod ids;
 pub mod paging;
+pub mod schema;
 pub mod scope;
 
 pub mod admin;
@@ -70,7 +71,7 @@ pub mod web;
 pub mod prelude;
 pub mod server;
 
-pub use clock::Clock;
+pub use clock::{Clock, Timestamp};
 pub use config::{Config, Environment};
 pub use credits::{Price, PriceItem, Priced};
 pub use ctx::Ctx;

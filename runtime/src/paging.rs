@@ -8,6 +8,13 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
+use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::{AssertSqlSafe, Row as _};
+
+use crate::ApiError;
+
+/// A query on the `Any` driver, as a bind closure extends it.
+pub type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, AnyArguments>;
 
 pub const DEFAULT_LIMIT: u32 = 25;
 pub const MAX_LIMIT: u32 = 200;
@@ -106,6 +113,31 @@ impl<T> Page<T> {
             items,
         }
     }
+}
+
+/// Runs a "count plus page" pair: `count_sql` (whose first column is the total) and `page_sql`,
+/// which must end with `limit $n offset $n+1`, the two placeholders after the filter's. `bind`
+/// binds the filter's values and is applied to both; `limit` and `offset` are bound after it.
+pub async fn paged<'q, T>(
+    pool: &sqlx::AnyPool,
+    params: PageParams,
+    count_sql: String,
+    page_sql: String,
+    bind: impl Fn(AnyQuery<'q>) -> AnyQuery<'q>,
+    map: impl FnMut(&AnyRow) -> Result<T, ApiError>,
+) -> Result<Page<T>, ApiError> {
+    let total: i64 = bind(sqlx::query(AssertSqlSafe(count_sql)))
+        .fetch_one(pool)
+        .await?
+        .try_get(0)?;
+    let (limit, offset) = params.sql();
+    let rows = bind(sqlx::query(AssertSqlSafe(page_sql)))
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(pool)
+        .await?;
+    let items = rows.iter().map(map).collect::<Result<Vec<_>, _>>()?;
+    Ok(Page::new(params, total, items))
 }
 
 #[cfg(test)]

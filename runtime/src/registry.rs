@@ -218,6 +218,10 @@ pub fn schema_generator() -> SchemaGenerator {
             settings.inline_subschemas = true;
             settings.meta_schema = None;
         })
+        // OpenAPI tools know `int32`/`int64`, not schemars' `uint32`/`uint64`.
+        .with_transform(schemars::transform::RecursiveTransform(
+            crate::schema::signed_int_formats,
+        ))
         .into_generator()
 }
 

@@ -17,9 +17,9 @@ mod write;
 
 use std::collections::{BTreeMap, HashMap};
 
-use outreach_runtime::clock::rfc3339;
+use outreach_runtime::paging::paged;
 use outreach_runtime::{
-    ApiError, Ctx, ErrorCode, Page, PageParams, Priced, action, ids, price_item,
+    ApiError, Ctx, Page, PageParams, Priced, Timestamp, action, ids, price_item,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -27,7 +27,7 @@ use serde_json::Value;
 use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
-use crate::common::json_text;
+use crate::common::{IdKind, json_text};
 use crate::lists::check_name;
 use crate::prospects::Fields;
 use parse::Parsed;
@@ -57,6 +57,13 @@ impl OnDuplicate {
             OnDuplicate::Skip => "skip",
             OnDuplicate::Update => "update",
         }
+    }
+
+    fn from_db(text: &str) -> Result<Self, ApiError> {
+        [OnDuplicate::Skip, OnDuplicate::Update]
+            .into_iter()
+            .find(|value| value.as_str() == text)
+            .ok_or_else(|| ApiError::internal(format!("stored on_duplicate `{text}`")))
     }
 }
 
@@ -155,8 +162,12 @@ impl ImportInput {
         }
     }
 
-    fn source_format(&self) -> &'static str {
-        if self.csv.is_some() { "csv" } else { "rows" }
+    fn source_format(&self) -> SourceFormat {
+        if self.csv.is_some() {
+            SourceFormat::Csv
+        } else {
+            SourceFormat::Rows
+        }
     }
 }
 
@@ -170,14 +181,32 @@ pub struct RowError {
     pub message: String,
 }
 
+outreach_runtime::text_enum! {
+    /// Where an import stands.
+    pub enum ImportStatus {
+        /// Finished: an import runs to the end or leaves nothing behind.
+        Completed => "completed",
+    }
+}
+
+outreach_runtime::text_enum! {
+    /// What an import read.
+    pub enum SourceFormat {
+        /// CSV text (`csv`).
+        Csv => "csv",
+        /// JSON objects (`rows`).
+        Rows => "rows",
+    }
+}
+
 /// An import and its outcome.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Import {
     pub id: String,
     /// `completed`: an import runs to the end or leaves nothing behind.
-    pub status: String,
+    pub status: ImportStatus,
     /// `csv` or `rows`.
-    pub source_format: String,
+    pub source_format: SourceFormat,
     pub on_duplicate: OnDuplicate,
     /// The list the rows were added to.
     pub list_id: Option<String>,
@@ -197,7 +226,7 @@ pub struct Import {
     pub errors: Vec<RowError>,
     /// Credits spent: the unit price of `import.prospect` for each prospect created.
     pub credits_spent: i64,
-    pub created_at: String,
+    pub created_at: Timestamp,
 }
 
 /// Prices an import: one `import.prospect` per prospect it would create now.
@@ -270,19 +299,19 @@ pub async fn import_prospects(
     let mut tx = ctx.tx().await?;
     let (list_id, list_created) = match (&input.list_id, &input.list_name) {
         (Some(list_id), _) => (
-            Some(write::existing_list(&mut *tx, workspace_id, list_id).await?),
+            Some(write::existing_list(&mut tx, workspace_id, list_id).await?),
             false,
         ),
         (None, Some(name)) => {
             let (id, made) =
-                write::list_by_name(&mut *tx, workspace_id, &check_name(name)?, now).await?;
+                write::list_by_name(&mut tx, workspace_id, &check_name(name)?, now).await?;
             (Some(id), made)
         }
         (None, None) => (None, false),
     };
 
     let update = on_duplicate == OnDuplicate::Update;
-    let existing = plan::lookup(&mut *tx, backend, workspace_id, &parsed.valid, update).await?;
+    let existing = plan::lookup(&mut tx, backend, workspace_id, &parsed.valid, update).await?;
     let plan = plan::plan(&parsed.valid, &existing, update);
 
     // New prospects: each from its first row (never a merged row), later matching rows merged in.
@@ -309,7 +338,7 @@ pub async fn import_prospects(
             .filter(|id| seen.insert(*id))
             .collect()
     };
-    let before = write::load_fields(&mut *tx, backend, workspace_id, &touched).await?;
+    let before = write::load_fields(&mut tx, backend, workspace_id, &touched).await?;
     let mut after: HashMap<&str, Fields> = before
         .iter()
         .map(|(id, fields)| (id.as_str(), fields.clone()))
@@ -327,7 +356,7 @@ pub async fn import_prospects(
     }
 
     if let Err(error) =
-        write::insert_prospects(&mut *tx, backend, workspace_id, now, &new_ids, &creates).await
+        write::insert_prospects(&mut tx, backend, workspace_id, now, &new_ids, &creates).await
     {
         // A prospect with one of these profile URLs was created by another request meanwhile.
         if let Some(sqlx_error) = error
@@ -352,7 +381,7 @@ pub async fn import_prospects(
                 .map(move |tag| (id.as_str(), tag.as_str()))
         })
         .collect();
-    write::insert_tags(&mut *tx, backend, workspace_id, &tags).await?;
+    write::insert_tags(&mut tx, backend, workspace_id, &tags).await?;
 
     let mut updated = 0u64;
     for id in &touched {
@@ -361,7 +390,7 @@ pub async fn import_prospects(
         };
         if old != new {
             write::update_prospect(
-                &mut *tx,
+                &mut tx,
                 backend,
                 workspace_id,
                 id,
@@ -383,7 +412,7 @@ pub async fn import_prospects(
                 Target::Existing(n) => existing.ids[n].as_str(),
             })
             .collect();
-        write::insert_members(&mut *tx, backend, workspace_id, list_id, now, &members).await?;
+        write::insert_members(&mut tx, backend, workspace_id, list_id, now, &members).await?;
         sqlx::query("update lists set updated_at = $3 where workspace_id = $1 and id = $2")
             .bind(workspace_id)
             .bind(list_id)
@@ -396,8 +425,8 @@ pub async fn import_prospects(
     let used = (created as i64).saturating_mul(ctx.unit_price(IMPORT_PROSPECT));
     let import = Import {
         id: import_id,
-        status: "completed".to_owned(),
-        source_format: source_format.to_owned(),
+        status: ImportStatus::Completed,
+        source_format,
         on_duplicate,
         list_id,
         list_created,
@@ -408,7 +437,7 @@ pub async fn import_prospects(
         invalid: parsed.invalid,
         errors: parsed.errors,
         credits_spent: used,
-        created_at: rfc3339(now),
+        created_at: Timestamp(now),
     };
     sqlx::query(
         "insert into imports (id, workspace_id, status, source_format, on_duplicate, list_id, list_created, row_count, \
@@ -417,8 +446,8 @@ pub async fn import_prospects(
     )
     .bind(&import.id)
     .bind(workspace_id)
-    .bind(&import.status)
-    .bind(&import.source_format)
+    .bind(import.status.as_str())
+    .bind(import.source_format.as_str())
     .bind(on_duplicate.as_str())
     .bind(&import.list_id)
     .bind(i64::from(import.list_created))
@@ -435,7 +464,7 @@ pub async fn import_prospects(
     .await?;
     // More new prospects than were priced (some were deleted meanwhile) is a 409 here, and the
     // whole import rolls back.
-    ctx.settle(&mut *tx, used, &import.id).await?;
+    ctx.settle(&mut tx, used, &import.id).await?;
     Ok(import)
 }
 
@@ -454,16 +483,11 @@ impl Import {
             Ok(u64::try_from(row.try_get::<i64, _>(column)?).unwrap_or(0))
         };
         let errors: String = row.try_get("errors")?;
-        let on_duplicate: String = row.try_get("on_duplicate")?;
         Ok(Self {
             id: row.try_get("id")?,
-            status: row.try_get("status")?,
-            source_format: row.try_get("source_format")?,
-            on_duplicate: if on_duplicate == "update" {
-                OnDuplicate::Update
-            } else {
-                OnDuplicate::Skip
-            },
+            status: ImportStatus::from_db(&row.try_get::<String, _>("status")?)?,
+            source_format: SourceFormat::from_db(&row.try_get::<String, _>("source_format")?)?,
+            on_duplicate: OnDuplicate::from_db(&row.try_get::<String, _>("on_duplicate")?)?,
             list_id: row.try_get("list_id")?,
             list_created: row.try_get::<i64, _>("list_created")? != 0,
             rows: count("row_count")?,
@@ -473,7 +497,7 @@ impl Import {
             invalid: count("invalid_count")?,
             errors: serde_json::from_str(&errors).map_err(ApiError::internal)?,
             credits_spent: row.try_get("credits_spent")?,
-            created_at: rfc3339(row.try_get("created_at")?),
+            created_at: Timestamp(row.try_get("created_at")?),
         })
     }
 }
@@ -492,22 +516,14 @@ pub struct ImportId {
 /// spent. Costs nothing.
 #[action(scope = "read", http = "GET /imports/{id}")]
 pub async fn get_import(ctx: Ctx, input: ImportId) -> Result<Import, ApiError> {
-    if !ids::is_id("imp", &input.id) {
-        return Err(ApiError::new(
-            ErrorCode::NotFound,
-            format!(
-                "No import with id `{}`: import ids look like `imp_` followed by 20 letters and digits.",
-                input.id
-            ),
-        ));
-    }
+    IdKind::Import.check(&input.id)?;
     let sql = format!("select {IMPORT_COLUMNS} from imports where workspace_id = $1 and id = $2");
     let row = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(ctx.workspace_id())
         .bind(&input.id)
         .fetch_optional(ctx.db().pool())
         .await?
-        .ok_or_else(|| ApiError::not_found("import", &input.id))?;
+        .ok_or_else(|| IdKind::Import.not_found(&input.id))?;
     Import::from_row(&row)
 }
 
@@ -524,24 +540,15 @@ pub struct ListImportsInput {
 /// default 25) and `offset`; follow `next_offset` while `has_more`. Costs nothing.
 #[action(scope = "read", http = "GET /imports")]
 pub async fn list_imports(ctx: Ctx, input: ListImportsInput) -> Result<Page<Import>, ApiError> {
-    let total: i64 = sqlx::query("select count(*) as total from imports where workspace_id = $1")
-        .bind(ctx.workspace_id())
-        .fetch_one(ctx.db().pool())
-        .await?
-        .try_get("total")?;
-    let (limit, offset) = input.page.sql();
-    let sql = format!(
-        "select {IMPORT_COLUMNS} from imports where workspace_id = $1 order by created_at desc, id desc limit $2 offset $3"
-    );
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(ctx.workspace_id())
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(ctx.db().pool())
-        .await?;
-    let items = rows
-        .iter()
-        .map(Import::from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(input.page, total, items))
+    paged(
+        ctx.db().pool(),
+        input.page,
+        "select count(*) from imports where workspace_id = $1".to_owned(),
+        format!(
+            "select {IMPORT_COLUMNS} from imports where workspace_id = $1 order by created_at desc, id desc limit $2 offset $3"
+        ),
+        |query| query.bind(ctx.workspace_id()),
+        Import::from_row,
+    )
+    .await
 }

@@ -11,14 +11,16 @@ use outreach_runtime::ApiError;
 use sqlx::{AssertSqlSafe, Row as _};
 
 use super::sql::Placeholders;
+use crate::common::IdKind;
 use crate::prospects::{
-    COLUMNS, FIELD_COLUMNS, FIELD_COUNT, Fields, Prospect, from_row_fields, normalize, write_fields,
+    COLUMNS, FIELD_COLUMNS, FIELD_COUNT, Fields, Prospect, ProspectSource, from_row_fields,
+    normalize, write_fields,
 };
 use outreach_runtime::Backend;
 
 type Tx = sqlx::AnyConnection;
 
-/// Prospects per `insert`: 24 parameters each, so 24,000 per statement.
+/// Prospects per `insert`: 24 parameters each (`FIELD_COUNT` plus 4), so 24,000 per statement.
 const PROSPECT_BATCH: usize = 1000;
 /// Rows per `insert` of tags or list members.
 const SMALL_BATCH: usize = 5000;
@@ -61,13 +63,16 @@ pub async fn insert_prospects(
 
 fn insert_prospects_sql(backend: Backend, rows: usize) -> String {
     let mut sql = format!(
-        "insert into prospects (id, {FIELD_COLUMNS}, workspace_id, source, created_at, updated_at) values "
+        "insert into prospects (id, {}, workspace_id, source, created_at, updated_at) values ",
+        *FIELD_COLUMNS
     );
+    // The source is the same for every row: written as its constant text, not bound per row.
+    let source = format!(", '{}', ", ProspectSource::Import.as_str());
     let mut placeholders = Placeholders::new(backend);
     for row in 0..rows {
         sql.push_str(if row == 0 { "(" } else { ", (" });
         placeholders.list(&mut sql, 1 + FIELD_COUNT + 1);
-        sql.push_str(", 'import', ");
+        sql.push_str(&source);
         placeholders.list(&mut sql, 2);
         sql.push(')');
     }
@@ -140,7 +145,7 @@ pub async fn load_fields(
 ) -> Result<HashMap<String, Fields>, ApiError> {
     let mut fields = HashMap::with_capacity(ids.len());
     for batch in ids.chunks(SMALL_BATCH) {
-        let mut sql = format!("select {COLUMNS} from prospects where workspace_id = ");
+        let mut sql = format!("select {} from prospects where workspace_id = ", *COLUMNS);
         let mut placeholders = Placeholders::new(backend);
         placeholders.one(&mut sql);
         sql.push_str(" and id in ");
@@ -239,15 +244,13 @@ pub async fn existing_list(
     workspace_id: &str,
     list_id: &str,
 ) -> Result<String, ApiError> {
-    if !outreach_runtime::ids::is_id("lst", list_id) {
-        return Err(ApiError::not_found("list", list_id));
-    }
+    IdKind::List.check(list_id)?;
     let row = sqlx::query("select id from lists where workspace_id = $1 and id = $2")
         .bind(workspace_id)
         .bind(list_id)
         .fetch_optional(conn)
         .await?
-        .ok_or_else(|| ApiError::not_found("list", list_id))?;
+        .ok_or_else(|| IdKind::List.not_found(list_id))?;
     Ok(row.try_get("id")?)
 }
 

@@ -8,11 +8,13 @@
 pub(crate) mod normalize;
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
-use crate::common::{Deleted, json_text};
-use outreach_runtime::clock::rfc3339;
+use crate::common::{Deleted, IdKind, json_text};
+use crate::scoring::engine::Tier;
 use outreach_runtime::db::is_unique_violation;
-use outreach_runtime::{ApiError, Ctx, Page, PageParams, action, ids};
+use outreach_runtime::paging::{AnyQuery, paged};
+use outreach_runtime::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -48,35 +50,138 @@ pub struct Prospect {
     /// The latest score (0 to 100), set by scoring runs.
     pub score: Option<i64>,
     /// The latest tier (`a`, `b`, `c`, `d`, `disqualified`), set by scoring runs.
-    pub tier: Option<String>,
+    pub tier: Option<Tier>,
     /// The targeting the latest score was computed against.
     pub targeting_id: Option<String>,
     /// The version of that targeting.
     pub targeting_version: Option<i64>,
     /// When the prospect was last scored.
-    pub scored_at: Option<String>,
+    pub scored_at: Option<Timestamp>,
     /// Never contact this person.
     pub do_not_contact: bool,
     /// Where the prospect came from: `api` for this endpoint, `import` for imports.
-    pub source: String,
-    pub created_at: String,
-    pub updated_at: String,
+    pub source: ProspectSource,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
-pub(crate) const COLUMNS: &str = "id, first_name, last_name, headline, title, seniority, department, company_name, \
-    company_domain, company_industry, company_size, location, country, timezone, profile_url, email, phone, \
-    tags, custom_fields, score, tier, targeting_id, targeting_version, scored_at, do_not_contact, source, created_at, updated_at";
+outreach_runtime::text_enum! {
+    /// Where a prospect came from.
+    pub enum ProspectSource {
+        /// Created by `create_prospect`.
+        Api => "api",
+        /// Created by `import_prospects`.
+        Import => "import",
+    }
+}
 
-/// A query on the `Any` driver, as [`Fields::bind_columns`] extends it.
-pub(crate) type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>;
+// ----- the column table -----
+//
+// Every SQL statement that names a prospect's columns is made from these two lists: the SELECT
+// list of every read, the INSERT column list and placeholders of create and import, and the SET
+// clause of update and import. A new column is added here (and bound in `Fields::bind_columns`,
+// read in `Prospect::from_row`), nowhere else.
 
 /// The columns a write sets from [`Fields`], in the order [`Fields::bind_columns`] binds them.
-pub(crate) const FIELD_COLUMNS: &str = "first_name, last_name, headline, title, seniority, department, company_name, \
-    company_domain, company_industry, company_size, location, country, timezone, profile_url, email, phone, \
-    tags, custom_fields, do_not_contact, search_text";
+pub(crate) const FIELDS: &[&str] = &[
+    "first_name",
+    "last_name",
+    "headline",
+    "title",
+    "seniority",
+    "department",
+    "company_name",
+    "company_domain",
+    "company_industry",
+    "company_size",
+    "location",
+    "country",
+    "timezone",
+    "profile_url",
+    "email",
+    "phone",
+    "tags",
+    "custom_fields",
+    "do_not_contact",
+    "search_text",
+];
+
+/// Written only by the filter's index, never read back into a [`Prospect`].
+const WRITE_ONLY: &[&str] = &["search_text"];
+
+/// The columns a read adds to [`FIELDS`]: set on insert or by scoring runs.
+const READ_ONLY: &[&str] = &[
+    "id",
+    "score",
+    "tier",
+    "targeting_id",
+    "targeting_version",
+    "scored_at",
+    "source",
+    "created_at",
+    "updated_at",
+];
+
+/// The SELECT list of a prospect, each column prefixed with `qualifier` (e.g. `p.`).
+fn select_list(qualifier: &str) -> String {
+    READ_ONLY
+        .iter()
+        .chain(FIELDS.iter().filter(|column| !WRITE_ONLY.contains(column)))
+        .map(|column| format!("{qualifier}{column}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What [`Prospect::from_row`] reads: `select {COLUMNS} from prospects ...`.
+pub(crate) static COLUMNS: LazyLock<String> = LazyLock::new(|| select_list(""));
+
+/// [`COLUMNS`] qualified with `p.`, for joins.
+pub(crate) static JOINED_COLUMNS: LazyLock<String> = LazyLock::new(|| select_list("p."));
+
+/// [`FIELDS`] as an INSERT column list.
+pub(crate) static FIELD_COLUMNS: LazyLock<String> = LazyLock::new(|| FIELDS.join(", "));
 
 /// How many values [`Fields::bind_columns`] binds.
-pub(crate) const FIELD_COUNT: usize = 20;
+pub(crate) const FIELD_COUNT: usize = FIELDS.len();
+
+/// `$first, $first+1, ...`: one placeholder per field.
+fn field_placeholders(first: usize) -> String {
+    (first..first + FIELD_COUNT)
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `first_name = $first, ...`: the SET clause of a write of every field.
+fn field_set_clause(first: usize) -> String {
+    FIELDS
+        .iter()
+        .zip(first..)
+        .map(|(column, n)| format!("{column} = ${n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Inserts a prospect: `$1` id, `$2` workspace, the fields, then source and time.
+static INSERT_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "insert into prospects (id, workspace_id, {}, source, created_at, updated_at) values ($1, $2, {}, ${}, ${}, ${})",
+        *FIELD_COLUMNS,
+        field_placeholders(3),
+        FIELD_COUNT + 3,
+        FIELD_COUNT + 4,
+        FIELD_COUNT + 4,
+    )
+});
+
+/// Rewrites the fields of `$2` in workspace `$1`, then `updated_at`.
+static UPDATE_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "update prospects set {}, updated_at = ${} where workspace_id = $1 and id = $2",
+        field_set_clause(3),
+        FIELD_COUNT + 3,
+    )
+});
 
 /// Rewrites the writable columns of one prospect (the caller writes its tags).
 pub(crate) async fn write_fields(
@@ -86,15 +191,7 @@ pub(crate) async fn write_fields(
     fields: &Fields,
     now: i64,
 ) -> Result<Result<sqlx::any::AnyQueryResult, sqlx::Error>, ApiError> {
-    let query = sqlx::query(
-        "update prospects set first_name = $3, last_name = $4, headline = $5, title = $6, seniority = $7, \
-         department = $8, company_name = $9, company_domain = $10, company_industry = $11, company_size = $12, \
-         location = $13, country = $14, timezone = $15, profile_url = $16, email = $17, phone = $18, tags = $19, \
-         custom_fields = $20, do_not_contact = $21, search_text = $22, updated_at = $23 \
-         where workspace_id = $1 and id = $2",
-    )
-    .bind(workspace_id)
-    .bind(id);
+    let query = sqlx::query(UPDATE_SQL.as_str()).bind(workspace_id).bind(id);
     Ok(fields.bind_columns(query)?.bind(now).execute(conn).await)
 }
 
@@ -126,14 +223,20 @@ impl Prospect {
             tags: serde_json::from_str(&tags).map_err(ApiError::internal)?,
             custom_fields: serde_json::from_str(&custom_fields).map_err(ApiError::internal)?,
             score: row.try_get("score")?,
-            tier: row.try_get("tier")?,
+            tier: row
+                .try_get::<Option<String>, _>("tier")?
+                .map(|tier| {
+                    Tier::parse(&tier)
+                        .ok_or_else(|| ApiError::internal(format!("stored tier `{tier}`")))
+                })
+                .transpose()?,
             targeting_id: row.try_get("targeting_id")?,
             targeting_version: row.try_get("targeting_version")?,
-            scored_at: row.try_get::<Option<i64>, _>("scored_at")?.map(rfc3339),
+            scored_at: row.try_get::<Option<i64>, _>("scored_at")?.map(Timestamp),
             do_not_contact: row.try_get::<i64, _>("do_not_contact")? != 0,
-            source: row.try_get("source")?,
-            created_at: rfc3339(row.try_get("created_at")?),
-            updated_at: rfc3339(row.try_get("updated_at")?),
+            source: ProspectSource::from_db(&row.try_get::<String, _>("source")?)?,
+            created_at: Timestamp(row.try_get("created_at")?),
+            updated_at: Timestamp(row.try_get("updated_at")?),
         })
     }
 }
@@ -177,7 +280,7 @@ impl Fields {
         Ok(())
     }
 
-    /// Binds the writable columns, in the order of [`FIELD_COLUMNS`].
+    /// Binds the writable columns, in the order of [`FIELDS`].
     pub(crate) fn bind_columns<'q>(
         &'q self,
         query: AnyQuery<'q>,
@@ -310,15 +413,12 @@ pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Pro
     let id = ids::new_id("prs");
     let now = ctx.now_ms();
     let mut tx = ctx.db().pool().begin().await?;
-    let insert = sqlx::query(AssertSqlSafe(format!(
-        "insert into prospects (id, workspace_id, {FIELD_COLUMNS}, source, created_at, updated_at) \
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
-         'api', $23, $23)"
-    )))
-    .bind(&id)
-    .bind(ctx.workspace_id());
+    let insert = sqlx::query(INSERT_SQL.as_str())
+        .bind(&id)
+        .bind(ctx.workspace_id());
     let inserted = fields
         .bind_columns(insert)?
+        .bind(ProspectSource::Api.as_str())
         .bind(now)
         .execute(&mut *tx)
         .await;
@@ -390,22 +490,16 @@ async fn write_tags(
 
 /// Reads one prospect of the caller's workspace, or 404.
 async fn fetch(ctx: &Ctx, id: &str) -> Result<Prospect, ApiError> {
-    if !ids::is_id("prs", id) {
-        return Err(ApiError::new(
-            outreach_runtime::ErrorCode::NotFound,
-            format!(
-                "No prospect with id `{id}`: prospect ids look like `prs_` followed by 20 letters and digits."
-            ),
-        ));
-    }
+    IdKind::Prospect.check(id)?;
     let row = sqlx::query(AssertSqlSafe(format!(
-        "select {COLUMNS} from prospects where workspace_id = $1 and id = $2"
+        "select {} from prospects where workspace_id = $1 and id = $2",
+        *COLUMNS
     )))
     .bind(ctx.workspace_id())
     .bind(id)
     .fetch_optional(ctx.db().pool())
     .await?
-    .ok_or_else(|| ApiError::not_found("prospect", id))?;
+    .ok_or_else(|| IdKind::Prospect.not_found(id))?;
     Prospect::from_row(&row)
 }
 
@@ -465,33 +559,21 @@ pub async fn list_prospects(
             binds.len()
         ));
     }
-    let count_sql = format!("select count(*) as total from prospects where {filter}");
-    let mut count = sqlx::query(AssertSqlSafe(count_sql));
-    for bind in &binds {
-        count = count.bind(bind);
-    }
-    let total: i64 = count.fetch_one(ctx.db().pool()).await?.try_get("total")?;
-
-    let (limit, offset) = input.page.sql();
     let page_sql = format!(
-        "select {COLUMNS} from prospects where {filter} order by created_at desc, id desc limit ${} offset ${}",
+        "select {} from prospects where {filter} order by created_at desc, id desc limit ${} offset ${}",
+        *COLUMNS,
         binds.len() + 1,
         binds.len() + 2
     );
-    let mut page = sqlx::query(AssertSqlSafe(page_sql));
-    for bind in &binds {
-        page = page.bind(bind);
-    }
-    let rows = page
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(ctx.db().pool())
-        .await?;
-    let items = rows
-        .iter()
-        .map(Prospect::from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(input.page, total, items))
+    paged(
+        ctx.db().pool(),
+        input.page,
+        format!("select count(*) from prospects where {filter}"),
+        page_sql,
+        |query| binds.iter().fold(query, |query, bind| query.bind(bind)),
+        Prospect::from_row,
+    )
+    .await
 }
 
 /// The input of `update_prospect`: only the fields given change; `null` clears a field.
@@ -616,7 +698,7 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     .await?;
     match updated {
         Ok(result) if result.rows_affected() == 0 => {
-            return Err(ApiError::not_found("prospect", &current.id));
+            return Err(IdKind::Prospect.not_found(&current.id));
         }
         Ok(_) => {}
         Err(error) => {
@@ -649,10 +731,71 @@ pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, Api
         .await?;
     tx.commit().await?;
     if result.rows_affected() == 0 {
-        return Err(ApiError::not_found("prospect", &prospect.id));
+        return Err(IdKind::Prospect.not_found(&prospect.id));
     }
     Ok(Deleted {
         id: prospect.id,
         deleted: true,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The statements made from the column table are the ones written out by hand before it.
+    #[test]
+    fn column_table_makes_the_same_sql() {
+        assert_eq!(
+            *INSERT_SQL,
+            "insert into prospects (id, workspace_id, first_name, last_name, headline, title, seniority, department, \
+             company_name, company_domain, company_industry, company_size, location, country, timezone, profile_url, \
+             email, phone, tags, custom_fields, do_not_contact, search_text, source, created_at, updated_at) values \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
+             $23, $24, $24)"
+        );
+        assert_eq!(
+            *UPDATE_SQL,
+            "update prospects set first_name = $3, last_name = $4, headline = $5, title = $6, seniority = $7, \
+             department = $8, company_name = $9, company_domain = $10, company_industry = $11, company_size = $12, \
+             location = $13, country = $14, timezone = $15, profile_url = $16, email = $17, phone = $18, tags = $19, \
+             custom_fields = $20, do_not_contact = $21, search_text = $22, updated_at = $23 \
+             where workspace_id = $1 and id = $2"
+        );
+        let mut read: Vec<&str> = COLUMNS.split(", ").collect();
+        read.sort_unstable();
+        assert_eq!(
+            read,
+            [
+                "company_domain",
+                "company_industry",
+                "company_name",
+                "company_size",
+                "country",
+                "created_at",
+                "custom_fields",
+                "department",
+                "do_not_contact",
+                "email",
+                "first_name",
+                "headline",
+                "id",
+                "last_name",
+                "location",
+                "phone",
+                "profile_url",
+                "score",
+                "scored_at",
+                "seniority",
+                "source",
+                "tags",
+                "targeting_id",
+                "targeting_version",
+                "tier",
+                "timezone",
+                "title",
+                "updated_at",
+            ]
+        );
+    }
 }

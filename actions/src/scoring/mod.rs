@@ -11,15 +11,14 @@
 pub mod engine;
 pub mod run;
 
-use outreach_runtime::clock::rfc3339;
-use outreach_runtime::{
-    ApiError, Ctx, ErrorCode, Page, PageParams, Priced, action, ids, price_item,
-};
+use outreach_runtime::paging::paged;
+use outreach_runtime::{ApiError, Ctx, Page, PageParams, Priced, Timestamp, action, price_item};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::common::IdKind;
 use crate::targeting::{self, Targeting};
 use engine::{FailedGate, MatchedCriterion, Tier};
 pub use run::{Subject, score_prospects};
@@ -60,7 +59,7 @@ impl TierCounts {
 pub struct ScoringRun {
     pub id: String,
     /// Always `completed`: a run finishes inside the request that starts it.
-    pub status: String,
+    pub status: RunStatus,
     /// The targeting the prospects were scored against.
     pub targeting_id: String,
     /// The targeting's version at the time of the run.
@@ -73,8 +72,18 @@ pub struct ScoringRun {
     pub by_tier: TierCounts,
     /// Credits the run spent: one unit price per prospect scored.
     pub credits_spent: i64,
-    pub created_at: String,
-    pub completed_at: Option<String>,
+    pub created_at: Timestamp,
+    pub completed_at: Option<Timestamp>,
+}
+
+outreach_runtime::text_enum! {
+    /// Where a scoring run stands.
+    pub enum RunStatus {
+        /// Scoring inside the request that started it (never seen by a caller).
+        Running => "running",
+        /// Finished: results, scores and spend are written.
+        Completed => "completed",
+    }
 }
 
 const RUN_COLUMNS: &str = "id, status, targeting_id, targeting_version, list_id, total, tier_a, tier_b, tier_c, tier_d, \
@@ -84,7 +93,7 @@ impl ScoringRun {
     fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
         Ok(Self {
             id: row.try_get("id")?,
-            status: row.try_get("status")?,
+            status: RunStatus::from_db(&row.try_get::<String, _>("status")?)?,
             targeting_id: row.try_get("targeting_id")?,
             targeting_version: row.try_get("targeting_version")?,
             list_id: row.try_get("list_id")?,
@@ -97,8 +106,10 @@ impl ScoringRun {
                 disqualified: row.try_get("disqualified")?,
             },
             credits_spent: row.try_get("credits_spent")?,
-            created_at: rfc3339(row.try_get("created_at")?),
-            completed_at: row.try_get::<Option<i64>, _>("completed_at")?.map(rfc3339),
+            created_at: Timestamp(row.try_get("created_at")?),
+            completed_at: row
+                .try_get::<Option<i64>, _>("completed_at")?
+                .map(Timestamp),
         })
     }
 }
@@ -220,14 +231,7 @@ pub async fn start_scoring_run(
 }
 
 async fn fetch_run(ctx: &Ctx, id: &str) -> Result<ScoringRun, ApiError> {
-    if !ids::is_id("scr", id) {
-        return Err(ApiError::new(
-            ErrorCode::NotFound,
-            format!(
-                "No scoring run with id `{id}`: scoring run ids look like `scr_` followed by 20 letters and digits."
-            ),
-        ));
-    }
+    IdKind::ScoringRun.check(id)?;
     let row = sqlx::query(AssertSqlSafe(format!(
         "select {RUN_COLUMNS} from scoring_runs where workspace_id = $1 and id = $2"
     )))
@@ -235,7 +239,7 @@ async fn fetch_run(ctx: &Ctx, id: &str) -> Result<ScoringRun, ApiError> {
     .bind(id)
     .fetch_optional(ctx.db().pool())
     .await?
-    .ok_or_else(|| ApiError::not_found("scoring run", id))?;
+    .ok_or_else(|| IdKind::ScoringRun.not_found(id))?;
     ScoringRun::from_row(&row)
 }
 
@@ -290,33 +294,20 @@ pub async fn list_scoring_runs(
             filter.push_str(&format!(" and {column} = ${}", binds.len()));
         }
     }
-    let mut count = sqlx::query(AssertSqlSafe(format!(
-        "select count(*) as total from scoring_runs where {filter}"
-    )));
-    for bind in &binds {
-        count = count.bind(*bind);
-    }
-    let total: i64 = count.fetch_one(ctx.db().pool()).await?.try_get("total")?;
-    let (limit, offset) = input.page.sql();
     let sql = format!(
         "select {RUN_COLUMNS} from scoring_runs where {filter} order by created_at desc, id desc limit ${} offset ${}",
         binds.len() + 1,
         binds.len() + 2
     );
-    let mut page = sqlx::query(AssertSqlSafe(sql));
-    for bind in &binds {
-        page = page.bind(*bind);
-    }
-    let rows = page
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(ctx.db().pool())
-        .await?;
-    let items = rows
-        .iter()
-        .map(ScoringRun::from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(input.page, total, items))
+    paged(
+        ctx.db().pool(),
+        input.page,
+        format!("select count(*) from scoring_runs where {filter}"),
+        sql,
+        |query| binds.iter().fold(query, |query, bind| query.bind(*bind)),
+        ScoringRun::from_row,
+    )
+    .await
 }
 
 /// One prospect's result in a scoring run.
@@ -394,15 +385,6 @@ pub async fn list_scoring_results(
     } else {
         "r.run_id = $1"
     };
-    let mut count = sqlx::query(AssertSqlSafe(format!(
-        "select count(*) as total from scoring_results r where {filter}"
-    )))
-    .bind(&run.id);
-    if let Some(tier) = tier {
-        count = count.bind(tier);
-    }
-    let total: i64 = count.fetch_one(ctx.db().pool()).await?.try_get("total")?;
-    let (limit, offset) = input.page.sql();
     let next = if tier.is_some() { 3 } else { 2 };
     let sql = format!(
         "select r.prospect_id, p.first_name, p.last_name, p.title, p.company_name, r.score, r.tier, r.matched, r.gates_failed, \
@@ -410,18 +392,19 @@ pub async fn list_scoring_results(
          order by r.score desc, r.prospect_id limit ${next} offset ${}",
         next + 1
     );
-    let mut page = sqlx::query(AssertSqlSafe(sql)).bind(&run.id);
-    if let Some(tier) = tier {
-        page = page.bind(tier);
-    }
-    let rows = page
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(ctx.db().pool())
-        .await?;
-    let items = rows
-        .iter()
-        .map(ScoringResult::from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::new(input.page, total, items))
+    paged(
+        ctx.db().pool(),
+        input.page,
+        format!("select count(*) from scoring_results r where {filter}"),
+        sql,
+        |query| {
+            let query = query.bind(&run.id);
+            match tier {
+                Some(tier) => query.bind(tier),
+                None => query,
+            }
+        },
+        ScoringResult::from_row,
+    )
+    .await
 }

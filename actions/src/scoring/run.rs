@@ -15,14 +15,14 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use outreach_runtime::clock::rfc3339;
-use outreach_runtime::{ApiError, Backend, Ctx, ErrorCode, ids};
+use outreach_runtime::{ApiError, Backend, Ctx, Timestamp, ids};
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
 use super::engine::{ProspectFields, Scorer, Scratch, Tier};
-use super::{ScoringRun, TierCounts};
+use super::{RunStatus, ScoringRun, TierCounts};
+use crate::common::IdKind;
 use crate::targeting::Targeting;
 
 /// Rows per multi-row insert, and ids per `in (...)` lookup: 500 rows of 7 values stay far
@@ -181,16 +181,7 @@ impl Placeholders {
 }
 
 fn no_list(id: &str) -> ApiError {
-    if ids::is_id("lst", id) {
-        ApiError::not_found("list", id)
-    } else {
-        ApiError::new(
-            ErrorCode::NotFound,
-            format!(
-                "No list with id `{id}`: list ids look like `lst_` followed by 20 letters and digits."
-            ),
-        )
-    }
+    IdKind::List.not_found(id)
 }
 
 async fn list_exists<'c, E>(
@@ -201,7 +192,7 @@ async fn list_exists<'c, E>(
 where
     E: sqlx::Executor<'c, Database = sqlx::Any>,
 {
-    if !ids::is_id("lst", list_id) {
+    if !IdKind::List.is_id(list_id) {
         return Ok(false);
     }
     let row = sqlx::query("select id from lists where workspace_id = $1 and id = $2")
@@ -504,15 +495,15 @@ pub async fn score_prospects(
 
     Ok(ScoringRun {
         id: run_id,
-        status: "completed".to_owned(),
+        status: RunStatus::Completed,
         targeting_id: targeting.id.clone(),
         targeting_version: targeting.version,
         list_id: list_id.map(str::to_owned),
         total,
         by_tier: counts,
         credits_spent,
-        created_at: rfc3339(created_at),
-        completed_at: Some(rfc3339(completed_at)),
+        created_at: Timestamp(created_at),
+        completed_at: Some(Timestamp(completed_at)),
     })
 }
 

@@ -1,0 +1,215 @@
+//! Typed values for the schemas: enums of database text, and integer formats validators know.
+//!
+//! A status, tier, kind or source is stored as text and shown as one of a fixed set of strings.
+//! [`text_enum!`](crate::text_enum) declares such a set once: the Rust enum, its wire and database
+//! text (`as_str`, `FromStr`), and a schema that lists the values as a JSON Schema `enum` (rather
+//! than schemars' `oneOf` of `const`s for documented variants), so OpenAPI generators make a real
+//! enum type. Each variant's doc comment goes into the schema's description.
+//!
+//! schemars describes unsigned integers with the formats `uint32` and `uint64`, which no OpenAPI
+//! tool knows; [`signed_int_formats`] rewrites them to `int32`/`int64` with `minimum: 0`.
+
+use serde_json::Value;
+
+#[doc(hidden)]
+pub use schemars::{JsonSchema, Schema, SchemaGenerator};
+
+/// Declares an enum whose values are fixed strings, stored as text and sent as the same text.
+///
+/// ```ignore
+/// outreach_runtime::text_enum! {
+///     /// Where a prospect came from.
+///     pub enum ProspectSource {
+///         /// Created by `create_prospect`.
+///         Api => "api",
+///         /// Created by an import.
+///         Import => "import",
+///     }
+/// }
+/// ```
+///
+/// The text must be the snake_case of the variant (serde's `rename_all = "snake_case"`); a unit
+/// test of the declaring crate should compare [`serde_json::to_value`] with `as_str` for `ALL`.
+#[macro_export]
+macro_rules! text_enum {
+    (
+        $(#[doc = $doc:literal])*
+        $vis:vis enum $name:ident {
+            $(
+                $(#[doc = $vdoc:literal])*
+                $variant:ident => $text:literal,
+            )+
+        }
+    ) => {
+        $(#[doc = $doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ::serde::Serialize, ::serde::Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        $vis enum $name {
+            $(
+                $(#[doc = $vdoc])*
+                $variant,
+            )+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The text on the wire and in the database.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+
+            /// Reads a stored value; unknown text is a fault on our side, not the caller's.
+            pub fn from_db(text: &str) -> ::std::result::Result<Self, $crate::ApiError> {
+                text.parse().map_err(|_| {
+                    $crate::ApiError::internal(format!(
+                        "stored {} `{text}` is not one of {:?}",
+                        stringify!($name),
+                        [$($text,)+]
+                    ))
+                })
+            }
+        }
+
+        impl ::std::str::FromStr for $name {
+            type Err = $crate::schema::UnknownText;
+
+            fn from_str(text: &str) -> ::std::result::Result<Self, Self::Err> {
+                match text {
+                    $($text => Ok($name::$variant),)+
+                    _ => Err($crate::schema::UnknownText),
+                }
+            }
+        }
+
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl $crate::schema::JsonSchema for $name {
+            fn schema_name() -> ::std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut $crate::schema::SchemaGenerator) -> $crate::schema::Schema {
+                $crate::schema::text_enum_schema(
+                    &[$($doc,)*],
+                    &[$(($text, &[$($vdoc,)*]),)+],
+                )
+            }
+        }
+    };
+}
+
+/// Text that names no value of a [`text_enum!`](crate::text_enum).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnknownText;
+
+/// The schema of a [`text_enum!`](crate::text_enum): `{"type": "string", "enum": [...]}`, described
+/// by the enum's doc comment followed by one line per value.
+#[doc(hidden)]
+pub fn text_enum_schema(doc: &[&str], values: &[(&str, &[&str])]) -> Schema {
+    let mut description = join_doc(doc);
+    for (text, doc) in values {
+        let doc = join_doc(doc);
+        if !doc.is_empty() {
+            if !description.is_empty() {
+                description.push('\n');
+            }
+            description.push_str(&format!("- `{text}`: {doc}"));
+        }
+    }
+    let mut schema = serde_json::Map::new();
+    schema.insert("type".into(), "string".into());
+    schema.insert(
+        "enum".into(),
+        values.iter().map(|(text, _)| Value::from(*text)).collect(),
+    );
+    if !description.is_empty() {
+        schema.insert("description".into(), description.into());
+    }
+    Schema::from(schema)
+}
+
+/// Joins doc comment lines the way schemars does: trimmed, one space between lines of a paragraph.
+fn join_doc(lines: &[&str]) -> String {
+    lines
+        .iter()
+        .map(|line| line.trim())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .trim()
+        .to_owned()
+}
+
+/// Rewrites schemars' unsigned formats (`uint8` to `uint64`) to the signed formats OpenAPI tools
+/// know (`int32`, `int64`), keeping the bound as `minimum: 0` where none is set.
+pub fn signed_int_formats(schema: &mut Schema) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let format = match object.get("format").and_then(Value::as_str) {
+        Some("uint64" | "uint") => "int64",
+        Some("uint32" | "uint16" | "uint8") => "int32",
+        _ => return,
+    };
+    object.insert("format".into(), format.into());
+    object.entry("minimum").or_insert(Value::from(0));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    crate::text_enum! {
+        /// A test set.
+        enum Colour {
+            /// The sky.
+            SkyBlue => "sky_blue",
+            Red => "red",
+        }
+    }
+
+    #[test]
+    fn text_enum_text_matches_serde() {
+        for colour in Colour::ALL {
+            assert_eq!(
+                serde_json::to_value(colour).ok(),
+                Some(json!(colour.as_str()))
+            );
+            assert_eq!(colour.as_str().parse::<Colour>(), Ok(*colour));
+        }
+        assert!(Colour::from_db("green").is_err());
+    }
+
+    #[test]
+    fn text_enum_schema_lists_values() {
+        let schema = SchemaGenerator::default().root_schema_for::<Colour>();
+        assert_eq!(schema.get("enum"), Some(&json!(["sky_blue", "red"])));
+        assert_eq!(
+            schema.get("description"),
+            Some(&json!("A test set.\n- `sky_blue`: The sky."))
+        );
+    }
+
+    #[test]
+    fn unsigned_formats_become_signed() {
+        let mut schema = Schema::from(
+            json!({"type": "integer", "format": "uint64", "minimum": 0})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        signed_int_formats(&mut schema);
+        assert_eq!(
+            schema.as_value(),
+            &json!({"type": "integer", "format": "int64", "minimum": 0})
+        );
+    }
+}
