@@ -11,7 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::{AssertSqlSafe, Row as _};
 
-use crate::ApiError;
+use crate::error::ApiError;
 
 /// A query on the `Any` driver, as a bind closure extends it.
 pub type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, AnyArguments>;

@@ -150,7 +150,9 @@ fn crate_paths(text: &str) -> Vec<(String, usize)> {
                 found.extend(group_heads(after).into_iter().map(|head| (head, line)));
             } else {
                 let head: String = after.chars().take_while(|&c| is_ident_char(c)).collect();
-                if !head.is_empty() {
+                // `crate::text_enum!` is an exported macro, which lives at the root: not an edge.
+                let is_macro = after[head.len()..].starts_with('!');
+                if !head.is_empty() && !is_macro {
                     found.push((head, line));
                 }
             }
