@@ -392,3 +392,34 @@ async fn serve_refuses_production_without_https_and_development_flags_in_product
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn a_misspelt_price_override_refuses_the_start_before_anything_is_written_or_printed() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("outreach.db");
+    let url = format!("sqlite://{}", file.display());
+    let mut command = outreach();
+    command.env("OUTREACH_PRICES", "import.prospects=2").args([
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--database-url",
+        &url,
+    ]);
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("serve gives up")
+        .expect("run outreach");
+    assert!(!output.status.success(), "a misspelt item must not serve");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("`import.prospects`") && stderr.contains("import.prospect,"),
+        "the sentence names the item and the known ones: {stderr}"
+    );
+    assert!(
+        output.stdout.is_empty(),
+        "nothing printed: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert!(!file.exists(), "no database was created");
+}
