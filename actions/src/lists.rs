@@ -344,7 +344,7 @@ pub async fn update_list(ctx: Ctx, input: UpdateListInput) -> Result<List, ApiEr
 #[action(scope = "write", http = "DELETE /lists/{id}")]
 pub async fn delete_list(ctx: Ctx, input: ListId) -> Result<Deleted, ApiError> {
     check_list_id(&input.id)?;
-    let mut tx = ctx.db().pool().begin().await?;
+    let mut tx = ctx.tx().await?;
     // The foreign key would cascade too; deleting the members first does not depend on it.
     sqlx::query("delete from list_members where workspace_id = $1 and list_id = $2")
         .bind(ctx.workspace_id())
@@ -359,7 +359,6 @@ pub async fn delete_list(ctx: Ctx, input: ListId) -> Result<Deleted, ApiError> {
     if deleted.rows_affected() == 0 {
         return Err(IdKind::List.not_found(&input.id));
     }
-    tx.commit().await?;
     Ok(Deleted {
         id: input.id,
         deleted: true,
@@ -466,7 +465,7 @@ pub async fn add_prospects_to_list(
     let ids = input.distinct_ids()?;
     let workspace_id = ctx.workspace_id();
     let now = ctx.now_ms();
-    let mut tx = ctx.db().pool().begin().await?;
+    let mut tx = ctx.tx().await?;
     // A write first: it takes SQLite's write lock at once (no snapshot upgrade later) and checks
     // that the list exists in this workspace.
     let touched =
@@ -515,7 +514,6 @@ pub async fn add_prospects_to_list(
         added = query.execute(&mut *tx).await?.rows_affected();
     }
     let list = fetch(&mut tx, workspace_id, &input.id).await?;
-    tx.commit().await?;
     Ok(ProspectsAdded {
         added,
         already_in_list: members.len() as u64 - added,
@@ -551,7 +549,7 @@ pub async fn remove_prospects_from_list(
     check_list_id(&input.id)?;
     let ids = input.distinct_ids()?;
     let workspace_id = ctx.workspace_id();
-    let mut tx = ctx.db().pool().begin().await?;
+    let mut tx = ctx.tx().await?;
     let touched =
         sqlx::query("update lists set updated_at = $3 where workspace_id = $1 and id = $2")
             .bind(workspace_id)
@@ -587,7 +585,6 @@ pub async fn remove_prospects_from_list(
         removed = query.execute(&mut *tx).await?.rows_affected();
     }
     let list = fetch(&mut tx, workspace_id, &input.id).await?;
-    tx.commit().await?;
     Ok(ProspectsRemoved {
         removed,
         not_in_list: ids

@@ -669,7 +669,7 @@ pub async fn update_targeting(
 #[action(scope = "write", http = "DELETE /targetings/{id}")]
 pub async fn delete_targeting(ctx: Ctx, input: TargetingId) -> Result<Deleted, ApiError> {
     let targeting = fetch(ctx.db().pool(), ctx.workspace_id(), &input.id).await?;
-    let mut tx = ctx.db().pool().begin().await?;
+    let mut tx = ctx.tx().await?;
     let result = sqlx::query("delete from targetings where workspace_id = $1 and id = $2")
         .bind(ctx.workspace_id())
         .bind(&targeting.id)
@@ -683,7 +683,6 @@ pub async fn delete_targeting(ctx: Ctx, input: TargetingId) -> Result<Deleted, A
         .bind(&targeting.id)
         .execute(&mut *tx)
         .await?;
-    tx.commit().await?;
     Ok(Deleted {
         id: targeting.id,
         deleted: true,

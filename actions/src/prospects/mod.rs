@@ -412,7 +412,7 @@ pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Pro
     let fields = input.into_fields()?;
     let id = ids::new_id("prs");
     let now = ctx.now_ms();
-    let mut tx = ctx.db().pool().begin().await?;
+    let mut tx = ctx.tx().await?;
     let insert = sqlx::query(INSERT_SQL.as_str())
         .bind(&id)
         .bind(ctx.workspace_id());
@@ -427,8 +427,7 @@ pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Pro
         return Err(profile_url_conflict(&ctx, error, fields.profile_url.as_deref()).await);
     }
     write_tags(&mut tx, ctx.workspace_id(), &id, &fields.tags).await?;
-    tx.commit().await?;
-    fetch(&ctx, &id).await
+    fetch_in(&mut tx, ctx.workspace_id(), &id).await
 }
 
 /// Maps a unique violation on the profile URL to a 409 naming the prospect that has it.
@@ -464,14 +463,14 @@ async fn profile_url_conflict(
 }
 
 async fn write_tags(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    tx: &mut sqlx::AnyConnection,
     workspace_id: &str,
     prospect_id: &str,
     tags: &[String],
 ) -> Result<(), ApiError> {
     sqlx::query("delete from prospect_tags where prospect_id = $1")
         .bind(prospect_id)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
     for tag in tags {
         sqlx::query(
@@ -480,7 +479,7 @@ async fn write_tags(
         .bind(prospect_id)
         .bind(workspace_id)
         .bind(tag)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
     }
     Ok(())
@@ -490,14 +489,28 @@ async fn write_tags(
 
 /// Reads one prospect of the caller's workspace, or 404.
 async fn fetch(ctx: &Ctx, id: &str) -> Result<Prospect, ApiError> {
+    fetch_in(
+        &mut *ctx.db().pool().acquire().await?,
+        ctx.workspace_id(),
+        id,
+    )
+    .await
+}
+
+/// Like [`fetch`], on a given connection: inside the call's transaction, it sees its writes.
+async fn fetch_in(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<Prospect, ApiError> {
     IdKind::Prospect.check(id)?;
     let row = sqlx::query(AssertSqlSafe(format!(
         "select {} from prospects where workspace_id = $1 and id = $2",
         *COLUMNS
     )))
-    .bind(ctx.workspace_id())
+    .bind(workspace_id)
     .bind(id)
-    .fetch_optional(ctx.db().pool())
+    .fetch_optional(conn)
     .await?
     .ok_or_else(|| IdKind::Prospect.not_found(id))?;
     Prospect::from_row(&row)
@@ -687,7 +700,7 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     }
     fields.check_identifiable()?;
 
-    let mut tx = ctx.db().pool().begin().await?;
+    let mut tx = ctx.tx().await?;
     let updated = write_fields(
         &mut tx,
         ctx.workspace_id(),
@@ -709,8 +722,7 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     if fields.tags != current.tags {
         write_tags(&mut tx, ctx.workspace_id(), &current.id, &fields.tags).await?;
     }
-    tx.commit().await?;
-    fetch(&ctx, &current.id).await
+    fetch_in(&mut tx, ctx.workspace_id(), &current.id).await
 }
 
 /// Delete a prospect.
@@ -719,7 +731,7 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
 #[action(scope = "write", http = "DELETE /prospects/{id}")]
 pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, ApiError> {
     let prospect = fetch(&ctx, &input.id).await?;
-    let mut tx = ctx.db().pool().begin().await?;
+    let mut tx = ctx.tx().await?;
     sqlx::query("delete from prospect_tags where prospect_id = $1")
         .bind(&prospect.id)
         .execute(&mut *tx)
@@ -729,7 +741,7 @@ pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, Api
         .bind(&prospect.id)
         .execute(&mut *tx)
         .await?;
-    tx.commit().await?;
+
     if result.rows_affected() == 0 {
         return Err(IdKind::Prospect.not_found(&prospect.id));
     }
