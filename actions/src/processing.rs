@@ -141,10 +141,12 @@ recovery!("lists left processing", recover_lists);
 async fn recover_lists(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
     let now = clock.now_ms();
     let recovered = sqlx::query(
-        "update lists set processing_status = 'failed', processing_token = null, processing_lease_expires_at = null, \
-         updated_at = $1 where processing_status = 'processing' and coalesce(processing_lease_expires_at, 0) < $1",
+        "update lists set processing_status = $2, processing_token = null, processing_lease_expires_at = null, \
+         updated_at = $1 where processing_status = $3 and coalesce(processing_lease_expires_at, 0) < $1",
     )
     .bind(now)
+    .bind(ProcessingStatus::Failed.as_str())
+    .bind(ProcessingStatus::Processing.as_str())
     .execute(db.pool())
     .await?;
     Ok(recovered.rows_affected())
@@ -155,9 +157,9 @@ async fn recover_lists(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
 async fn mark(ctx: &Ctx, plan: &ProcessingPlan, token: &str) -> Result<(), ApiError> {
     let now = ctx.now_ms();
     let marked = sqlx::query(
-        "update lists set processing_status = 'processing', processing_token = $3, processing_lease_expires_at = $4, \
+        "update lists set processing_status = $7, processing_token = $3, processing_lease_expires_at = $4, \
          updated_at = $5 where workspace_id = $1 and id = $2 and coalesce(processing_token, '') = $6 \
-         and (processing_status <> 'processing' or coalesce(processing_lease_expires_at, 0) <= $5)",
+         and (processing_status <> $7 or coalesce(processing_lease_expires_at, 0) <= $5)",
     )
     .bind(ctx.workspace_id())
     .bind(&plan.list_id)
@@ -165,6 +167,7 @@ async fn mark(ctx: &Ctx, plan: &ProcessingPlan, token: &str) -> Result<(), ApiEr
     .bind(now + lease::LEASE_MS)
     .bind(now)
     .bind(&plan.seen_token)
+    .bind(ProcessingStatus::Processing.as_str())
     .execute(ctx.db().pool())
     .await?;
     if marked.rows_affected() == 1 {
@@ -218,12 +221,13 @@ pub async fn process_list(
             async move {
                 sqlx::query(
                     "update lists set processing_lease_expires_at = $4 where workspace_id = $1 and id = $2 \
-                     and processing_token = $3 and processing_status = 'processing'",
+                     and processing_token = $3 and processing_status = $5",
                 )
                 .bind(&workspace_id)
                 .bind(&list_id)
                 .bind(&token)
                 .bind(clock.now_ms() + lease::LEASE_MS)
+                .bind(ProcessingStatus::Processing.as_str())
                 .execute(db.pool())
                 .await?;
                 Ok(())
@@ -236,13 +240,14 @@ pub async fn process_list(
         // Undo the work first: on SQLite its transaction holds the write lock the mark needs.
         ctx.rollback().await;
         let failed = sqlx::query(
-            "update lists set processing_status = 'failed', processing_lease_expires_at = null, updated_at = $4 \
+            "update lists set processing_status = $5, processing_lease_expires_at = null, updated_at = $4 \
              where workspace_id = $1 and id = $2 and processing_token = $3",
         )
         .bind(ctx.workspace_id())
         .bind(&plan.list_id)
         .bind(&token)
         .bind(ctx.now_ms())
+        .bind(ProcessingStatus::Failed.as_str())
         .execute(ctx.db().pool())
         .await;
         if let Err(error) = failed {
@@ -324,7 +329,7 @@ async fn process(
     // Fenced by the token: if the lease lapsed and the list was taken from this call, the call
     // rolls back. The token rotates, so calls planned while this one ran cannot mark the list.
     let finished = sqlx::query(
-        "update lists set processing_status = 'processed', processed_at = $3, updated_at = $3, \
+        "update lists set processing_status = $6, processed_at = $3, updated_at = $3, \
          processing_token = $5, processing_lease_expires_at = null \
          where workspace_id = $1 and id = $2 and processing_token = $4",
     )
@@ -333,6 +338,7 @@ async fn process(
     .bind(ctx.now_ms())
     .bind(token)
     .bind(ids::new_id("lease"))
+    .bind(ProcessingStatus::Processed.as_str())
     .execute(&mut *tx)
     .await?;
     if finished.rows_affected() != 1 {

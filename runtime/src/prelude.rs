@@ -5,17 +5,21 @@
 //! the OAuth server, the web pages) is the framework's own business and may change under it. An
 //! action that needs something else should ask for it to be added here rather than reach past
 //! this list into the crate's modules. The list is what `actions/` imports today: the attribute,
-//! the context, errors, paging, prices, scopes and roles, ids, time formatting, the backend
-//! switch for the few queries that differ, and the credit ledger that the credits actions show.
+//! the context and its transaction, errors, paging, prices and their plans, price items and
+//! recoveries (declared beside the actions that need them), leases for marks others must see
+//! while work runs, scopes and roles, ids, times and stored text enums, the backend switch for the
+//! few queries that differ, and the credit ledger that the credits actions show.
 
 pub use outreach_macros::action;
 
-pub use crate::clock::rfc3339;
-pub use crate::credits::{self, Price};
-pub use crate::ctx::Ctx;
-pub use crate::db::{Backend, is_unique_violation};
+pub use crate::clock::{Clock, Timestamp, rfc3339};
+pub use crate::credits::{self, Price, PriceItem, Priced};
+pub use crate::ctx::{Ctx, Tx};
+pub use crate::db::{Backend, Db, is_unique_violation};
 pub use crate::error::{ApiError, ErrorCode};
 pub use crate::ids;
-pub use crate::paging::{Page, PageParams};
+pub use crate::lease::{self, Heartbeat};
+pub use crate::paging::{Page, PageParams, paged};
+pub use crate::{price_item, recovery, text_enum};
 pub use crate::principal::CredentialKind;
 pub use crate::scope::{Role, Scope};

@@ -416,7 +416,7 @@ pub async fn score_prospects(
     let list_id = subject.list_id();
     sqlx::query(
         "insert into scoring_runs (id, workspace_id, targeting_id, targeting_version, list_id, status, created_at) \
-         values ($1, $2, $3, $4, $5, 'running', $6)",
+         values ($1, $2, $3, $4, $5, $7, $6)",
     )
     .bind(&run_id)
     .bind(workspace_id)
@@ -424,6 +424,7 @@ pub async fn score_prospects(
     .bind(targeting.version)
     .bind(list_id)
     .bind(created_at)
+    .bind(RunStatus::Running.as_str())
     .execute(&mut *conn)
     .await?;
     if let Some(list_id) = list_id
@@ -478,7 +479,7 @@ pub async fn score_prospects(
     let total = counts.total();
     let credits_spent = total.saturating_mul(unit_price);
     sqlx::query(
-        "update scoring_runs set status = 'completed', total = $2, tier_a = $3, tier_b = $4, tier_c = $5, tier_d = $6, \
+        "update scoring_runs set status = $10, total = $2, tier_a = $3, tier_b = $4, tier_c = $5, tier_d = $6, \
          disqualified = $7, credits_spent = $8, completed_at = $9 where id = $1",
     )
     .bind(&run_id)
@@ -490,6 +491,7 @@ pub async fn score_prospects(
     .bind(counts.disqualified)
     .bind(credits_spent)
     .bind(completed_at)
+    .bind(RunStatus::Completed.as_str())
     .execute(&mut *conn)
     .await?;
 
