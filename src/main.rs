@@ -336,7 +336,33 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The file a `sqlite:` URL names, unless it is an in-memory database.
+fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = path.split('?').next().unwrap_or(path);
+    (!path.is_empty() && !path.contains(":memory:")).then(|| std::path::PathBuf::from(path))
+}
+
 async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
+    // Only `workspace create` may start a database. Any other command run from the wrong folder
+    // would otherwise make a new, empty `outreach.db` and answer "No workspace with id ...".
+    let creates_workspace = matches!(
+        args.command,
+        AdminCommand::Workspace(WorkspaceCommand::Create { .. })
+    );
+    if let Some(file) = sqlite_file(&args.database.database_url)
+        && !creates_workspace
+        && !file.exists()
+    {
+        let shown = std::path::absolute(&file).unwrap_or(file);
+        anyhow::bail!(
+            "there is no database at {}: admin commands work on the database `outreach serve` uses. Run them \
+             from the folder where `serve` runs, or name its database with --database-url (or DATABASE_URL)",
+            shown.display()
+        );
+    }
     let db = Db::connect(&args.database.database_url).await?;
     db.migrate().await?;
     let clock = Clock::default();

@@ -20,6 +20,6 @@ pub use crate::error::{ApiError, ErrorCode};
 pub use crate::ids;
 pub use crate::lease::{self, Heartbeat};
 pub use crate::paging::{Page, PageParams, paged};
-pub use crate::{price_item, recovery, text_enum};
 pub use crate::principal::CredentialKind;
 pub use crate::scope::{Role, Scope};
+pub use crate::{price_item, recovery, text_enum};

@@ -423,3 +423,34 @@ async fn a_misspelt_price_override_refuses_the_start_before_anything_is_written_
     );
     assert!(!file.exists(), "no database was created");
 }
+
+#[tokio::test]
+async fn admin_commands_refuse_a_missing_database_instead_of_making_an_empty_one() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("elsewhere.db");
+    let url = format!("sqlite://{}", file.display());
+    let mut command = outreach();
+    command.args([
+        "admin",
+        "--database-url",
+        &url,
+        "--json",
+        "credits",
+        "grant",
+        "--workspace",
+        "wsp_nothing",
+        "--amount",
+        "5",
+    ]);
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("admin gives up")
+        .expect("run outreach");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("there is no database at") && stderr.contains("elsewhere.db"),
+        "the sentence names the file it looked for: {stderr}"
+    );
+    assert!(!file.exists(), "no empty database was made");
+}
