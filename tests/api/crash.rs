@@ -778,6 +778,16 @@ async fn ten_concurrent_calls_to_process_one_list_run_it_once_and_charge_once() 
     assert_eq!(imported.expect(200)["created"], 300);
     let before = balance(&app).await;
 
+    // All ten calls must be in flight together, however loaded the machine: a transaction of the
+    // test's own holds the list's row (PostgreSQL) or the write lock (SQLite), so every call can
+    // read and plan but none can mark the list until it ends. Without it, a call that only starts
+    // after the first has finished would rightly run again.
+    let mut hold = app.db.begin_write().await.expect("a transaction");
+    sqlx::query("update lists set updated_at = updated_at where id = $1")
+        .bind(&list)
+        .execute(&mut *hold)
+        .await
+        .expect("hold the list");
     let start = Arc::new(tokio::sync::Barrier::new(CALLS));
     let mut calls = tokio::task::JoinSet::new();
     for _ in 0..CALLS {
@@ -794,6 +804,10 @@ async fn ten_concurrent_calls_to_process_one_list_run_it_once_and_charge_once() 
             request.await.expect("the server answers")
         });
     }
+    // Long enough for ten plans (three small reads each) on a busy machine; far below the
+    // ten-second SQLite busy timeout the marks wait under.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    hold.commit().await.expect("release the list");
     let answers = calls.join_all().await;
     let ran: Vec<&ApiResponse> = answers
         .iter()
