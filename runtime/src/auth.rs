@@ -361,9 +361,7 @@ pub async fn require_principal(
         Face::Rest
     };
     let mut values = request.headers().get_all(header::AUTHORIZATION).iter();
-    let authorization = values
-        .next()
-        .map(|value| value.to_str().unwrap_or("\u{0}"));
+    let authorization = values.next().map(|value| value.to_str().unwrap_or("\u{0}"));
     if values.next().is_some() {
         // Proxies and servers disagree on which of two wins; answering either would let one
         // party see a different caller than another.

@@ -81,7 +81,9 @@ pub async fn serve(
             .clone()
             .map_request(move |request: Request<Incoming>| {
                 let mut request = request.map(Body::new);
-                request.extensions_mut().insert(ConnectInfo::<SocketAddr>(remote));
+                request
+                    .extensions_mut()
+                    .insert(ConnectInfo::<SocketAddr>(remote));
                 request
             });
         let signal_tx = signal_tx.clone();
@@ -99,9 +101,8 @@ pub async fn serve(
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout);
             builder.http2().timer(TokioTimer::new());
-            let mut conn = pin!(
-                builder.serve_connection_with_upgrades(io, TowerToHyperService::new(service))
-            );
+            let mut conn =
+                pin!(builder.serve_connection_with_upgrades(io, TowerToHyperService::new(service)));
             let mut signal_closed = pin!(signal_tx.closed());
             let mut idle = pin!(activity.idle(limits.idle_timeout));
             let mut closing = false;

@@ -80,8 +80,9 @@ impl Observer {
             "Requests answered, by action (or route) and status",
             requests.clone(),
         );
-        let latency =
-            Family::<LatencyLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let latency = Family::<LatencyLabels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
         metrics.register(
             "outreach_http_request_duration_seconds",
             "Time from the request to its response headers, by action (or route)",
@@ -111,7 +112,11 @@ impl Observer {
 
     fn encode(&self) -> String {
         let mut text = String::new();
-        let metrics = self.0.metrics.lock().unwrap_or_else(PoisonError::into_inner);
+        let metrics = self
+            .0
+            .metrics
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if prometheus_client::encoding::text::encode(&mut text, &metrics).is_err() {
             text.clear();
         }
@@ -233,7 +238,8 @@ pub async fn mcp_tool(State(observer): State<Observer>, request: Request, next: 
             });
         }
     }
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
 fn tool_name(body: &Bytes) -> Option<String> {

@@ -54,18 +54,17 @@ struct Inner {
 
 impl Limiter {
     pub fn new(limit: RateLimit) -> Self {
-        let (Some(per_second), Some(burst)) =
-            (NonZeroU32::new(limit.per_second), NonZeroU32::new(limit.burst))
-        else {
+        let (Some(per_second), Some(burst)) = (
+            NonZeroU32::new(limit.per_second),
+            NonZeroU32::new(limit.burst),
+        ) else {
             return Self(None);
         };
         let quota = Quota::per_second(per_second).allow_burst(burst);
         let window = limit.burst.div_ceil(limit.per_second);
-        let policy = HeaderValue::from_str(&format!(
-            "\"per-credential\";q={};w={window}",
-            limit.burst
-        ))
-        .unwrap_or_else(|_| HeaderValue::from_static("\"per-credential\""));
+        let policy =
+            HeaderValue::from_str(&format!("\"per-credential\";q={};w={window}", limit.burst))
+                .unwrap_or_else(|_| HeaderValue::from_static("\"per-credential\""));
         Self(Some(Arc::new(Inner {
             buckets: RateLimiter::dashmap(quota).with_middleware::<StateInformationMiddleware>(),
             clock: DefaultClock::default(),
@@ -105,10 +104,7 @@ impl Inner {
                 for (name, value) in &self.headers(0, full) {
                     error.headers.push((name.clone(), value.clone()));
                 }
-                Err(error.with_header(
-                    header::RETRY_AFTER,
-                    &seconds.to_string(),
-                ))
+                Err(error.with_header(header::RETRY_AFTER, &seconds.to_string()))
             }
         }
     }
