@@ -101,7 +101,7 @@ struct ServeArgs {
     #[arg(long, env = "OUTREACH_RATE_LIMIT", default_value_t = 100)]
     rate_limit: u32,
     /// Requests a credential may make at once before the rate applies.
-    #[arg(long, env = "OUTREACH_RATE_LIMIT_BURST", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "OUTREACH_RATE_LIMIT_BURST", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     rate_limit_burst: u32,
     /// When set, `/metrics` needs `Authorization: Bearer <token>`; otherwise it is public.
     #[arg(long, env = "OUTREACH_METRICS_TOKEN", hide_env_values = true)]

@@ -117,7 +117,7 @@ impl Default for RateLimit {
     fn default() -> Self {
         Self {
             per_second: 100,
-            burst: 200,
+            burst: 1000,
         }
     }
 }

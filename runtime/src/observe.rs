@@ -210,8 +210,7 @@ pub async fn mcp_tool(State(observer): State<Observer>, request: Request, next: 
         .get(header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<u64>().ok());
-    if request.method() != Method::POST || !declared.is_some_and(|length| length <= MCP_PEEK_BYTES)
-    {
+    if request.method() != Method::POST || declared.is_none_or(|length| length > MCP_PEEK_BYTES) {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();

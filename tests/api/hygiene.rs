@@ -6,10 +6,12 @@ use std::time::Duration;
 use outreach_runtime::Scope;
 use reqwest::Method;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-use crate::helpers::{ApiResponse, Auth, Body, OWNER_EMAIL, spawn_app, spawn_app_with};
+use crate::helpers::{
+    ApiResponse, Auth, Body, OWNER_EMAIL, TestDatabase, outreach, spawn_app, spawn_app_with,
+};
 
 fn address(base_url: &str) -> String {
     base_url.trim_start_matches("http://").to_owned()
@@ -273,4 +275,62 @@ async fn metrics_need_the_token_when_one_is_set() {
         )
         .await;
     assert_eq!(allowed.status.as_u16(), 200);
+}
+
+#[tokio::test]
+async fn json_logs_have_one_access_line_per_request_with_the_route_template() {
+    let database = TestDatabase::create().await;
+    let mut child = outreach()
+        .args(["serve", "--addr", "127.0.0.1:0", "--log-format", "json"])
+        .args(["--database-url", database.url()])
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start outreach serve");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let base_url = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = stdout.next_line().await.expect("read stdout") {
+            if let Some(rest) = line.strip_prefix("REST:") {
+                return rest.trim().trim_end_matches("/api/v1").to_owned();
+            }
+        }
+        panic!("serve exited before printing its address");
+    })
+    .await
+    .expect("serve prints its address");
+    tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+    let long = "x".repeat(5_000);
+    let client = reqwest::Client::new();
+    client
+        .get(format!("{base_url}/api/v1/prospects/{long}"))
+        .send()
+        .await
+        .expect("request");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = stderr.next_line().await.expect("read stderr") {
+            let value: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|_| panic!("a log line that is not JSON: {line}"));
+            if value["fields"]["message"] == "request" {
+                return value;
+            }
+        }
+        panic!("no access line");
+    })
+    .await
+    .expect("an access line within 30 s");
+    let fields = &line["fields"];
+    assert_eq!(fields["route"], "/api/v1/prospects/{id}", "{line}");
+    assert_eq!(fields["status"], 401, "{line}");
+    assert_eq!(fields["method"], "GET", "{line}");
+    assert!(
+        fields["request_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("req_")),
+        "{line}"
+    );
+    let path = fields["path"].as_str().unwrap_or_default();
+    assert!(path.len() < 400 && path.contains("truncated"), "{line}");
+    child.kill().await.ok();
 }
