@@ -28,8 +28,9 @@
 //! 9. `oauth`: the authorization server for MCP clients (it shares the MCP face's CORS policy).
 //! 10. `web`, `housekeeping`: the settings pages (which disconnect OAuth grants) and the periodic
 //!     deletions (which keep codes as long as OAuth refresh tokens live).
-//! 11. `connections`: the accept loop, its timeouts and its connection cap.
-//! 12. `server`, `prelude`: the top; nothing in the crate imports them.
+//! 11. `server`, `prelude`: the top; nothing in the crate imports them. Beside them
+//!     `connections`, the accept loop with its timeouts and connection cap, which only `server`
+//!     runs.
 
 // Declared bottom to top, in the order above.
 pub mod clock;
@@ -75,7 +76,6 @@ pub mod housekeeping;
 pub mod web;
 
 pub mod connections;
-
 pub mod prelude;
 pub mod server;
 

@@ -55,10 +55,9 @@ const LAYERS: &[&[&str]] = &[
     // The settings pages (they disconnect OAuth grants) and the periodic deletions (they keep
     // codes as long as OAuth refresh tokens live).
     &["web", "housekeeping"],
-    // The accept loop: timeouts and the connection cap.
-    &["connections"],
-    // The top: nothing in the crate imports these.
-    &["server", "prelude"],
+    // The top: nothing in the crate imports these, but `server` runs the accept loop beside it
+    // (`connections`: the timeouts and the connection cap).
+    &["server", "prelude", "connections"],
 ];
 
 fn src_dir() -> PathBuf {
