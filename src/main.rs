@@ -5,10 +5,12 @@
 //! as `{"error": "..."}` on stdout with `--json`) with exit status 1.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use outreach_runtime::clock::parse_rfc3339;
+use outreach_runtime::config::{HttpLimits, RateLimit};
 use outreach_runtime::credits::PriceTable;
 use outreach_runtime::registry::Registry;
 use outreach_runtime::server::{build_state, serve, shutdown_signal};
@@ -26,6 +28,15 @@ use outreach_actions as _;
     about = "Prospecting and outreach workspace: REST API and MCP server"
 )]
 struct Cli {
+    /// `text` (default) or `json`: one JSON object per log line, on stderr.
+    #[arg(
+        long,
+        global = true,
+        env = "OUTREACH_LOG_FORMAT",
+        default_value = "text",
+        value_parser = ["text", "json"]
+    )]
+    log_format: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -73,6 +84,28 @@ struct ServeArgs {
         value_delimiter = ','
     )]
     trusted_proxies: Vec<std::net::IpAddr>,
+    /// Seconds a client has to send a request's headers (and an idle HTTP/1 keep-alive
+    /// connection to start its next request) before the connection is closed.
+    #[arg(long, env = "OUTREACH_HEADER_TIMEOUT", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout: u64,
+    /// Seconds a request body has to arrive in full once it is read; 400 `invalid_request` after.
+    #[arg(long, env = "OUTREACH_BODY_TIMEOUT", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    body_timeout: u64,
+    /// Seconds without a byte either way after which a connection is closed.
+    #[arg(long, env = "OUTREACH_IDLE_TIMEOUT", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout: u64,
+    /// Connections served at once; more wait in the listen backlog.
+    #[arg(long, env = "OUTREACH_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: u64,
+    /// Requests a second per credential, per instance (0 turns the limit off).
+    #[arg(long, env = "OUTREACH_RATE_LIMIT", default_value_t = 100)]
+    rate_limit: u32,
+    /// Requests a credential may make at once before the rate applies.
+    #[arg(long, env = "OUTREACH_RATE_LIMIT_BURST", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    rate_limit_burst: u32,
+    /// When set, `/metrics` needs `Authorization: Bearer <token>`; otherwise it is public.
+    #[arg(long, env = "OUTREACH_METRICS_TOKEN", hide_env_values = true)]
+    metrics_token: Option<String>,
     #[command(flatten)]
     database: DatabaseArgs,
 }
@@ -221,7 +254,7 @@ fn environment() -> Environment {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    init_tracing(cli.log_format == "json");
     let json_output = matches!(&cli.command, Command::Admin(args) if args.json);
     match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -241,16 +274,24 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-fn init_tracing() {
+/// rmcp logs a refused request at `warn` with the client's whole input in the line (a 100 KB
+/// tool name made one 100 KB line); the access line already records each call with the tool
+/// name clipped, so rmcp speaks only of its own errors by default.
+const DEFAULT_LOG_FILTER: &str = "info,sqlx=warn,rmcp=error";
+
+fn init_tracing(json: bool) {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("RUST_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,rmcp=warn"));
-    tracing_subscriber::fmt()
+    let filter =
+        EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
+    }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -319,6 +360,17 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     config.cimd.allow_loopback = args.cimd_allow_loopback;
     config.cimd.extra_root_certificates = cimd_roots;
     config.trusted_proxies = args.trusted_proxies;
+    config.http = HttpLimits {
+        header_timeout: Duration::from_secs(args.header_timeout),
+        body_timeout: Duration::from_secs(args.body_timeout),
+        idle_timeout: Duration::from_secs(args.idle_timeout),
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+    };
+    config.rate_limit = RateLimit {
+        per_second: args.rate_limit,
+        burst: args.rate_limit_burst,
+    };
+    config.metrics_token = args.metrics_token.filter(|token| !token.is_empty());
     config.prices = prices;
     let state = build_state(db.clone(), clock.clone(), config)?;
     if let Some(first) = admin::bootstrap_if_empty(&db, &clock, &environment).await? {

@@ -20,7 +20,7 @@ use crate::config::Config;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids;
 pub use crate::principal::{CredentialKind, Principal, WorkspaceSnapshot};
-use crate::request_id::request_id;
+use crate::request_id::{note, request_id};
 use crate::scope::{Role, Scope};
 use crate::state::AppState;
 
@@ -360,12 +360,21 @@ pub async fn require_principal(
     } else {
         Face::Rest
     };
-    let authorization = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|value| value.to_str().unwrap_or("\u{0}"));
+    let mut values = request.headers().get_all(header::AUTHORIZATION).iter();
+    let authorization = values.next().map(|value| value.to_str().unwrap_or("\u{0}"));
+    if values.next().is_some() {
+        // Proxies and servers disagree on which of two wins; answering either would let one
+        // party see a different caller than another.
+        return ApiError::invalid_request(
+            "The request has more than one Authorization header; send exactly one: `Authorization: Bearer <key>`.",
+        )
+        .log(&request_id(&request))
+        .into_response();
+    }
     match authenticate(&state, authorization, face).await {
         Ok(principal) => {
+            let credential_id = principal.credential_id.clone();
+            note(&request, |log| log.credential_id = Some(credential_id));
             request.extensions_mut().insert(Arc::new(principal));
             next.run(request).await
         }

@@ -3,6 +3,11 @@
 //! The CLI fills it from flags and environment variables; tests build it directly. The base URL is
 //! the one address the service knows itself by: it names the settings page in scope errors, the
 //! OAuth resource, and the hosts the MCP endpoint accepts.
+//!
+//! The HTTP limits ([`HttpLimits`], [`RateLimit`]) have defaults that a small self-hosted
+//! deployment can keep; every one of them is a flag and a variable of `outreach serve`.
+
+use std::time::Duration;
 
 use crate::credits::PriceTable;
 
@@ -65,6 +70,56 @@ pub struct Config {
     /// (the right-most entry that is not one of them). Empty: the TCP peer is the client, and
     /// `X-Forwarded-For` is ignored.
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// Timeouts and the connection cap of the listener.
+    pub http: HttpLimits,
+    /// Requests per credential, per instance.
+    pub rate_limit: RateLimit,
+    /// When set, `/metrics` needs `Authorization: Bearer <this>`; otherwise it is public.
+    pub metrics_token: Option<String>,
+}
+
+/// What a connection may hold, and for how long, before it is closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// From a connection's first byte (or the end of its previous response) to the end of the
+    /// request headers; an HTTP/1 keep-alive connection waiting for its next request is closed
+    /// after this too.
+    pub header_timeout: Duration,
+    /// From the first read of a request body to its last byte.
+    pub body_timeout: Duration,
+    /// A connection on which no byte moves either way for this long is closed (after the
+    /// response in flight, if any).
+    pub idle_timeout: Duration,
+    /// Connections served at once; the next ones wait in the listen backlog until one closes.
+    pub max_connections: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(120),
+            max_connections: 1024,
+        }
+    }
+}
+
+/// A token bucket per credential: `burst` requests at once, refilled at `per_second`.
+/// `per_second == 0` turns the limit off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub per_second: u32,
+    pub burst: u32,
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        Self {
+            per_second: 100,
+            burst: 1000,
+        }
+    }
 }
 
 /// How client ID metadata documents are fetched. The defaults are the production ones: only
@@ -92,6 +147,9 @@ impl Config {
             prices: PriceTable::default(),
             cimd: CimdPolicy::default(),
             trusted_proxies: Vec::new(),
+            http: HttpLimits::default(),
+            rate_limit: RateLimit::default(),
+            metrics_token: None,
         }
     }
 

@@ -13,23 +13,28 @@
 //! only from its own layer or below, never from above, and there are no cycles (`tests/layers.rs`
 //! checks both and holds the same list):
 //!
-//! 1. `clock`, `ids`, `error`, `scope`, `paging`, `db`: foundations that import nothing here.
+//! 1. `clock`, `ids`, `error`, `scope`, `paging`, `db`, `cors`: foundations that import nothing
+//!    here.
 //! 2. `lease`, `credits`, `idempotency`, `principal`, `config`, `admin`: the bookkeeping and the rules
 //!    that the faces, the web pages and the CLI share.
 //! 3. `ctx`: what an action receives.
 //! 4. `registry`: every action, collected and validated; `recovery`: what a dead process held,
 //!    given back.
 //! 5. `state`, `request_id`: what every request shares, and its id.
-//! 6. `auth`, `session`: who is calling, by bearer credential or by browser cookie.
+//! 6. `auth`, `session`: who is calling, by bearer credential or by browser cookie; `rate_limit`:
+//!    how often a credential may call; `observe`: the body timeout and the metrics.
 //! 7. `dispatch`: the one path from an authenticated call to an action and back.
 //! 8. `openapi`, `docs`, `rest`, `mcp`: the documents and the two faces.
 //! 9. `oauth`: the authorization server for MCP clients (it shares the MCP face's CORS policy).
 //! 10. `web`, `housekeeping`: the settings pages (which disconnect OAuth grants) and the periodic
 //!     deletions (which keep codes as long as OAuth refresh tokens live).
-//! 11. `server`, `prelude`: the top; nothing in the crate imports them.
+//! 11. `server`, `prelude`: the top; nothing in the crate imports them. Beside them
+//!     `connections`, the accept loop with its timeouts and connection cap, which only `server`
+//!     runs.
 
 // Declared bottom to top, in the order above.
 pub mod clock;
+pub mod cors;
 pub mod db;
 pub mod error;
 pub mod ids;
@@ -54,6 +59,8 @@ pub mod request_id;
 pub mod state;
 
 pub mod auth;
+pub mod observe;
+pub mod rate_limit;
 pub mod session;
 
 pub mod dispatch;
@@ -68,6 +75,7 @@ pub mod oauth;
 pub mod housekeeping;
 pub mod web;
 
+pub mod connections;
 pub mod prelude;
 pub mod server;
 

@@ -16,11 +16,9 @@
 //! one); DNS rebinding is stopped by holding `Host` to the base URL.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderName, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
@@ -197,23 +195,7 @@ impl ServerHandler for McpFace {
 /// no cookies, and the headers a client must read (`WWW-Authenticate` leads it to the OAuth
 /// metadata after a 401 or 403).
 pub fn cors() -> tower_http::cors::CorsLayer {
-    tower_http::cors::CorsLayer::new()
-        .allow_origin(tower_http::cors::Any)
-        .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
-        .allow_headers([
-            header::AUTHORIZATION,
-            header::CONTENT_TYPE,
-            header::ACCEPT,
-            HeaderName::from_static("mcp-protocol-version"),
-            HeaderName::from_static("mcp-session-id"),
-            HeaderName::from_static("last-event-id"),
-        ])
-        .expose_headers([
-            header::WWW_AUTHENTICATE,
-            HeaderName::from_static("mcp-session-id"),
-            HeaderName::from_static("x-request-id"),
-        ])
-        .max_age(Duration::from_secs(24 * 60 * 60))
+    crate::cors::policy()
 }
 
 /// Middleware after authentication: an OAuth client's `tools/call` beyond its effective scope is

@@ -6,7 +6,10 @@
 //! request shares behind an `Arc`. The router mounts the two faces behind the one auth
 //! middleware, the public documents (`openapi.json`, the docs page, `/healthz`) in front of it,
 //! and a JSON 404 behind everything. Every request gets an id ([`crate::request_id`]), echoed in
-//! `x-request-id` and on its log lines.
+//! `x-request-id` and on its log lines, and one access line. The bearer surfaces (REST and MCP)
+//! share one CORS policy ([`crate::cors`], outside authentication so preflights need no
+//! credential) and a per-credential rate limit ([`crate::rate_limit`], inside it). The accept
+//! loop with its timeouts and connection cap is [`crate::connections`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -28,7 +31,9 @@ use crate::error::ApiError;
 use crate::registry::Registry;
 use crate::request_id::with_request_id;
 use crate::state::{AppState, Documents};
-use crate::{docs, housekeeping, mcp, oauth, openapi, rest, web};
+use crate::{
+    connections, cors, docs, housekeeping, mcp, oauth, observe, openapi, rate_limit, rest, web,
+};
 
 /// Validates the registry, renders the tool list and the documents, and puts the state together;
 /// fails with a message naming the action when the registry is invalid.
@@ -45,29 +50,45 @@ pub fn build_state(db: Db, clock: Clock, config: Config) -> anyhow::Result<Arc<A
 
 /// The whole application router.
 pub fn router(state: Arc<AppState>) -> Router {
+    let limiter = rate_limit::Limiter::new(state.config.rate_limit);
+    let observer = observe::Observer::new(
+        &state.registry,
+        state.config.http.body_timeout,
+        state.config.metrics_token.clone(),
+    );
     let mcp = Router::new()
         .nest_service("/api/mcp", mcp::service(state.clone()))
-        .route_layer(middleware::from_fn_with_state(state.clone(), mcp::step_up))
         .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_principal,
+            observer.clone(),
+            observe::mcp_tool,
         ))
-        .layer(mcp::cors());
-    let authenticated = Router::new()
+        .route_layer(middleware::from_fn_with_state(state.clone(), mcp::step_up));
+    let bearer = Router::new()
         .nest("/api/v1", rest::action_routes(&state))
+        .merge(mcp)
+        .route_layer(middleware::from_fn_with_state(limiter, rate_limit::limit))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_principal,
         ))
-        .merge(mcp);
+        .layer(cors::policy());
     Router::new()
         .route("/healthz", get(healthz))
         .route("/api/v1/openapi.json", get(openapi_json))
         .route("/api/v1/docs", get(docs_page))
+        .route(
+            "/metrics",
+            get(observe::metrics).with_state(observer.clone()),
+        )
         .merge(web::routes())
         .merge(oauth::routes())
-        .merge(authenticated)
+        .merge(bearer)
+        .route_layer(middleware::from_fn_with_state(
+            observer.clone(),
+            observe::route,
+        ))
         .fallback(rest::not_found)
+        .layer(middleware::from_fn_with_state(observer, observe::track))
         .layer(middleware::from_fn(with_request_id))
         .with_state(state)
 }
@@ -98,10 +119,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let purger = tokio::spawn(housekeeping::run(state.clone()));
-    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let limits = state.config.http.clone();
+    let served = connections::serve(listener, router(state), limits, shutdown).await;
     purger.abort();
     served?;
     Ok(())

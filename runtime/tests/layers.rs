@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 /// The top-level modules of `runtime/src`, bottom layer first.
 const LAYERS: &[&[&str]] = &[
     // Foundations: they import nothing from this crate.
-    &["clock", "ids", "error", "scope", "paging", "db", "schema"],
+    &[
+        "clock", "ids", "error", "scope", "paging", "db", "schema", "cors",
+    ],
     // The bookkeeping and the rules that the faces, the web pages and the CLI share.
     // `lease` keeps a hold on a shared row alive while its work runs.
     &[
@@ -41,8 +43,9 @@ const LAYERS: &[&[&str]] = &[
     &["recovery"],
     // What every request shares, and its id.
     &["state", "request_id"],
-    // Who is calling: by bearer credential, or by browser cookie.
-    &["auth", "session"],
+    // Who is calling: by bearer credential, or by browser cookie; how often a credential may
+    // call; the body timeout and the metrics.
+    &["auth", "session", "rate_limit", "observe"],
     // The one path from an authenticated call to an action and back.
     &["dispatch"],
     // The documents and the two faces.
@@ -52,8 +55,9 @@ const LAYERS: &[&[&str]] = &[
     // The settings pages (they disconnect OAuth grants) and the periodic deletions (they keep
     // codes as long as OAuth refresh tokens live).
     &["web", "housekeeping"],
-    // The top: nothing in the crate imports these.
-    &["server", "prelude"],
+    // The top: nothing in the crate imports these, but `server` runs the accept loop beside it
+    // (`connections`: the timeouts and the connection cap).
+    &["server", "prelude", "connections"],
 ];
 
 fn src_dir() -> PathBuf {

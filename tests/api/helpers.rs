@@ -710,6 +710,10 @@ pub(crate) fn outreach() -> Command {
         "OUTREACH_ADDR",
         "OUTREACH_BASE_URL",
         "OUTREACH_ENV",
+        "OUTREACH_LOG_FORMAT",
+        "OUTREACH_RATE_LIMIT",
+        "OUTREACH_RATE_LIMIT_BURST",
+        "OUTREACH_METRICS_TOKEN",
     ] {
         command.env_remove(name);
     }

@@ -13,6 +13,7 @@ mod cli;
 mod crash;
 mod golden;
 mod housekeeping;
+mod hygiene;
 mod imports;
 mod instances;
 mod isolation;

@@ -1,0 +1,47 @@
+//! The one CORS policy of the bearer surfaces: REST (`/api/v1`), MCP (`/api/mcp`) and the OAuth
+//! endpoints MCP clients call from a browser.
+//!
+//! Any origin may call, because every call needs a bearer credential and no cookie is honoured
+//! there (credentials mode stays off), so a foreign page cannot ride on a signed-in person's
+//! session. The web pages, which do use cookies, are not under this policy. Preflights are
+//! answered here, before authentication, since a browser never sends a credential with one. The
+//! exposed headers are the ones a client must read: the request id to quote, the replay flag,
+//! the rate limit and the challenge.
+
+use std::time::Duration;
+
+use axum::http::{HeaderName, Method, header};
+use tower_http::cors::{Any, CorsLayer};
+
+/// The policy, as a layer.
+pub fn policy() -> CorsLayer {
+    CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PATCH,
+            Method::PUT,
+            Method::DELETE,
+            Method::OPTIONS,
+        ])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            HeaderName::from_static("idempotency-key"),
+            HeaderName::from_static("mcp-protocol-version"),
+            HeaderName::from_static("mcp-session-id"),
+            HeaderName::from_static("last-event-id"),
+        ])
+        .expose_headers([
+            header::WWW_AUTHENTICATE,
+            header::RETRY_AFTER,
+            HeaderName::from_static("mcp-session-id"),
+            HeaderName::from_static("x-request-id"),
+            HeaderName::from_static("idempotent-replayed"),
+            HeaderName::from_static("ratelimit"),
+            HeaderName::from_static("ratelimit-policy"),
+        ])
+        .max_age(Duration::from_secs(24 * 60 * 60))
+}
