@@ -806,7 +806,7 @@ async fn ten_concurrent_calls_to_process_one_list_run_it_once_and_charge_once() 
     }
     // Long enough for ten plans (three small reads each) on a busy machine; far below the
     // ten-second SQLite busy timeout the marks wait under.
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     hold.commit().await.expect("release the list");
     let answers = calls.join_all().await;
     let ran: Vec<&ApiResponse> = answers
