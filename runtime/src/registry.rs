@@ -340,7 +340,7 @@ pub fn output_object(
         ("type".to_owned(), json!("object")),
         (
             "oneOf".to_owned(),
-            json!([Value::Object(output_schema), estimate]),
+            Value::Array(vec![Value::Object(output_schema), estimate]),
         ),
     ]))
 }
