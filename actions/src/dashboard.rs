@@ -82,6 +82,8 @@ pub struct ProspectFigures {
 }
 
 #[derive(Debug, Default, Serialize, JsonSchema)]
+// Named apart from the scoring run's `TierCounts`, so generated clients get two distinct classes.
+#[schemars(rename = "DashboardTierCounts")]
 pub struct TierCounts {
     pub a: i64,
     pub b: i64,

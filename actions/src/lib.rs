@@ -7,6 +7,7 @@
 pub mod common;
 pub mod credits;
 pub mod dashboard;
+mod examples;
 pub mod imports;
 pub mod lists;
 pub mod processing;

@@ -1,37 +1,223 @@
 //! The OpenAPI 3.1 document, generated from the registry.
 //!
-//! OpenAPI 3.1 schema objects are JSON Schema 2020-12, which is what schemars emits, so each
-//! operation embeds the very schema maps the registry made for the MCP tools: there is no second
-//! schema derive and no translation step that could drift. The document is built once at start-up
-//! and served as bytes; a golden file (`tests/golden/openapi.json`) catches unintended changes.
+//! OpenAPI 3.1 schema objects are JSON Schema 2020-12, which is what schemars emits, so there is no
+//! second schema derive and no translation step that could drift. The document is built once at
+//! start-up and served as bytes; a golden file (`tests/golden/openapi.json`) catches unintended
+//! changes.
+//!
+//! The two faces want one schema in two forms. An MCP tool's input schema must stand alone (hosts do
+//! not follow references into a shared document), so the registry inlines every subschema. A client
+//! generator wants the opposite: a `Prospect` that four operations return should be one named
+//! component, or the generated client has four Prospect classes. So the document runs the very
+//! same steps on the very same `JsonSchema` impls, [`registry::input_object`] and
+//! [`registry::output_object`] on the action's registered schema function, with a second generator
+//! that references named types (`$ref: #/components/schemas/Prospect`) instead of inlining them;
+//! its definitions become `components.schemas`. The two forms differ only in where a subschema is
+//! written, and a test inlines the document's references again and finds each tool's schema.
+//! schemars titles every `Page<T>` `Page`; the document names each after its items
+//! (`ProspectPage`), so a generated client has one page class per item type.
+//!
+//! Examples come from the actions' crate (an [`ExampleTable`] of requests and responses by action
+//! name, collected like actions), because the runtime knows no domain type; a test makes sure no
+//! operation lacks one and that each request example decodes.
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, SchemaGenerator, transform::RecursiveTransform};
 use serde_json::{Map, Value, json};
 
+use crate::credits::Estimate;
 use crate::error::ErrorCode;
-use crate::registry::{Action, Registry};
+use crate::idempotency::MAX_KEY_LEN;
+use crate::paging::Page;
+use crate::registry::{self, Action, IDEMPOTENCY_KEY_DESCRIPTION, Registry};
+
+/// A table of example requests and responses by action name, registered by the crate that defines
+/// the actions (`inventory::submit!`), since the runtime names no domain type. The text is a JSON
+/// object `{"<action>": {"request": {...}, "response": {...}}}`; `request` is the input object as
+/// an MCP tool call sends it (path and query fields included) and `response` the success body.
+pub struct ExampleTable(pub &'static str);
+
+inventory::collect!(ExampleTable);
+
+/// One operation's example.
+#[derive(Debug, Clone, Default)]
+pub struct OperationExample {
+    pub request: Value,
+    pub response: Value,
+}
+
+/// Every registered example by action name. A table that is not such JSON is reported as an
+/// error naming the problem (a test reads it; the document leaves the examples out).
+pub fn examples() -> Result<BTreeMap<String, OperationExample>, String> {
+    let mut all = BTreeMap::new();
+    for table in inventory::iter::<ExampleTable> {
+        let parsed: Map<String, Value> = serde_json::from_str(table.0)
+            .map_err(|error| format!("an example table is not a JSON object: {error}"))?;
+        for (action, mut entry) in parsed {
+            let (Some(request), Some(response)) = (
+                entry.get_mut("request").map(Value::take),
+                entry.get_mut("response").map(Value::take),
+            ) else {
+                return Err(format!(
+                    "the example of `{action}` needs `request` and `response`"
+                ));
+            };
+            if all
+                .insert(action.clone(), OperationExample { request, response })
+                .is_some()
+            {
+                return Err(format!("`{action}` has two examples"));
+            }
+        }
+    }
+    Ok(all)
+}
+
+/// The schemas of the document: one generator that names types instead of inlining them, plus the
+/// output types hoisted out of the operations into components.
+struct Schemas {
+    generator: SchemaGenerator,
+    hoisted: Map<String, Value>,
+}
+
+impl Schemas {
+    fn new() -> Self {
+        let generator = SchemaSettings::draft2020_12()
+            .with(|settings| {
+                settings.inline_subschemas = false;
+                settings.meta_schema = None;
+                settings.definitions_path = "/components/schemas".into();
+            })
+            .with_transform(RecursiveTransform(crate::schema::signed_int_formats))
+            .into_generator();
+        Self {
+            generator,
+            hoisted: Map::new(),
+        }
+    }
+
+    /// The request schema of `action`: its input object, with named types as references.
+    fn input(&mut self, action: &Action) -> Map<String, Value> {
+        let mut schema = registry::input_object(action.def, &mut self.generator)
+            .unwrap_or_else(|_| (*action.input_schema).clone());
+        schema.remove("components");
+        schema
+    }
+
+    /// The success schema of `action`: a reference to its output type (and to `Estimate` for a
+    /// priced action).
+    fn output(&mut self, action: &Action) -> Value {
+        let estimate = self.generator.subschema_for::<Estimate>().to_value();
+        let Ok(mut schema) = registry::output_object(action.def, &mut self.generator, estimate)
+        else {
+            return Value::Object((*action.output_schema).clone());
+        };
+        if let Some(Value::Array(choices)) = schema.get_mut("oneOf") {
+            if let Some(Value::Object(output)) = choices.first_mut() {
+                let hoisted = self.hoist(std::mem::take(output));
+                choices[0] = hoisted;
+            }
+            return Value::Object(schema);
+        }
+        self.hoist(schema)
+    }
+
+    /// Moves a root schema into the components under its title and answers a reference to it.
+    /// A root whose name another, different schema holds stays inline.
+    fn hoist(&mut self, mut schema: Map<String, Value>) -> Value {
+        schema.remove("components");
+        let Some(Value::String(mut name)) = schema.remove("title") else {
+            return Value::Object(schema);
+        };
+        // Every `Page<T>` is titled `Page`; a generated client wants one class per item type.
+        if name == Page::<()>::schema_name()
+            && let Some(item) = schema
+                .get("properties")
+                .and_then(|properties| properties.get("items"))
+                .and_then(|items| items.get("items"))
+                .and_then(|item| item.get("$ref"))
+                .and_then(Value::as_str)
+                .and_then(|target| target.rsplit('/').next())
+        {
+            name = format!("{item}{name}");
+        }
+        let schema = Value::Object(schema);
+        let taken = self
+            .generator
+            .definitions()
+            .get(&name)
+            .or_else(|| self.hoisted.get(&name));
+        if taken.is_some_and(|other| *other != schema) {
+            return schema;
+        }
+        self.hoisted.insert(name.clone(), schema);
+        json!({"$ref": format!("#/components/schemas/{name}")})
+    }
+
+    /// Every named schema, `Error` included, under its readable name.
+    fn finish(mut self) -> Map<String, Value> {
+        let mut all = self.generator.take_definitions(true);
+        for (name, schema) in std::mem::take(&mut self.hoisted) {
+            all.entry(name).or_insert(schema);
+        }
+        all.insert("Error".into(), error_schema());
+        all
+    }
+}
+
+/// One line per resource tag, shown above its operations by documentation tools and generators.
+/// The runtime names no resource, so an unknown tag gets a plain sentence from its name.
+fn tag_description(tag: &str) -> String {
+    let known = match tag {
+        "workspace" => {
+            "The workspace the credential acts in: its name, members and credit balance."
+        }
+        "credits" => "The credit ledger: grants, spends and releases, each with its source.",
+        "prospects" => {
+            "People you may reach out to: company, contact details, tags, custom fields and score."
+        }
+        "lists" => "Named sets of prospects; processing a list scores all of its members.",
+        "targetings" => "Ideal-customer profiles that scoring compares prospects against.",
+        "imports" => {
+            "Bulk creation of prospects from CSV text or JSON rows, priced per row and idempotent."
+        }
+        "scoring-runs" => {
+            "Scoring prospects against a targeting: score, tier, matched criteria and gaps."
+        }
+        "dashboard" => "Counts and rates over a period.",
+        _ => "",
+    };
+    if known.is_empty() {
+        format!("Operations on {}.", tag.replace(['-', '_'], " "))
+    } else {
+        known.to_owned()
+    }
+}
 
 /// Builds the whole document. The server URL is relative (`/api/v1`), so the document does not
 /// depend on the configured base URL and reads the same on every instance.
 pub fn document(registry: &Registry) -> Value {
     let mut paths: Map<String, Value> = Map::new();
     let mut tags: Vec<&str> = Vec::new();
+    let mut schemas = Schemas::new();
+    let examples = examples().unwrap_or_default();
     for action in registry.actions() {
         let Some(route) = &action.route else { continue };
         if !tags.contains(&action.tag()) {
             tags.push(action.tag());
         }
+        let operation = operation(action, &mut schemas, examples.get(action.name()));
         let entry = paths
             .entry(route.path.clone())
             .or_insert_with(|| Value::Object(Map::new()));
         if let Value::Object(methods) = entry {
-            methods.insert(
-                route.method.as_str().to_ascii_lowercase(),
-                operation(action),
-            );
+            methods.insert(route.method.as_str().to_ascii_lowercase(), operation);
         }
     }
     tags.sort_unstable();
-    json!({
+    let mut document = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "Outreach API",
@@ -40,10 +226,11 @@ pub fn document(registry: &Registry) -> Value {
                 named `service_<operationId>` at `/api/mcp`, with the same input schema and the same answers.\n\n\
                 Authenticate with `Authorization: Bearer <key>`. Scopes nest: `send` includes `write` includes `read`. \
                 Errors have the body `{\"error\": \"<sentence>\", \"code\": \"<code>\"}`.",
+            "license": {"name": "MIT", "identifier": "MIT"},
         },
         "servers": [{"url": "/api/v1"}],
         "security": [{"bearerAuth": []}],
-        "tags": tags.iter().map(|tag| json!({"name": tag})).collect::<Vec<_>>(),
+        "tags": tags.iter().map(|tag| json!({"name": tag, "description": tag_description(tag)})).collect::<Vec<_>>(),
         "paths": paths,
         "components": {
             "securitySchemes": {
@@ -53,34 +240,98 @@ pub fn document(registry: &Registry) -> Value {
                     "description": "An API key (`pk_live_...` or `pk_test_...`) or an OAuth access token.",
                 }
             },
-            "schemas": {"Error": error_schema()},
+            "schemas": {},
             "responses": error_responses(),
+            "parameters": {
+                "IdempotencyKey": {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": false,
+                    "description": IDEMPOTENCY_KEY_DESCRIPTION,
+                    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LEN},
+                    "example": "import-2026-05-01-a",
+                },
+            },
+            "headers": response_headers(),
+        },
+    });
+    document["components"]["schemas"] = Value::Object(schemas.finish());
+    // Only the error responses some operation names: an unused component is noise to a linter
+    // (a 405 is about a method the path does not have, so no operation lists it).
+    let used: BTreeSet<String> = document["paths"]
+        .as_object()
+        .into_iter()
+        .flat_map(Map::values)
+        .filter_map(Value::as_object)
+        .flat_map(Map::values)
+        .filter_map(|operation| operation["responses"].as_object())
+        .flat_map(Map::keys)
+        .cloned()
+        .collect();
+    if let Some(Value::Object(responses)) = document["components"].get_mut("responses") {
+        responses.retain(|status, _| used.contains(status));
+    }
+    document
+}
+
+/// The response headers, declared once and referenced by the responses that carry them.
+fn response_headers() -> Value {
+    json!({
+        "X-Request-Id": {
+            "description": "The id of this request, on every response; quote it when you report a problem.",
+            "required": true,
+            "schema": {"type": "string"},
+        },
+        "Idempotent-Replayed": {
+            "description": "`true` when this response is the stored answer to an earlier request with the same \
+                `Idempotency-Key` (nothing was done or spent again); absent on a first answer.",
+            "schema": {"type": "string", "enum": ["true"]},
+        },
+        "Retry-After": {
+            "description": "Seconds to wait before retrying.",
+            "schema": {"type": "integer", "minimum": 0},
         },
     })
 }
 
-fn operation(action: &Action) -> Value {
+fn header_ref(name: &str) -> Value {
+    json!({"$ref": format!("#/components/headers/{name}")})
+}
+
+fn operation(action: &Action, schemas: &mut Schemas, example: Option<&OperationExample>) -> Value {
     let def = action.def;
     let Some(route) = &action.route else {
         return Value::Null;
     };
     let has_body = matches!(route.method.as_str(), "POST" | "PATCH" | "PUT");
-    let properties = action
-        .input_schema
+    let input = schemas.input(action);
+    let properties = input
         .get("properties")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    let required: Vec<&str> = action
-        .input_schema
+    let required: Vec<&str> = input
         .get("required")
         .and_then(Value::as_array)
         .map(|list| list.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
+    let request_example = example.map(|example| example.request.clone());
+    let example_of = |name: &str| {
+        request_example
+            .as_ref()
+            .and_then(|request| request.get(name))
+            .cloned()
+    };
 
     let mut parameters = Vec::new();
     for name in &route.path_params {
-        parameters.push(parameter(name, "path", true, properties.get(name)));
+        parameters.push(parameter(
+            name,
+            "path",
+            true,
+            properties.get(name),
+            example_of(name),
+        ));
     }
     if !has_body {
         for (name, schema) in &properties {
@@ -90,9 +341,13 @@ fn operation(action: &Action) -> Value {
                     "query",
                     required.contains(&name.as_str()),
                     Some(schema),
+                    example_of(name),
                 ));
             }
         }
+    }
+    if def.idempotent {
+        parameters.push(json!({"$ref": "#/components/parameters/IdempotencyKey"}));
     }
 
     let mut operation = Map::new();
@@ -114,21 +369,43 @@ fn operation(action: &Action) -> Value {
         operation.insert("parameters".into(), Value::Array(parameters));
     }
     if has_body {
+        let body = without_path_params(input, &route.path_params);
+        let body_required = body
+            .get("required")
+            .and_then(Value::as_array)
+            .is_some_and(|names| !names.is_empty());
+        let mut media = json!({"schema": Value::Object(body)});
+        if let Some(Value::Object(mut request)) = request_example.clone() {
+            for param in &route.path_params {
+                request.remove(param);
+            }
+            media["example"] = Value::Object(request);
+        }
         operation.insert(
             "requestBody".into(),
-            json!({
-                "required": required.iter().any(|name| !route.path_params.iter().any(|p| p == name)),
-                "content": {"application/json": {"schema": body_schema(action)}},
-            }),
+            json!({"required": body_required, "content": {"application/json": media}}),
         );
     }
     let status = action.success_status();
+    let mut headers = Map::new();
+    headers.insert("X-Request-Id".into(), header_ref("X-Request-Id"));
+    if def.idempotent {
+        headers.insert(
+            "Idempotent-Replayed".into(),
+            header_ref("Idempotent-Replayed"),
+        );
+    }
+    let mut media = json!({"schema": schemas.output(action)});
+    if let Some(example) = example {
+        media["example"] = example.response.clone();
+    }
     let mut responses = Map::new();
     responses.insert(
         status.as_u16().to_string(),
         json!({
             "description": status.canonical_reason().unwrap_or("Success"),
-            "content": {"application/json": {"schema": Value::Object((*action.output_schema).clone())}},
+            "headers": headers,
+            "content": {"application/json": media},
         }),
     );
     for code in error_codes(action, has_body) {
@@ -141,35 +418,34 @@ fn operation(action: &Action) -> Value {
     Value::Object(operation)
 }
 
-/// The request body schema: the input schema without the fields that travel in the path.
-pub fn body_schema(action: &Action) -> Value {
-    let mut schema = (*action.input_schema).clone();
-    let Some(route) = &action.route else {
-        return Value::Object(schema);
-    };
-    if route.path_params.is_empty() {
-        return Value::Object(schema);
+fn without_path_params(
+    mut schema: Map<String, Value>,
+    path_params: &[String],
+) -> Map<String, Value> {
+    if path_params.is_empty() {
+        return schema;
     }
     if let Some(Value::Object(properties)) = schema.get_mut("properties") {
-        for param in &route.path_params {
+        for param in path_params {
             properties.remove(param);
         }
     }
     if let Some(Value::Array(required)) = schema.get_mut("required") {
-        required.retain(|name| {
-            !route
-                .path_params
-                .iter()
-                .any(|param| name.as_str() == Some(param))
-        });
+        required.retain(|name| !path_params.iter().any(|param| name.as_str() == Some(param)));
         if required.is_empty() {
             schema.remove("required");
         }
     }
-    Value::Object(schema)
+    schema
 }
 
-fn parameter(name: &str, location: &str, required: bool, schema: Option<&Value>) -> Value {
+fn parameter(
+    name: &str,
+    location: &str,
+    required: bool,
+    schema: Option<&Value>,
+    example: Option<Value>,
+) -> Value {
     let mut schema = schema.cloned().unwrap_or_else(|| json!({"type": "string"}));
     let description = schema
         .as_object_mut()
@@ -178,6 +454,9 @@ fn parameter(name: &str, location: &str, required: bool, schema: Option<&Value>)
         json!({"name": name, "in": location, "required": required, "schema": schema});
     if let (Some(description), Value::Object(map)) = (description, &mut parameter) {
         map.insert("description".into(), description);
+    }
+    if let Some(example) = example {
+        parameter["example"] = example;
     }
     if location == "query" && schema_is_array(&parameter["schema"]) {
         parameter["style"] = json!("form");
@@ -209,9 +488,14 @@ fn error_codes(action: &Action, has_body: bool) -> Vec<ErrorCode> {
         codes.push(ErrorCode::UnsupportedMediaType);
     }
     if action.def.idempotent {
+        codes.push(ErrorCode::IdempotencyKeyInUse);
         codes.push(ErrorCode::IdempotencyKeyReused);
     }
+    // Every credential's calls are rate limited (DESIGN.md section 6).
+    codes.push(ErrorCode::RateLimited);
     codes.push(ErrorCode::InternalError);
+    codes.sort_by_key(|code| code.status());
+    codes.dedup_by_key(|code| code.status());
     codes
 }
 
@@ -234,14 +518,24 @@ fn error_schema() -> Value {
     })
 }
 
-/// One reusable response per error status, listing the codes it carries.
+/// One reusable response per error status, listing the codes it carries. Every response has a
+/// request id; a 409 (the same idempotency key still running) and a 429 say when to retry.
 fn error_responses() -> Value {
     let mut by_status: Map<String, Value> = Map::new();
     for code in ErrorCode::ALL {
         let status = code.status().as_u16().to_string();
         let line = format!("`{}`: {}", code.as_str(), code.when());
         let entry = by_status.entry(status).or_insert_with(|| {
-            json!({"description": "", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+            let mut headers = Map::new();
+            headers.insert("X-Request-Id".into(), header_ref("X-Request-Id"));
+            if matches!(code.status().as_u16(), 409 | 429) {
+                headers.insert("Retry-After".into(), header_ref("Retry-After"));
+            }
+            json!({
+                "description": "",
+                "headers": headers,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+            })
         });
         let description = entry["description"].as_str().unwrap_or_default();
         entry["description"] = json!(if description.is_empty() {

@@ -24,12 +24,21 @@ pub const MAX_LIMIT: u32 = 200;
 pub struct PageParams {
     /// How many items to return: 1 to 200, default 25.
     #[serde(default, deserialize_with = "limit_in_range")]
-    #[schemars(range(min = 1, max = 200))]
+    #[schemars(range(min = 1, max = 200), default = "default_limit")]
     pub limit: Option<u32>,
     /// How many items to skip: default 0. Use the previous page's `next_offset`.
     #[serde(default, deserialize_with = "offset_not_negative")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0), default = "default_offset")]
     pub offset: Option<u64>,
+}
+
+// What the schemas show as the defaults (an absent field decodes to `None`, which means the same).
+fn default_limit() -> Option<u32> {
+    Some(DEFAULT_LIMIT)
+}
+
+fn default_offset() -> Option<u64> {
+    Some(0)
 }
 
 impl PageParams {

@@ -29,6 +29,10 @@ pub const ESTIMATE_FIELD: &str = "estimate_only";
 /// The MCP argument that carries an idempotency key (REST uses the `Idempotency-Key` header).
 pub const IDEMPOTENCY_FIELD: &str = "idempotency_key";
 
+/// What an idempotency key does, said once for the MCP argument and the REST header.
+pub const IDEMPOTENCY_KEY_DESCRIPTION: &str = "A key of your choice (1 to 255 printable characters). A retry with the same key and \
+    the same arguments within 24 hours returns the first result and spends nothing again.";
+
 /// A boxed, sendable future: what the macro-generated shims return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -238,48 +242,24 @@ fn validate(def: &'static ActionDef) -> Result<Action, String> {
     {
         return Err(format!("action name `{name}` must be snake_case ASCII"));
     }
-    let mut input_schema =
-        object_schema(name, "input", (def.input_schema)(&mut schema_generator()))?;
-    let mut output_schema =
-        object_schema(name, "output", (def.output_schema)(&mut schema_generator()))?;
-    // Inputs are strict: a misspelt field is an error, not silently ignored.
-    input_schema.insert("additionalProperties".into(), Value::Bool(false));
+    let input_schema = input_object(def, &mut schema_generator())?;
     let input_fields: BTreeSet<String> = input_schema
         .get("properties")
         .and_then(Value::as_object)
-        .map(|props| props.keys().cloned().collect())
+        .map(|props| {
+            props
+                .keys()
+                .filter(|field| def.price.is_none() || *field != ESTIMATE_FIELD)
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default();
-    for reserved in [ESTIMATE_FIELD, IDEMPOTENCY_FIELD] {
-        if input_fields.contains(reserved) {
-            return Err(format!(
-                "action `{name}`: the input field `{reserved}` is reserved for the framework; rename it"
-            ));
-        }
-    }
-    if def.price.is_some() {
-        add_property(
-            &mut input_schema,
-            ESTIMATE_FIELD,
-            json!({
-                "type": "boolean",
-                "default": false,
-                "description": "Only price the request: spend nothing, do nothing, and return the price, its breakdown, \
-                    the balance and whether it is sufficient. Needs only the `read` scope."
-            }),
-        );
-        let estimate = object_schema(
-            name,
-            "estimate",
-            schema_generator().root_schema_for::<Estimate>(),
-        )?;
-        output_schema = Map::from_iter([
-            ("type".to_owned(), json!("object")),
-            (
-                "oneOf".to_owned(),
-                json!([Value::Object(output_schema), Value::Object(estimate)]),
-            ),
-        ]);
-    }
+    let estimate = object_schema(
+        name,
+        "estimate",
+        schema_generator().root_schema_for::<Estimate>(),
+    )?;
+    let output_schema = output_object(def, &mut schema_generator(), Value::Object(estimate))?;
     let mut mcp_input_schema = input_schema.clone();
     if def.idempotent {
         add_property(
@@ -289,8 +269,7 @@ fn validate(def: &'static ActionDef) -> Result<Action, String> {
                 "type": "string",
                 "minLength": 1,
                 "maxLength": MAX_KEY_LEN,
-                "description": "A key of your choice (1 to 255 printable characters). A retry with the same key and \
-                    the same arguments within 24 hours returns the first result and spends nothing again."
+                "description": IDEMPOTENCY_KEY_DESCRIPTION,
             }),
         );
     }
@@ -308,13 +287,75 @@ fn validate(def: &'static ActionDef) -> Result<Action, String> {
     })
 }
 
+/// The input object schema of `def` as `generator` makes it, with what the framework adds: strict
+/// fields (`additionalProperties: false`) and, for a priced action, `estimate_only`. The registry
+/// calls it with the inlining [`schema_generator`] (the MCP tool and request decoding) and the
+/// OpenAPI document with its referencing generator, so both faces get their input schema from the
+/// same `JsonSchema` impl through the same steps.
+pub fn input_object(
+    def: &ActionDef,
+    generator: &mut SchemaGenerator,
+) -> Result<Map<String, Value>, String> {
+    let name = def.name;
+    let mut input_schema = object_schema(name, "input", (def.input_schema)(generator))?;
+    // Inputs are strict: a misspelt field is an error, not silently ignored.
+    input_schema.insert("additionalProperties".into(), Value::Bool(false));
+    if let Some(Value::Object(properties)) = input_schema.get("properties") {
+        for reserved in [ESTIMATE_FIELD, IDEMPOTENCY_FIELD] {
+            if properties.contains_key(reserved) {
+                return Err(format!(
+                    "action `{name}`: the input field `{reserved}` is reserved for the framework; rename it"
+                ));
+            }
+        }
+    }
+    if def.price.is_some() {
+        add_property(
+            &mut input_schema,
+            ESTIMATE_FIELD,
+            json!({
+                "type": "boolean",
+                "default": false,
+                "description": "Only price the request: spend nothing, do nothing, and return the price, its breakdown, \
+                    the balance and whether it is sufficient. Needs only the `read` scope."
+            }),
+        );
+    }
+    Ok(input_schema)
+}
+
+/// The output schema of `def` as `generator` makes it; for a priced action, either the output or
+/// `estimate` (the schema of [`Estimate`], inlined or a reference, as the caller's generator has it).
+pub fn output_object(
+    def: &ActionDef,
+    generator: &mut SchemaGenerator,
+    estimate: Value,
+) -> Result<Map<String, Value>, String> {
+    let name = def.name;
+    let output_schema = object_schema(name, "output", (def.output_schema)(generator))?;
+    if def.price.is_none() {
+        return Ok(output_schema);
+    }
+    Ok(Map::from_iter([
+        ("type".to_owned(), json!("object")),
+        (
+            "oneOf".to_owned(),
+            Value::Array(vec![Value::Object(output_schema), estimate]),
+        ),
+    ]))
+}
+
 fn add_property(schema: &mut Map<String, Value>, name: &str, property: Value) {
     if let Value::Object(properties) = schema.entry("properties").or_insert_with(|| json!({})) {
         properties.insert(name.to_owned(), property);
     }
 }
 
-fn object_schema(name: &str, which: &str, schema: Schema) -> Result<Map<String, Value>, String> {
+pub(crate) fn object_schema(
+    name: &str,
+    which: &str,
+    schema: Schema,
+) -> Result<Map<String, Value>, String> {
     let Value::Object(mut map) = schema.to_value() else {
         return Err(format!(
             "action `{name}`: the {which} schema must be a JSON object schema"

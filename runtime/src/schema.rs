@@ -7,7 +7,7 @@
 //! enum type. Each variant's doc comment goes into the schema's description.
 //!
 //! schemars describes unsigned integers with the formats `uint32` and `uint64`, which no OpenAPI
-//! tool knows; [`signed_int_formats`] rewrites them to `int32`/`int64` with `minimum: 0`.
+//! tool knows; [`signed_int_formats`] rewrites them to `int32`/`int64` with their bounds.
 
 use serde_json::Value;
 
@@ -148,18 +148,27 @@ fn join_doc(lines: &[&str]) -> String {
 }
 
 /// Rewrites schemars' unsigned formats (`uint8` to `uint64`) to the signed formats OpenAPI tools
-/// know (`int32`, `int64`), keeping the bound as `minimum: 0` where none is set.
+/// know (`int32`, `int64`), keeping the bounds as `minimum: 0` and a `maximum`: a `u32` does not
+/// fit an `int32`, so it is an `int64` of at most `u32::MAX` unless its own maximum fits an `int32`
+/// (generators and fuzzers read `int32` as "at most 2^31 - 1").
 pub fn signed_int_formats(schema: &mut Schema) {
     let Some(object) = schema.as_object_mut() else {
         return;
     };
-    let format = match object.get("format").and_then(Value::as_str) {
-        Some("uint64" | "uint") => "int64",
-        Some("uint32" | "uint16" | "uint8") => "int32",
+    let own_max = object.get("maximum").and_then(Value::as_u64);
+    let (format, max) = match object.get("format").and_then(Value::as_str) {
+        Some("uint64" | "uint") => ("int64", None),
+        Some("uint32") if own_max.is_some_and(|max| max <= i32::MAX as u64) => ("int32", None),
+        Some("uint32") => ("int64", Some(u64::from(u32::MAX))),
+        Some("uint16") => ("int32", Some(u64::from(u16::MAX))),
+        Some("uint8") => ("int32", Some(u64::from(u8::MAX))),
         _ => return,
     };
     object.insert("format".into(), format.into());
     object.entry("minimum").or_insert(Value::from(0));
+    if let Some(max) = max {
+        object.entry("maximum").or_insert(Value::from(max));
+    }
 }
 
 #[cfg(test)]
@@ -195,6 +204,21 @@ mod tests {
         assert_eq!(
             schema.get("description"),
             Some(&json!("A test set.\n- `sky_blue`: The sky."))
+        );
+    }
+
+    #[test]
+    fn a_u32_without_a_small_maximum_is_an_int64_of_at_most_u32_max() {
+        let mut schema = Schema::from(
+            json!({"type": "integer", "format": "uint32", "minimum": 0})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        signed_int_formats(&mut schema);
+        assert_eq!(
+            schema.as_value(),
+            &json!({"type": "integer", "format": "int64", "minimum": 0, "maximum": 4_294_967_295_u64})
         );
     }
 

@@ -21,6 +21,7 @@ mod lists;
 mod mcp;
 mod oauth;
 mod oauth_tokens;
+mod openapi;
 mod owners;
 mod paging;
 mod parity;

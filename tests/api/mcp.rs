@@ -113,17 +113,107 @@ async fn tools_are_named_after_the_actions_with_annotations_and_schemas() {
     }
 }
 
+/// Writes a document schema the way the tool has it: every `$ref` to a component replaced by the
+/// component (the reference's own keywords, such as a field's description, win), and a nullable
+/// reference (`anyOf: [{$ref}, {type: null}]`) folded into the referenced schema with `null`
+/// allowed, as schemars does when it inlines an `Option<T>`.
+fn inline(document: &Value, schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => {
+            let mut out = Map::new();
+            if let Some(target) = map.get("$ref").and_then(Value::as_str) {
+                let name = target
+                    .strip_prefix("#/components/schemas/")
+                    .unwrap_or_else(|| panic!("unexpected $ref {target}"));
+                if let Value::Object(resolved) =
+                    inline(document, &document["components"]["schemas"][name])
+                {
+                    out = resolved;
+                }
+            }
+            for (key, child) in map {
+                if key != "$ref" {
+                    out.insert(key.clone(), inline(document, child));
+                }
+            }
+            fold_nullable(out)
+        }
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|item| inline(document, item)).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+fn fold_nullable(mut schema: Map<String, Value>) -> Value {
+    let Some(Value::Array(choices)) = schema.get("anyOf") else {
+        return Value::Object(schema);
+    };
+    let [Value::Object(inner), null] = choices.as_slice() else {
+        return Value::Object(schema);
+    };
+    if *null != json!({"type": "null"})
+        || ["if", "allOf", "anyOf", "oneOf", "$ref"]
+            .iter()
+            .any(|key| inner.contains_key(*key))
+    {
+        return Value::Object(schema);
+    }
+    let mut folded = inner.clone();
+    match folded.get_mut("type") {
+        Some(Value::String(kind)) => {
+            let kind = std::mem::take(kind);
+            folded.insert("type".into(), json!([kind, "null"]));
+        }
+        Some(Value::Array(kinds)) if !kinds.contains(&json!("null")) => kinds.push(json!("null")),
+        _ => {}
+    }
+    if let Some(constant) = folded.remove("const") {
+        folded.insert("enum".into(), json!([constant, null]));
+    } else if let Some(Value::Array(values)) = folded.get_mut("enum")
+        && !values.contains(&Value::Null)
+    {
+        values.push(Value::Null);
+    }
+    schema.remove("anyOf");
+    folded.extend(schema);
+    Value::Object(folded)
+}
+
+/// A root schema without its `title` (the document names it by its component instead).
+fn untitled(schema: &Value) -> Value {
+    let mut schema = schema.clone();
+    if let Some(map) = schema.as_object_mut() {
+        map.remove("title");
+    }
+    if let Some(Value::Array(choices)) = schema.get_mut("oneOf") {
+        for choice in choices {
+            if let Some(map) = choice.as_object_mut() {
+                map.remove("title");
+            }
+        }
+    }
+    schema
+}
+
 /// Rebuilds an input schema's `properties` and `required` from an OpenAPI operation: its path and
-/// query parameters (descriptions moved back into the schema) plus its request body.
-fn input_from_operation(operation: &Value) -> (Map<String, Value>, BTreeSet<String>) {
+/// query parameters (descriptions moved back into the schema) plus its request body, with the
+/// document's references inlined. Header parameters (`Idempotency-Key`) are not input fields.
+fn input_from_operation(
+    document: &Value,
+    operation: &Value,
+) -> (Map<String, Value>, BTreeSet<String>) {
     let mut properties = Map::new();
     let mut required = BTreeSet::new();
     for parameter in operation["parameters"].as_array().into_iter().flatten() {
+        if parameter.get("$ref").is_some() || parameter["in"] == json!("header") {
+            continue;
+        }
         let name = parameter["name"]
             .as_str()
             .expect("parameter name")
             .to_owned();
-        let mut schema = parameter["schema"].clone();
+        let mut schema = inline(document, &parameter["schema"]);
         if let (Some(description), Some(map)) =
             (parameter.get("description"), schema.as_object_mut())
         {
@@ -137,7 +227,7 @@ fn input_from_operation(operation: &Value) -> (Map<String, Value>, BTreeSet<Stri
     let body = &operation["requestBody"]["content"]["application/json"]["schema"];
     if let Some(body_properties) = body["properties"].as_object() {
         for (name, schema) in body_properties {
-            properties.insert(name.clone(), schema.clone());
+            properties.insert(name.clone(), inline(document, schema));
         }
     }
     for name in body["required"].as_array().into_iter().flatten() {
@@ -173,7 +263,7 @@ async fn each_tool_input_schema_is_its_openapi_operations_input() {
                 .iter()
                 .find(|tool| tool["name"] == json!(tool_name))
                 .unwrap_or_else(|| panic!("no tool {tool_name}"));
-            let (properties, required) = input_from_operation(operation);
+            let (properties, required) = input_from_operation(&document, operation);
             let mut tool_properties = tool["inputSchema"]["properties"]
                 .as_object()
                 .cloned()
@@ -201,7 +291,8 @@ async fn each_tool_input_schema_is_its_openapi_operations_input() {
             let (_, success) =
                 success.unwrap_or_else(|| panic!("{method} {path} has no success response"));
             assert_eq!(
-                success["content"]["application/json"]["schema"], tool["outputSchema"],
+                inline(&document, &success["content"]["application/json"]["schema"]),
+                untitled(&tool["outputSchema"]),
                 "{method} {path}: output schema"
             );
             assert_eq!(
