@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 /// The top-level modules of `runtime/src`, bottom layer first.
 const LAYERS: &[&[&str]] = &[
     // Foundations: they import nothing from this crate.
-    &["clock", "ids", "error", "scope", "paging", "db", "schema"],
+    &[
+        "clock", "ids", "error", "scope", "paging", "db", "schema", "words",
+    ],
     // The bookkeeping and the rules that the faces, the web pages and the CLI share.
     // `lease` keeps a hold on a shared row alive while its work runs.
     &[
