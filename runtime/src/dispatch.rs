@@ -363,10 +363,10 @@ pub fn decode_input<T: DeserializeOwned>(
     input: Value,
     schema: Option<&Map<String, Value>>,
 ) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(input).map_err(|error| {
+    serde_path_to_error::deserialize(&input).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner().to_string();
-        ApiError::invalid_request(words::decode_message(&path, &inner, schema))
+        ApiError::invalid_request(words::decode_message(&path, &inner, schema, Some(&input)))
     })
 }
 

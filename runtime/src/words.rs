@@ -15,8 +15,28 @@ use serde_json::{Map, Value};
 
 /// The sentence for a decoding error at `path` (serde_path_to_error's `a.b[0].c`, `.` for the
 /// root) whose serde message is `inner`, given the input's JSON Schema.
-pub fn decode_message(path: &str, inner: &str, schema: Option<&Map<String, Value>>) -> String {
+///
+/// A flattened struct (paging's `limit` and `offset`) loses serde's path; when the message then
+/// names a top-level field in backticks, the field, its schema and the value sent in `input` make
+/// the sentence instead.
+pub fn decode_message(
+    path: &str,
+    inner: &str,
+    schema: Option<&Map<String, Value>>,
+    input: Option<&Value>,
+) -> String {
     let at = |path: &str| schema.and_then(|root| schema_at(root, path));
+    if path == "."
+        && let Some(field) = between(inner, "`", "`")
+        && let Some(property) = at(field)
+        && let Some(value) = input.and_then(|input| input.get(field))
+    {
+        return format!(
+            "Invalid field `{field}`: expected {}, got {}.",
+            describe(property),
+            value_words(value)
+        );
+    }
     if let Some(field) = between(inner, "missing field `", "`") {
         let full = join_path(path, field);
         let expected = at(&full).map(|schema| format!(": expected {}", describe(schema)));
@@ -217,6 +237,19 @@ fn object_shape(schema: &Map<String, Value>) -> String {
     format!("{{{}}}", fields.join(", "))
 }
 
+/// A JSON value as the sentence names it: `the string "x"`, `the number 3`, `an object`.
+pub fn value_words(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_owned(),
+        Value::Bool(flag) => flag.to_string(),
+        Value::Number(number) => format!("the number {number}"),
+        Value::String(text) if text.chars().count() > 60 => "a long string".to_owned(),
+        Value::String(_) => format!("the string {value}"),
+        Value::Array(_) => "a list".to_owned(),
+        Value::Object(_) => "an object".to_owned(),
+    }
+}
+
 /// serde's name for what it found, as JSON: `map` -> `an object`, `string "x"` -> `the string "x"`.
 pub fn json_words(unexpected: &str) -> String {
     let unexpected = unexpected.trim();
@@ -301,7 +334,7 @@ mod tests {
     #[test]
     fn type_errors_say_what_is_expected_in_json_words_and_name_the_field() {
         let schema = schema();
-        let message = |path: &str, inner: &str| decode_message(path, inner, Some(&schema));
+        let message = |path: &str, inner: &str| decode_message(path, inner, Some(&schema), None);
         assert_eq!(
             message("limit", "invalid type: string \"x\", expected u32"),
             "Invalid field `limit`: expected a whole number between 1 and 200, got the string \"x\"."
@@ -340,6 +373,15 @@ mod tests {
             "Missing field `criteria.industries[0].points`: expected a whole number between 1 and 100."
         );
         assert_eq!(
+            decode_message(
+                ".",
+                "`limit` must be between 1 and 200, got 300",
+                Some(&schema),
+                Some(&json!({"limit": 300}))
+            ),
+            "Invalid field `limit`: expected a whole number between 1 and 200, got the number 300."
+        );
+        assert_eq!(
             message("limit", "`limit` must be between 1 and 200, got 300"),
             "Invalid field `limit`: `limit` must be between 1 and 200, got 300."
         );
@@ -348,7 +390,7 @@ mod tests {
     #[test]
     fn without_a_schema_serdes_rust_words_are_translated() {
         assert_eq!(
-            decode_message("n", "invalid type: map, expected u32", None),
+            decode_message("n", "invalid type: map, expected u32", None, None),
             "Invalid field `n`: expected a whole number of 0 or more, got an object."
         );
         assert_eq!(
@@ -360,7 +402,12 @@ mod tests {
             "Invalid field `x`: expected an object, got a list."
         );
         assert_eq!(
-            decode_message(".", "invalid type: sequence, expected struct Input", None),
+            decode_message(
+                ".",
+                "invalid type: sequence, expected struct Input",
+                None,
+                None
+            ),
             "Invalid input: expected an object, got a list."
         );
     }

@@ -51,7 +51,9 @@ pub async fn guard(State(state): State<Arc<AppState>>, request: Request, next: N
         return json_refusals(next.run(request).await, config).await;
     }
     let (mut parts, body) = request.into_parts();
-    match accepts_json(parts.headers.get(header::ACCEPT)) {
+    let accept: Vec<&HeaderValue> = parts.headers.get_all(header::ACCEPT).iter().collect();
+    let accepted = accept.is_empty() || accept.iter().any(|value| accepts_json(Some(value)));
+    match accepted {
         true => {
             parts
                 .headers

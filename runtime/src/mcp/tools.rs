@@ -69,7 +69,9 @@ fn tool(action: &Action, actions: &BTreeSet<&str>) -> Tool {
 /// taken out (see the module header).
 pub fn input_schema(action: &Action) -> Map<String, Value> {
     let mut schema = action.mcp_input_schema.as_ref().clone();
+    // The Rust type's name and "The input of `x`." tell a model nothing the tool does not.
     schema.remove("description");
+    schema.remove("title");
     let mut seen = BTreeSet::new();
     trim_input(&mut schema, &mut seen);
     schema
