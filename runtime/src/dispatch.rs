@@ -136,7 +136,7 @@ impl Dispatcher {
         let input = Value::Object(fields);
         let fingerprint = (def.idempotent && idempotency_key.is_some())
             .then(|| idempotency::fingerprint(def.name, &input));
-        let decoded = (def.decode)(input, &action.input_schema)?;
+        let decoded = (def.decode)(&input, &action.input_schema)?;
         let ctx = Ctx::new(
             self.db.clone(),
             principal.clone(),
@@ -360,13 +360,13 @@ fn refuse_nul(path: &str, value: &Value) -> Result<(), ApiError> {
 /// Decodes an input object into `T`, naming the field at fault and saying in JSON words what
 /// it takes (from `schema`, the input's JSON Schema, where it has the field).
 pub fn decode_input<T: DeserializeOwned>(
-    input: Value,
+    input: &Value,
     schema: Option<&Map<String, Value>>,
 ) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(&input).map_err(|error| {
+    serde_path_to_error::deserialize(input).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner().to_string();
-        ApiError::invalid_request(words::decode_message(&path, &inner, schema, Some(&input)))
+        ApiError::invalid_request(words::decode_message(&path, &inner, schema, Some(input)))
     })
 }
 

@@ -135,7 +135,7 @@ pub mod __private {
     }
 
     pub fn decode<T: ActionInput>(
-        value: Value,
+        value: &Value,
         schema: &serde_json::Map<String, Value>,
     ) -> Result<ErasedInput, ApiError> {
         crate::dispatch::decode_input::<T>(value, Some(schema))

@@ -38,7 +38,7 @@ pub type ErasedInput = Box<dyn Any + Send + Sync>;
 /// Decodes the JSON input object into the action's input type.
 /// Decodes an input object; the second argument is the action's input schema, which the error
 /// sentences describe expected values from.
-pub type DecodeFn = fn(Value, &Map<String, Value>) -> Result<ErasedInput, ApiError>;
+pub type DecodeFn = fn(&Value, &Map<String, Value>) -> Result<ErasedInput, ApiError>;
 
 /// The plan a price function made, which only the action's own shims know the type of.
 pub type ErasedPlan = Box<dyn Any + Send>;

@@ -397,6 +397,7 @@ mod tests {
             decode_message(
                 "x",
                 "invalid type: sequence, expected struct Criterion",
+                None,
                 None
             ),
             "Invalid field `x`: expected an object, got a list."

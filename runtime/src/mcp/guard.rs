@@ -44,7 +44,7 @@ pub const INVALID_PARAMS: i64 = -32602;
 /// The middleware: refuses what rmcp would refuse unreadably, and rewrites what it still does.
 pub async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let config = &state.config;
-    if let Err(refusal) = check_host(config, &request) {
+    if let Some(refusal) = host_refusal(config, &request) {
         return refusal;
     }
     if request.method() != Method::POST {
@@ -129,23 +129,19 @@ fn accepts_json(accept: Option<&HeaderValue>) -> bool {
 }
 
 /// Holds `Host` to the base URL (any loopback spelling when that is loopback).
-fn check_host(config: &Config, request: &Request) -> Result<(), Response> {
-    let Some(expected) = config.authority() else {
-        return Ok(());
-    };
+fn host_refusal(config: &Config, request: &Request) -> Option<Response> {
+    let expected = config.authority()?;
     let host = request
         .headers()
         .get(header::HOST)
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned)
         .or_else(|| request.uri().authority().map(ToString::to_string));
-    let Some(host) = host else {
-        return Ok(());
-    };
+    let host = host?;
     if host_matches(&expected, &host) {
-        return Ok(());
+        return None;
     }
-    Err(refusal(
+    Some(refusal(
         StatusCode::FORBIDDEN,
         ErrorCode::Forbidden,
         format!(
