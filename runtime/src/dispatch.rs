@@ -33,6 +33,7 @@ use crate::idempotency::{self, Claim, Claimed};
 use crate::lease::Heartbeat;
 use crate::registry::{Action, ErasedInput, ErasedPlan, Registry};
 use crate::scope::Scope;
+use crate::words;
 
 pub use crate::registry::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD};
 
@@ -135,7 +136,7 @@ impl Dispatcher {
         let input = Value::Object(fields);
         let fingerprint = (def.idempotent && idempotency_key.is_some())
             .then(|| idempotency::fingerprint(def.name, &input));
-        let decoded = (def.decode)(input)?;
+        let decoded = (def.decode)(&input, &action.input_schema)?;
         let ctx = Ctx::new(
             self.db.clone(),
             principal.clone(),
@@ -356,17 +357,16 @@ fn refuse_nul(path: &str, value: &Value) -> Result<(), ApiError> {
     }
 }
 
-/// Decodes an input object into `T`, naming the field at fault.
-pub fn decode_input<T: DeserializeOwned>(input: Value) -> Result<T, ApiError> {
+/// Decodes an input object into `T`, naming the field at fault and saying in JSON words what
+/// it takes (from `schema`, the input's JSON Schema, where it has the field).
+pub fn decode_input<T: DeserializeOwned>(
+    input: &Value,
+    schema: Option<&Map<String, Value>>,
+) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(input).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner().to_string();
-        let message = if path == "." || inner.contains('`') && inner.contains(&path) {
-            format!("Invalid input: {inner}.")
-        } else {
-            format!("Invalid field `{path}`: {inner}.")
-        };
-        ApiError::invalid_request(message)
+        ApiError::invalid_request(words::decode_message(&path, &inner, schema, Some(input)))
     })
 }
 

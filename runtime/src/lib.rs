@@ -13,8 +13,8 @@
 //! only from its own layer or below, never from above, and there are no cycles (`tests/layers.rs`
 //! checks both and holds the same list):
 //!
-//! 1. `clock`, `ids`, `error`, `scope`, `paging`, `db`, `cors`: foundations that import nothing
-//!    here.
+//! 1. `clock`, `ids`, `error`, `scope`, `paging`, `db`, `schema`, `words`, `cors`: foundations
+//!    that import nothing here.
 //! 2. `lease`, `credits`, `idempotency`, `principal`, `config`, `admin`: the bookkeeping and the rules
 //!    that the faces, the web pages and the CLI share.
 //! 3. `ctx`: what an action receives.
@@ -41,6 +41,7 @@ pub mod ids;
 pub mod paging;
 pub mod schema;
 pub mod scope;
+pub mod words;
 
 pub mod admin;
 pub mod config;
@@ -140,8 +141,12 @@ pub mod __private {
         generator.root_schema_for::<T>()
     }
 
-    pub fn decode<T: ActionInput>(value: Value) -> Result<ErasedInput, ApiError> {
-        crate::dispatch::decode_input::<T>(value).map(|input| Box::new(input) as ErasedInput)
+    pub fn decode<T: ActionInput>(
+        value: &Value,
+        schema: &serde_json::Map<String, Value>,
+    ) -> Result<ErasedInput, ApiError> {
+        crate::dispatch::decode_input::<T>(value, Some(schema))
+            .map(|input| Box::new(input) as ErasedInput)
     }
 
     /// Unwraps an input decoded by the same action's `decode`.

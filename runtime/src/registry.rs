@@ -40,7 +40,9 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub type ErasedInput = Box<dyn Any + Send + Sync>;
 
 /// Decodes the JSON input object into the action's input type.
-pub type DecodeFn = fn(Value) -> Result<ErasedInput, ApiError>;
+/// Decodes an input object; the second argument is the action's input schema, which the error
+/// sentences describe expected values from.
+pub type DecodeFn = fn(&Value, &Map<String, Value>) -> Result<ErasedInput, ApiError>;
 
 /// The plan a price function made, which only the action's own shims know the type of.
 pub type ErasedPlan = Box<dyn Any + Send>;

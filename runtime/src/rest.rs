@@ -24,6 +24,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::registry::Action;
 use crate::request_id::request_id;
 use crate::state::AppState;
+use crate::words;
 
 /// The routes of every action with an `http` attribute, relative to `/api/v1`.
 pub fn action_routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
@@ -255,6 +256,18 @@ fn is_json(headers: &HeaderMap) -> bool {
         .unwrap_or(false)
 }
 
+/// The refusal of a query or path value of the wrong type, in the words the MCP face uses for
+/// the same value sent as a JSON string.
+fn not_a(field: &str, property: &Value, text: &str) -> ApiError {
+    let expected = property
+        .as_object()
+        .map_or_else(|| "another type".to_owned(), words::describe);
+    ApiError::invalid_request(format!(
+        "Invalid field `{field}`: expected {expected}, got the string {}.",
+        Value::String(text.to_owned())
+    ))
+}
+
 /// Converts a query or path string to the JSON type the input schema declares for `field`.
 fn coerce(schema: &Map<String, Value>, field: &str, text: &str) -> Result<Value, ApiError> {
     let Some(property) = schema.get("properties").and_then(|props| props.get(field)) else {
@@ -271,9 +284,7 @@ fn coerce(schema: &Map<String, Value>, field: &str, text: &str) -> Result<Value,
             return Ok(Value::from(number));
         }
         if !wants("string") {
-            return Err(ApiError::invalid_request(format!(
-                "`{field}` must be an integer, got `{text}`."
-            )));
+            return Err(not_a(field, property, text));
         }
     }
     if wants("number") {
@@ -285,9 +296,7 @@ fn coerce(schema: &Map<String, Value>, field: &str, text: &str) -> Result<Value,
             return Ok(Value::Number(number));
         }
         if !wants("string") {
-            return Err(ApiError::invalid_request(format!(
-                "`{field}` must be a number, got `{text}`."
-            )));
+            return Err(not_a(field, property, text));
         }
     }
     if wants("boolean") {
@@ -295,9 +304,7 @@ fn coerce(schema: &Map<String, Value>, field: &str, text: &str) -> Result<Value,
             "true" => return Ok(Value::Bool(true)),
             "false" => return Ok(Value::Bool(false)),
             _ if !wants("string") => {
-                return Err(ApiError::invalid_request(format!(
-                    "`{field}` must be `true` or `false`, got `{text}`."
-                )));
+                return Err(not_a(field, property, text));
             }
             _ => {}
         }

@@ -506,3 +506,108 @@ async fn a_whitespace_only_body_is_not_an_empty_object() {
     let message = response.expect_error(400, "invalid_request").to_owned();
     assert!(message.contains("not valid JSON"), "{message}");
 }
+
+/// Type errors read as JSON, not Rust, and name the field, over REST and MCP alike.
+#[tokio::test]
+async fn type_errors_speak_json_and_name_the_field_on_both_faces() {
+    let app = spawn_app().await;
+    let rust_words = [
+        "expected u",
+        "expected i",
+        "a sequence",
+        "a map",
+        "struct ",
+        "invalid type",
+    ];
+    let cases = [
+        (
+            "/prospects?limit=abc",
+            "service_list_prospects",
+            json!({"limit": "abc"}),
+            "`limit`",
+            "a whole number between 1 and 200",
+        ),
+        (
+            "",
+            "service_create_prospect",
+            json!({"first_name": "A", "tags": {"a": 1}}),
+            "`tags`",
+            "a list of strings",
+        ),
+        (
+            "",
+            "service_create_prospect",
+            json!({"first_name": 5}),
+            "`first_name`",
+            "a string",
+        ),
+        (
+            "",
+            "service_create_prospect",
+            json!({"first_name": "A", "do_not_contact": "yes"}),
+            "`do_not_contact`",
+            "true or false",
+        ),
+        (
+            "",
+            "service_create_prospect",
+            json!({"first_name": "A", "company_size": "big"}),
+            "`company_size`",
+            "a whole number",
+        ),
+        (
+            "",
+            "service_get_prospect",
+            json!({"id": 42}),
+            "`id`",
+            "a string",
+        ),
+    ];
+    for (rest_path, tool, input, field, words) in cases {
+        let (is_error, mcp) = app.mcp_call(&app.key, tool, input.clone()).await;
+        assert!(is_error, "{tool} {input}: {mcp}");
+        assert_eq!(mcp["code"], json!("invalid_request"), "{mcp}");
+        let sentence = mcp["error"].as_str().unwrap_or_default();
+        assert!(
+            sentence.contains(field),
+            "{tool} {input}: names {field}: {sentence}"
+        );
+        assert!(
+            sentence.contains(words),
+            "{tool} {input}: says {words:?}: {sentence}"
+        );
+        for rust in rust_words {
+            assert!(
+                !sentence.contains(rust),
+                "{tool} {input}: {rust:?} in {sentence}"
+            );
+        }
+        if tool == "service_get_prospect" {
+            // On REST the id is path text, so `/prospects/42` is simply not found.
+            continue;
+        }
+        let action = app.registry.by_tool_name(tool).expect("the tool's action");
+        let rest = if rest_path.is_empty() {
+            app.rest_call(action, Auth::Key(&app.key), &input).await
+        } else {
+            app.get(rest_path, &app.key).await
+        };
+        let rest_sentence = rest.expect_error(400, "invalid_request").to_owned();
+        assert_eq!(rest_sentence, sentence, "{tool} {input}: the faces agree");
+    }
+    let message = app
+        .post_json(
+            "/targetings",
+            &app.key,
+            json!({"name": "T", "criteria": {"industries": {"value": "saas", "points": 10}}}),
+        )
+        .await
+        .expect_error(400, "invalid_request")
+        .to_owned();
+    assert!(message.contains("`criteria.industries`"), "{message}");
+    assert!(
+        message.contains(r#"a list of objects like {"value": ..., "points": ...}"#),
+        "{message}"
+    );
+    assert!(message.contains("got an object"), "{message}");
+}

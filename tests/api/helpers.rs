@@ -557,9 +557,51 @@ impl TestApp {
         (response.status, response.headers, response.body)
     }
 
-    /// `tools/call`: returns `(isError, structuredContent)`, checking the envelope on the way:
-    /// HTTP 200, a JSON-RPC result, and a text block equal to the structured content.
+    /// `tools/call`: returns `(isError, body)`, checking the envelope on the way: HTTP 200, a
+    /// JSON-RPC result, and a text block with the body as JSON. A success carries the body as
+    /// `structuredContent` too (the `replayed` mark of a replayed answer is checked against
+    /// `_meta` and taken off, so the body compares with REST's); a failure carries none, since
+    /// clients validate it against the output schema, and its body is the text block.
     pub async fn mcp_call(&self, key: &str, tool: &str, arguments: Value) -> (bool, Value) {
+        let result = self.mcp_call_result(key, tool, arguments).await;
+        let is_error = result["isError"].as_bool().unwrap_or(false);
+        let text = result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no text block: {result}"));
+        let from_text: Value = serde_json::from_str(text).expect("the text block is JSON");
+        if is_error {
+            assert!(
+                result.get("structuredContent").is_none(),
+                "a tool error carries no structuredContent: {result}"
+            );
+            assert!(
+                from_text["error"].is_string() && from_text["code"].is_string(),
+                "a tool error's text is the {{error, code}} body: {result}"
+            );
+            return (true, from_text);
+        }
+        let mut structured = result["structuredContent"].clone();
+        assert!(
+            !structured.is_null(),
+            "tools/call {tool} without structuredContent: {result}"
+        );
+        assert_eq!(
+            from_text, structured,
+            "the text block carries the structured content"
+        );
+        let replayed = structured
+            .as_object_mut()
+            .and_then(|fields| fields.remove("replayed"));
+        assert_eq!(
+            replayed.is_some(),
+            result["_meta"]["idempotent_replayed"] == json!(true),
+            "a replay is marked in structuredContent and _meta alike: {result}"
+        );
+        (false, structured)
+    }
+
+    /// `tools/call`: the JSON-RPC `result`, after checking HTTP 200 and the id.
+    pub async fn mcp_call_result(&self, key: &str, tool: &str, arguments: Value) -> Value {
         let request = json!({
             "jsonrpc": "2.0",
             "id": 7,
@@ -573,23 +615,9 @@ impl TestApp {
             json!(7),
             "the response answers the request: {body}"
         );
-        let result = body
-            .get("result")
-            .unwrap_or_else(|| panic!("tools/call {tool} gave no result: {body}"));
-        let structured = result["structuredContent"].clone();
-        assert!(
-            !structured.is_null(),
-            "tools/call {tool} without structuredContent: {body}"
-        );
-        let text = result["content"][0]["text"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no text block: {body}"));
-        let from_text: Value = serde_json::from_str(text).expect("the text block is JSON");
-        assert_eq!(
-            from_text, structured,
-            "the text block carries the structured content"
-        );
-        (result["isError"].as_bool().unwrap_or(false), structured)
+        body.get("result")
+            .unwrap_or_else(|| panic!("tools/call {tool} gave no result: {body}"))
+            .clone()
     }
 
     /// `tools/list`: the tools.

@@ -6,7 +6,39 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
+use outreach_runtime::mcp;
+
 use crate::helpers::{Auth, Body, spawn_app};
+
+/// A schema without its descriptions and null defaults: what the MCP face may trim.
+fn bare(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(key, value)| {
+                    !(*key == "description" || *key == "default" && value.is_null())
+                })
+                .map(|(key, value)| {
+                    let value = if key == "properties" {
+                        Value::Object(
+                            value
+                                .as_object()
+                                .into_iter()
+                                .flatten()
+                                .map(|(name, property)| (name.clone(), bare(property)))
+                                .collect(),
+                        )
+                    } else {
+                        bare(value)
+                    };
+                    (key.clone(), value)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(bare).collect()),
+        other => other.clone(),
+    }
+}
 
 #[tokio::test]
 async fn tools_are_named_after_the_actions_with_annotations_and_schemas() {
@@ -81,8 +113,8 @@ async fn tools_are_named_after_the_actions_with_annotations_and_schemas() {
         );
         assert_eq!(
             tool["inputSchema"].as_object(),
-            Some(action.mcp_input_schema.as_ref()),
-            "{name}: the registry's input schema"
+            Some(&mcp::input_schema(action)),
+            "{name}: the registry's input schema, trimmed for the MCP face"
         );
         let mut without_key = action.mcp_input_schema.as_ref().clone();
         if action.def.idempotent {
@@ -107,8 +139,8 @@ async fn tools_are_named_after_the_actions_with_annotations_and_schemas() {
         );
         assert_eq!(
             tool["outputSchema"].as_object(),
-            Some(action.output_schema.as_ref()),
-            "{name}: the registry's output schema"
+            Some(&mcp::output_schema(action)),
+            "{name}: the registry's output schema, loosened for the MCP face"
         );
     }
 }
@@ -178,22 +210,6 @@ fn fold_nullable(mut schema: Map<String, Value>) -> Value {
     schema.remove("anyOf");
     folded.extend(schema);
     Value::Object(folded)
-}
-
-/// A root schema without its `title` (the document names it by its component instead).
-fn untitled(schema: &Value) -> Value {
-    let mut schema = schema.clone();
-    if let Some(map) = schema.as_object_mut() {
-        map.remove("title");
-    }
-    if let Some(Value::Array(choices)) = schema.get_mut("oneOf") {
-        for choice in choices {
-            if let Some(map) = choice.as_object_mut() {
-                map.remove("title");
-            }
-        }
-    }
-    schema
 }
 
 /// Rebuilds an input schema's `properties` and `required` from an OpenAPI operation: its path and
@@ -273,8 +289,9 @@ async fn each_tool_input_schema_is_its_openapi_operations_input() {
                 tool_properties.remove("idempotency_key");
             }
             assert_eq!(
-                properties, tool_properties,
-                "{method} {path}: the tool's input schema is the operation's"
+                bare(&Value::Object(properties)),
+                bare(&Value::Object(tool_properties)),
+                "{method} {path}: the tool's input schema is the operation's (descriptions aside)"
             );
             let tool_required: BTreeSet<String> = tool["inputSchema"]["required"]
                 .as_array()
@@ -290,10 +307,22 @@ async fn each_tool_input_schema_is_its_openapi_operations_input() {
                 .find(|(status, _)| status.starts_with('2'));
             let (_, success) =
                 success.unwrap_or_else(|| panic!("{method} {path} has no success response"));
+            let top_level = |schema: &Value| -> Vec<String> {
+                schema["properties"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(name, _)| name.clone())
+                    .filter(|name| name != "replayed")
+                    .collect()
+            };
             assert_eq!(
-                inline(&document, &success["content"]["application/json"]["schema"]),
-                untitled(&tool["outputSchema"]),
-                "{method} {path}: output schema"
+                top_level(&inline(
+                    &document,
+                    &success["content"]["application/json"]["schema"]
+                )),
+                top_level(&tool["outputSchema"]),
+                "{method} {path}: the output schema's fields"
             );
             assert_eq!(
                 operation["x-required-scope"],
@@ -522,4 +551,258 @@ async fn a_tool_error_is_a_result_with_is_error_and_the_rest_body() {
         body["error"].as_str().unwrap_or_default().contains("id"),
         "{body}"
     );
+}
+
+#[tokio::test]
+async fn a_tool_error_carries_no_structured_content_and_names_the_field() {
+    let app = spawn_app().await;
+    let result = app
+        .mcp_call_result(&app.key, "service_get_prospect", json!({"id": 42}))
+        .await;
+    assert_eq!(result["isError"], json!(true), "{result}");
+    assert!(result.get("structuredContent").is_none(), "{result}");
+    let body: Value =
+        serde_json::from_str(result["content"][0]["text"].as_str().expect("text")).expect("JSON");
+    assert_eq!(body["code"], json!("invalid_request"), "{body}");
+    let sentence = body["error"].as_str().unwrap_or_default();
+    assert!(sentence.contains("`id`"), "{sentence}");
+    assert!(sentence.contains("a string"), "{sentence}");
+    assert!(!sentence.contains("expected u"), "{sentence}");
+}
+
+#[tokio::test]
+async fn tools_list_stays_under_60_kb() {
+    let app = spawn_app().await;
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let response = app
+        .client
+        .post(app.url("/api/mcp"))
+        .bearer_auth(&app.key)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(request.to_string())
+        .send()
+        .await
+        .expect("tools/list");
+    assert_eq!(response.status().as_u16(), 200);
+    let bytes = response.bytes().await.expect("body").len();
+    println!(
+        "tools/list: {bytes} bytes for {} tools",
+        app.registry.actions().len()
+    );
+    assert!(bytes < 60_000, "tools/list is {bytes} bytes");
+}
+
+#[tokio::test]
+async fn descriptions_name_tools_not_rest_operations_or_statuses() {
+    let app = spawn_app().await;
+    let names: Vec<String> = app
+        .registry
+        .actions()
+        .iter()
+        .map(|action| action.name().to_owned())
+        .collect();
+    for tool in app.mcp_tools(&app.key).await {
+        let description = tool["description"].as_str().expect("description");
+        for status in [
+            " 400",
+            " 404",
+            " 409",
+            " 402",
+            " 413",
+            "(409",
+            "Idempotency-Key",
+        ] {
+            assert!(
+                !description.contains(status),
+                "{}: {status:?} in {description}",
+                tool["name"]
+            );
+        }
+        for name in &names {
+            assert!(
+                !description.contains(&format!("`{name}`")),
+                "{}: `{name}` is not a tool name: {description}",
+                tool["name"]
+            );
+        }
+    }
+}
+
+async fn raw_post(
+    app: &crate::helpers::TestApp,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> (u16, Value) {
+    let mut map = reqwest::header::HeaderMap::new();
+    map.insert(
+        "accept",
+        "application/json, text/event-stream".parse().unwrap(),
+    );
+    map.insert("content-type", "application/json".parse().unwrap());
+    for (name, value) in headers {
+        map.insert(
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value.parse().unwrap(),
+        );
+    }
+    let response = app
+        .client
+        .post(app.url("/api/mcp"))
+        .bearer_auth(&app.key)
+        .headers(map)
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("send");
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let text = response.text().await.expect("text");
+    assert!(
+        content_type.starts_with("application/json"),
+        "{status} {content_type}: {text}"
+    );
+    (status, serde_json::from_str(&text).expect("a JSON body"))
+}
+
+#[tokio::test]
+async fn malformed_json_rpc_gets_json_rpc_errors_with_the_right_codes() {
+    let app = spawn_app().await;
+    let cases = [
+        ("{not json", -32700),
+        (
+            r#"[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]"#,
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": null, "method": "tools/list"}"#,
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc": "1.0", "id": 1, "method": "tools/list"}"#,
+            -32600,
+        ),
+        (r#"{"jsonrpc": "2.0", "id": 1}"#, -32600),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "service_get_workspace", "arguments": [1]}}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": [1]}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "nope/nothing"}"#,
+            -32601,
+        ),
+    ];
+    for (body, code) in cases {
+        let (status, reply) = raw_post(&app, body, &[]).await;
+        assert!(status < 500, "{body}: {status}");
+        assert_eq!(reply["jsonrpc"], json!("2.0"), "{body}: {reply}");
+        assert_eq!(reply["error"]["code"], json!(code), "{body}: {reply}");
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{body}: {reply}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn transport_refusals_are_json_that_says_what_to_send() {
+    let app = spawn_app().await;
+    let list = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}"#;
+    let (status, body) = raw_post(&app, list, &[("accept", "text/html")]).await;
+    assert_eq!(status, 406, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("application/json"),
+        "{body}"
+    );
+    let (status, body) = raw_post(&app, list, &[("content-type", "text/plain")]).await;
+    assert_eq!(status, 415, "{body}");
+    assert_eq!(body["code"], json!("unsupported_media_type"), "{body}");
+    // Only JSON is ever answered, so a client that does not ask for a stream is served.
+    let (status, body) = raw_post(&app, list, &[("accept", "application/json")]).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = raw_post(&app, list, &[("host", "evil.example")]).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["code"], json!("forbidden"), "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&app.base_url),
+        "{body}"
+    );
+    let response = app
+        .client
+        .get(app.url("/api/mcp"))
+        .bearer_auth(&app.key)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("GET");
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.expect("a JSON body");
+    assert!((400..500).contains(&status), "{status}: {body}");
+    assert!(
+        body["code"].is_string() && body["error"].is_string(),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn every_loopback_spelling_of_the_base_url_is_accepted() {
+    let app = spawn_app().await;
+    let port = app.base_url.rsplit(':').next().expect("port").to_owned();
+    let list = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}"#;
+    for host in ["localhost", "127.0.0.1", "[::1]"] {
+        let host = format!("{host}:{port}");
+        let (status, body) = raw_post(&app, list, &[("host", &host)]).await;
+        assert_eq!(status, 200, "{host}: {body}");
+    }
+    let (status, _) = raw_post(&app, list, &[("host", "localhost:1")]).await;
+    assert_eq!(status, 403, "another port is another server");
+}
+
+#[tokio::test]
+async fn a_replayed_call_says_so_in_structured_content_and_meta() {
+    let app = spawn_app().await;
+    app.grant_credits(100).await;
+    let arguments = json!({"csv": "email\nada@example.com\n", "idempotency_key": "mcp-replay"});
+    let first = app
+        .mcp_call_result(&app.key, "service_import_prospects", arguments.clone())
+        .await;
+    assert_eq!(first["isError"], json!(false), "{first}");
+    assert!(
+        first["structuredContent"].get("replayed").is_none(),
+        "{first}"
+    );
+    assert!(first.get("_meta").is_none(), "{first}");
+    let replay = app
+        .mcp_call_result(&app.key, "service_import_prospects", arguments)
+        .await;
+    assert_eq!(
+        replay["structuredContent"]["replayed"],
+        json!(true),
+        "{replay}"
+    );
+    assert_eq!(
+        replay["_meta"]["idempotent_replayed"],
+        json!(true),
+        "{replay}"
+    );
+    let mut stored = replay["structuredContent"].clone();
+    stored.as_object_mut().expect("object").remove("replayed");
+    assert_eq!(stored, first["structuredContent"], "the same answer");
 }

@@ -50,7 +50,7 @@ async fn every_operation_has_a_request_and_a_response_example_that_decode() {
             .registry
             .get(name)
             .unwrap_or_else(|| panic!("an example names `{name}`, which is no action"));
-        if let Err(error) = (action.def.decode)(example.request.clone()) {
+        if let Err(error) = (action.def.decode)(&example.request, &action.input_schema) {
             panic!("the example request of `{name}` does not decode: {error:?}");
         }
     }

@@ -17,13 +17,14 @@
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::transport::StreamableHttpServerConfig;
 use rmcp::transport::StreamableHttpService;
@@ -31,67 +32,44 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, service::RequestContext};
 use serde_json::Value;
 
+mod guard;
+mod tools;
+
+pub use guard::host_matches;
+pub use tools::{input_schema, output_schema, tool_description, tools};
+
 use crate::auth::{self, CredentialKind, Principal};
 use crate::dispatch::Dispatcher;
 use crate::error::{ApiError, ErrorCode};
-use crate::registry::{Action, ESTIMATE_FIELD, IDEMPOTENCY_FIELD, Registry};
+use crate::registry::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD, Registry};
 use crate::request_id::{RequestId, request_id};
 use crate::scope::Scope;
 use crate::state::AppState;
 use axum::extract::FromRef;
 
-/// Builds the tool list once: name, description, schemas and annotations for every action.
-pub fn tools(registry: &Registry) -> Vec<Tool> {
-    registry.actions().iter().map(tool).collect()
-}
-
-fn tool(action: &Action) -> Tool {
-    let def = action.def;
-    let description = if def.description.is_empty() {
-        def.summary.to_owned()
-    } else {
-        format!("{}\n\n{}", def.summary, def.description)
-    };
-    let read_only = action.is_read_only();
-    let mut annotations = ToolAnnotations::with_title(def.summary.trim_end_matches('.'))
-        .read_only(read_only)
-        .open_world(false);
-    if !read_only {
-        annotations = annotations
-            .destructive(action.is_destructive())
-            .idempotent(def.idempotent);
-    }
-    let mut tool = Tool::new(
-        action.tool_name(),
-        description,
-        action.mcp_input_schema.clone(),
-    );
-    tool.output_schema = Some(action.output_schema.clone());
-    tool.annotations = Some(annotations);
-    tool
-}
-
-/// The transport configuration: stateless, JSON responses, `Host` held to the base URL.
-pub fn service(state: Arc<AppState>) -> StreamableHttpService<McpFace, NeverSessionManager> {
-    let mut config = StreamableHttpServerConfig::default()
+/// The MCP endpoint: rmcp's transport (stateless, JSON responses) behind [`guard::guard`],
+/// which holds `Host` to the base URL and answers malformed requests in JSON.
+pub fn service(state: Arc<AppState>) -> Router {
+    let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None)
         .with_max_request_body_bytes(state.config.max_body_bytes)
-        .disable_allowed_origins();
-    config = match state.config.authority() {
-        Some(authority) => config.with_allowed_hosts([authority]),
-        None => config,
-    };
-    StreamableHttpService::new(
+        .disable_allowed_origins()
+        .disable_allowed_hosts();
+    let face = state.clone();
+    let transport: StreamableHttpService<McpFace, NeverSessionManager> = StreamableHttpService::new(
         move || {
             Ok(McpFace {
-                state: state.clone(),
+                state: face.clone(),
             })
         },
         Arc::new(NeverSessionManager::default()),
         config,
-    )
+    );
+    Router::new()
+        .fallback_service(transport)
+        .layer(middleware::from_fn_with_state(state, guard::guard))
 }
 
 /// The MCP server handler over the registry.
@@ -164,13 +142,13 @@ impl ServerHandler for McpFace {
                     "Unknown field `{IDEMPOTENCY_FIELD}`: `{}` does not take idempotency keys.",
                     request.name
                 ));
-                return Ok(CallToolResult::structured_error(error.body()).into());
+                return Ok(error_result(&error.body()).into());
             }
             Some(_) => {
                 let error = ApiError::invalid_request(format!(
                     "Invalid field `{IDEMPOTENCY_FIELD}`: expected a string."
                 ));
-                return Ok(CallToolResult::structured_error(error.body()).into());
+                return Ok(error_result(&error.body()).into());
             }
         };
         let result = match Dispatcher::from_ref(&self.state)
@@ -183,12 +161,35 @@ impl ServerHandler for McpFace {
             )
             .await
         {
+            Ok(reply) if reply.status.is_success() && reply.replayed => replayed_result(reply.body),
             Ok(reply) if reply.status.is_success() => CallToolResult::structured(reply.body),
-            Ok(reply) => CallToolResult::structured_error(reply.body),
-            Err(error) => CallToolResult::structured_error(error.log(&request_id).body()),
+            Ok(reply) => error_result(&reply.body),
+            Err(error) => error_result(&error.log(&request_id).body()),
         };
         Ok(result.into())
     }
+}
+
+/// A failed call: `isError` with the `{error, code, ...}` body as JSON text, and no
+/// `structuredContent`, which clients validate against the tool's `outputSchema` (the official
+/// TypeScript SDK does even for errors, and throws instead of showing the sentence).
+fn error_result(body: &Value) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(body.to_string())])
+}
+
+/// The `_meta` key that marks an answer replayed for a reused idempotency key.
+pub const REPLAYED_META: &str = "idempotent_replayed";
+
+/// A replayed answer says so twice: `"replayed": true` in `structuredContent` (the output
+/// schemas of idempotent tools declare it; see [`tools`]) for the model, and
+/// `_meta.idempotent_replayed` for the host, beside the stored body unchanged otherwise.
+fn replayed_result(mut body: Value) -> CallToolResult {
+    if let Value::Object(fields) = &mut body {
+        fields.insert(tools::REPLAYED_FIELD.to_owned(), Value::Bool(true));
+    }
+    let mut meta = MetaObject::new();
+    meta.insert(REPLAYED_META.to_owned(), Value::Bool(true));
+    CallToolResult::structured(body).with_meta(Some(meta))
 }
 
 /// CORS for browser-based MCP clients, on `/api/mcp` and the OAuth endpoints alike: any origin,
