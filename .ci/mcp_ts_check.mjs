@@ -1,0 +1,259 @@
+// Talk to the MCP face with the official MCP TypeScript SDK (@modelcontextprotocol/sdk 1.x).
+//
+// Usage: node mcp_ts_check.mjs NODE_MODULES CONFIG_JSON RESULTS_JSON
+//
+// Run by .ci/mcp_ts_check.py, which starts the server and writes CONFIG_JSON:
+//   {"base_url", "write_key", "read_key", "poor_key"}
+// (`read_key` has only `read`; `poor_key` is a read,write key of a second workspace with no credits).
+//
+// Connects with StreamableHTTPClientTransport and `Authorization: Bearer <key>`, lists the tools,
+// calls every tool's success path (in an order that makes the ids the next calls need), and checks
+// five kinds of error: each must reach the client as a tool result with `isError: true`, no
+// `structuredContent`, and the `{error, code, ...}` JSON body as its text. The SDK validates every
+// `structuredContent` against the tool's `outputSchema`; any throw is a failure.
+//
+// Writes RESULTS_JSON: [{"name", "ok", "message"}], one entry per named check, for the driver to count.
+
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [nodeModules, configPath, resultsPath] = process.argv.slice(2);
+if (!resultsPath) {
+  console.error("usage: node mcp_ts_check.mjs NODE_MODULES CONFIG_JSON RESULTS_JSON");
+  process.exit(2);
+}
+const sdk = (path) => import(pathToFileURL(join(nodeModules, "@modelcontextprotocol/sdk/dist/esm", path)).href);
+const { Client } = await sdk("client/index.js");
+const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
+const { McpError } = await sdk("types.js");
+const { readFileSync } = await import("node:fs");
+const sdkVersion = JSON.parse(readFileSync(join(nodeModules, "@modelcontextprotocol/sdk/package.json"), "utf8")).version;
+const config = JSON.parse(readFileSync(configPath, "utf8"));
+const mcpUrl = new URL(`${config.base_url}/api/mcp`);
+
+class CheckFailed extends Error {}
+const check = (condition, message) => {
+  if (!condition) throw new CheckFailed(message);
+};
+const show = (value) => JSON.stringify(value);
+
+const results = [];
+async function named(name, fn) {
+  const started = Date.now();
+  try {
+    await fn();
+    results.push({ name, ok: true, message: "" });
+    console.log(`ok ${name} (${Date.now() - started} ms)`);
+  } catch (error) {
+    const message = error instanceof CheckFailed ? error.message : `${error?.name}: ${error?.message}\n${error?.stack ?? ""}`;
+    results.push({ name, ok: false, message });
+    console.log(`FAILED ${name}: ${message}`);
+  }
+}
+
+async function connect(key, label) {
+  const transport = new StreamableHTTPClientTransport(mcpUrl, {
+    requestInit: { headers: { Authorization: `Bearer ${key}` } },
+  });
+  const client = new Client({ name: `outreach-ci-ts-${label}`, version: "1.0.0" });
+  await client.connect(transport);
+  return client;
+}
+
+// A successful call: no isError, a structuredContent object, and a text block with the same JSON.
+async function ok(client, name, args = {}) {
+  const result = await client.callTool({ name, arguments: args });
+  check(!result.isError, `${name}(${show(args)}) failed: ${show(result.content)}`);
+  const body = result.structuredContent;
+  check(body && typeof body === "object", `${name}: no structuredContent in ${show(result)}`);
+  const texts = (result.content ?? []).filter((block) => block.type === "text").map((block) => block.text);
+  check(
+    texts.some((text) => show(JSON.parse(text)) === show(body)),
+    `${name}: no text block carries the structuredContent: ${show(texts)}`,
+  );
+  return { body, result };
+}
+
+// A failed call: isError, no structuredContent, the error body as JSON text with this code.
+async function fails(client, name, args, code) {
+  const result = await client.callTool({ name, arguments: args });
+  check(result.isError === true, `${name}(${show(args)}) should fail with ${code}, got ${show(result)}`);
+  check(result.structuredContent === undefined, `${name}: a failed call carries structuredContent: ${show(result)}`);
+  const texts = (result.content ?? []).filter((block) => block.type === "text");
+  check(texts.length === 1, `${name}: expected one text block, got ${show(result.content)}`);
+  let body;
+  try {
+    body = JSON.parse(texts[0].text);
+  } catch {
+    throw new CheckFailed(`${name}: the error text is not JSON: ${show(texts[0].text)}`);
+  }
+  check(body.code === code, `${name}(${show(args)}): expected code ${code}, got ${show(body)}`);
+  check(typeof body.error === "string" && body.error.length > 10, `${name}: no error sentence in ${show(body)}`);
+  console.log(`  ${name} -> ${code}: ${body.error}`);
+  return body;
+}
+
+console.log(`MCP TypeScript SDK ${sdkVersion} (Node ${process.version}) against ${mcpUrl}`);
+const run = Date.now().toString(36);
+const state = {};
+let client;
+let toolNames = [];
+const called = new Set();
+const okCall = async (name, args) => {
+  const out = await ok(client, name, args);
+  called.add(name);
+  return out.body;
+};
+
+await named("ts-connect-and-list-tools", async () => {
+  client = await connect(config.write_key, "write");
+  const server = client.getServerVersion();
+  console.log(`  connected to ${server?.name} ${server?.version}`);
+  const { tools } = await client.listTools();
+  toolNames = tools.map((tool) => tool.name);
+  console.log(`  tools/list: ${tools.length} tools`);
+  check(tools.length > 0, "tools/list returned no tools");
+  const bad = toolNames.filter((name) => !name.startsWith("service_"));
+  check(bad.length === 0, `tool names must start with service_: ${bad}`);
+  for (const tool of tools) {
+    check(tool.inputSchema?.type === "object", `${tool.name}: input schema is not an object schema`);
+    check(tool.outputSchema, `${tool.name}: no outputSchema`);
+  }
+});
+
+await named("ts-every-tool-success-path", async () => {
+  check(client, "not connected");
+  // The workspace and the people in it.
+  const workspace = await okCall("service_get_workspace", {});
+  console.log(`  workspace ${workspace.id ?? show(workspace).slice(0, 60)}`);
+  const prospect = await okCall("service_create_prospect", {
+    first_name: "Ada",
+    last_name: "Lovelace",
+    email: `ada-${run}@example.com`,
+    profile_url: `https://www.linkedin.com/in/ada-ts-${run}/`,
+    title: "VP Sales",
+    company_name: "Analytical Engines",
+  });
+  state.prospect = prospect.id;
+  await okCall("service_get_prospect", { id: state.prospect });
+  await okCall("service_update_prospect", { id: state.prospect, title: "VP Sales and Marketing" });
+  await okCall("service_list_prospects", { limit: 5 });
+
+  // An import with a key, and its replay.
+  const importArgs = {
+    rows: [{ first_name: "Grace", last_name: "Hopper", profile_url: `https://www.linkedin.com/in/grace-ts-${run}/` }],
+    list_name: `TS import ${run}`,
+    idempotency_key: `ts-import-${run}`,
+  };
+  const imported = await ok(client, "service_import_prospects", importArgs);
+  called.add("service_import_prospects");
+  state.import = imported.body.id;
+  check(!imported.result._meta?.idempotent_replayed, `a first import is marked replayed: ${show(imported.result._meta)}`);
+  const replay = await ok(client, "service_import_prospects", importArgs);
+  check(replay.result._meta?.idempotent_replayed === true, `the replay has no _meta.idempotent_replayed: ${show(replay.result)}`);
+  check(replay.body.id === state.import, `the replay answers another import: ${replay.body.id} != ${state.import}`);
+  console.log(`  import ${state.import} replayed with _meta.idempotent_replayed`);
+  await okCall("service_get_import", { id: state.import });
+  await okCall("service_list_imports", { limit: 5 });
+
+  // Lists.
+  const list = await okCall("service_create_list", { name: `TS list ${run}`, description: "made by the TS SDK check" });
+  state.list = list.id;
+  await okCall("service_get_list", { id: state.list });
+  await okCall("service_update_list", { id: state.list, description: "updated by the TS SDK check" });
+  await okCall("service_list_lists", { limit: 5 });
+  await okCall("service_add_prospects_to_list", { id: state.list, prospect_ids: [state.prospect] });
+  await okCall("service_list_list_prospects", { id: state.list, limit: 5 });
+
+  // Targetings, scoring, processing.
+  const targeting = await okCall("service_create_targeting", {
+    name: `TS targeting ${run}`,
+    criteria: { keywords: [{ keyword: "sales", points: 40 }] },
+  });
+  state.targeting = targeting.id;
+  await okCall("service_get_targeting", { id: state.targeting });
+  await okCall("service_update_targeting", { id: state.targeting, description: "updated by the TS SDK check" });
+  await okCall("service_list_targetings", { limit: 5 });
+  const scoring = await okCall("service_start_scoring_run", {
+    targeting_id: state.targeting,
+    prospect_ids: [state.prospect],
+    idempotency_key: `ts-score-${run}`,
+  });
+  state.run = scoring.id;
+  await okCall("service_get_scoring_run", { id: state.run });
+  await okCall("service_list_scoring_results", { id: state.run, limit: 5 });
+  await okCall("service_list_scoring_runs", { limit: 5 });
+  await okCall("service_process_list", { id: state.list, targeting_id: state.targeting, idempotency_key: `ts-process-${run}` });
+  await okCall("service_get_dashboard", {});
+  await okCall("service_list_credit_transactions", { limit: 5 });
+
+  // Undo.
+  await okCall("service_remove_prospects_from_list", { id: state.list, prospect_ids: [state.prospect] });
+  await okCall("service_delete_list", { id: state.list });
+  await okCall("service_delete_targeting", { id: state.targeting });
+  await okCall("service_delete_prospect", { id: state.prospect });
+
+  const notCalled = toolNames.filter((name) => !called.has(name));
+  check(notCalled.length === 0, `tools listed but not called on their success path: ${notCalled}`);
+  console.log(`  ${called.size} tools called successfully`);
+});
+
+await named("ts-error-not-found", async () => {
+  check(client, "not connected");
+  await fails(client, "service_get_prospect", { id: "prs_doesnotexist0000000" }, "not_found");
+});
+
+await named("ts-error-invalid-argument", async () => {
+  check(client, "not connected");
+  const body = await fails(client, "service_list_prospects", { limit: "many" }, "invalid_request");
+  check(body.error.includes("limit"), `the sentence does not name the field \`limit\`: ${show(body)}`);
+});
+
+await named("ts-error-insufficient-scope", async () => {
+  const reader = await connect(config.read_key, "read");
+  try {
+    await fails(reader, "service_create_prospect", { first_name: "Read", last_name: "Only" }, "insufficient_scope");
+  } finally {
+    await reader.close();
+  }
+});
+
+await named("ts-error-idempotency-key-reused", async () => {
+  check(client, "not connected");
+  const key = `ts-reuse-${run}`;
+  const first = { rows: [{ first_name: "Alan", last_name: "Turing" }], idempotency_key: key };
+  await ok(client, "service_import_prospects", first);
+  const other = { rows: [{ first_name: "Alonzo", last_name: "Church" }], idempotency_key: key };
+  await fails(client, "service_import_prospects", other, "idempotency_key_reused");
+});
+
+await named("ts-error-insufficient-credits", async () => {
+  const poor = await connect(config.poor_key, "poor");
+  try {
+    const args = { rows: [{ first_name: "Poor", last_name: "Richard" }] };
+    const estimate = await ok(poor, "service_import_prospects", { ...args, estimate_only: true });
+    check(estimate.body.sufficient === false, `the estimate with no credits says sufficient: ${show(estimate.body)}`);
+    await fails(poor, "service_import_prospects", args, "insufficient_credits");
+  } finally {
+    await poor.close();
+  }
+});
+
+await named("ts-unknown-tool-is-jsonrpc-error", async () => {
+  check(client, "not connected");
+  try {
+    const result = await client.callTool({ name: "service_no_such_tool", arguments: {} });
+    throw new CheckFailed(`an unknown tool should be a JSON-RPC error, got ${show(result)}`);
+  } catch (error) {
+    if (error instanceof CheckFailed) throw error;
+    check(error instanceof McpError, `an unknown tool threw something other than an McpError: ${error}`);
+    console.log(`  unknown tool -> JSON-RPC error ${error.code}`);
+  }
+});
+
+if (client) await client.close();
+writeFileSync(resultsPath, JSON.stringify(results, null, 2));
+const failed = results.filter((result) => !result.ok).length;
+console.log(`TypeScript SDK: ${results.length - failed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

