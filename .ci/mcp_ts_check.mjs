@@ -14,7 +14,7 @@
 //
 // Writes RESULTS_JSON: [{"name", "ok", "message"}], one entry per named check, for the driver to count.
 
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -27,7 +27,6 @@ const sdk = (path) => import(pathToFileURL(join(nodeModules, "@modelcontextproto
 const { Client } = await sdk("client/index.js");
 const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
 const { McpError } = await sdk("types.js");
-const { readFileSync } = await import("node:fs");
 const sdkVersion = JSON.parse(readFileSync(join(nodeModules, "@modelcontextprotocol/sdk/package.json"), "utf8")).version;
 const config = JSON.parse(readFileSync(configPath, "utf8"));
 const mcpUrl = new URL(`${config.base_url}/api/mcp`);
