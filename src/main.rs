@@ -218,6 +218,14 @@ fn environment() -> Environment {
     Environment::new(&std::env::var("OUTREACH_ENV").unwrap_or_default())
 }
 
+/// What a new workspace starts with: `OUTREACH_STARTER_CREDITS`, 1,000 by default, none in
+/// production.
+fn starter_credits(environment: &Environment) -> anyhow::Result<i64> {
+    let value = std::env::var("OUTREACH_STARTER_CREDITS").ok();
+    outreach_runtime::config::starter_credits(environment, value.as_deref())
+        .map_err(anyhow::Error::msg)
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -297,6 +305,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             .map_err(|error| anyhow::anyhow!("OUTREACH_PRICES: {error}"))?,
         Err(_) => PriceTable::default(),
     };
+    let starter_credits = starter_credits(&environment)?;
     let clock = Clock::default();
     let db = Db::connect(&args.database.database_url).await?;
     db.migrate()
@@ -321,7 +330,9 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     config.trusted_proxies = args.trusted_proxies;
     config.prices = prices;
     let state = build_state(db.clone(), clock.clone(), config)?;
-    if let Some(first) = admin::bootstrap_if_empty(&db, &clock, &environment).await? {
+    if let Some(first) =
+        admin::bootstrap_if_empty(&db, &clock, &environment, starter_credits).await?
+    {
         println!("Created a first workspace (shown once; save these now):");
         println!("  workspace: {}", first.workspace_id);
         println!("  owner:     {} / password {}", first.email, first.password);
@@ -352,6 +363,7 @@ async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
                 &name,
                 &owner_email,
                 owner_password.as_deref(),
+                starter_credits(&environment())?,
             )
             .await?;
             serde_json::to_value(created)?
