@@ -27,4 +27,5 @@ mod processing;
 mod prospects;
 mod scoring;
 mod targeting;
+mod uploads;
 mod web;

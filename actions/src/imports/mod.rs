@@ -239,6 +239,9 @@ pub struct Import {
     pub created_at: Timestamp,
 }
 
+// Over REST, the CSV can also be the whole body (`text/csv`) or a multipart `file` part.
+outreach_runtime::text_body!(import_prospects, "csv", "text/csv");
+
 /// Prices an import: one `import.prospect` per prospect it would create now.
 async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Priced<ImportPlan>, ApiError> {
     let parsed = input.parse()?;
