@@ -11,6 +11,7 @@ mod auth;
 mod bad_input;
 mod cli;
 mod crash;
+mod finding;
 mod golden;
 mod housekeeping;
 mod imports;

@@ -96,6 +96,7 @@ pub struct ImportRow {
     pub phone: Option<String>,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Fields of any JSON value, keyed by name: at most 50 keys of 1 to 100 characters, each value at most 10,000 characters of JSON text, and 64 KB of JSON in all; a row over a limit is invalid and reported.
     #[serde(default)]
     pub custom_fields: BTreeMap<String, Value>,
     pub do_not_contact: Option<bool>,
