@@ -203,11 +203,21 @@ async fn a_multipart_upload_takes_the_file_and_its_options_as_form_fields() {
     assert_eq!(counts(&app).await, (1, 2, 9));
 }
 
+/// An upload that must be refused: query, content type, body, status, code, words of the sentence.
+type Refusal = (
+    &'static str,
+    &'static str,
+    Vec<u8>,
+    u16,
+    &'static str,
+    &'static str,
+);
+
 #[tokio::test]
 async fn malformed_uploads_are_4xx_that_name_the_fix_and_change_nothing() {
     let app = spawn_app().await;
     app.grant_credits(10).await;
-    let cases: Vec<(&str, &'static str, Vec<u8>, u16, &str, &str)> = vec![
+    let cases: Vec<Refusal> = vec![
         (
             "",
             MULTIPART,

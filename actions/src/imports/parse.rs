@@ -327,9 +327,7 @@ fn plan_columns(
                 .flatten()
         })
         .collect();
-    let has_location = targets
-        .iter()
-        .any(|target| *target == Some(Target::Field(Field::Location)))
+    let has_location = targets.contains(&Some(Target::Field(Field::Location)))
         || recognised
             .iter()
             .any(|found| matches!(found, Some((Field::Location, _))));
