@@ -251,6 +251,14 @@ fn environment() -> Environment {
     Environment::new(&std::env::var("OUTREACH_ENV").unwrap_or_default())
 }
 
+/// What a new workspace starts with: `OUTREACH_STARTER_CREDITS`, 1,000 by default, none in
+/// production.
+fn starter_credits(environment: &Environment) -> anyhow::Result<i64> {
+    let value = std::env::var("OUTREACH_STARTER_CREDITS").ok();
+    outreach_runtime::config::starter_credits(environment, value.as_deref())
+        .map_err(anyhow::Error::msg)
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -338,6 +346,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             .map_err(|error| anyhow::anyhow!("OUTREACH_PRICES: {error}"))?,
         Err(_) => PriceTable::default(),
     };
+    let starter_credits = starter_credits(&environment)?;
     let clock = Clock::default();
     let db = Db::connect(&args.database.database_url).await?;
     db.migrate()
@@ -373,7 +382,9 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     config.metrics_token = args.metrics_token.filter(|token| !token.is_empty());
     config.prices = prices;
     let state = build_state(db.clone(), clock.clone(), config)?;
-    if let Some(first) = admin::bootstrap_if_empty(&db, &clock, &environment).await? {
+    if let Some(first) =
+        admin::bootstrap_if_empty(&db, &clock, &environment, starter_credits).await?
+    {
         println!("Created a first workspace (shown once; save these now):");
         println!("  workspace: {}", first.workspace_id);
         println!("  owner:     {} / password {}", first.email, first.password);
@@ -430,6 +441,7 @@ async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
                 &name,
                 &owner_email,
                 owner_password.as_deref(),
+                starter_credits(&environment())?,
             )
             .await?;
             serde_json::to_value(created)?

@@ -12,6 +12,7 @@ use sqlx::Row;
 
 use crate::clock::{Clock, rfc3339};
 use crate::config::Environment;
+use crate::credits;
 use crate::db::{Backend, Db};
 use crate::ids;
 use crate::scope::{Role, Scope, scope_refusal};
@@ -47,14 +48,21 @@ pub struct CreatedWorkspace {
     /// The generated password when none was given (shown once).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
+    /// The credits granted as `starter` to a new workspace (0 in production or when turned off);
+    /// absent when a member joins an existing one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub starter_credits: Option<i64>,
 }
 
+/// Creates a workspace and its owner; `starter_credits` above 0 are granted in the ledger with
+/// the reason `starter`, in the same transaction (see [`crate::config::starter_credits`]).
 pub async fn create_workspace(
     db: &Db,
     clock: &Clock,
     name: &str,
     owner_email: &str,
     owner_password: Option<&str>,
+    starter_credits: i64,
 ) -> anyhow::Result<CreatedWorkspace> {
     let name = name.trim();
     if name.is_empty() {
@@ -73,11 +81,22 @@ pub async fn create_workspace(
     let (person_id, password) =
         find_or_create_person(&mut tx, &email, None, owner_password, now).await?;
     insert_membership(&mut tx, &workspace_id, &person_id, Role::Owner, now).await?;
+    if starter_credits > 0 {
+        let source = credits::Source {
+            reason: Some("starter"),
+            person_id: Some(&person_id),
+            ..Default::default()
+        };
+        credits::grant_in(&mut tx, now, &workspace_id, starter_credits, &source)
+            .await
+            .map_err(|error| anyhow!(error.message))?;
+    }
     tx.commit().await?;
     Ok(CreatedWorkspace {
         workspace_id,
         person_id,
         password,
+        starter_credits: Some(starter_credits.max(0)),
     })
 }
 
@@ -212,6 +231,7 @@ pub async fn add_named_member(
         workspace_id: workspace_id.to_owned(),
         person_id,
         password: generated,
+        starter_credits: None,
     })
 }
 
@@ -564,6 +584,7 @@ pub async fn bootstrap_if_empty(
     db: &Db,
     clock: &Clock,
     environment: &Environment,
+    starter_credits: i64,
 ) -> anyhow::Result<Option<Bootstrap>> {
     let row = sqlx::query("select count(*) as workspaces from workspaces")
         .fetch_one(db.pool())
@@ -573,7 +594,15 @@ pub async fn bootstrap_if_empty(
     }
     let email = "owner@example.com";
     let password = ids::new_password();
-    let created = create_workspace(db, clock, "My workspace", email, Some(&password)).await?;
+    let created = create_workspace(
+        db,
+        clock,
+        "My workspace",
+        email,
+        Some(&password),
+        starter_credits,
+    )
+    .await?;
     let key = create_key(
         db,
         clock,

@@ -135,6 +135,27 @@ pub struct CimdPolicy {
     pub extra_root_certificates: Vec<Vec<u8>>,
 }
 
+/// What a new workspace starts with outside production, granted in the ledger with the reason
+/// `starter`, so that a newcomer's first import is not a 402.
+pub const DEFAULT_STARTER_CREDITS: i64 = 1_000;
+
+/// The starter credits of a new workspace: `OUTREACH_STARTER_CREDITS` (`value`) or
+/// [`DEFAULT_STARTER_CREDITS`], `0` for none. Production ignores the setting and grants nothing:
+/// there, credits are an operator's act (`outreach admin credits grant`).
+pub fn starter_credits(environment: &Environment, value: Option<&str>) -> Result<i64, String> {
+    if environment.is_production() {
+        return Ok(0);
+    }
+    match value.map(str::trim) {
+        None | Some("") => Ok(DEFAULT_STARTER_CREDITS),
+        Some(text) => text.parse::<i64>().ok().filter(|amount| *amount >= 0).ok_or_else(|| {
+            format!(
+                "OUTREACH_STARTER_CREDITS must be a whole number of credits, 0 or more (0 grants none); got `{text}`"
+            )
+        }),
+    }
+}
+
 /// Bodies larger than this are refused with 413 `payload_too_large`.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 

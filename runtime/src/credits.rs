@@ -355,10 +355,23 @@ pub async fn grant(
         ));
     }
     let mut tx = db.pool().begin().await?;
+    let balance = grant_in(&mut tx, clock.now_ms(), workspace_id, amount, source).await?;
+    tx.commit().await?;
+    Ok(balance)
+}
+
+/// [`grant`] inside the caller's transaction (a new workspace's starter credits commit with it).
+pub async fn grant_in(
+    conn: &mut sqlx::AnyConnection,
+    now: i64,
+    workspace_id: &str,
+    amount: i64,
+    source: &Source<'_>,
+) -> Result<i64, ApiError> {
     let row = sqlx::query("update workspaces set credits_balance = credits_balance + $1 where id = $2 returning credits_balance")
         .bind(amount)
         .bind(workspace_id)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut *conn)
         .await?
         .ok_or_else(|| ApiError::not_found("workspace", workspace_id))?;
     let balance: i64 = row.try_get("credits_balance")?;
@@ -370,8 +383,7 @@ pub async fn grant(
         reservation_id: None,
         held_until: None,
     };
-    insert_entry(&mut tx, entry, source, clock.now_ms()).await?;
-    tx.commit().await?;
+    insert_entry(conn, entry, source, now).await?;
     Ok(balance)
 }
 

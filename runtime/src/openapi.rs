@@ -385,6 +385,7 @@ fn operation(action: &Action, schemas: &mut Schemas, example: Option<&OperationE
             "requestBody".into(),
             json!({"required": body_required, "content": {"application/json": media}}),
         );
+        add_text_body_content(action, &mut operation);
     }
     let status = action.success_status();
     let mut headers = Map::new();
@@ -545,4 +546,51 @@ fn error_responses() -> Value {
         });
     }
     Value::Object(by_status)
+}
+
+// ----- file uploads (`text_body!`) -----
+
+/// The other request content types of an action that declared a file field with `text_body!`
+/// (see `registry::TextBody`): the file as the whole body, or as the `file` part of a
+/// `multipart/form-data` form whose other parts are the JSON body's other fields.
+fn add_text_body_content(action: &Action, operation: &mut Map<String, Value>) {
+    let Some(text_body) = action.route.as_ref().and_then(|route| route.text_body) else {
+        return;
+    };
+    let Some(Value::Object(content)) = operation
+        .get_mut("requestBody")
+        .and_then(|body| body.get_mut("content"))
+    else {
+        return;
+    };
+    let field = text_body.field;
+    // The form's fields are the JSON body's, with the file in place of the field it fills.
+    let mut form = content
+        .get("application/json")
+        .and_then(|media| media.get("schema"))
+        .cloned()
+        .unwrap_or_else(|| json!({"type": "object"}));
+    if let Some(Value::Object(properties)) = form.get_mut("properties") {
+        properties.remove(field);
+        properties.insert(
+            "file".into(),
+            json!({"type": "string", "contentMediaType": text_body.media_type,
+                   "description": format!("The file, which becomes `{field}`.")}),
+        );
+    }
+    form["required"] = json!(["file"]);
+    if let Some(form) = form.as_object_mut() {
+        form.remove("oneOf");
+        form.remove("anyOf");
+    }
+    content.insert(
+        text_body.media_type.into(),
+        json!({"schema": {"type": "string", "description": format!(
+            "The `{field}` itself (also as `text/plain`); the other fields as query parameters."
+        )}}),
+    );
+    content.insert(
+        "multipart/form-data".into(),
+        json!({"schema": form, "encoding": {"file": {"contentType": text_body.media_type}}}),
+    );
 }

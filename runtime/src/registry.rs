@@ -79,6 +79,41 @@ pub struct ActionDef {
 
 inventory::collect!(ActionDef);
 
+/// A REST route that also takes a file: the whole body with `Content-Type: <media_type>` (or
+/// `text/plain`), or the part named `file` of a `multipart/form-data` upload, becomes the string
+/// input field `field`, and the other fields come from the query string or the other form
+/// fields. The REST face builds the same input object a JSON body would give, so pricing,
+/// estimates and idempotency see no difference; MCP is unaffected. Declared beside the action
+/// with [`text_body!`](crate::text_body); start-up checks that the action has a body-taking route
+/// and that `field` is one of its input's fields.
+#[derive(Debug)]
+pub struct TextBody {
+    pub action: &'static str,
+    pub field: &'static str,
+    pub media_type: &'static str,
+}
+
+inventory::collect!(TextBody);
+
+/// Lets an action's REST route take a file as its `field` (see [`TextBody`]):
+/// `text_body!(import_prospects, "csv", "text/csv");`. Naming the function, not a string, makes a
+/// misspelt action a compile error.
+#[macro_export]
+macro_rules! text_body {
+    ($action:ident, $field:literal, $media_type:literal) => {
+        const _: () = {
+            let _ = $action;
+        };
+        $crate::__private::inventory::submit! {
+            $crate::registry::TextBody {
+                action: ::core::stringify!($action),
+                field: $field,
+                media_type: $media_type,
+            }
+        }
+    };
+}
+
 /// A validated action with its schemas generated and its route parsed.
 pub struct Action {
     pub def: &'static ActionDef,
@@ -102,6 +137,8 @@ pub struct Route {
     /// The path under `/api/v1`, in axum's `{param}` syntax.
     pub path: String,
     pub path_params: Vec<String>,
+    /// The input field a file upload fills, when the action declared one with `text_body!`.
+    pub text_body: Option<&'static TextBody>,
 }
 
 impl Action {
@@ -393,9 +430,29 @@ fn parse_route(name: &str, http: HttpRoute, fields: &BTreeSet<String>) -> Result
             path_params.push(param.to_owned());
         }
     }
+    let text_body = inventory::iter::<TextBody>
+        .into_iter()
+        .find(|body| body.action == name);
+    if let Some(body) = text_body {
+        if !matches!(
+            method,
+            http::Method::POST | http::Method::PUT | http::Method::PATCH
+        ) {
+            return Err(format!(
+                "action `{name}`: `text_body!` needs a POST, PUT or PATCH route, not {method}"
+            ));
+        }
+        if !fields.contains(body.field) {
+            return Err(format!(
+                "action `{name}`: `text_body!` names `{}`, which is not a field of its input type",
+                body.field
+            ));
+        }
+    }
     Ok(Route {
         method,
         path: http.path.to_owned(),
         path_params,
+        text_body,
     })
 }

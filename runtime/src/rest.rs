@@ -5,6 +5,15 @@
 //! `POST`/`PATCH`/`PUT`) and hands it to [`dispatch`]. Query strings carry only strings, so they
 //! are coerced to the types the input schema declares; that keeps one decoder (serde) for both
 //! faces. Routing errors (404, 405 with `Allow`, 413, 415) use the same `{error, code}` body.
+//!
+//! One exception to "the body is JSON": an action that declared a file field with
+//! [`text_body!`](crate::text_body) (`import_prospects`: `csv`) also takes the file as the whole
+//! body (`Content-Type: text/csv`) or as the `file` part of a `multipart/form-data` upload, with
+//! its other fields in the query string or the other form fields. Both are turned into the same
+//! input object a JSON body gives (`{"csv": "...", "on_duplicate": "update"}`), so the dispatch,
+//! the price, the estimate and the idempotency fingerprint cannot tell them apart. Form fields and
+//! query values are strings, coerced like query strings; a field whose schema is an object
+//! (`mapping`) is read as JSON text.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,7 +21,9 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Extension, FromRef, OriginalUri, Path, Request, State};
+use axum::extract::{
+    DefaultBodyLimit, Extension, FromRef, FromRequest, Multipart, OriginalUri, Path, Request, State,
+};
 use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
@@ -21,7 +32,7 @@ use serde_json::{Map, Value};
 use crate::auth::Principal;
 use crate::dispatch::{Dispatcher, json_kind};
 use crate::error::{ApiError, ErrorCode};
-use crate::registry::Action;
+use crate::registry::{Action, TextBody};
 use crate::request_id::request_id;
 use crate::state::AppState;
 use crate::words;
@@ -74,6 +85,9 @@ pub fn action_routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
                 .with_header(header::ALLOW, &allow)
             }
         });
+        // Multipart bodies are read after `read_body` applied the configured limit; this only
+        // lifts axum's own 2 MB default for them.
+        let method_router = method_router.layer(DefaultBodyLimit::max(state.config.max_body_bytes));
         router = router.route(&path, method_router);
     }
     router
@@ -165,6 +179,22 @@ async fn rest_input(
     let has_body = matches!(route.method, Method::POST | Method::PATCH | Method::PUT);
     let mut input = Map::new();
 
+    if has_body
+        && let Some(text_body) = route.text_body
+        && let Some(kind) = upload_kind(&parts.headers, text_body)
+    {
+        let mut input = upload_input(state, action, text_body, kind, parts, body).await?;
+        for (name, value) in params {
+            if input.contains_key(&name) {
+                return Err(ApiError::invalid_request(format!(
+                    "`{name}` is given in the path; leave it out of the form fields and query string."
+                )));
+            }
+            input.insert(name.clone(), coerce(&action.input_schema, &name, &value)?);
+        }
+        return Ok(Value::Object(input));
+    }
+
     if let Some(query) = parts.uri.query().filter(|query| !query.is_empty()) {
         if has_body {
             return Err(ApiError::invalid_request(format!(
@@ -187,10 +217,18 @@ async fn rest_input(
         // Only an empty body means "no fields"; anything else must be a JSON object.
         if !bytes.is_empty() {
             if !is_json(&parts.headers) {
-                return Err(ApiError::new(
-                    ErrorCode::UnsupportedMediaType,
-                    "Send the body as JSON with `Content-Type: application/json`.",
-                ));
+                let message = match route.text_body {
+                    Some(text_body) => format!(
+                        "Send the body as JSON with `Content-Type: application/json`, as `{}` (the `{}` \
+                         itself, other fields in the query string), or as `multipart/form-data` with the \
+                         file in a part named `file`.",
+                        text_body.media_type, text_body.field
+                    ),
+                    None => {
+                        "Send the body as JSON with `Content-Type: application/json`.".to_owned()
+                    }
+                };
+                return Err(ApiError::new(ErrorCode::UnsupportedMediaType, message));
             }
             match serde_json::from_slice::<Value>(&bytes) {
                 Ok(Value::Object(body)) => input = body,
@@ -220,6 +258,135 @@ async fn rest_input(
         input.insert(name, coerced);
     }
     Ok(Value::Object(input))
+}
+
+/// How a file reaches an action that declared a [`TextBody`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Upload {
+    /// The whole body is the file.
+    Text,
+    /// `multipart/form-data`: the `file` part is the file, the other parts are fields.
+    Multipart,
+}
+
+fn upload_kind(headers: &HeaderMap, text_body: &TextBody) -> Option<Upload> {
+    let essence = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())?
+        .trim()
+        .to_ascii_lowercase();
+    if essence == text_body.media_type || essence == "text/plain" {
+        Some(Upload::Text)
+    } else if essence == "multipart/form-data" {
+        Some(Upload::Multipart)
+    } else {
+        None
+    }
+}
+
+/// The input object of a file upload: the file as `text_body.field`, the other fields from the
+/// query string (either kind) and the form fields (multipart).
+async fn upload_input(
+    state: &AppState,
+    action: &Action,
+    text_body: &TextBody,
+    kind: Upload,
+    parts: http::request::Parts,
+    body: Body,
+) -> Result<Map<String, Value>, ApiError> {
+    let file_field = text_body.field;
+    let mut input = Map::new();
+    let add = |input: &mut Map<String, Value>, key: &str, value: &str, from: &str| {
+        if key == file_field {
+            return Err(ApiError::invalid_request(format!(
+                "`{file_field}` is the uploaded file; send the other fields in the {from}."
+            )));
+        }
+        let coerced = coerce_field(&action.input_schema, key, value)?;
+        if input.insert(key.to_owned(), coerced).is_some() {
+            return Err(ApiError::invalid_request(format!(
+                "`{key}` is given more than once (in the query string or the form fields)."
+            )));
+        }
+        Ok(())
+    };
+    if let Some(query) = parts.uri.query().filter(|query| !query.is_empty()) {
+        for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
+            add(&mut input, &key, &value, "query string")?;
+        }
+    }
+    let bytes = read_body(state, &parts.headers, body).await?;
+    let file = match kind {
+        Upload::Text => bytes.to_vec(),
+        Upload::Multipart => {
+            let request = Request::from_parts(parts, Body::from(bytes));
+            let mut multipart =
+                Multipart::from_request(request, state)
+                    .await
+                    .map_err(|rejection| {
+                        ApiError::invalid_request(format!(
+                            "The multipart body cannot be read: {}.",
+                            rejection.body_text()
+                        ))
+                    })?;
+            let unreadable = |error: axum::extract::multipart::MultipartError| {
+                ApiError::invalid_request(format!(
+                    "The multipart body cannot be read: {}.",
+                    error.body_text()
+                ))
+            };
+            let mut file = None;
+            while let Some(part) = multipart.next_field().await.map_err(unreadable)? {
+                let name = part.name().unwrap_or_default().to_owned();
+                let data = part.bytes().await.map_err(unreadable)?;
+                if name == "file" {
+                    if file.replace(data.to_vec()).is_some() {
+                        return Err(ApiError::invalid_request(
+                            "The form has more than one `file` part; send one file per request.",
+                        ));
+                    }
+                    continue;
+                }
+                let text = std::str::from_utf8(&data).map_err(|_| {
+                    ApiError::invalid_request(format!("The form field `{name}` is not UTF-8 text."))
+                })?;
+                add(&mut input, &name, text, "form fields")?;
+            }
+            file.ok_or_else(|| {
+                ApiError::invalid_request(format!(
+                    "The form has no part named `file`; send the file as `file` (`curl -F file=@people.csv`), \
+                     which becomes `{file_field}`."
+                ))
+            })?
+        }
+    };
+    let text = String::from_utf8(file).map_err(|_| {
+        ApiError::invalid_request(format!(
+            "The uploaded `{file_field}` is not UTF-8 text; save the file as UTF-8 and send it again."
+        ))
+    })?;
+    input.insert(file_field.to_owned(), Value::String(text));
+    Ok(input)
+}
+
+/// [`coerce`], and JSON text for a field whose schema is an object (`mapping={"Who": "full_name"}`).
+fn coerce_field(schema: &Map<String, Value>, field: &str, text: &str) -> Result<Value, ApiError> {
+    let wants_object = schema
+        .get("properties")
+        .and_then(|props| props.get(field))
+        .is_some_and(|property| schema_types(property).iter().any(|t| t == "object"));
+    if wants_object {
+        return serde_json::from_str::<Value>(text)
+            .ok()
+            .filter(Value::is_object)
+            .ok_or_else(|| {
+                ApiError::invalid_request(format!(
+                    "`{field}` must be a JSON object, such as {{\"Full Name\": \"full_name\"}}; got `{text}`."
+                ))
+            });
+    }
+    coerce(schema, field, text)
 }
 
 /// Reads the body up to the configured limit, answering 413 past it.

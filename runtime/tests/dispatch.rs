@@ -156,6 +156,7 @@ async fn fixture(balance: i64) -> Fixture {
         "Fake",
         "owner@fake.test",
         Some("a long enough password"),
+        0,
     )
     .await
     .expect("a workspace");

@@ -454,3 +454,128 @@ async fn admin_commands_refuse_a_missing_database_instead_of_making_an_empty_one
     );
     assert!(!file.exists(), "no empty database was made");
 }
+
+/// `outreach admin --json workspace create ...` with `env` set; returns the new workspace's id
+/// and its ledger as `(kind, amount, reason)` rows.
+async fn create_workspace_with_env(
+    env: &[(&str, &str)],
+    unset_amount: bool,
+) -> (Value, Vec<(String, i64, Option<String>)>) {
+    use sqlx::Row;
+    let database = TestDatabase::create().await;
+    let mut command = outreach();
+    if unset_amount {
+        command.env_remove("OUTREACH_STARTER_CREDITS");
+    }
+    command.envs(env.iter().copied()).args([
+        "admin",
+        "--database-url",
+        database.url(),
+        "--json",
+        "workspace",
+        "create",
+        "--name",
+        "Starter",
+        "--owner-email",
+        "new@starter.test",
+    ]);
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("admin finishes")
+        .expect("run outreach");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{env:?}: {stdout} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let created: Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    let db = outreach_runtime::Db::connect(database.url())
+        .await
+        .expect("connect");
+    let rows = sqlx::query(
+        "select kind, amount, reason from credit_ledger where workspace_id = $1 order by created_at",
+    )
+    .bind(field(&created, "workspace_id"))
+    .fetch_all(db.pool())
+    .await
+    .expect("the ledger");
+    let ledger = rows
+        .iter()
+        .map(|row| {
+            (
+                row.get::<String, _>("kind"),
+                row.get::<i64, _>("amount"),
+                row.get::<Option<String>, _>("reason"),
+            )
+        })
+        .collect();
+    let balance: i64 = sqlx::query("select credits_balance from workspaces where id = $1")
+        .bind(field(&created, "workspace_id"))
+        .fetch_one(db.pool())
+        .await
+        .expect("the workspace")
+        .get("credits_balance");
+    let ledger_total: i64 = rows.iter().map(|row| row.get::<i64, _>("amount")).sum();
+    assert_eq!(balance, ledger_total, "the balance is what the ledger says");
+    db.close().await;
+    (created, ledger)
+}
+
+#[tokio::test]
+async fn a_new_workspace_starts_with_1000_starter_credits_in_the_ledger() {
+    let (created, ledger) = create_workspace_with_env(&[], true).await;
+    assert_eq!(created["starter_credits"], 1000, "{created}");
+    assert_eq!(
+        ledger,
+        vec![("grant".to_owned(), 1000, Some("starter".to_owned()))]
+    );
+}
+
+#[tokio::test]
+async fn outreach_starter_credits_sets_the_amount_and_zero_turns_it_off() {
+    let (created, ledger) =
+        create_workspace_with_env(&[("OUTREACH_STARTER_CREDITS", "250")], false).await;
+    assert_eq!(created["starter_credits"], 250, "{created}");
+    assert_eq!(
+        ledger,
+        vec![("grant".to_owned(), 250, Some("starter".to_owned()))]
+    );
+
+    let (created, ledger) =
+        create_workspace_with_env(&[("OUTREACH_STARTER_CREDITS", "0")], false).await;
+    assert_eq!(created["starter_credits"], 0, "{created}");
+    assert!(ledger.is_empty(), "{ledger:?}");
+}
+
+#[tokio::test]
+async fn production_ignores_outreach_starter_credits_and_grants_nothing() {
+    for amount in [None, Some("500")] {
+        let mut env = vec![("OUTREACH_ENV", "production")];
+        env.extend(amount.map(|amount| ("OUTREACH_STARTER_CREDITS", amount)));
+        let (created, ledger) = create_workspace_with_env(&env, amount.is_none()).await;
+        assert_eq!(created["starter_credits"], 0, "{created}");
+        assert!(ledger.is_empty(), "{amount:?}: {ledger:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_outreach_starter_credits_is_refused_with_a_sentence() {
+    let database = TestDatabase::create().await;
+    let mut command = outreach();
+    command
+        .env("OUTREACH_STARTER_CREDITS", "lots")
+        .args(["admin", "--database-url", database.url(), "--json"])
+        .args([
+            "workspace",
+            "create",
+            "--name",
+            "X",
+            "--owner-email",
+            "x@x.test",
+        ]);
+    let output = command.output().await.expect("run outreach");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("OUTREACH_STARTER_CREDITS"), "{stderr}");
+}

@@ -343,6 +343,7 @@ impl TestApp {
             name,
             owner_email,
             Some("correct horse battery"),
+            0,
         )
         .await
         .expect("create another workspace");
@@ -699,6 +700,7 @@ async fn spawn_app_configured(
         "Acme",
         OWNER_EMAIL,
         Some("correct horse battery"),
+        0,
     )
     .await
     .expect("create the workspace");
@@ -745,7 +747,9 @@ pub(crate) fn outreach() -> Command {
     ] {
         command.env_remove(name);
     }
+    // Tests count credits from zero; the starter-credit tests set their own amount.
     command
+        .env("OUTREACH_STARTER_CREDITS", "0")
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .kill_on_drop(true);

@@ -150,7 +150,9 @@ async fn an_estimate_with_a_read_key_prices_the_import_and_spends_nothing() {
             "estimate": true,
             "price": 3,
             "breakdown": [{"item": "import.prospect", "quantity": 3, "unit_price": 1, "amount": 3}],
-            "details": {"rows": 7, "new": 3, "duplicates": 2, "invalid": 2},
+            "details": {"rows": 7, "new": 3, "duplicates": 2, "invalid": 2, "warnings": [
+                "Column `Favourite Colour` is not a prospect field; it was kept in `custom_fields.Favourite Colour`."
+            ]},
             "balance": 10,
             "sufficient": true,
         })

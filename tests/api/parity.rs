@@ -31,7 +31,8 @@ struct World {
     run: String,
 }
 
-/// The prospect each world holds. It has no profile URL, so it can be created twice alike.
+/// The prospect each world holds. It has no profile URL and no email (each is unique in a
+/// workspace), so it can be created twice alike.
 fn target_body() -> Value {
     json!({
         "first_name": "Ada",
@@ -41,7 +42,6 @@ fn target_body() -> Value {
         "seniority": "senior",
         "company_name": "Analytical Engines",
         "company_domain": "engines.test",
-        "email": "ada@engines.test",
         "tags": ["vip"],
         "custom_fields": {"met_at": "conference", "rank": 3},
     })

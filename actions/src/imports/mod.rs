@@ -96,6 +96,7 @@ pub struct ImportRow {
     pub phone: Option<String>,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Fields of any JSON value, keyed by name: at most 50 keys of 1 to 100 characters, each value at most 10,000 characters of JSON text, and 64 KB of JSON in all; a row over a limit is invalid and reported.
     #[serde(default)]
     pub custom_fields: BTreeMap<String, Value>,
     pub do_not_contact: Option<bool>,
@@ -110,8 +111,13 @@ pub struct ImportInput {
     /// Organization, Title or Job Title or Position, LinkedIn URL or Profile URL, Email or Email
     /// Address, Phone, Location, Country, Industry, Company Domain or Website, Company Size or
     /// Employees (`250`, `1,000`, `51-200` takes 51), Headline, Seniority, Department, Timezone,
-    /// Tags (separated by `;` or `|`), Do Not Contact. Other columns go into `custom_fields` under
-    /// their header. Row 1 is the first row after the header; blank lines are skipped.
+    /// Tags (separated by `;` or `|`), Do Not Contact, City and State (joined into the location),
+    /// and the headers of the exports of Apollo (`Person Linkedin Url`, `# Employees`, `First
+    /// Phone`, ...), Sales Navigator, HeyReach, lemlist and LinkedIn's connections export (`URL`,
+    /// `Connected On`; its `Notes:` paragraph above the header is skipped). Other columns go into
+    /// `custom_fields` under their header, each named in the outcome's `warnings`. Row 1 is the
+    /// first row after the header; blank lines are skipped. Over REST the file can also be the
+    /// whole body (`Content-Type: text/csv`) or a `multipart/form-data` part named `file`.
     pub csv: Option<String>,
     /// For `csv`: where columns go, overriding the recognised headers. Keys are CSV headers; values
     /// are prospect field names (`first_name`, ..., `full_name`, `tags`), `custom_fields.<name>`,
@@ -224,10 +230,18 @@ pub struct Import {
     pub invalid: u64,
     /// Why rows were not imported, for the first 100 invalid rows.
     pub errors: Vec<RowError>,
+    /// What to know about the file as a whole, one sentence each: CSV columns that are not a
+    /// prospect field and were kept in `custom_fields` under their header (name them in `mapping`
+    /// to put them elsewhere, or map them to null to leave them out), and the like. Empty for JSON
+    /// `rows`.
+    pub warnings: Vec<String>,
     /// Credits spent: the unit price of `import.prospect` for each prospect created.
     pub credits_spent: i64,
     pub created_at: Timestamp,
 }
+
+// Over REST, the CSV can also be the whole body (`text/csv`) or a multipart `file` part.
+outreach_runtime::text_body!(import_prospects, "csv", "text/csv");
 
 /// Prices an import: one `import.prospect` per prospect it would create now.
 async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Priced<ImportPlan>, ApiError> {
@@ -256,6 +270,7 @@ async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Priced<ImportPla
         .detail("new", new)
         .detail("duplicates", duplicates)
         .detail("invalid", parsed.invalid)
+        .detail("warnings", parsed.warnings.clone())
         .plan(ImportPlan { parsed }))
 }
 
@@ -436,13 +451,14 @@ pub async fn import_prospects(
         duplicates: plan.duplicates,
         invalid: parsed.invalid,
         errors: parsed.errors,
+        warnings: parsed.warnings,
         credits_spent: used,
         created_at: Timestamp(now),
     };
     sqlx::query(
         "insert into imports (id, workspace_id, status, source_format, on_duplicate, list_id, list_created, row_count, \
-         created_count, updated_count, duplicate_count, invalid_count, errors, credits_spent, person_id, created_at) \
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+         created_count, updated_count, duplicate_count, invalid_count, errors, credits_spent, person_id, created_at, warnings) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
     )
     .bind(&import.id)
     .bind(workspace_id)
@@ -460,6 +476,7 @@ pub async fn import_prospects(
     .bind(import.credits_spent)
     .bind(&ctx.principal().person_id)
     .bind(now)
+    .bind(json_text(&import.warnings)?)
     .execute(&mut *tx)
     .await?;
     // More new prospects than were priced (some were deleted meanwhile) is a 409 here, and the
@@ -475,7 +492,7 @@ fn count(value: u64) -> i64 {
 // ----- reading imports -----
 
 const IMPORT_COLUMNS: &str = "id, status, source_format, on_duplicate, list_id, list_created, row_count, created_count, \
-    updated_count, duplicate_count, invalid_count, errors, credits_spent, created_at";
+    updated_count, duplicate_count, invalid_count, errors, warnings, credits_spent, created_at";
 
 impl Import {
     fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
@@ -496,6 +513,8 @@ impl Import {
             duplicates: count("duplicate_count")?,
             invalid: count("invalid_count")?,
             errors: serde_json::from_str(&errors).map_err(ApiError::internal)?,
+            warnings: serde_json::from_str(&row.try_get::<String, _>("warnings")?)
+                .map_err(ApiError::internal)?,
             credits_spent: row.try_get("credits_spent")?,
             created_at: Timestamp(row.try_get("created_at")?),
         })

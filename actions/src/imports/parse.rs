@@ -41,6 +41,8 @@ pub struct Parsed {
     pub invalid: u64,
     /// The first [`MAX_REPORTED_ERRORS`] invalid rows.
     pub errors: Vec<RowError>,
+    /// What the caller should know about the file as a whole (columns not mapped to a field).
+    pub warnings: Vec<String>,
 }
 
 impl Parsed {
@@ -142,6 +144,10 @@ enum Field {
     Phone,
     Tags,
     DoNotContact,
+    /// Exports' `City` and `State`: joined into `location` when there is no location column.
+    /// Not a mapping target (map such a column to `location`).
+    City,
+    State,
 }
 
 impl Field {
@@ -188,37 +194,58 @@ impl Field {
             Field::Phone => "phone",
             Field::Tags => "tags",
             Field::DoNotContact => "do_not_contact",
+            Field::City | Field::State => "location",
         }
     }
 
-    /// The field a header names by convention, compared without case, spaces or punctuation.
-    fn from_header(header: &str) -> Option<Field> {
+    /// The field a header names by convention, compared without case, spaces or punctuation,
+    /// with its rank: when several columns name one field, the lowest rank fills it (Apollo's
+    /// `First Phone` before its `Mobile Phone`, a public profile URL before a Sales Navigator one)
+    /// and the others are kept in `custom_fields` with a warning. The names cover the exports of
+    /// Apollo, Sales Navigator, HeyReach, lemlist and LinkedIn's connections export.
+    fn from_header(header: &str) -> Option<(Field, u8)> {
         Some(match squash(header).as_str() {
-            "firstname" | "first" | "givenname" | "forename" => Field::FirstName,
-            "lastname" | "last" | "surname" | "familyname" => Field::LastName,
-            "fullname" | "name" | "contactname" | "personname" => Field::FullName,
-            "headline" => Field::Headline,
-            "title" | "jobtitle" | "position" | "role" => Field::Title,
-            "seniority" | "senioritylevel" => Field::Seniority,
-            "department" | "function" => Field::Department,
+            "firstname" | "first" | "givenname" | "forename" => (Field::FirstName, 0),
+            "lastname" | "last" | "surname" | "familyname" => (Field::LastName, 0),
+            "fullname" | "name" | "contactname" | "personname" | "leadname" => (Field::FullName, 0),
+            "headline" | "linkedinheadline" => (Field::Headline, 0),
+            "title" | "jobtitle" | "position" | "role" | "currenttitle" | "currentposition" => {
+                (Field::Title, 0)
+            }
+            "seniority" | "senioritylevel" => (Field::Seniority, 0),
+            "department" | "function" | "departments" => (Field::Department, 0),
             "company" | "companyname" | "organization" | "organisation" | "organizationname"
-            | "employer" | "account" | "accountname" => Field::CompanyName,
-            "companydomain" | "domain" | "website" | "companywebsite" | "companyurl" => {
-                Field::CompanyDomain
-            }
-            "industry" | "companyindustry" => Field::CompanyIndustry,
-            "companysize" | "employees" | "employeecount" | "numberofemployees" | "headcount" => {
-                Field::CompanySize
-            }
-            "location" => Field::Location,
-            "country" => Field::Country,
-            "timezone" | "tz" => Field::Timezone,
+            | "employer" | "account" | "accountname" | "currentcompany" => (Field::CompanyName, 0),
+            "companynameforemails" => (Field::CompanyName, 1),
+            "companydomain" | "domain" | "website" | "companywebsite" | "companyurl"
+            | "companywebsiteurl" => (Field::CompanyDomain, 0),
+            "industry" | "companyindustry" => (Field::CompanyIndustry, 0),
+            "companysize"
+            | "employees"
+            | "employeecount"
+            | "numberofemployees"
+            | "headcount"
+            | "companyheadcount"
+            | "companyemployeecount" => (Field::CompanySize, 0),
+            "location" | "geography" | "personlocation" => (Field::Location, 0),
+            "city" | "personcity" => (Field::City, 0),
+            "state" | "region" | "province" | "personstate" => (Field::State, 0),
+            "country" | "personcountry" => (Field::Country, 0),
+            "timezone" | "tz" => (Field::Timezone, 0),
             "linkedinurl" | "linkedin" | "linkedinprofile" | "linkedinprofileurl"
-            | "profileurl" | "profile" => Field::ProfileUrl,
-            "email" | "emailaddress" | "workemail" | "mail" => Field::Email,
-            "phone" | "phonenumber" | "mobile" | "telephone" => Field::Phone,
-            "tags" => Field::Tags,
-            "donotcontact" => Field::DoNotContact,
+            | "profileurl" | "profile" | "personlinkedinurl" | "url" | "publicprofileurl"
+            | "linkedinpublicurl" => (Field::ProfileUrl, 0),
+            "salesnavigatorurl"
+            | "salesnavigatorprofileurl"
+            | "salesnavurl"
+            | "linkedinsalesnavigatorurl" => (Field::ProfileUrl, 1),
+            "email" | "emailaddress" | "workemail" | "mail" | "businessemail" => (Field::Email, 0),
+            "customemailaddress" | "enrichedemailaddress" | "personalemail" => (Field::Email, 1),
+            "phone" | "phonenumber" | "mobile" | "telephone" | "firstphone" => (Field::Phone, 0),
+            "workdirectphone" | "directphone" | "mobilephone" => (Field::Phone, 1),
+            "corporatephone" | "homephone" | "otherphone" => (Field::Phone, 2),
+            "tags" => (Field::Tags, 0),
+            "donotcontact" => (Field::DoNotContact, 0),
             _ => return None,
         })
     }
@@ -276,35 +303,86 @@ impl Target {
 }
 
 /// Works out where each column goes: the explicit mapping first, then the usual header names, and
-/// anything else into `custom_fields` under its header.
+/// anything else into `custom_fields` under its header, with a warning for each column that was
+/// not mapped to a prospect field (unless the mapping asked for it).
 fn plan_columns(
     headers: &[String],
     mapping: Option<&BTreeMap<String, Option<String>>>,
-) -> Result<Vec<Target>, ApiError> {
+) -> Result<(Vec<Target>, Vec<String>), ApiError> {
     let mut targets: Vec<Option<Target>> = vec![None; headers.len()];
     for (column, target) in mapping.into_iter().flatten() {
         let index = find_column(headers, column)?;
         targets[index] = Some(Target::parse(column, target.as_deref())?);
     }
-    let targets: Vec<Target> = targets
-        .into_iter()
-        .zip(headers)
-        .map(|(target, header)| {
-            target.unwrap_or_else(|| {
-                if header.is_empty() {
-                    // Spreadsheets often add unnamed, empty columns at the end.
-                    Target::Ignore
-                } else {
-                    Field::from_header(header)
-                        .map_or_else(|| Target::Custom(header.clone()), Target::Field)
-                }
-            })
+    let mapped = targets.clone();
+    // Recognised headers: the best-ranked column of each field fills it (an explicitly mapped one
+    // always does); two columns with the same header name are ambiguous, and refused below.
+    let recognised: Vec<Option<(Field, u8)>> = headers
+        .iter()
+        .zip(&mapped)
+        .map(|(header, mapped)| {
+            mapped
+                .is_none()
+                .then(|| Field::from_header(header))
+                .flatten()
         })
         .collect();
-
+    let has_location = targets.contains(&Some(Target::Field(Field::Location)))
+        || recognised
+            .iter()
+            .any(|found| matches!(found, Some((Field::Location, _))));
+    let mut warnings = Vec::new();
+    let targets: Vec<Target> = targets
+        .into_iter()
+        .enumerate()
+        .map(|(index, target)| {
+            let header = &headers[index];
+            if let Some(target) = target {
+                return target;
+            }
+            if header.is_empty() {
+                // Spreadsheets often add unnamed, empty columns at the end.
+                return Target::Ignore;
+            }
+            let Some((field, rank)) = recognised[index] else {
+                warnings.push(format!(
+                    "Column `{header}` is not a prospect field; it was kept in `custom_fields.{header}`."
+                ));
+                return Target::Custom(header.clone());
+            };
+            if matches!(field, Field::City | Field::State) && has_location {
+                warnings.push(format!(
+                    "Column `{header}` was not joined into `location`, which the location column fills; it was kept in `custom_fields.{header}`."
+                ));
+                return Target::Custom(header.clone());
+            }
+            let better = (0..headers.len()).find(|&other| {
+                other != index
+                    && squash(&headers[other]) != squash(header)
+                    && (mapped[other] == Some(Target::Field(field))
+                        || matches!(recognised[other], Some((f, r))
+                            if f == field && (r < rank || (r == rank && other < index))))
+            });
+            match better {
+                Some(other) => {
+                    warnings.push(format!(
+                        "Column `{header}` also looks like `{}`, which `{}` fills; it was kept in `custom_fields.{header}`.",
+                        field.name(),
+                        headers[other]
+                    ));
+                    Target::Custom(header.clone())
+                }
+                None => Target::Field(field),
+            }
+        })
+        .collect();
+    // City and State share `location`; they are joined, not competing.
     let mut seen: HashMap<&Target, &str> = HashMap::new();
     for (target, header) in targets.iter().zip(headers) {
-        if *target == Target::Ignore {
+        if matches!(
+            target,
+            Target::Ignore | Target::Field(Field::City | Field::State)
+        ) {
             continue;
         }
         if let Some(first) = seen.insert(target, header) {
@@ -343,7 +421,7 @@ fn plan_columns(
             list(headers)
         )));
     }
-    Ok(targets)
+    Ok((targets, warnings))
 }
 
 fn list(headers: &[String]) -> String {
@@ -478,6 +556,20 @@ fn check_quotes(text: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// LinkedIn's connections export starts with a `Notes:` paragraph and a blank line before the
+/// header. Blanks it out (keeping its line breaks, so line numbers stay those of the file); `None`
+/// when the text does not start that way.
+fn skip_notes_preamble(text: &str) -> Option<String> {
+    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if !body.trim_start().to_ascii_lowercase().starts_with("notes:") {
+        return None;
+    }
+    let blank = body.find("\n\n").or_else(|| body.find("\r\n\r\n"))?;
+    let (preamble, rest) = body.split_at(blank);
+    let newlines = preamble.matches('\n').count();
+    Some(format!("{}{rest}", "\n".repeat(newlines)))
+}
+
 /// Reads CSV text with a header row.
 pub fn csv(
     text: &str,
@@ -488,6 +580,8 @@ pub fn csv(
             "The CSV is empty; send a header row and at least one data row.",
         ));
     }
+    let unnoted = skip_notes_preamble(text);
+    let text = unnoted.as_deref().unwrap_or(text);
     check_quotes(text)?;
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
@@ -499,8 +593,18 @@ pub fn csv(
         .iter()
         .map(|header| header.trim().to_owned())
         .collect();
-    let targets = plan_columns(&headers, mapping)?;
-    let mut parsed = Parsed::default();
+    let (targets, warnings) = plan_columns(&headers, mapping)?;
+    let mut parsed = Parsed {
+        warnings,
+        ..Parsed::default()
+    };
+    if unnoted.is_some() {
+        parsed.warnings.insert(
+            0,
+            "The `Notes:` paragraph above the header (LinkedIn's connections export) was skipped."
+                .to_owned(),
+        );
+    }
     let mut record = csv::StringRecord::new();
     loop {
         match reader.read_record(&mut record) {
@@ -555,6 +659,7 @@ fn csv_row(
     targets: &[Target],
 ) -> Result<ImportRow, RowError> {
     let mut row = ImportRow::default();
+    let mut place: Vec<&str> = Vec::new();
     for (value, target) in record.iter().zip(targets) {
         let value = value.trim();
         if value.is_empty() {
@@ -587,6 +692,7 @@ fn csv_row(
             Field::ProfileUrl => row.profile_url = text,
             Field::Email => row.email = text,
             Field::Phone => row.phone = text,
+            Field::City | Field::State => place.push(value),
             Field::CompanySize => {
                 row.company_size = Some(company_size(value).ok_or_else(|| RowError {
                     row: number,
@@ -610,6 +716,9 @@ fn csv_row(
                 })?);
             }
         }
+    }
+    if row.location.is_none() && !place.is_empty() {
+        row.location = Some(place.join(", "));
     }
     Ok(row)
 }
@@ -870,6 +979,149 @@ mod tests {
         assert!(
             error.contains("`Whom`, which is not in the CSV header"),
             "{error}"
+        );
+    }
+
+    fn first(text: &str) -> (Fields, Vec<String>) {
+        let mut parsed = parse(text).unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(parsed.invalid, 0, "{:?}", parsed.errors);
+        (parsed.valid.remove(0).fields, parsed.warnings)
+    }
+
+    #[test]
+    fn apollo_exports_map_the_person_url_and_keep_the_rest_with_warnings() {
+        let (row, warnings) = first(
+            "First Name,Last Name,Title,Company,Company Name for Emails,Email,Email Status,Seniority,Departments,\
+             First Phone,Work Direct Phone,Mobile Phone,# Employees,Industry,Person Linkedin Url,Website,\
+             Company Linkedin Url,City,State,Country,Apollo Contact Id\n\
+             Jane,Doe,CTO,Acme Inc,Acme,jane@acme.com,Verified,C suite,Engineering,\
+             +1 555 0100,+1 555 0101,+1 555 0102,250,Computer Software,http://www.linkedin.com/in/Jane-Doe,\
+             http://www.acme.com,http://www.linkedin.com/company/acme,Austin,Texas,United States,64f0c\n",
+        );
+        assert_eq!(row.profile_url.as_deref(), Some("linkedin.com/in/jane-doe"));
+        assert_eq!(row.company_name.as_deref(), Some("Acme Inc"));
+        assert_eq!(row.company_domain.as_deref(), Some("acme.com"));
+        assert_eq!(row.company_size, Some(250));
+        assert_eq!(row.company_industry.as_deref(), Some("Computer Software"));
+        assert_eq!(row.department.as_deref(), Some("Engineering"));
+        assert_eq!(row.phone.as_deref(), Some("+1 555 0100"));
+        assert_eq!(row.location.as_deref(), Some("Austin, Texas"));
+        assert_eq!(row.country.as_deref(), Some("United States"));
+        for kept in [
+            "Company Linkedin Url",
+            "Email Status",
+            "Mobile Phone",
+            "Company Name for Emails",
+            "Apollo Contact Id",
+        ] {
+            assert!(
+                row.custom_fields.contains_key(kept),
+                "{kept}: {:?}",
+                row.custom_fields
+            );
+            assert!(
+                warnings
+                    .iter()
+                    .any(|warning| warning.starts_with(&format!("Column `{kept}`"))),
+                "{kept}: {warnings:?}"
+            );
+        }
+        assert!(
+            warnings.contains(&"Column `Mobile Phone` also looks like `phone`, which `First Phone` fills; it was kept in `custom_fields.Mobile Phone`.".to_owned()),
+            "{warnings:?}"
+        );
+        assert!(
+            !warnings
+                .iter()
+                .any(|warning| warning.contains("`Person Linkedin Url`")),
+            "{warnings:?}"
+        );
+    }
+
+    #[test]
+    fn sales_navigator_exports_prefer_the_public_profile_url() {
+        let (row, warnings) = first(
+            "First Name,Last Name,Title,Company,Geography,LinkedIn Profile URL,Sales Navigator URL,Industry\n\
+             Ada,Lovelace,VP Engineering,Analytical Engines,\"London, United Kingdom\",https://www.linkedin.com/in/ada/,\
+             \"https://www.linkedin.com/sales/lead/ACwAAB1x2y3,NAME_SEARCH\",Software\n",
+        );
+        assert_eq!(row.profile_url.as_deref(), Some("linkedin.com/in/ada"));
+        assert_eq!(row.location.as_deref(), Some("London, United Kingdom"));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("Column `Sales Navigator URL` also looks like `profile_url`")
+        );
+        // Alone, a Sales Navigator address identifies the lead, with its case-sensitive id kept.
+        let (row, _) = first(
+            "First Name,Sales Navigator URL\nAda,https://www.linkedin.com/sales/lead/ACwAAB1x2y3\n",
+        );
+        assert_eq!(
+            row.profile_url.as_deref(),
+            Some("linkedin.com/sales/lead/ACwAAB1x2y3")
+        );
+    }
+
+    #[test]
+    fn heyreach_and_lemlist_exports_map_their_camel_case_headers() {
+        let (row, warnings) = first(
+            "firstName,lastName,profileUrl,location,companyName,position,emailAddress,customEmailAddress,headline,tags\n\
+             Grace,Hopper,https://linkedin.com/in/GHopper,\"Arlington, VA\",Navy,Rear Admiral,grace@navy.mil,,Compilers,vip\n",
+        );
+        assert_eq!(row.profile_url.as_deref(), Some("linkedin.com/in/ghopper"));
+        assert_eq!(row.title.as_deref(), Some("Rear Admiral"));
+        assert_eq!(row.email.as_deref(), Some("grace@navy.mil"));
+        assert_eq!(row.tags, vec!["vip".to_owned()]);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let (row, warnings) = first(
+            "email,firstName,lastName,companyName,companyDomain,linkedinUrl,jobTitle,phone,picture,icebreaker\n\
+             ed@corp.io,Ed,Catmull,Pixar,pixar.com,linkedin.com/in/edcatmull,President,+1 510,https://img/x.png,Loved Toy Story\n",
+        );
+        assert_eq!(
+            row.profile_url.as_deref(),
+            Some("linkedin.com/in/edcatmull")
+        );
+        assert_eq!(row.company_domain.as_deref(), Some("pixar.com"));
+        assert_eq!(row.title.as_deref(), Some("President"));
+        assert_eq!(
+            warnings,
+            vec![
+                "Column `picture` is not a prospect field; it was kept in `custom_fields.picture`.".to_owned(),
+                "Column `icebreaker` is not a prospect field; it was kept in `custom_fields.icebreaker`.".to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn linkedin_connections_exports_skip_the_notes_and_map_url() {
+        let text = "Notes:\n\
+             \"When exporting your connection data, you may notice that some of the email addresses are missing.\"\n\
+             \n\
+             First Name,Last Name,URL,Email Address,Company,Position,Connected On\n\
+             Linus,Torvalds,https://www.linkedin.com/in/Linus-T,,Linux Foundation,Fellow,12 Mar 2024\n\
+             Bad,Row,not a url,,,,01 Jan 2024\n";
+        let parsed = parse(text).unwrap_or_else(|error| panic!("{error}"));
+        let row = &parsed.valid[0].fields;
+        assert_eq!(row.profile_url.as_deref(), Some("linkedin.com/in/linus-t"));
+        assert_eq!(row.company_name.as_deref(), Some("Linux Foundation"));
+        assert_eq!(row.title.as_deref(), Some("Fellow"));
+        assert_eq!(parsed.warnings.len(), 2, "{:?}", parsed.warnings);
+        assert!(parsed.warnings[1].starts_with("Column `Connected On` is not a prospect field"));
+        assert_eq!(
+            (parsed.errors[0].row, parsed.errors[0].field.as_deref()),
+            (2, Some("profile_url"))
+        );
+    }
+
+    #[test]
+    fn oversized_custom_fields_make_the_row_invalid() {
+        let text = format!("Name,Notes\nJane,short\nJohn,{}\n", "x".repeat(10_001));
+        let parsed = parse(&text).unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!((parsed.valid.len(), parsed.invalid), (1, 1));
+        assert_eq!(parsed.errors[0].field.as_deref(), Some("custom_fields"));
+        assert!(
+            parsed.errors[0].message.contains("custom_fields.Notes"),
+            "{:?}",
+            parsed.errors
         );
     }
 

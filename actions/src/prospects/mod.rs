@@ -367,7 +367,7 @@ pub struct CreateProspectInput {
     /// Up to 50 tags of up to 64 characters.
     #[serde(default)]
     pub tags: Vec<String>,
-    /// Up to 50 fields of any JSON value, keyed by name.
+    /// Fields of any JSON value, keyed by name: at most 50 keys of 1 to 100 characters, each value at most 10,000 characters of JSON text, and 64 KB of JSON in all (more is a 400 naming the field).
     #[serde(default)]
     pub custom_fields: BTreeMap<String, Value>,
     #[serde(default)]
@@ -405,14 +405,16 @@ impl CreateProspectInput {
 /// Create a prospect.
 ///
 /// Needs at least a name, a `profile_url` or an `email`. The profile URL is normalised (scheme,
-/// `www.`, query and trailing slash removed) and must be unique in the workspace: a duplicate is
-/// a 409 `conflict` whose `existing_id` names the prospect that has it. Costs nothing.
+/// `www.`, query and trailing slash removed, lowercased) and must be unique in the workspace, and
+/// so must the email (as imports match them): a duplicate is a 409 `conflict` whose
+/// `existing_id` names the prospect that has it. Costs nothing.
 #[action(scope = "write", http = "POST /prospects")]
 pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Prospect, ApiError> {
     let fields = input.into_fields()?;
     let id = ids::new_id("prs");
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
+    email_conflict(&mut tx, ctx.workspace_id(), fields.email.as_deref(), None).await?;
     let insert = sqlx::query(INSERT_SQL.as_str())
         .bind(&id)
         .bind(ctx.workspace_id());
@@ -534,31 +536,87 @@ pub async fn get_prospect(ctx: Ctx, input: ProspectId) -> Result<Prospect, ApiEr
 /// The input of `list_prospects`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListProspectsInput {
-    /// Only prospects whose name, company or title contains this text (case-insensitive).
+    /// Only prospects whose name, company, title, email or profile URL contains this text
+    /// (case-insensitive).
     pub q: Option<String>,
     /// Only prospects with this tag (exact match).
     pub tag: Option<String>,
+    /// Only the prospect with this email (compared lowercased): an exact lookup.
+    pub email: Option<String>,
+    /// Only the prospect with this profile, normalised like on create
+    /// (`https://www.linkedin.com/in/Jane-Doe/` finds `linkedin.com/in/jane-doe`): an exact lookup.
+    pub profile_url: Option<String>,
+    /// Only prospects of this tier (`a`, `b`, `c`, `d`, `disqualified`); unscored prospects have none.
+    pub tier: Option<Tier>,
+    /// Only prospects scored at least this much (0 to 100); unscored prospects are left out.
+    #[schemars(range(min = 0, max = 100))]
+    pub min_score: Option<i64>,
+    /// Only prospects scored at most this much (0 to 100); unscored prospects are left out.
+    #[schemars(range(min = 0, max = 100))]
+    pub max_score: Option<i64>,
+    /// Only members of this list (`lst_...`).
+    pub list_id: Option<String>,
+    /// The order: `created_at` (the default), `updated_at` or `score` (unscored prospects last);
+    /// the id breaks ties.
+    #[serde(default)]
+    pub sort: ProspectSort,
+    /// `desc` (the default: newest or highest first) or `asc`.
+    #[serde(default)]
+    pub order: SortOrder,
     #[serde(flatten)]
     pub page: PageParams,
 }
 
-/// List prospects, newest first.
+/// What `list_prospects` sorts by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProspectSort {
+    #[default]
+    CreatedAt,
+    UpdatedAt,
+    Score,
+}
+
+/// A sort direction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SortOrder {
+    Asc,
+    #[default]
+    Desc,
+}
+
+/// A value bound into the filter of `list_prospects`.
+enum Bind {
+    Text(String),
+    Int(i64),
+}
+
+/// List and find prospects, newest first.
 ///
 /// Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while `has_more`.
-/// Filter with `q` (name, company or title contains) and `tag`. Costs nothing.
+/// Find one person with `email` or `profile_url` (exact, normalised like on create); filter with
+/// `q` (name, company, title, email or profile URL contains), `tag`, `tier`, `min_score` and
+/// `max_score` (0 to 100), and `list_id`; all filters combine. Sort with `sort` (`created_at`,
+/// `updated_at`, `score`) and `order` (`desc` or `asc`). Costs nothing.
 #[action(scope = "read", http = "GET /prospects")]
 pub async fn list_prospects(
     ctx: Ctx,
     input: ListProspectsInput,
 ) -> Result<Page<Prospect>, ApiError> {
     let mut filter = String::from("workspace_id = $1");
-    let mut binds: Vec<String> = vec![ctx.workspace_id().to_owned()];
+    let mut binds: Vec<Bind> = vec![Bind::Text(ctx.workspace_id().to_owned())];
+    let mut add = |binds: &mut Vec<Bind>, condition: &str, bind: Bind| {
+        binds.push(bind);
+        filter.push_str(&condition.replace("$n", &format!("${}", binds.len())));
+    };
     if let Some(q) = input.q.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
-        binds.push(normalize::like_pattern(q));
-        filter.push_str(&format!(
-            " and search_text like ${} escape '\\'",
-            binds.len()
-        ));
+        // Email and profile URL are stored lowercased, like the pattern.
+        add(
+            &mut binds,
+            " and (search_text like $n escape '\\' or email like $n escape '\\' or profile_url like $n escape '\\')",
+            Bind::Text(normalize::like_pattern(q)),
+        );
     }
     if let Some(tag) = input
         .tag
@@ -566,14 +624,78 @@ pub async fn list_prospects(
         .map(str::trim)
         .filter(|tag| !tag.is_empty())
     {
-        binds.push(tag.to_owned());
-        filter.push_str(&format!(
-            " and exists (select 1 from prospect_tags t where t.workspace_id = $1 and t.tag = ${} and t.prospect_id = prospects.id)",
-            binds.len()
-        ));
+        add(
+            &mut binds,
+            " and exists (select 1 from prospect_tags t where t.workspace_id = $1 and t.tag = $n and t.prospect_id = prospects.id)",
+            Bind::Text(tag.to_owned()),
+        );
     }
+    if let Some(email) = normalize::email(input.email)? {
+        add(&mut binds, " and email = $n", Bind::Text(email));
+    }
+    if let Some(profile_url) = normalize::profile_url(input.profile_url)? {
+        add(&mut binds, " and profile_url = $n", Bind::Text(profile_url));
+    }
+    if let Some(tier) = input.tier {
+        add(
+            &mut binds,
+            " and tier = $n",
+            Bind::Text(tier.as_str().to_owned()),
+        );
+    }
+    for (field, value) in [
+        ("min_score", input.min_score),
+        ("max_score", input.max_score),
+    ] {
+        if let Some(value) = value
+            && !(0..=100).contains(&value)
+        {
+            return Err(ApiError::invalid_request(format!(
+                "`{field}` must be a score from 0 to 100; got {value}."
+            )));
+        }
+    }
+    if let (Some(min), Some(max)) = (input.min_score, input.max_score)
+        && min > max
+    {
+        return Err(ApiError::invalid_request(format!(
+            "`min_score` ({min}) is above `max_score` ({max}); no prospect could match."
+        )));
+    }
+    if let Some(min) = input.min_score {
+        add(&mut binds, " and score >= $n", Bind::Int(min));
+    }
+    if let Some(max) = input.max_score {
+        add(&mut binds, " and score <= $n", Bind::Int(max));
+    }
+    if let Some(list_id) = &input.list_id {
+        IdKind::List.check(list_id)?;
+        let exists = sqlx::query("select 1 from lists where workspace_id = $1 and id = $2")
+            .bind(ctx.workspace_id())
+            .bind(list_id)
+            .fetch_optional(ctx.db().pool())
+            .await?;
+        if exists.is_none() {
+            return Err(IdKind::List.not_found(list_id));
+        }
+        add(
+            &mut binds,
+            " and exists (select 1 from list_members m where m.list_id = $n and m.prospect_id = prospects.id)",
+            Bind::Text(list_id.clone()),
+        );
+    }
+    let direction = match input.order {
+        SortOrder::Asc => "asc",
+        SortOrder::Desc => "desc",
+    };
+    // Unscored prospects come last either way (`false` sorts before `true` on both backends).
+    let order_by = match input.sort {
+        ProspectSort::CreatedAt => format!("created_at {direction}, id {direction}"),
+        ProspectSort::UpdatedAt => format!("updated_at {direction}, id {direction}"),
+        ProspectSort::Score => format!("(score is null), score {direction}, id {direction}"),
+    };
     let page_sql = format!(
-        "select {} from prospects where {filter} order by created_at desc, id desc limit ${} offset ${}",
+        "select {} from prospects where {filter} order by {order_by} limit ${} offset ${}",
         *COLUMNS,
         binds.len() + 1,
         binds.len() + 2
@@ -583,10 +705,44 @@ pub async fn list_prospects(
         input.page,
         format!("select count(*) from prospects where {filter}"),
         page_sql,
-        |query| binds.iter().fold(query, |query, bind| query.bind(bind)),
+        |query| {
+            binds.iter().fold(query, |query, bind| match bind {
+                Bind::Text(text) => query.bind(text),
+                Bind::Int(number) => query.bind(*number),
+            })
+        },
         Prospect::from_row,
     )
     .await
+}
+
+/// Refuses an email another prospect of the workspace has (imports match rows by email too), with
+/// its id in `existing_id`.
+async fn email_conflict(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    email: Option<&str>,
+    except_id: Option<&str>,
+) -> Result<(), ApiError> {
+    let Some(email) = email else { return Ok(()) };
+    let existing = sqlx::query(
+        "select id from prospects where workspace_id = $1 and email = $2 and id <> $3 order by created_at, id limit 1",
+    )
+    .bind(workspace_id)
+    .bind(email)
+    .bind(except_id.unwrap_or(""))
+    .fetch_optional(conn)
+    .await?;
+    match existing {
+        Some(row) => {
+            let existing_id: String = row.try_get("id")?;
+            Err(ApiError::conflict(format!(
+                "A prospect with the email `{email}` already exists: `{existing_id}`."
+            ))
+            .with_extra("existing_id", existing_id))
+        }
+        None => Ok(()),
+    }
 }
 
 /// The input of `update_prospect`: only the fields given change; `null` clears a field.
@@ -628,7 +784,7 @@ pub struct UpdateProspectInput {
     pub phone: Option<Option<String>>,
     /// Replaces the tags.
     pub tags: Option<Vec<String>>,
-    /// Replaces the custom fields.
+    /// Replaces the custom fields: at most 50 keys of 1 to 100 characters, each value at most 10,000 characters of JSON text, and 64 KB of JSON in all (more is a 400 naming the field).
     pub custom_fields: Option<BTreeMap<String, Value>>,
     pub do_not_contact: Option<bool>,
 }
@@ -701,6 +857,15 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     fields.check_identifiable()?;
 
     let mut tx = ctx.tx().await?;
+    if fields.email != current.email {
+        email_conflict(
+            &mut tx,
+            ctx.workspace_id(),
+            fields.email.as_deref(),
+            Some(&current.id),
+        )
+        .await?;
+    }
     let updated = write_fields(
         &mut tx,
         ctx.workspace_id(),

@@ -1,8 +1,11 @@
 //! Normalising and validating prospect fields.
 //!
 //! One person must be one row, however their profile address was pasted: the profile URL is
-//! reduced to `host/path` (no scheme, no `www.`, no query or fragment, no trailing slash, host
-//! lowercased) before it is stored or compared. Every check returns a sentence that names the
+//! reduced to `host/path` (no scheme, no `www.`, no query or fragment, no trailing slash, all
+//! lowercase) before it is stored or compared. The path is lowercased too: profile identifiers
+//! (`/in/CaseTest-XY`) are case-insensitive on the networks we know, and a duplicate that differs
+//! only in case would be charged twice. (LinkedIn Sales Navigator addresses, `/sales/...`, carry
+//! case-sensitive ids and keep their case.) Every check returns a sentence that names the
 //! field, so a bad value is a 400 the caller can act on.
 
 use std::collections::BTreeMap;
@@ -14,6 +17,13 @@ pub const MAX_TEXT_CHARS: usize = 500;
 pub const MAX_TAGS: usize = 50;
 pub const MAX_TAG_CHARS: usize = 64;
 pub const MAX_CUSTOM_FIELDS: usize = 50;
+/// The longest `custom_fields` key, in characters.
+pub const MAX_CUSTOM_FIELD_KEY_CHARS: usize = 100;
+/// The longest `custom_fields` value, in characters of its JSON text.
+pub const MAX_CUSTOM_FIELD_VALUE_CHARS: usize = 10_000;
+/// The most `custom_fields` may hold in all, in bytes of its JSON text: one prospect must stay a
+/// small row, however its fields are split.
+pub const MAX_CUSTOM_FIELDS_BYTES: usize = 64 * 1024;
 
 /// Trims a text field; empty becomes `None`; too long is an error.
 pub fn text(field: &str, value: Option<String>) -> Result<Option<String>, ApiError> {
@@ -27,8 +37,8 @@ pub fn text(field: &str, value: Option<String>) -> Result<Option<String>, ApiErr
     Ok((!trimmed.is_empty()).then(|| trimmed.to_owned()))
 }
 
-/// Normalises a profile URL to `host/path`, e.g. `https://www.LinkedIn.com/in/jane/?x=1` ->
-/// `linkedin.com/in/jane`.
+/// Normalises a profile URL to a lowercase `host/path`, e.g.
+/// `https://www.LinkedIn.com/in/Jane/?x=1` -> `linkedin.com/in/jane`.
 pub fn profile_url(value: Option<String>) -> Result<Option<String>, ApiError> {
     let Some(raw) = text("profile_url", value)? else {
         return Ok(None);
@@ -52,7 +62,15 @@ pub fn profile_url(value: Option<String>) -> Result<Option<String>, ApiError> {
     if !host.contains('.') {
         return Err(bad());
     }
+    // Non-ASCII is percent-encoded by now, so ASCII lowercasing is the whole story (and is what
+    // SQL `lower()` does on both backends, which the migration of stored rows relies on). Sales
+    // Navigator ids (`linkedin.com/sales/lead/ACwAA...`) are case-sensitive: kept as they are.
     let path = url.path().trim_end_matches('/');
+    let path = if host == "linkedin.com" && path.starts_with("/sales/") {
+        path.to_owned()
+    } else {
+        path.to_ascii_lowercase()
+    };
     if path.is_empty() {
         return Err(bad());
     }
@@ -130,7 +148,8 @@ pub fn tags(values: Vec<String>) -> Result<Vec<String>, ApiError> {
     Ok(tags)
 }
 
-/// Checks the custom fields: string keys (non-empty), at most 50 of them.
+/// Checks the custom fields: at most 50 non-empty keys of at most 100 characters, each value at
+/// most 10,000 characters of JSON text, and 64 KB of JSON in all.
 pub fn custom_fields(fields: BTreeMap<String, Value>) -> Result<BTreeMap<String, Value>, ApiError> {
     if fields.len() > MAX_CUSTOM_FIELDS {
         return Err(ApiError::invalid_request(format!(
@@ -138,10 +157,33 @@ pub fn custom_fields(fields: BTreeMap<String, Value>) -> Result<BTreeMap<String,
             fields.len()
         )));
     }
-    if fields.keys().any(|key| key.trim().is_empty()) {
-        return Err(ApiError::invalid_request(
-            "`custom_fields` keys must not be empty.",
-        ));
+    let mut total = 2;
+    for (key, value) in &fields {
+        if key.trim().is_empty() {
+            return Err(ApiError::invalid_request(
+                "`custom_fields` keys must not be empty.",
+            ));
+        }
+        let key_chars = key.chars().count();
+        if key_chars > MAX_CUSTOM_FIELD_KEY_CHARS {
+            let start: String = key.chars().take(40).collect();
+            return Err(ApiError::invalid_request(format!(
+                "`custom_fields` key `{start}...` is {key_chars} characters long; a key is at most {MAX_CUSTOM_FIELD_KEY_CHARS}."
+            )));
+        }
+        let text = value.to_string();
+        let value_chars = text.chars().count();
+        if value_chars > MAX_CUSTOM_FIELD_VALUE_CHARS {
+            return Err(ApiError::invalid_request(format!(
+                "`custom_fields.{key}` is {value_chars} characters of JSON; a value is at most {MAX_CUSTOM_FIELD_VALUE_CHARS}."
+            )));
+        }
+        total += Value::String(key.clone()).to_string().len() + 1 + text.len() + 1;
+    }
+    if total > MAX_CUSTOM_FIELDS_BYTES {
+        return Err(ApiError::invalid_request(format!(
+            "`custom_fields` is {total} bytes of JSON in all; a prospect holds at most {MAX_CUSTOM_FIELDS_BYTES}."
+        )));
     }
     Ok(fields)
 }
@@ -198,6 +240,46 @@ mod tests {
         assert!(profile_url(Some("https://linkedin.com/".into())).is_err());
         assert!(profile_url(Some("ftp://linkedin.com/in/x".into())).is_err());
         assert_eq!(profile_url(Some("   ".into())).ok(), Some(None));
+    }
+
+    #[test]
+    fn profile_urls_ignore_case_in_the_identifier() {
+        assert_eq!(
+            url("https://www.linkedin.com/in/CaseTest-XY/"),
+            url("linkedin.com/in/casetest-xy")
+        );
+        assert_eq!(
+            url("linkedin.com/in/J%C3%A9r%C3%B4me"),
+            Some("linkedin.com/in/j%c3%a9r%c3%b4me".to_owned())
+        );
+        assert_eq!(
+            url("linkedin.com/in/Jérôme"),
+            url("linkedin.com/in/j%C3%A9r%C3%B4me")
+        );
+    }
+
+    #[test]
+    fn custom_fields_have_size_limits_that_name_the_field() {
+        let one =
+            |key: &str, value: Value| custom_fields(BTreeMap::from([(key.to_owned(), value)]));
+        assert!(one("note", Value::String("x".repeat(9_000))).is_ok());
+        let long_value = one("note", Value::String("x".repeat(10_001))).unwrap_err();
+        assert!(
+            long_value.message.contains("custom_fields.note"),
+            "{}",
+            long_value.message
+        );
+        let long_key = one(&"k".repeat(101), Value::Bool(true)).unwrap_err();
+        assert!(
+            long_key.message.contains("at most 100"),
+            "{}",
+            long_key.message
+        );
+        let many: BTreeMap<String, Value> = (0..10)
+            .map(|i| (format!("f{i}"), Value::String("x".repeat(9_000))))
+            .collect();
+        let total = custom_fields(many).unwrap_err();
+        assert!(total.message.contains("65536"), "{}", total.message);
     }
 
     #[test]
