@@ -64,7 +64,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/api/v1/openapi.json", get(openapi_json))
         .route("/api/v1/docs", get(docs_page))
-        .merge(web::routes())
+        .merge(web::routes(state.clone()))
         .merge(oauth::routes())
         .merge(authenticated)
         .fallback(rest::not_found)
