@@ -25,6 +25,16 @@ pub fn hash_password(password: &str) -> anyhow::Result<String> {
         .map_err(|error| anyhow!("could not hash the password: {error}"))
 }
 
+/// Whether `password` is the one a PHC hash string was made from (what sign-in checks).
+pub fn password_matches(hash: &str, password: &str) -> bool {
+    use argon2::password_hash::{PasswordHash, PasswordVerifier};
+    PasswordHash::new(hash).is_ok_and(|parsed| {
+        argon2::Argon2::default()
+            .verify_password(password.as_bytes(), &parsed)
+            .is_ok()
+    })
+}
+
 fn normalize_email(email: &str) -> anyhow::Result<String> {
     let email = email.trim().to_lowercase();
     let valid = email.split_once('@').is_some_and(|(local, domain)| {

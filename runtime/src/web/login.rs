@@ -345,12 +345,7 @@ static DUMMY_HASH: LazyLock<String> = LazyLock::new(|| {
 /// dropped meanwhile (a client that hangs up does not free a slot its check still uses).
 async fn verify_password(password: String, hash: String, slot: SemaphorePermit<'static>) -> bool {
     tokio::task::spawn_blocking(move || {
-        use argon2::password_hash::{PasswordHash, PasswordVerifier};
-        let verified = PasswordHash::new(&hash).is_ok_and(|parsed| {
-            argon2::Argon2::default()
-                .verify_password(password.as_bytes(), &parsed)
-                .is_ok()
-        });
+        let verified = admin::password_matches(&hash, &password);
         drop(slot);
         verified
     })
