@@ -25,6 +25,15 @@ the settings pages. Each flow is a named check, counted on its own:
 6. member-removed: a person added on `/settings/members` (a plain member, who signs in and finds
    `write` and `send` disabled with the reason), given a key with the CLI, removed in the browser:
    their key's next call is 401 `not_a_member`.
+7. landing-docs: `/` links to the docs and to sign-in; `/api/v1/docs` on a phone-sized window (390
+   wide) starts with the getting-started section, its operation index does not take the width (the
+   content starts at the left edge and nothing scrolls sideways), and each operation has a curl
+   example with the bearer key.
+8. credits: credits granted with `outreach admin credits grant` show as the balance on
+   `/settings/credits`, reached from the navigation, with the grant in the ledger.
+9. password: a wrong current password is refused on `/settings/password` with the navigation still
+   there; the right one changes it; after signing out, the old password is refused and the new one
+   signs in.
 
 Every page visited is saved as a PNG, `<check>-<n>-<page>.png` under `--screenshots`, so a person can
 look at what the browser saw; a failing check also saves the page's HTML there.
@@ -83,7 +92,9 @@ OWNER_EMAIL = "owner@example.com"
 OWNER_PASSWORD = "correct horse battery staple"
 MEMBER_PASSWORD = "member-password-2026"
 
-CHECKS = ["sign-in", "create-key", "send-terms", "revoke-key", "connected-app", "member-removed"]
+CHECKS = ["sign-in", "create-key", "send-terms", "revoke-key", "connected-app", "member-removed",
+          "landing-docs", "credits", "password"]
+NEW_OWNER_PASSWORD = "a brand new owner password"
 
 
 # --- HTTP, as the API's clients call it -------------------------------------------------------
@@ -684,6 +695,92 @@ class Flows:
         expect_refused(reply, 401, "not_a_member", "the removed member's key")
         print(f"  {email} added, keyed, removed: their key is 401 not_a_member")
 
+    # 7.
+    def landing_docs_check(self) -> None:
+        b, name = self.b, "landing-docs"
+        b.goto("/")
+        b.expect("#landing-docs", "the docs link on /")
+        check(b.has("#landing-sign-in") or b.has("#landing-settings"), "/ has no sign-in or settings link")
+        b.shot(name, "landing")
+        b.click_and_load(b.find("#landing-docs"))
+        check(b.path == "/api/v1/docs", f"the docs link led to {b.driver.current_url}")
+        b.driver.set_window_size(390, 844)
+        try:
+            b.goto("/api/v1/docs")
+            b.expect("#getting-started", "the getting-started section")
+            b.shot(name, "docs-phone")
+            width = b.driver.execute_script("return window.innerWidth")
+            scroll = b.driver.execute_script("return document.documentElement.scrollWidth")
+            left = b.driver.execute_script("return document.querySelector('main').getBoundingClientRect().left")
+            nav_height = b.driver.execute_script("return document.querySelector('nav').getBoundingClientRect().height")
+            check(left < 40, f"on a phone the content starts {left}px from the left: the index takes the width")
+            check(scroll <= width + 1, f"on a phone the docs scroll sideways ({scroll}px in a {width}px window)")
+            b.find("nav summary").click()
+            b.wait_until(lambda: b.driver.execute_script(
+                "return document.querySelector('nav').getBoundingClientRect().height") < nav_height,
+                "the index to fold")
+            b.shot(name, "docs-phone-index-folded")
+            curls = [pre.text for pre in b.find_all("pre.curl")]
+            check(curls and all("Authorization: Bearer $KEY" in text for text in curls), "an operation has no curl example with the key")
+            b.driver.execute_script("document.querySelector('pre.curl').scrollIntoView()")
+            b.shot(name, "docs-phone-curl")
+        finally:
+            b.driver.set_window_size(1280, 900)
+        b.goto("/api/v1/docs")
+        b.shot(name, "docs-desktop")
+        print(f"  / leads to the docs; on a phone the index folds above the content; {len(curls)} curl examples")
+
+    def signed_in_owner(self, name: str, path: str, password: str = OWNER_PASSWORD) -> None:
+        b = self.b
+        b.goto(path)
+        if b.path == "/login":
+            self.sign_in(OWNER_EMAIL, password)
+            b.goto(path)
+        check(b.path == path, f"expected {path}, the browser is at {b.driver.current_url}")
+
+    # 8.
+    def credits_check(self) -> None:
+        b, name = self.b, "credits"
+        granted = admin(self.binary, self.database_url, "credits", "grant", "--workspace", self.workspace_id,
+                        "--amount", "250", "--reason", "browser check")
+        self.signed_in_owner(name, "/settings/api")
+        b.click_and_load(b.expect(".site-nav a[href='/settings/credits']", "the Credits link"))
+        check(b.path == "/settings/credits", f"the Credits link led to {b.driver.current_url}")
+        shown = b.text("#credit-balance")
+        check(shown == str(granted["balance"]), f"the page shows a balance of {shown}, the CLI said {granted['balance']}")
+        rows = b.find_all("#ledger tr[data-entry-id]")
+        check(rows and "browser check" in rows[0].text and "+250" in rows[0].text, "the newest ledger row is not the grant")
+        b.shot(name, "credits")
+        print(f"  balance {shown} with the grant first in the ledger")
+
+    # 9.
+    def password_check(self) -> None:
+        b, name = self.b, "password"
+        self.signed_in_owner(name, "/settings/password")
+        b.shot(name, "form")
+        b.fill("#current-password", "not the password")
+        b.fill("#new-password", NEW_OWNER_PASSWORD)
+        b.fill("#new-password-again", NEW_OWNER_PASSWORD)
+        b.submit("#change-password", "#change-password-submit")
+        check(b.has("#password-error"), "a wrong current password was not refused")
+        check(b.has("#sign-out"), "the refusal lost the navigation")
+        b.shot(name, "wrong-current")
+        b.fill("#current-password", OWNER_PASSWORD)
+        b.fill("#new-password", NEW_OWNER_PASSWORD)
+        b.fill("#new-password-again", NEW_OWNER_PASSWORD)
+        b.submit("#change-password", "#change-password-submit")
+        b.expect("#password-changed", "the confirmation")
+        b.shot(name, "changed")
+        b.submit("#logout-form", "#sign-out")
+        b.goto("/settings/api")
+        self.sign_in(OWNER_EMAIL, OWNER_PASSWORD)
+        check(b.path == "/login" and b.has(".flash-error"), "the old password still signs in")
+        b.shot(name, "old-refused")
+        self.sign_in(OWNER_EMAIL, NEW_OWNER_PASSWORD)
+        check(b.path == "/settings/api", f"the new password did not sign in: at {b.driver.current_url}")
+        b.shot(name, "new-works")
+        print("  wrong current password refused with the navigation; the new password signs in, the old one not")
+
 
 def main() -> int:
     parser = argument_parser(__doc__, "server and chromedriver logs")
@@ -726,6 +823,9 @@ def main() -> int:
                 checks.run("revoke-key", flows.revoke_key_check, needs=("create-key",))
                 checks.run("connected-app", flows.connected_app_check)
                 checks.run("member-removed", flows.member_removed_check)
+                checks.run("landing-docs", flows.landing_docs_check)
+                checks.run("credits", flows.credits_check)
+                checks.run("password", flows.password_check)
                 internal = server.internal_errors()
                 if internal:
                     print("\n".join(internal[:20]))

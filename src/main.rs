@@ -129,6 +129,9 @@ enum AdminCommand {
     /// Members of a workspace.
     #[command(subcommand)]
     Member(MemberCommand),
+    /// People (accounts that sign in to the web pages).
+    #[command(subcommand)]
+    Person(PersonCommand),
     /// API keys.
     #[command(subcommand)]
     Key(KeyCommand),
@@ -138,6 +141,18 @@ enum AdminCommand {
     /// Credits.
     #[command(subcommand)]
     Credits(CreditsCommand),
+}
+
+#[derive(Subcommand)]
+enum PersonCommand {
+    /// Set a person's sign-in password and sign them out of every browser.
+    SetPassword {
+        #[arg(long)]
+        email: String,
+        /// At least 8 characters; a random one is generated and printed once when omitted.
+        #[arg(long)]
+        password: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -460,6 +475,10 @@ async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
                 value["password"] = json!(password);
             }
             value
+        }
+        AdminCommand::Person(PersonCommand::SetPassword { email, password }) => {
+            let set = admin::set_password(&db, &email, password.as_deref(), None).await?;
+            serde_json::to_value(set)?
         }
         AdminCommand::Member(MemberCommand::Remove { workspace, email }) => {
             admin::remove_member(&db, &workspace, &email).await?;

@@ -26,6 +26,16 @@ pub fn hash_password(password: &str) -> anyhow::Result<String> {
         .map_err(|error| anyhow!("could not hash the password: {error}"))
 }
 
+/// Whether `password` is the one a PHC hash string was made from (what sign-in checks).
+pub fn password_matches(hash: &str, password: &str) -> bool {
+    use argon2::password_hash::{PasswordHash, PasswordVerifier};
+    PasswordHash::new(hash).is_ok_and(|parsed| {
+        argon2::Argon2::default()
+            .verify_password(password.as_bytes(), &parsed)
+            .is_ok()
+    })
+}
+
 fn normalize_email(email: &str) -> anyhow::Result<String> {
     let email = email.trim().to_lowercase();
     let valid = email.split_once('@').is_some_and(|(local, domain)| {
@@ -118,9 +128,7 @@ async fn find_or_create_person(
     }
     let generated = password.is_none().then(ids::new_password);
     let password = password.or(generated.as_deref()).unwrap_or_default();
-    if password.chars().count() < 8 {
-        bail!("the password must be at least 8 characters");
-    }
+    check_password(password)?;
     let person_id = ids::new_id("psn");
     let display_name = display_name
         .map(str::trim)
@@ -427,6 +435,67 @@ pub async fn accept_terms(
         .execute(db.pool())
         .await?;
     Ok(())
+}
+
+/// Shortest password a person may have; the web forms and the CLI apply the same rule.
+pub const MIN_PASSWORD_CHARS: usize = 8;
+
+/// Refuses a password shorter than [`MIN_PASSWORD_CHARS`].
+pub fn check_password(password: &str) -> anyhow::Result<()> {
+    if password.chars().count() < MIN_PASSWORD_CHARS {
+        bail!("the password must be at least {MIN_PASSWORD_CHARS} characters");
+    }
+    Ok(())
+}
+
+/// A person's new password; `password` is set only when it was generated (shown once).
+#[derive(Debug, Serialize)]
+pub struct PasswordSet {
+    pub person_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    /// Browser sessions ended by the change.
+    pub sessions_ended: u64,
+}
+
+/// Sets a person's password (generated when `None`) and ends their browser sessions, all but
+/// `keep_session` (the session that made the change from the settings page). Ending the others
+/// is the point of a change after a suspected leak: whoever signed in with the old password is
+/// signed out everywhere. API keys and OAuth grants are not touched: they never used the password.
+pub async fn set_password(
+    db: &Db,
+    email: &str,
+    password: Option<&str>,
+    keep_session: Option<&str>,
+) -> anyhow::Result<PasswordSet> {
+    let email = normalize_email(email)?;
+    let generated = password.is_none().then(ids::new_password);
+    let password = password.or(generated.as_deref()).unwrap_or_default();
+    check_password(password)?;
+    let hash = hash_password(password)?;
+    let mut tx = db.pool().begin().await?;
+    let person_id: String = sqlx::query_scalar("select id from people where email = $1")
+        .bind(&email)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| anyhow!("no person with the email `{email}`"))?;
+    sqlx::query("update people set password_hash = $1 where id = $2")
+        .bind(&hash)
+        .bind(&person_id)
+        .execute(&mut *tx)
+        .await?;
+    let sessions_ended = sqlx::query("delete from web_sessions where person_id = $1 and id <> $2")
+        .bind(&person_id)
+        .bind(keep_session.unwrap_or(""))
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    tx.commit().await?;
+    Ok(PasswordSet {
+        person_id,
+        password: generated,
+        sessions_ended,
+    })
 }
 
 /// Whether an email address (normalized as sign-in does) names an existing person.

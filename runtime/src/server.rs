@@ -80,7 +80,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/metrics",
             get(observe::metrics).with_state(observer.clone()),
         )
-        .merge(web::routes())
+        .merge(web::routes(state.clone()))
         .merge(oauth::routes())
         .merge(bearer)
         .route_layer(middleware::from_fn_with_state(

@@ -579,3 +579,94 @@ async fn a_malformed_outreach_starter_credits_is_refused_with_a_sentence() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("OUTREACH_STARTER_CREDITS"), "{stderr}");
 }
+
+#[tokio::test]
+async fn set_password_prints_a_generated_password_once_and_it_is_the_one_that_works() {
+    let database = TestDatabase::create().await;
+    admin_ok(
+        &database,
+        &[
+            "workspace",
+            "create",
+            "--name",
+            "Initech",
+            "--owner-email",
+            "boss@initech.test",
+            "--owner-password",
+            "tps-reports-2",
+        ],
+    )
+    .await;
+    let stored = |db: outreach_runtime::Db| async move {
+        let hash: String = sqlx::query_scalar(
+            "select password_hash from people where email = 'boss@initech.test'",
+        )
+        .fetch_one(db.pool())
+        .await
+        .expect("the person");
+        db.close().await;
+        hash
+    };
+    let connect = || async {
+        outreach_runtime::Db::connect(database.url())
+            .await
+            .expect("connect")
+    };
+
+    let generated = admin_ok(
+        &database,
+        &["person", "set-password", "--email", "Boss@Initech.test"],
+    )
+    .await;
+    let password = field(&generated, "password");
+    assert!(password.len() >= 8, "{generated}");
+    let hash = stored(connect().await).await;
+    assert!(outreach_runtime::admin::password_matches(&hash, &password));
+    assert!(!outreach_runtime::admin::password_matches(
+        &hash,
+        "tps-reports-2"
+    ));
+
+    let given = admin_ok(
+        &database,
+        &[
+            "person",
+            "set-password",
+            "--email",
+            "boss@initech.test",
+            "--password",
+            "flair-pieces-37",
+        ],
+    )
+    .await;
+    assert!(
+        given.get("password").is_none(),
+        "a given password is not echoed: {given}"
+    );
+    let hash = stored(connect().await).await;
+    assert!(outreach_runtime::admin::password_matches(
+        &hash,
+        "flair-pieces-37"
+    ));
+
+    for args in [
+        &[
+            "person",
+            "set-password",
+            "--email",
+            "boss@initech.test",
+            "--password",
+            "short",
+        ][..],
+        &["person", "set-password", "--email", "nobody@initech.test"][..],
+    ] {
+        let output = admin(&database, args).await;
+        assert!(!output.status.success(), "{args:?} should fail");
+        assert!(!output.stderr.is_empty(), "{args:?}: no sentence");
+    }
+    let hash = stored(connect().await).await;
+    assert!(
+        outreach_runtime::admin::password_matches(&hash, "flair-pieces-37"),
+        "a refused change changes nothing"
+    );
+}

@@ -1413,3 +1413,289 @@ async fn successful_sign_ins_do_not_use_up_the_address_budget() {
         .expect("count attempts");
     assert_eq!(rows, 0, "a success takes its own rows back");
 }
+
+async fn password_hash(app: &TestApp, email: &str) -> String {
+    sqlx::query_scalar("select password_hash from people where email = $1")
+        .bind(email)
+        .fetch_one(app.db.pool())
+        .await
+        .expect("the person")
+}
+
+#[tokio::test]
+async fn a_password_change_refuses_bad_forms_and_then_works_and_ends_other_sessions() {
+    let app = spawn_app().await;
+    let browser = signed_in(&app, OWNER_EMAIL).await;
+    let other_device = signed_in(&app, OWNER_EMAIL).await;
+    let before = password_hash(&app, OWNER_EMAIL).await;
+    let page = browser.get("/settings/password").await;
+    page.expect(200);
+    assert!(page.body.contains("id=\"change-password\""));
+
+    let change = |current: &'static str, new: &'static str, again: &'static str| {
+        let browser = &browser;
+        async move {
+            browser
+                .submit(
+                    "/settings/password",
+                    "/settings/password",
+                    &[
+                        ("current_password", current),
+                        ("new_password", new),
+                        ("new_password_again", again),
+                    ],
+                )
+                .await
+        }
+    };
+    let wrong = change("not my password", "a new password 1", "a new password 1").await;
+    wrong.expect(403);
+    assert!(
+        wrong.body.contains("current password is wrong"),
+        "{}",
+        wrong.body
+    );
+    let mismatch = change(PASSWORD, "a new password 1", "a new password 2").await;
+    mismatch.expect(400);
+    assert!(mismatch.body.contains("differ"));
+    change(PASSWORD, "short", "short").await.expect(400);
+    browser
+        .post(
+            "/settings/password",
+            &[
+                ("csrf_token", "forged"),
+                ("current_password", PASSWORD),
+                ("new_password", "a new password 1"),
+                ("new_password_again", "a new password 1"),
+            ],
+        )
+        .await
+        .expect(403);
+    assert_eq!(
+        password_hash(&app, OWNER_EMAIL).await,
+        before,
+        "refusals change nothing"
+    );
+    other_device.get("/settings/api").await.expect(200);
+
+    let done = change(PASSWORD, "a new password 1", "a new password 1").await;
+    done.expect(303);
+    let shown = browser.get(done.location()).await;
+    shown.expect(200);
+    assert!(shown.body.contains("id=\"password-changed\""));
+    browser.get("/settings/api").await.expect(200);
+    let ended = other_device.get("/settings/api").await;
+    ended.expect(303);
+    assert!(
+        ended.location().starts_with("/login"),
+        "the other device is signed out"
+    );
+
+    let fresh = Browser::new(&app);
+    fresh
+        .try_sign_in(OWNER_EMAIL, PASSWORD, "")
+        .await
+        .expect(401);
+    let signed = fresh.try_sign_in(OWNER_EMAIL, "a new password 1", "").await;
+    signed.expect(303);
+}
+
+#[tokio::test]
+async fn the_credits_page_shows_the_balance_and_the_ledger_newest_first_in_pages() {
+    let app = spawn_app().await;
+    for amount in 1..=55 {
+        outreach_runtime::credits::grant(
+            &app.db,
+            &app.clock,
+            &app.workspace_id,
+            amount,
+            &outreach_runtime::credits::Source {
+                reason: Some("test grant"),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("grant");
+        app.clock.advance_ms(1000);
+    }
+    let balance = outreach_runtime::credits::balance(&app.db, &app.workspace_id)
+        .await
+        .expect("balance");
+    let member = {
+        app.add_member("member@acme.test", Role::Member).await;
+        signed_in(&app, "member@acme.test").await
+    };
+    let page = member.get("/settings/credits").await;
+    page.expect(200);
+    assert_eq!(page.text_of("credit-balance"), Some(balance.to_string()));
+    assert!(
+        page.body
+            .contains("href=\"/settings/credits\" aria-current=\"page\"")
+    );
+    let first_amount = page.body.find("+55").expect("the newest grant first");
+    assert!(page.body.find("+54").is_some_and(|at| at > first_amount));
+    assert!(!page.body.contains("+5<"), "the oldest is on the next page");
+    let older = page.attribute_after("id=\"ledger-older\" href=\"");
+    let next = member.get(&older).await;
+    next.expect(200);
+    assert!(next.body.contains("+5<") && next.body.contains("id=\"ledger-newer\""));
+    member.get("/settings/credits?offset=x").await.expect(200);
+}
+
+#[tokio::test]
+async fn the_landing_page_leads_to_the_docs_and_sign_in_and_assets_are_served() {
+    let app = spawn_app().await;
+    let browser = Browser::new(&app);
+    let landing = browser.get("/").await;
+    landing.expect(200);
+    assert!(landing.body.contains("href=\"/api/v1/docs\""));
+    assert!(landing.body.contains("href=\"/login\""));
+    assert!(landing.body.contains("rel=\"icon\""));
+    let icon = browser.get("/assets/favicon.svg").await;
+    icon.expect(200);
+    assert_eq!(icon.header("content-type"), "image/svg+xml");
+    browser.get("/favicon.ico").await.expect(200);
+    let docs = browser.get("/api/v1/docs").await;
+    docs.expect(200);
+    assert!(docs.body.contains("id=\"getting-started\""));
+    assert!(docs.body.contains("Authorization: Bearer $KEY"));
+    assert!(!docs.body.contains("<script") && !docs.body.contains("<style"));
+    let css = browser.get("/assets/docs.css").await;
+    css.expect(200);
+    assert!(css.body.contains("@media"));
+
+    let signed = signed_in(&app, OWNER_EMAIL).await;
+    assert!(
+        signed
+            .get("/")
+            .await
+            .body
+            .contains("href=\"/settings/api\"")
+    );
+}
+
+#[tokio::test]
+async fn refusal_pages_keep_the_navigation_and_show_code_not_backticks() {
+    let app = spawn_app().await;
+    app.add_member("member@acme.test", Role::Member).await;
+    let member = signed_in(&app, "member@acme.test").await;
+    let terms = member.get("/settings/sending-terms").await;
+    assert!(
+        !terms.body.contains("id=\"accept-terms\""),
+        "no Accept for a member"
+    );
+    let refused = member
+        .submit("/settings/sending-terms", "/settings/sending-terms", &[])
+        .await;
+    refused.expect(403);
+    assert!(refused.body.contains("id=\"sign-out\""), "{}", refused.body);
+    assert!(refused.body.contains("href=\"/settings/credits\""));
+    let missing = member
+        .get("/settings/api/keys/key_00000000000000000000/revoke")
+        .await;
+    assert_eq!(missing.status.as_u16(), 404);
+    assert!(missing.body.contains("id=\"sign-out\""));
+    assert!(!missing.body.contains('`'), "{}", missing.body);
+
+    // Signed out, a refusal is the plain page.
+    let stranger = Browser::new(&app);
+    let forged = stranger
+        .post(
+            "/login",
+            &[
+                ("csrf_token", "x"),
+                ("email", "a@b.test"),
+                ("password", "x"),
+            ],
+        )
+        .await;
+    forged.expect(403);
+    assert!(!forged.body.contains("id=\"sign-out\""));
+}
+
+#[tokio::test]
+async fn the_last_owner_is_offered_neither_removal_nor_a_role_change() {
+    let app = spawn_app().await;
+    app.add_member("admin@acme.test", Role::Admin).await;
+    let owner_id = admin::list_members(&app.db, &app.workspace_id)
+        .await
+        .expect("members")
+        .into_iter()
+        .find(|m| m.email == OWNER_EMAIL)
+        .expect("the owner")
+        .person_id;
+    let owner = signed_in(&app, OWNER_EMAIL).await;
+    let page = owner.get("/settings/members").await;
+    page.expect(200);
+    assert!(
+        !page
+            .body
+            .contains(&format!("/settings/members/{owner_id}/remove"))
+    );
+    assert!(
+        !page
+            .body
+            .contains(&format!("/settings/members/{owner_id}/role"))
+    );
+    assert!(page.body.contains("make someone else an owner first"));
+    admin::add_member(
+        &app.db,
+        &app.clock,
+        &app.workspace_id,
+        "second@acme.test",
+        Role::Owner,
+        Some(PASSWORD),
+    )
+    .await
+    .expect("a second owner");
+    let page = owner.get("/settings/members").await;
+    assert!(
+        page.body
+            .contains(&format!("/settings/members/{owner_id}/remove"))
+    );
+}
+
+#[tokio::test]
+async fn sign_in_from_an_oauth_request_names_the_connecting_app() {
+    let app = spawn_app().await;
+    let registered = app
+        .send(
+            reqwest::Method::POST,
+            "/oauth/register",
+            crate::helpers::Auth::None,
+            crate::helpers::Body::Json(serde_json::json!({
+                "client_name": "Claude <Desktop>",
+                "redirect_uris": ["http://127.0.0.1:7777/callback"],
+                "token_endpoint_auth_method": "none",
+            })),
+        )
+        .await;
+    let client_id = registered.expect(201)["client_id"]
+        .as_str()
+        .expect("a client id")
+        .to_owned();
+    let browser = Browser::new(&app);
+    let next = format!("/oauth/authorize?response_type=code&client_id={client_id}&state=x");
+    let page = browser.get(&format!("/login?next={}", encode(&next))).await;
+    page.expect(200);
+    assert!(
+        page.body
+            .contains("<strong>Claude &lt;Desktop&gt;</strong>")
+            || page
+                .body
+                .contains("<strong>Claude &#60;Desktop&#62;</strong>"),
+        "{}",
+        page.body
+    );
+    let document = "/oauth/authorize?client_id=https%3A%2F%2Fassistant.example%2Fclient.json";
+    let page = browser
+        .get(&format!("/login?next={}", encode(document)))
+        .await;
+    assert!(
+        page.body.contains("the app at assistant.example"),
+        "{}",
+        page.body
+    );
+    let plain = browser.get("/login").await;
+    assert!(!plain.body.contains("id=\"connecting-app\""));
+}

@@ -276,6 +276,31 @@ pub async fn resolve(
     }))
 }
 
+/// What the sign-in page calls the app behind an authorization request, before anyone is signed
+/// in: a registered client's name from our database, or the host of a metadata document URL. The
+/// document itself is not fetched (no request leaves this server for a browser without a session,
+/// RFC 9700 section 4.11.2); the consent page after sign-in shows the name it declares. `None`
+/// when the id names no client.
+pub async fn name_before_sign_in(
+    state: &AppState,
+    client_id: &str,
+) -> Result<Option<String>, ApiError> {
+    if is_document_url(client_id) {
+        return Ok(url::Url::parse(client_id)
+            .ok()
+            .and_then(|url| url.host_str().map(|host| format!("the app at {host}"))));
+    }
+    if !ids::is_id("cli", client_id) {
+        return Ok(None);
+    }
+    Ok(
+        sqlx::query_scalar("select client_name from oauth_clients where client_id = $1")
+            .bind(client_id)
+            .fetch_optional(state.db.pool())
+            .await?,
+    )
+}
+
 /// Whether a registered client id exists (the token and revocation endpoints' client check).
 pub async fn is_registered(state: &AppState, client_id: &str) -> Result<bool, ApiError> {
     if !ids::is_id("cli", client_id) {

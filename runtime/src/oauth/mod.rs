@@ -37,7 +37,9 @@ mod token;
 
 /// Ends a grant and every token it issued: what Disconnect on the settings page does, and what
 /// a replayed code or a reused refresh token triggers here.
+pub use client::name_before_sign_in as client_name_before_sign_in;
 pub use grant::revoke as revoke_grant;
+pub use pages::code_spans;
 
 /// An authorization code is exchanged within seconds; ten minutes covers a slow client.
 pub const CODE_LIFETIME_MS: i64 = 10 * 60 * 1000;

@@ -18,6 +18,46 @@ struct ErrorPage<'a> {
     message: &'a str,
 }
 
+impl ErrorPage<'_> {
+    fn message_html(&self) -> String {
+        code_spans(self.message)
+    }
+}
+
+fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A sentence as HTML: escaped first, then each pair of backticks (the API's way of marking
+/// code in its sentences) turned into `<code>`. An unpaired backtick is dropped rather than shown.
+pub fn code_spans(text: &str) -> String {
+    let parts: Vec<&str> = text.split('`').collect();
+    let paired = parts.len() % 2 == 1;
+    let mut out = String::with_capacity(text.len() + 16);
+    for (index, part) in parts.iter().enumerate() {
+        let escaped = escape_html(part);
+        if index % 2 == 1 && (paired || index + 1 < parts.len()) {
+            out.push_str("<code>");
+            out.push_str(&escaped);
+            out.push_str("</code>");
+        } else {
+            out.push_str(&escaped);
+        }
+    }
+    out
+}
+
 /// A workspace in the chooser.
 pub struct WorkspaceChoice {
     pub id: String,
@@ -41,6 +81,11 @@ pub struct ScopeLine {
 }
 
 impl ScopeLine {
+    /// The text as HTML, with its `code` spans.
+    pub fn html(&self) -> String {
+        code_spans(&self.text)
+    }
+
     pub fn granted(scope: Scope) -> Self {
         let text = match scope {
             Scope::Read => "see the workspace, its prospects, lists, targeting and scores",
@@ -109,4 +154,19 @@ pub fn internal(error: ApiError) -> Response {
         "Something went wrong",
         &error.message,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::code_spans;
+
+    #[test]
+    fn backticks_become_code_after_escaping() {
+        assert_eq!(
+            code_spans("a `<b>` and `c`"),
+            "a <code>&lt;b&gt;</code> and <code>c</code>"
+        );
+        assert_eq!(code_spans("odd ` one"), "odd  one");
+        assert_eq!(code_spans("none"), "none");
+    }
 }

@@ -64,6 +64,22 @@ struct LoginPage<'a> {
     next: &'a str,
     email: &'a str,
     error: Option<&'a str>,
+    /// The app an OAuth request is connecting, when `next` is one.
+    connecting: Option<String>,
+}
+
+/// The name of the app whose authorization request `next` continues, if it is one.
+async fn connecting_app(state: &AppState, next: &str) -> Result<Option<String>, PageError> {
+    let Some(query) = next.strip_prefix("/oauth/authorize?") else {
+        return Ok(None);
+    };
+    let Some(client_id) = url::form_urlencoded::parse(query.as_bytes())
+        .find(|(name, _)| name == "client_id")
+        .map(|(_, value)| value.into_owned())
+    else {
+        return Ok(None);
+    };
+    Ok(crate::oauth::client_name_before_sign_in(state, &client_id).await?)
 }
 
 #[derive(Debug, Deserialize)]
@@ -72,14 +88,15 @@ pub struct LoginQuery {
     next: Option<String>,
 }
 
-fn login_page(
+async fn login_page(
     jar: CookieJar,
     state: &AppState,
     status: StatusCode,
     next: &str,
     email: &str,
     error: Option<&str>,
-) -> Response {
+) -> Result<Response, PageError> {
+    let connecting = connecting_app(state, next).await?;
     let (jar, csrf_token) = session::login_csrf(state, jar);
     let page = render(
         status,
@@ -88,9 +105,10 @@ fn login_page(
             next,
             email,
             error,
+            connecting,
         },
     );
-    (jar, page).into_response()
+    Ok((jar, page).into_response())
 }
 
 /// `GET /login`: the form, or straight on to `next` when already signed in.
@@ -104,14 +122,15 @@ pub async fn show(
     if session::current(&state, &headers).await?.is_some() {
         return Ok(see_other(next.as_deref().unwrap_or(DEFAULT_NEXT)));
     }
-    Ok(login_page(
+    login_page(
         jar,
         &state,
         StatusCode::OK,
         next.as_deref().unwrap_or(""),
         "",
         None,
-    ))
+    )
+    .await
 }
 
 /// `POST /login`: checks the CSRF cookie, records the attempt, checks the throttle, then the
@@ -158,7 +177,8 @@ pub async fn submit(
             next_field,
             &email,
             Some(&message),
-        );
+        )
+        .await?;
         return Ok(with_header(
             page,
             header::RETRY_AFTER,
@@ -186,19 +206,21 @@ pub async fn submit(
             next_field,
             &email,
             Some("Too many sign-ins are being checked right now. Try again in a moment."),
-        );
+        )
+        .await?;
         return Ok(with_header(page, header::RETRY_AFTER, "1"));
     };
     let verified = verify_password(password.to_owned(), hash, permit).await;
     let Some(person_id) = person_id.filter(|_| verified) else {
-        return Ok(login_page(
+        return login_page(
             jar,
             &state,
             StatusCode::UNAUTHORIZED,
             next_field,
             &email,
             Some("Wrong email or password."),
-        ));
+        )
+        .await;
     };
     // The account starts afresh; the address keeps its failures but not this success.
     sqlx::query("delete from sign_in_failures where subject = $1 or attempt = $2")
@@ -210,6 +232,45 @@ pub async fn submit(
     let jar = session::end(&state, jar).await?;
     let jar = session::start(&state, &person_id, jar).await?;
     Ok((jar, see_other(next.as_deref().unwrap_or(DEFAULT_NEXT))).into_response())
+}
+
+/// Why a current password could not be checked: too many attempts (seconds to wait) or every
+/// verification slot busy.
+pub enum Unchecked {
+    Throttled(i64),
+    Busy,
+}
+
+/// Checks a signed-in person's current password (the password page) under the sign-in page's
+/// account throttle and verification slots, so a borrowed session cannot guess faster than the
+/// sign-in form allows. A right password clears the account's failures, as a sign-in does.
+pub async fn check_current_password(
+    state: &AppState,
+    email: &str,
+    password: &str,
+) -> Result<Result<bool, Unchecked>, PageError> {
+    let account = format!("account:{email}");
+    let now = state.clock.now_ms();
+    let attempt = record_attempt(state, &[&account], now).await?;
+    if let Some(wait) = throttled(state, &account, ACCOUNT_LIMIT, now).await? {
+        return Ok(Err(Unchecked::Throttled(wait)));
+    }
+    let hash: String = sqlx::query_scalar("select password_hash from people where email = $1")
+        .bind(email)
+        .fetch_one(state.db.pool())
+        .await?;
+    let Some(permit) = verification_slot(&VERIFICATIONS, VERIFY_WAIT).await else {
+        return Ok(Err(Unchecked::Busy));
+    };
+    let verified = verify_password(password.to_owned(), hash, permit).await;
+    if verified {
+        sqlx::query("delete from sign_in_failures where subject = $1 or attempt = $2")
+            .bind(&account)
+            .bind(&attempt)
+            .execute(state.db.pool())
+            .await?;
+    }
+    Ok(Ok(verified))
 }
 
 /// Every `X-Forwarded-For` entry of a request, left to right across repeated headers.
@@ -284,12 +345,7 @@ static DUMMY_HASH: LazyLock<String> = LazyLock::new(|| {
 /// dropped meanwhile (a client that hangs up does not free a slot its check still uses).
 async fn verify_password(password: String, hash: String, slot: SemaphorePermit<'static>) -> bool {
     tokio::task::spawn_blocking(move || {
-        use argon2::password_hash::{PasswordHash, PasswordVerifier};
-        let verified = PasswordHash::new(&hash).is_ok_and(|parsed| {
-            argon2::Argon2::default()
-                .verify_password(password.as_bytes(), &parsed)
-                .is_ok()
-        });
+        let verified = admin::password_matches(&hash, &password);
         drop(slot);
         verified
     })

@@ -35,6 +35,8 @@ pub struct MemberRow {
     joined: String,
     is_me: bool,
     can_change: bool,
+    /// Why the role and removal controls are not offered, when they are not.
+    why_not: &'static str,
 }
 
 #[derive(Default)]
@@ -80,16 +82,28 @@ async fn page(
     let members = admin::list_members(&state.db, &signed.workspace_id)
         .await
         .map_err(|e| PageError::admin(StatusCode::INTERNAL_SERVER_ERROR, &e))?;
+    let owners = members.iter().filter(|m| m.role == Role::Owner).count();
     let members = members
         .into_iter()
-        .map(|member| MemberRow {
-            is_me: member.person_id == signed.session.person_id,
-            can_change: may_change(signed.role, member.role),
-            role: member.role.as_str(),
-            joined: display_time(member.joined_at),
-            person_id: member.person_id,
-            email: member.email,
-            display_name: member.display_name,
+        .map(|member| {
+            // The last owner can be neither demoted nor removed (admin refuses it), so the page
+            // does not offer what would be refused.
+            let last_owner = member.role == Role::Owner && owners == 1;
+            let allowed = may_change(signed.role, member.role);
+            MemberRow {
+                is_me: member.person_id == signed.session.person_id,
+                can_change: allowed && !last_owner,
+                why_not: if !allowed {
+                    "Only an owner can change an owner"
+                } else {
+                    "The only owner: make someone else an owner first"
+                },
+                role: member.role.as_str(),
+                joined: display_time(member.joined_at),
+                person_id: member.person_id,
+                email: member.email,
+                display_name: member.display_name,
+            }
         })
         .collect();
     let template = MembersPage {

@@ -1,4 +1,5 @@
-//! The web pages: sign-in and the settings area (API keys, connected apps, members, sending terms).
+//! The web pages: a landing page, sign-in and the settings area (API keys, connected apps,
+//! members, credits, sending terms, the person's password).
 //!
 //! Server-rendered HTML from compile-time templates (askama, `runtime/templates/`), one small
 //! hand-written stylesheet and one tiny script built into the binary, nothing from anywhere else,
@@ -16,6 +17,7 @@ use std::sync::Arc;
 
 use askama::Template;
 use axum::Router;
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
@@ -29,15 +31,18 @@ use crate::state::AppState;
 
 mod apps;
 mod assets;
+mod credits;
 mod keys;
 mod login;
 mod members;
+mod password;
 mod terms;
 
 /// The routes of the web pages (`/login`, `/logout`, `/settings/...`, `/assets/...`).
-pub fn routes() -> Router<Arc<AppState>> {
+pub fn routes(state: Arc<AppState>) -> Router<Arc<AppState>> {
     login::warm_up();
     let pages = Router::new()
+        .route("/", get(landing))
         .route("/login", get(login::show).post(login::submit))
         .route("/logout", post(login::logout))
         .route("/settings", get(settings_home))
@@ -65,11 +70,85 @@ pub fn routes() -> Router<Arc<AppState>> {
             "/settings/members/{person_id}/remove",
             get(members::confirm_remove).post(members::remove),
         )
+        .route(
+            "/settings/password",
+            get(password::show).post(password::change),
+        )
+        .route("/settings/credits", get(credits::show))
+        .layer(middleware::from_fn_with_state(state, message_with_nav))
         .layer(middleware::map_response(page_headers));
     Router::new()
         .route("/assets/app.css", get(assets::stylesheet))
         .route("/assets/app.js", get(assets::script))
+        .route("/assets/docs.css", get(assets::docs_stylesheet))
+        .route("/assets/favicon.svg", get(assets::favicon))
+        .route("/favicon.ico", get(assets::favicon))
         .merge(pages)
+}
+
+#[derive(Template)]
+#[template(path = "web/landing.html")]
+struct LandingPage {
+    signed_in: bool,
+}
+
+/// `GET /`: a page with two ways on, the API docs and sign-in (or the settings when signed in).
+/// A page rather than a redirect because `/` is where both kinds of visitor arrive: a developer
+/// who wants the reference and a person who wants their keys; a redirect would pick for them.
+async fn landing(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> Result<Response, PageError> {
+    let signed_in = session::current(&state, &headers).await?.is_some();
+    Ok(render(StatusCode::OK, &LandingPage { signed_in }))
+}
+
+/// The facts of a message page, left on its response so [`message_with_nav`] can render it
+/// again with the signed-in header.
+#[derive(Debug, Clone)]
+struct MessageParts {
+    title: String,
+    message: String,
+    back: String,
+}
+
+/// Gives every message page (refusals, not-found, faults) the navigation of the signed-in
+/// person, when there is one: whichever handler refused, the person keeps their way around.
+/// One place rather than every call site, so no refusal can forget it; the extra lookup is paid
+/// by error pages only.
+async fn message_with_nav(
+    State(state): State<Arc<AppState>>,
+    request: axum::extract::Request,
+    next: middleware::Next,
+) -> Response {
+    let headers = request.headers().clone();
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    let Some(parts) = response.extensions().get::<MessageParts>().cloned() else {
+        return response;
+    };
+    let Ok(signed) = signed_in(&state, &headers, &path).await else {
+        return response;
+    };
+    let nav = signed.nav("", "/settings/api");
+    let (head, _) = response.into_parts();
+    let page = render(
+        head.status,
+        &MessagePage {
+            nav: Some(nav),
+            title: &parts.title,
+            message: &parts.message,
+            back: &parts.back,
+        },
+    );
+    let (mut page_head, body) = page.into_parts();
+    // Keep what the handler set (a `Retry-After`, a cookie), with the new body's length.
+    for (name, value) in &head.headers {
+        if name != header::CONTENT_LENGTH {
+            page_head.headers.insert(name.clone(), value.clone());
+        }
+    }
+    Response::from_parts(page_head, body)
 }
 
 async fn settings_home() -> Response {
@@ -286,9 +365,32 @@ impl From<sqlx::Error> for PageError {
 #[derive(Template)]
 #[template(path = "web/message.html")]
 struct MessagePage<'a> {
+    nav: Option<Nav>,
     title: &'a str,
     message: &'a str,
     back: &'a str,
+}
+
+impl MessagePage<'_> {
+    /// The sentence with its `code` spans as `<code>` (API and admin sentences mark code so).
+    fn message_html(&self) -> String {
+        crate::oauth::code_spans(self.message)
+    }
+}
+
+/// A message page's response, carrying its facts for [`message_with_nav`].
+fn message_page(status: StatusCode, parts: MessageParts) -> Response {
+    let mut response = render(
+        status,
+        &MessagePage {
+            nav: None,
+            title: &parts.title,
+            message: &parts.message,
+            back: &parts.back,
+        },
+    );
+    response.extensions_mut().insert(parts);
+    response
 }
 
 #[derive(Template)]
@@ -307,12 +409,12 @@ impl IntoResponse for PageError {
                 title,
                 message,
                 back,
-            } => render(
+            } => message_page(
                 status,
-                &MessagePage {
-                    title: &title,
-                    message: &message,
-                    back: &back,
+                MessageParts {
+                    title,
+                    message,
+                    back,
                 },
             ),
             Self::NoWorkspace(session) => render(
@@ -327,12 +429,13 @@ impl IntoResponse for PageError {
                     cause = error.internal.as_deref().unwrap_or(&error.message),
                     "internal error on a page"
                 );
-                render(
+                message_page(
                     StatusCode::INTERNAL_SERVER_ERROR,
-                    &MessagePage {
-                        title: "Something went wrong",
-                        message: "Something went wrong on our side. Try again in a moment.",
-                        back: "/settings/api",
+                    MessageParts {
+                        title: "Something went wrong".to_owned(),
+                        message: "Something went wrong on our side. Try again in a moment."
+                            .to_owned(),
+                        back: "/settings/api".to_owned(),
                     },
                 )
             }
