@@ -31,31 +31,118 @@ pub const DEFAULT_TIERS: Tiers = Tiers {
     c: 40,
 };
 
-/// A keyword or phrase and the points a match earns.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct KeywordPoints {
-    /// A word or phrase, matched case-insensitively on whole words; punctuation counts as a space
-    /// (`vp sales` matches `VP, Sales`; `cto` does not match `director`). 1 to 100 characters.
-    pub keyword: String,
-    /// The points a match earns: 1 to 100.
-    pub points: i64,
+/// The points a criterion entry given as a bare string earns (`"cto"` is `{"value": "cto",
+/// "points": 10}`).
+pub const DEFAULT_POINTS: i64 = 10;
+
+/// Implements `Deserialize` (and `Serialize`) for a struct derived with `#[serde(remote =
+/// "Self")]`, taking a JSON object only. serde's derived structs also take a list of the fields in
+/// order (`[[...], []]` for `{"include": [...], "exclude": []}`), which the schema does not say and
+/// nobody means; here a list is refused with the expected shape.
+macro_rules! object_only {
+    ($type:ident, $expecting:expr) => {
+        impl<'de> Deserialize<'de> for $type {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct Fields;
+                impl<'de> serde::de::Visitor<'de> for Fields {
+                    type Value = $type;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str($expecting)
+                    }
+                    fn visit_map<A: serde::de::MapAccess<'de>>(
+                        self,
+                        map: A,
+                    ) -> Result<$type, A::Error> {
+                        $type::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    }
+                }
+                deserializer.deserialize_map(Fields)
+            }
+        }
+    };
+    ($type:ident, $expecting:expr, serialize) => {
+        object_only!($type, $expecting);
+        impl Serialize for $type {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                $type::serialize(self, serializer)
+            }
+        }
+    };
 }
 
-/// A value and the points a match earns.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+/// A criterion entry: a word or phrase and the points a match earns. Given as `{"value": "cto",
+/// "points": 30}`, or as a bare string (`"cto"`) that earns the default 10 points.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct ValuePoints {
-    /// A word or phrase, matched case-insensitively on whole words of the prospect's field
-    /// (`software` matches `Computer Software`). 1 to 100 characters.
+    /// A word or phrase, matched case-insensitively on whole words; punctuation counts as a space
+    /// (`vp sales` matches `VP, Sales`; `cto` does not match `director`). 1 to 100 characters.
     pub value: String,
     /// The points a match earns: 1 to 100.
     pub points: i64,
 }
 
+impl Serialize for ValuePoints {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        ValuePoints::serialize(self, serializer)
+    }
+}
+
+const VALUE_POINTS_SHAPE: &str = "a string or an object like {\"value\": ..., \"points\": ...}";
+
+impl<'de> Deserialize<'de> for ValuePoints {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entry;
+        impl<'de> serde::de::Visitor<'de> for Entry {
+            type Value = ValuePoints;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(VALUE_POINTS_SHAPE)
+            }
+            fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<ValuePoints, E> {
+                Ok(ValuePoints {
+                    value: value.to_owned(),
+                    points: DEFAULT_POINTS,
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<ValuePoints, A::Error> {
+                ValuePoints::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        deserializer.deserialize_any(Entry)
+    }
+}
+
+impl JsonSchema for ValuePoints {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ValuePoints".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A criterion entry: a word or phrase and the points a match earns, as `{\"value\": \"cto\", \"points\": 30}` or as a bare string (`\"cto\"`) that earns the default 10 points. Matched case-insensitively on whole words; punctuation counts as a space (`vp sales` matches `VP, Sales`; `cto` does not match `director`).",
+            "anyOf": [
+                {"type": "string"},
+                {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "properties": {
+                        "value": {"description": "A word or phrase, 1 to 100 characters.", "type": "string"},
+                        "points": {"description": "The points a match earns.", "type": "integer", "minimum": 1, "maximum": 100}
+                    },
+                    "required": ["value", "points"]
+                }
+            ]
+        })
+    }
+}
+
 /// A range of company sizes (employees, both ends included) and the points it earns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
+#[schemars(rename = "SizeRange")]
 pub struct SizeRange {
     /// The fewest employees; omit for no lower bound.
     #[serde(default)]
@@ -67,13 +154,20 @@ pub struct SizeRange {
     pub points: i64,
 }
 
-/// Title criteria: keywords that earn points, and keywords that cancel them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+object_only!(
+    SizeRange,
+    "an object like {\"min\": ..., \"max\": ..., \"points\": ...}",
+    serialize
+);
+
+/// Title criteria: entries that earn points, and keywords that cancel them. Also taken as a bare
+/// list, which is `include`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct TitleCriteria {
-    /// Title keywords that earn points (e.g. `cto` 30, `vp engineering` 25).
+    /// Title entries that earn points (e.g. `cto` 30, `vp engineering` 25).
     #[serde(default)]
-    pub include: Vec<KeywordPoints>,
+    pub include: Vec<ValuePoints>,
     /// Title keywords that cancel the title points without disqualifying (e.g. `assistant`,
     /// `intern`: "Assistant to the CTO" earns nothing for `cto`). To disqualify, use the gate
     /// `excluded_title_keywords`.
@@ -81,10 +175,79 @@ pub struct TitleCriteria {
     pub exclude: Vec<String>,
 }
 
-/// The criteria that earn points. Within each group only the best match counts; the score is the
-/// points earned over the points available (the sum of each group's best entry), 0 to 100.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+impl Serialize for TitleCriteria {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        TitleCriteria::serialize(self, serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for TitleCriteria {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Titles;
+        impl<'de> serde::de::Visitor<'de> for Titles {
+            type Value = TitleCriteria;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "an object like {\"include\": ..., \"exclude\": ...} or a list of strings or objects like {\"value\": ..., \"points\": ...}",
+                )
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> Result<TitleCriteria, A::Error> {
+                Ok(TitleCriteria {
+                    include: Vec::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?,
+                    exclude: Vec::new(),
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<TitleCriteria, A::Error> {
+                TitleCriteria::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        deserializer.deserialize_any(Titles)
+    }
+}
+
+/// The object form of [`TitleCriteria`], for its schema.
+#[derive(JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct TitleCriteriaObject {
+    /// Title entries that earn points (e.g. `cto` 30, `vp engineering` 25).
+    #[serde(default)]
+    include: Vec<ValuePoints>,
+    /// Title keywords that cancel the title points without disqualifying (e.g. `assistant`,
+    /// `intern`: "Assistant to the CTO" earns nothing for `cto`). To disqualify, use the gate
+    /// `excluded_title_keywords`.
+    #[serde(default)]
+    exclude: Vec<String>,
+}
+
+impl JsonSchema for TitleCriteria {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "TitleCriteria".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let object = TitleCriteriaObject::json_schema(generator);
+        let list = Vec::<ValuePoints>::json_schema(generator);
+        schemars::json_schema!({
+            "description": "Title criteria: `{\"include\": [...], \"exclude\": [...]}`, or a bare list of entries that earn points (the same as `include`).",
+            "anyOf": [object, list]
+        })
+    }
+}
+
+/// The criteria that earn points. Within each group only the best match counts; the score is the
+/// points earned over the points available (the sum of each group's best entry), 0 to 100. Every
+/// group but `company_sizes` takes entries `{"value": ..., "points": ...}` or bare strings (10
+/// points each).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(remote = "Self", deny_unknown_fields)]
+#[schemars(rename = "Criteria")]
 pub struct Criteria {
     /// Matched against the prospect's `title`.
     #[serde(default)]
@@ -95,7 +258,8 @@ pub struct Criteria {
     /// Matched against the prospect's `department`.
     #[serde(default)]
     pub departments: Vec<ValuePoints>,
-    /// Matched against the prospect's `company_industry`.
+    /// Matched against the prospect's `company_industry` (`software` matches `Computer
+    /// Software`).
     #[serde(default)]
     pub industries: Vec<ValuePoints>,
     /// Matched against the prospect's `company_size`.
@@ -103,15 +267,22 @@ pub struct Criteria {
     pub company_sizes: Vec<SizeRange>,
     /// Matched against the prospect's `location`, then `country`.
     #[serde(default)]
-    pub locations: Vec<KeywordPoints>,
+    pub locations: Vec<ValuePoints>,
     /// Matched against the prospect's `title`, `headline`, `company_name` and `company_industry`.
     #[serde(default)]
-    pub keywords: Vec<KeywordPoints>,
+    pub keywords: Vec<ValuePoints>,
 }
+
+object_only!(
+    Criteria,
+    "an object like {\"titles\": ..., \"industries\": ..., \"keywords\": ...}",
+    serialize
+);
 
 /// Gates: any one that fails disqualifies the prospect (score 0, tier `disqualified`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
+#[schemars(rename = "Gates")]
 pub struct Gates {
     /// Industries to leave out, matched on whole words of `company_industry` (e.g. `gambling`).
     #[serde(default)]
@@ -124,6 +295,12 @@ pub struct Gates {
     #[serde(default)]
     pub excluded_title_keywords: Vec<String>,
 }
+
+object_only!(
+    Gates,
+    "an object like {\"excluded_industries\": ..., \"excluded_domains\": ..., \"excluded_title_keywords\": ...}",
+    serialize
+);
 
 /// Tier thresholds: a score at or above `a` is tier `a`, at or above `b` tier `b`, at or above
 /// `c` tier `c`, and below `c` tier `d`.
@@ -143,7 +320,8 @@ impl Default for Tiers {
 /// Tier thresholds as given: each 0 to 100, `a` > `b` > `c`. A threshold left out keeps its
 /// current value (defaults: `a` 80, `b` 60, `c` 40).
 #[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
+#[schemars(rename = "TiersInput")]
 pub struct TiersInput {
     /// The lowest score of tier `a` (default 80).
     pub a: Option<i64>,
@@ -152,6 +330,11 @@ pub struct TiersInput {
     /// The lowest score of tier `c` (default 40); lower scores are tier `d`.
     pub c: Option<i64>,
 }
+
+object_only!(
+    TiersInput,
+    "an object like {\"a\": ..., \"b\": ..., \"c\": ...}"
+);
 
 /// A targeting as the API shows it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -178,7 +361,7 @@ impl Targeting {
             id: row.try_get("id")?,
             name: row.try_get("name")?,
             description: row.try_get("description")?,
-            criteria: serde_json::from_str(&criteria).map_err(ApiError::internal)?,
+            criteria: stored_criteria(&criteria)?,
             gates: serde_json::from_str(&gates).map_err(ApiError::internal)?,
             tiers: Tiers {
                 a: row.try_get("tier_a")?,
@@ -190,6 +373,27 @@ impl Targeting {
             updated_at: Timestamp(row.try_get("updated_at")?),
         })
     }
+}
+
+/// Reads stored criteria. Targetings saved before every group took `{value, points}` spell the
+/// entries of `titles.include`, `locations` and `keywords` `{keyword, points}`; they are read as
+/// `{value, points}` (and written so at their next change).
+pub(crate) fn stored_criteria(text: &str) -> Result<Criteria, ApiError> {
+    let mut criteria: serde_json::Value = serde_json::from_str(text).map_err(ApiError::internal)?;
+    for pointer in ["/titles/include", "/locations", "/keywords"] {
+        let Some(serde_json::Value::Array(entries)) = criteria.pointer_mut(pointer) else {
+            continue;
+        };
+        for entry in entries
+            .iter_mut()
+            .filter_map(serde_json::Value::as_object_mut)
+        {
+            if let Some(keyword) = entry.remove("keyword") {
+                entry.entry("value").or_insert(keyword);
+            }
+        }
+    }
+    serde_json::from_value(criteria).map_err(ApiError::internal)
 }
 
 // ----- validation -----
@@ -270,19 +474,6 @@ fn keywords<'a>(
     Ok(())
 }
 
-fn keyword_points(field: &str, list: &mut [KeywordPoints]) -> Result<(), ApiError> {
-    entries(field, list)?;
-    for (index, entry) in list.iter().enumerate() {
-        points(&format!("{field}[{index}].points"), entry.points)?;
-    }
-    keywords(
-        field,
-        list.iter_mut()
-            .enumerate()
-            .map(|(index, entry)| (format!("{field}[{index}].keyword"), &mut entry.keyword)),
-    )
-}
-
 fn value_points(field: &str, list: &mut [ValuePoints]) -> Result<(), ApiError> {
     entries(field, list)?;
     for (index, entry) in list.iter().enumerate() {
@@ -333,14 +524,14 @@ fn size_ranges(list: &[SizeRange]) -> Result<(), ApiError> {
 
 /// Validates criteria in place (keywords trimmed); at least one criterion must earn points.
 fn criteria(mut criteria: Criteria) -> Result<Criteria, ApiError> {
-    keyword_points("criteria.titles.include", &mut criteria.titles.include)?;
+    value_points("criteria.titles.include", &mut criteria.titles.include)?;
     plain_keywords("criteria.titles.exclude", &mut criteria.titles.exclude)?;
     value_points("criteria.seniorities", &mut criteria.seniorities)?;
     value_points("criteria.departments", &mut criteria.departments)?;
     value_points("criteria.industries", &mut criteria.industries)?;
     size_ranges(&criteria.company_sizes)?;
-    keyword_points("criteria.locations", &mut criteria.locations)?;
-    keyword_points("criteria.keywords", &mut criteria.keywords)?;
+    value_points("criteria.locations", &mut criteria.locations)?;
+    value_points("criteria.keywords", &mut criteria.keywords)?;
     let scored = !criteria.titles.include.is_empty()
         || !criteria.seniorities.is_empty()
         || !criteria.departments.is_empty()

@@ -114,10 +114,17 @@ pub fn schema_at<'a>(root: &'a Map<String, Value>, path: &str) -> Option<&'a Map
     }
     for segment in segments(path) {
         schema = non_null(schema);
-        schema = match segment {
-            Segment::Field(name) => schema.get("properties")?.get(name)?.as_object()?,
-            Segment::Index => schema.get("items")?.as_object()?,
+        // Of alternatives (`anyOf: [{object}, {array}]`), the one the segment can enter.
+        let next = |schema: &'a Map<String, Value>| match segment {
+            Segment::Field(name) => schema.get("properties")?.get(name)?.as_object(),
+            Segment::Index => schema.get("items")?.as_object(),
         };
+        schema = next(schema).or_else(|| {
+            alternatives(schema)?
+                .iter()
+                .filter_map(Value::as_object)
+                .find_map(next)
+        })?;
     }
     Some(non_null(schema))
 }
@@ -141,6 +148,13 @@ fn segments(path: &str) -> Vec<Segment<'_>> {
     out
 }
 
+fn alternatives(schema: &Map<String, Value>) -> Option<&Vec<Value>> {
+    schema
+        .get("anyOf")
+        .or_else(|| schema.get("oneOf"))
+        .and_then(Value::as_array)
+}
+
 /// `anyOf: [X, {type: null}]` as `X`.
 fn non_null(schema: &Map<String, Value>) -> &Map<String, Value> {
     let Some(Value::Array(options)) = schema.get("anyOf").or_else(|| schema.get("oneOf")) else {
@@ -159,6 +173,15 @@ fn non_null(schema: &Map<String, Value>) -> &Map<String, Value> {
 /// What a schema accepts, in JSON words.
 pub fn describe(schema: &Map<String, Value>) -> String {
     let schema = non_null(schema);
+    if let Some(options) = alternatives(schema) {
+        let words: Vec<String> = options
+            .iter()
+            .filter_map(Value::as_object)
+            .filter(|option| option.get("type") != Some(&Value::String("null".into())))
+            .map(describe)
+            .collect();
+        return words.join(" or ");
+    }
     if let Some(Value::Array(values)) = schema.get("enum") {
         let values: Vec<String> = values
             .iter()
@@ -176,13 +199,9 @@ pub fn describe(schema: &Map<String, Value>) -> String {
             _ => "a string".to_owned(),
         },
         Some("array") => match schema.get("items").and_then(Value::as_object).map(non_null) {
-            Some(items) => match main_type(items) {
-                Some("object") if items.contains_key("properties") => {
-                    format!("a list of objects like {}", object_shape(items))
-                }
-                Some("integer") => "a list of whole numbers".to_owned(),
-                Some("string") => "a list of strings".to_owned(),
-                _ => "a list".to_owned(),
+            Some(items) => match plural(items) {
+                Some(words) => format!("a list of {words}"),
+                None => "a list".to_owned(),
             },
             None => "a list".to_owned(),
         },
@@ -191,6 +210,28 @@ pub fn describe(schema: &Map<String, Value>) -> String {
         }
         Some("object") => "an object".to_owned(),
         _ => "a valid value".to_owned(),
+    }
+}
+
+/// The items of a list in JSON words: `strings`, `objects like {...}`, `strings or objects like
+/// {...}`.
+fn plural(items: &Map<String, Value>) -> Option<String> {
+    if let Some(options) = alternatives(items) {
+        let words: Option<Vec<String>> = options
+            .iter()
+            .filter_map(Value::as_object)
+            .filter(|option| option.get("type") != Some(&Value::String("null".into())))
+            .map(plural)
+            .collect();
+        return words.map(|words| words.join(" or "));
+    }
+    match main_type(items) {
+        Some("object") if items.contains_key("properties") => {
+            Some(format!("objects like {}", object_shape(items)))
+        }
+        Some("integer") => Some("whole numbers".to_owned()),
+        Some("string") => Some("strings".to_owned()),
+        _ => None,
     }
 }
 

@@ -606,7 +606,7 @@ async fn type_errors_speak_json_and_name_the_field_on_both_faces() {
         .to_owned();
     assert!(message.contains("`criteria.industries`"), "{message}");
     assert!(
-        message.contains(r#"a list of objects like {"value": ..., "points": ...}"#),
+        message.contains(r#"a list of strings or objects like {"value": ..., "points": ...}"#),
         "{message}"
     );
     assert!(message.contains("got an object"), "{message}");

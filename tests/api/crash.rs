@@ -492,8 +492,8 @@ fn targeting_body() -> Value {
         "name": "Engineering leaders",
         "criteria": {
             "titles": {"include": [
-                {"keyword": "CTO", "points": 30},
-                {"keyword": "VP", "points": 20},
+                {"value": "CTO", "points": 30},
+                {"value": "VP", "points": 20},
             ]},
             "industries": [{"value": "software", "points": 20}],
         },

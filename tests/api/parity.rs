@@ -49,7 +49,7 @@ fn target_body() -> Value {
 
 fn criteria() -> Value {
     json!({
-        "titles": {"include": [{"keyword": "engineer", "points": 60}], "exclude": ["intern"]},
+        "titles": {"include": [{"value": "engineer", "points": 60}], "exclude": ["intern"]},
         "seniorities": [{"value": "senior", "points": 40}],
     })
 }

@@ -9,7 +9,7 @@ async fn targeting(app: &TestApp) -> String {
     let body = json!({
         "name": "Engineering leaders",
         "criteria": {
-            "titles": {"include": [{"keyword": "CTO", "points": 30}]},
+            "titles": {"include": [{"value": "CTO", "points": 30}]},
             "industries": [{"value": "software", "points": 20}],
         },
     });

@@ -11,13 +11,13 @@ fn profile(name: &str) -> Value {
         "name": name,
         "description": "  Engineering leaders at mid-size software companies  ",
         "criteria": {
-            "titles": {"include": [{"keyword": " CTO ", "points": 30}, {"keyword": "VP Engineering", "points": 25}], "exclude": ["assistant"]},
+            "titles": {"include": [{"value": " CTO ", "points": 30}, {"value": "VP Engineering", "points": 25}], "exclude": ["assistant"]},
             "seniorities": [{"value": "c-level", "points": 20}, {"value": "vp", "points": 15}],
             "departments": [{"value": "engineering", "points": 10}],
             "industries": [{"value": "software", "points": 20}],
             "company_sizes": [{"min": 50, "max": 500, "points": 15}, {"min": 501, "points": 10}],
-            "locations": [{"keyword": "germany", "points": 10}],
-            "keywords": [{"keyword": "saas", "points": 5}],
+            "locations": [{"value": "germany", "points": 10}],
+            "keywords": [{"value": "saas", "points": 5}],
         },
         "gates": {
             "excluded_industries": ["gambling"],
@@ -51,7 +51,7 @@ async fn a_targeting_is_created_read_listed_updated_and_deleted() {
     );
     assert_eq!(
         created["criteria"]["titles"]["include"][0],
-        json!({"keyword": "CTO", "points": 30}),
+        json!({"value": "CTO", "points": 30}),
         "keywords trimmed"
     );
     assert_eq!(
@@ -216,7 +216,7 @@ async fn bad_criteria_are_refused_with_a_sentence_naming_the_field() {
         (json!({"name": "Bad"}), "criteria"),
         (json!({"name": "Bad", "criteria": {}}), "at least one entry"),
         (
-            json!({"name": "  ", "criteria": {"keywords": [{"keyword": "x", "points": 1}]}}),
+            json!({"name": "  ", "criteria": {"keywords": [{"value": "x", "points": 1}]}}),
             "`name`",
         ),
         (
@@ -224,7 +224,7 @@ async fn bad_criteria_are_refused_with_a_sentence_naming_the_field() {
             "`name` is longer than 100",
         ),
         (
-            with(json!({"criteria": {"titles": {"include": [{"keyword": "cto", "points": 0}]}}})),
+            with(json!({"criteria": {"titles": {"include": [{"value": "cto", "points": 0}]}}})),
             "`criteria.titles.include[0].points`",
         ),
         (
@@ -233,21 +233,21 @@ async fn bad_criteria_are_refused_with_a_sentence_naming_the_field() {
         ),
         (
             with(
-                json!({"criteria": {"keywords": [{"keyword": "ok", "points": 1}, {"keyword": " ?! ", "points": 1}]}}),
+                json!({"criteria": {"keywords": [{"value": "ok", "points": 1}, {"value": " ?! ", "points": 1}]}}),
             ),
-            "`criteria.keywords[1].keyword` must contain a letter or a digit",
+            "`criteria.keywords[1].value` must contain a letter or a digit",
         ),
         (
             with(
-                json!({"criteria": {"titles": {"include": [{"keyword": "CTO", "points": 5}, {"keyword": "cto", "points": 9}]}}}),
+                json!({"criteria": {"titles": {"include": [{"value": "CTO", "points": 5}, {"value": "cto", "points": 9}]}}}),
             ),
             "`criteria.titles.include` lists `cto` more than once",
         ),
         (
             with(
-                json!({"criteria": {"titles": {"include": [{"keyword": "x".repeat(101), "points": 5}]}}}),
+                json!({"criteria": {"titles": {"include": [{"value": "x".repeat(101), "points": 5}]}}}),
             ),
-            "`criteria.titles.include[0].keyword` is longer than 100",
+            "`criteria.titles.include[0].value` is longer than 100",
         ),
         (
             with(json!({"criteria": {"company_sizes": [{"min": 500, "max": 50, "points": 5}]}})),
@@ -262,12 +262,40 @@ async fn bad_criteria_are_refused_with_a_sentence_naming_the_field() {
             "`criteria.company_sizes[0].min` must not be negative",
         ),
         (
-            with(json!({"criteria": {"locations": [{"keyword": "berlin"}]}})),
+            with(json!({"criteria": {"locations": [{"value": "berlin"}]}})),
             "points",
         ),
         (
-            with(json!({"criteria": {"titles": [{"keyword": "cto", "points": 5}]}})),
-            "criteria.titles",
+            with(json!({"criteria": {"titles": [["cto", 5], []]}})),
+            "Invalid field `criteria.titles[0]`: expected a string or an object like {\"value\": ..., \"points\": ...}, got a list",
+        ),
+        (
+            with(json!({"criteria": [[], []]})),
+            "Invalid field `criteria`: expected an object like",
+        ),
+        (
+            with(json!({"criteria": {"company_sizes": [[1, 10, 5]]}})),
+            "Invalid field `criteria.company_sizes[0]`: expected an object like {\"points\": ...}, got a list",
+        ),
+        (
+            with(json!({"gates": [[], [], []]})),
+            "Invalid field `gates`: expected an object like",
+        ),
+        (
+            with(json!({"tiers": [90, 70, 50]})),
+            "Invalid field `tiers`: expected an object like",
+        ),
+        (
+            with(json!({"criteria": {"industries": [{"keyword": "software", "points": 5}]}})),
+            "unknown field `keyword`",
+        ),
+        (
+            with(json!({"criteria": {"industries": "software"}})),
+            "Invalid field `criteria.industries`: expected a list of strings or objects like {\"value\": ..., \"points\": ...}, got the string",
+        ),
+        (
+            with(json!({"criteria": {"titles": "CTO"}})),
+            "Invalid field `criteria.titles`: expected an object like {\"exclude\": ..., \"include\": ...} or a list of strings or objects like {\"value\": ..., \"points\": ...}, got the string \"CTO\"",
         ),
         (
             with(json!({"criteria": {"title": {"include": []}}})),
@@ -500,4 +528,148 @@ async fn a_read_only_key_reads_targetings_but_cannot_change_them() {
         .await
         .expect_error(403, "insufficient_scope");
     assert_eq!(app.get(&path, &app.key).await.expect(200), &created);
+}
+
+#[tokio::test]
+async fn every_group_takes_value_points_or_bare_strings_worth_ten_points() {
+    let app = spawn_app().await;
+    let created = app
+        .post_json(
+            "/targetings",
+            &app.key,
+            json!({
+                "name": "Bare",
+                "criteria": {
+                    "titles": ["CTO", {"value": "VP Engineering", "points": 25}],
+                    "seniorities": ["vp"],
+                    "departments": [{"value": "engineering", "points": 10}],
+                    "industries": ["software"],
+                    "locations": ["germany"],
+                    "keywords": [{"value": "saas", "points": 5}, "ml"],
+                },
+            }),
+        )
+        .await
+        .expect(201)
+        .clone();
+    let criteria = &created["criteria"];
+    assert_eq!(
+        criteria["titles"],
+        json!({"include": [{"value": "CTO", "points": 10}, {"value": "VP Engineering", "points": 25}], "exclude": []}),
+        "a bare list is `include`; a bare string earns 10 points"
+    );
+    for group in ["seniorities", "industries", "locations"] {
+        assert_eq!(criteria[group][0]["points"], json!(10), "{group}");
+    }
+    assert_eq!(
+        criteria["keywords"],
+        json!([{"value": "saas", "points": 5}, {"value": "ml", "points": 10}])
+    );
+
+    // The object form of titles takes bare strings too.
+    let id = created["id"].as_str().expect("id");
+    let updated = app
+        .patch_json(
+            &format!("/targetings/{id}"),
+            &app.key,
+            json!({"criteria": {"titles": {"include": ["cto"], "exclude": ["assistant"]}}}),
+        )
+        .await
+        .expect(200)
+        .clone();
+    assert_eq!(
+        updated["criteria"]["titles"],
+        json!({"include": [{"value": "cto", "points": 10}], "exclude": ["assistant"]})
+    );
+
+    // A refused update names the field and changes nothing.
+    let message = app
+        .patch_json(
+            &format!("/targetings/{id}"),
+            &app.key,
+            json!({"criteria": {"titles": [["cto"], []]}}),
+        )
+        .await
+        .expect_error(400, "invalid_request")
+        .to_owned();
+    assert!(message.contains("`criteria.titles[0]`"), "{message}");
+    assert_eq!(
+        app.get(&format!("/targetings/{id}"), &app.key)
+            .await
+            .expect(200),
+        &updated
+    );
+}
+
+#[tokio::test]
+async fn targetings_stored_with_keyword_entries_still_load_and_score() {
+    let app = spawn_app().await;
+    app.grant_credits(10).await;
+    let created = app
+        .post_json("/targetings", &app.key, profile("Stored"))
+        .await
+        .expect(201)
+        .clone();
+    let id = created["id"].as_str().expect("id").to_owned();
+    // As targetings were stored before every group took `{value, points}`.
+    let old = json!({
+        "titles": {"include": [{"keyword": "CTO", "points": 30}], "exclude": ["assistant"]},
+        "seniorities": [], "departments": [], "industries": [], "company_sizes": [],
+        "locations": [{"keyword": "germany", "points": 10}],
+        "keywords": [{"keyword": "saas", "points": 5}],
+    });
+    sqlx::query("update targetings set criteria = $1 where id = $2")
+        .bind(old.to_string())
+        .bind(&id)
+        .execute(app.db.pool())
+        .await
+        .expect("store old criteria");
+    let read = app
+        .get(&format!("/targetings/{id}"), &app.key)
+        .await
+        .expect(200)
+        .clone();
+    assert_eq!(
+        read["criteria"]["titles"]["include"],
+        json!([{"value": "CTO", "points": 30}])
+    );
+    assert_eq!(
+        read["criteria"]["keywords"],
+        json!([{"value": "saas", "points": 5}])
+    );
+
+    let prospect = app
+        .create_prospect(
+            json!({"first_name": "Ada", "title": "CTO", "location": "Berlin, Germany"}),
+        )
+        .await;
+    let prospect_id = prospect["id"].as_str().expect("id").to_owned();
+    let list_id = outreach_runtime::ids::new_id("lst");
+    sqlx::query("insert into lists (id, workspace_id, name, created_at, updated_at) values ($1, $2, 'L', 0, 0)")
+        .bind(&list_id)
+        .bind(&app.workspace_id)
+        .execute(app.db.pool())
+        .await
+        .expect("insert a list");
+    sqlx::query("insert into list_members (list_id, prospect_id, workspace_id, added_at) values ($1, $2, $3, 0)")
+        .bind(&list_id)
+        .bind(&prospect_id)
+        .bind(&app.workspace_id)
+        .execute(app.db.pool())
+        .await
+        .expect("insert a member");
+    let run = app
+        .post_json(
+            "/scoring-runs",
+            &app.key,
+            json!({"list_id": list_id, "targeting_id": id}),
+        )
+        .await
+        .expect(200)
+        .clone();
+    // CTO 30 + germany 10 of 45 available = 89: tier a.
+    assert_eq!(
+        run["by_tier"],
+        json!({"a": 1, "b": 0, "c": 0, "d": 0, "disqualified": 0})
+    );
 }

@@ -36,7 +36,7 @@ use std::borrow::Cow;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::targeting::{Criteria, Gates, KeywordPoints, SizeRange, Tiers, ValuePoints};
+use crate::targeting::{Criteria, Gates, SizeRange, Tiers, ValuePoints};
 
 /// A scored prospect's tier.
 #[derive(
@@ -236,10 +236,6 @@ fn group<'t, T>(entries: &'t [T], compile: impl Fn(&'t T) -> Pattern<'t>) -> Vec
     patterns
 }
 
-fn keyword_group(entries: &[KeywordPoints]) -> Vec<Pattern<'_>> {
-    group(entries, |entry| Pattern::new(&entry.keyword, entry.points))
-}
-
 fn value_group(entries: &[ValuePoints]) -> Vec<Pattern<'_>> {
     group(entries, |entry| Pattern::new(&entry.value, entry.points))
 }
@@ -314,14 +310,14 @@ impl<'t> Scorer<'t> {
         let mut sizes: Vec<Size> = criteria.company_sizes.iter().map(Size::new).collect();
         sizes.sort_by_key(|size| std::cmp::Reverse(size.points));
         let scorer = Self {
-            titles: keyword_group(&criteria.titles.include),
+            titles: value_group(&criteria.titles.include),
             title_excludes: plain_group(&criteria.titles.exclude),
             seniorities: value_group(&criteria.seniorities),
             departments: value_group(&criteria.departments),
             industries: value_group(&criteria.industries),
             sizes,
-            locations: keyword_group(&criteria.locations),
-            keywords: keyword_group(&criteria.keywords),
+            locations: value_group(&criteria.locations),
+            keywords: value_group(&criteria.keywords),
             gate_industries: plain_group(&gates.excluded_industries),
             gate_titles: plain_group(&gates.excluded_title_keywords),
             gate_domains: gates
@@ -639,11 +635,8 @@ mod tests {
     use super::*;
     use crate::targeting::TitleCriteria;
 
-    fn kw(keyword: &str, points: i64) -> KeywordPoints {
-        KeywordPoints {
-            keyword: keyword.into(),
-            points,
-        }
+    fn kw(keyword: &str, points: i64) -> ValuePoints {
+        val(keyword, points)
     }
 
     fn val(value: &str, points: i64) -> ValuePoints {
