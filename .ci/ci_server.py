@@ -57,9 +57,11 @@ def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 
 def admin(binary: str, database_url: str, *args: str) -> dict:
-    """Runs `outreach admin --json ...` and returns its JSON object."""
+    """Runs `outreach admin --json ...` and returns its JSON object. Workspaces start with no
+    starter credits, so each check grants exactly what it needs."""
     cmd = [binary, "admin", "--database-url", database_url, "--json", *args]
-    done = run(cmd, capture_output=True, timeout=120)
+    env = {**os.environ, "OUTREACH_STARTER_CREDITS": "0"}
+    done = run(cmd, capture_output=True, timeout=120, env=env)
     if done.returncode != 0:
         raise CheckFailed(f"`outreach admin {' '.join(args)}` failed ({done.returncode}):\n{done.stdout}{done.stderr}")
     return json.loads(done.stdout)

@@ -50,6 +50,15 @@ def pretty(value: object) -> str:
     return json.dumps(value, indent=2, sort_keys=True)
 
 
+def error_body(result: object) -> object:
+    """The `{error, code}` body of a failed tool call: the JSON of its text block. A failed call
+    carries no `structuredContent` (it would not match the tool's output schema)."""
+    check(result.structured_content is None, f"a failed call must carry no structuredContent: {result}")
+    texts = [block.text for block in result.content if getattr(block, "type", None) == "text"]
+    check(len(texts) == 1, f"a failed call carries one text block with its error body: {result}")
+    return json.loads(texts[0])
+
+
 async def rest_get(http: httpx2.AsyncClient, base: str, path: str) -> tuple[int, object]:
     response = await http.get(f"{base}/api/v1{path}")
     return response.status_code, response.json()
@@ -108,7 +117,7 @@ async def run(base: str, key: str, mode: str) -> None:
             check(status == 200 and rest_body == created, f"GET /prospects/{created['id']} gave {status} {rest_body}, expected {created}")
             result = await client.call_tool("service_create_prospect", arguments)
             check(
-                result.is_error and result.structured_content.get("code") == "conflict",
+                result.is_error and error_body(result).get("code") == "conflict",
                 f"a second service_create_prospect with the same profile_url should be a `conflict` tool error, got {result}",
             )
             print(f"  [{mode}] service_create_prospect: REST reads the same prospect; a duplicate is a `conflict` tool error")
@@ -116,7 +125,7 @@ async def run(base: str, key: str, mode: str) -> None:
             bogus = "prs_doesnotexist0000000"
             result = await client.call_tool("service_get_prospect", {"id": bogus})
             check(result.is_error, f"service_get_prospect({bogus}) should be a tool error, got {result}")
-            error = result.structured_content
+            error = error_body(result)
             check(
                 isinstance(error, dict) and isinstance(error.get("error"), str) and error.get("code") == "not_found",
                 f"service_get_prospect({bogus}) should give {{error, code: not_found}}, got {error}",

@@ -168,7 +168,7 @@ await named("ts-every-tool-success-path", async () => {
   // Targetings, scoring, processing.
   const targeting = await okCall("service_create_targeting", {
     name: `TS targeting ${run}`,
-    criteria: { keywords: [{ keyword: "sales", points: 40 }] },
+    criteria: { keywords: [{ value: "sales", points: 40 }] },
   });
   state.targeting = targeting.id;
   await okCall("service_get_targeting", { id: state.targeting });

@@ -85,7 +85,8 @@ def python_generate(document: Path, work: Path) -> Path:
     package = work / "outreach_client"
     env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     done = run([str(VENV_BIN / "openapi-python-client"), "generate", "--path", str(document),
-                "--output-path", str(package), "--meta", "none", "--overwrite"],
+                "--output-path", str(package), "--meta", "none", "--overwrite",
+                "--config", str(HERE / "openapi" / "python-client.yaml")],
                capture_output=True, timeout=300, env=env)
     output = done.stdout + done.stderr
     print(output[-6000:])
@@ -118,7 +119,8 @@ def python_calls(package: Path, base_url: str, key: str) -> None:
     get_workspace = importlib.import_module(f"{workspace.__name__}.get_workspace")
     balance_before = get_workspace.sync(client=client).workspace.credits_balance
     import_prospects = importlib.import_module(f"{imports.__name__}.import_prospects")
-    body = models.ImportProspectsImportInput(
+    # POST /imports has three bodies (JSON, a multipart upload, the raw CSV); this is the JSON one.
+    body = models.ImportProspectsJsonImportInput(
         csv="First Name,Last Name,Email\nGrace,Hopper,grace@compilers.example\nAlan,Turing,alan@bletchley.example\n")
     first = import_prospects.sync_detailed(client=client, body=body, idempotency_key="ci-python-client-import-1")
     second = import_prospects.sync_detailed(client=client, body=body, idempotency_key="ci-python-client-import-1")
