@@ -450,18 +450,11 @@ fn inline_code(text: &str) -> String {
 }
 
 fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
+    // askama's HTML escaper, the one the page templates use.
+    match askama::filters::escape(text, askama::filters::Html) {
+        Ok(escaped) => escaped.to_string(),
+        Err(never) => match never {},
     }
-    out
 }
 
 #[cfg(test)]
@@ -483,7 +476,7 @@ mod tests {
             "components": {"responses": {"404": {"description": "`not_found`: missing"}}}
         });
         let html = render(&document);
-        assert!(html.contains("Get a &lt;thing&gt;."));
+        assert!(html.contains("Get a &#60;thing&#62;."));
         assert!(html.contains("id=\"get_thing\""));
         assert!(html.contains("<code>service_get_thing</code>"));
         assert!(html.contains("<code>not_found</code>"));
@@ -494,7 +487,7 @@ mod tests {
         assert!(!html.contains("<style") && !html.contains("<script"));
         assert!(html.contains("id=\"getting-started\""));
         assert!(
-            html.contains("curl -s &quot;$BASE/things/THING_ID&quot;"),
+            html.contains("curl -s &#34;$BASE/things/THING_ID&#34;"),
             "{html}"
         );
     }
