@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use outreach_runtime::{ApiError, ids};
+use outreach_runtime::prelude::{ApiError, ids};
 
 /// What a `delete_*` action returns.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -99,7 +99,7 @@ mod tests {
         use crate::lists::ProcessingStatus;
         use crate::prospects::ProspectSource;
         use crate::scoring::RunStatus;
-        use outreach_runtime::credits::TransactionKind;
+        use outreach_runtime::prelude::credits::TransactionKind;
         check(ProspectSource::ALL, ProspectSource::as_str);
         check(ProcessingStatus::ALL, ProcessingStatus::as_str);
         check(ImportStatus::ALL, ImportStatus::as_str);

@@ -1,7 +1,7 @@
 //! The credits ledger as the API shows it.
 
-use outreach_runtime::credits::{self, Transaction};
-use outreach_runtime::{ApiError, Ctx, Page, PageParams, action};
+use outreach_runtime::prelude::credits::{self, Transaction};
+use outreach_runtime::prelude::{ApiError, Ctx, Page, PageParams, action};
 use schemars::JsonSchema;
 use serde::Deserialize;
 

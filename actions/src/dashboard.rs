@@ -6,8 +6,8 @@
 //! spend). Outreach figures will join when outreach exists.
 
 use crate::scoring::engine::Tier;
-use outreach_runtime::credits::TransactionKind;
-use outreach_runtime::{ApiError, Ctx, Timestamp, action};
+use outreach_runtime::prelude::credits::TransactionKind;
+use outreach_runtime::prelude::{ApiError, Ctx, Timestamp, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -234,7 +234,7 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
         .into_iter()
         .filter(|spend| spend.credits != 0)
         .collect::<Vec<_>>();
-    let balance = outreach_runtime::credits::balance(ctx.db(), workspace).await?;
+    let balance = outreach_runtime::prelude::credits::balance(ctx.db(), workspace).await?;
 
     Ok(Dashboard {
         period: PeriodWindow {

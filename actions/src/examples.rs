@@ -6,6 +6,4 @@
 //! each request with its action's strict decoder, and `redocly lint` in CI checks each response
 //! against its schema, so an example cannot drift from the contract unnoticed.
 
-outreach_runtime::__private::inventory::submit! {
-    outreach_runtime::openapi::ExampleTable(include_str!("examples.json"))
-}
+outreach_runtime::prelude::example_table!(include_str!("examples.json"));

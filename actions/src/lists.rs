@@ -11,9 +11,9 @@ use std::collections::HashSet;
 use crate::common::{Deleted, IdKind};
 use crate::prospects::normalize;
 use crate::prospects::{JOINED_COLUMNS, Prospect};
-use outreach_runtime::db::is_unique_violation;
-use outreach_runtime::paging::paged;
-use outreach_runtime::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids};
+use outreach_runtime::prelude::is_unique_violation;
+use outreach_runtime::prelude::paged;
+use outreach_runtime::prelude::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
@@ -43,7 +43,7 @@ pub struct List {
     pub updated_at: Timestamp,
 }
 
-outreach_runtime::text_enum! {
+outreach_runtime::prelude::text_enum! {
     /// Where a list is in `process_list`.
     pub enum ProcessingStatus {
         /// Never processed.

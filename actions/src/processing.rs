@@ -15,10 +15,10 @@
 
 use std::collections::HashSet;
 
-use outreach_runtime::lease::{self, Heartbeat};
-use outreach_runtime::{
+use outreach_runtime::prelude::{
     ApiError, Clock, Ctx, Db, ErrorCode, Priced, action, ids, price_item, recovery,
 };
+use outreach_runtime::prelude::{Heartbeat, lease};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;

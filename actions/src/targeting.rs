@@ -11,9 +11,9 @@ use std::collections::BTreeSet;
 
 use crate::common::{Deleted, IdKind, json_text};
 use crate::scoring::engine;
-use outreach_runtime::db::is_unique_violation;
-use outreach_runtime::paging::paged;
-use outreach_runtime::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids};
+use outreach_runtime::prelude::is_unique_violation;
+use outreach_runtime::prelude::paged;
+use outreach_runtime::prelude::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;

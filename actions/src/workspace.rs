@@ -1,6 +1,6 @@
 //! The workspace and the caller: what a client calls first to check its credential.
 
-use outreach_runtime::{ApiError, CredentialKind, Ctx, Role, Scope, Timestamp, action};
+use outreach_runtime::prelude::{ApiError, CredentialKind, Ctx, Role, Scope, Timestamp, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -41,6 +41,14 @@ pub struct ExampleTable(pub &'static str);
 
 inventory::collect!(ExampleTable);
 
+/// Registers a crate's example table: `example_table!(include_str!("examples.json"));`.
+#[macro_export]
+macro_rules! example_table {
+    ($text:expr) => {
+        $crate::__private::inventory::submit! { $crate::openapi::ExampleTable($text) }
+    };
+}
+
 /// One operation's example.
 #[derive(Debug, Clone, Default)]
 pub struct OperationExample {

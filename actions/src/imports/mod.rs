@@ -17,8 +17,8 @@ mod write;
 
 use std::collections::{BTreeMap, HashMap};
 
-use outreach_runtime::paging::paged;
-use outreach_runtime::{
+use outreach_runtime::prelude::paged;
+use outreach_runtime::prelude::{
     ApiError, Ctx, Page, PageParams, Priced, Timestamp, action, ids, price_item,
 };
 use schemars::JsonSchema;
@@ -187,7 +187,7 @@ pub struct RowError {
     pub message: String,
 }
 
-outreach_runtime::text_enum! {
+outreach_runtime::prelude::text_enum! {
     /// Where an import stands.
     pub enum ImportStatus {
         /// Finished: an import runs to the end or leaves nothing behind.
@@ -195,7 +195,7 @@ outreach_runtime::text_enum! {
     }
 }
 
-outreach_runtime::text_enum! {
+outreach_runtime::prelude::text_enum! {
     /// What an import read.
     pub enum SourceFormat {
         /// CSV text (`csv`).
@@ -241,7 +241,7 @@ pub struct Import {
 }
 
 // Over REST, the CSV can also be the whole body (`text/csv`) or a multipart `file` part.
-outreach_runtime::text_body!(import_prospects, "csv", "text/csv");
+outreach_runtime::prelude::text_body!(import_prospects, "csv", "text/csv");
 
 /// Prices an import: one `import.prospect` per prospect it would create now.
 async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Priced<ImportPlan>, ApiError> {

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use outreach_runtime::{ApiError, ErrorCode};
+use outreach_runtime::prelude::{ApiError, ErrorCode};
 use serde_json::Value;
 
 use super::{ImportRow, RowError};

@@ -8,12 +8,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use outreach_runtime::ApiError;
+use outreach_runtime::prelude::ApiError;
 use sqlx::{AssertSqlSafe, Row as _};
 
 use super::parse::Row;
 use super::sql::Placeholders;
-use outreach_runtime::Backend;
+use outreach_runtime::prelude::Backend;
 
 /// Values per `in (...)` lookup: far below SQLite's 32,766 parameters and PostgreSQL's 65,535.
 pub const LOOKUP_BATCH: usize = 5000;

@@ -13,7 +13,7 @@
 //! small (a sequential scan comparing each row with every listed value) is kept as it grows; at
 //! 100,000 prospects one lookup took 20 seconds. Unprepared, each lookup is planned with its values.
 
-use outreach_runtime::Backend;
+use outreach_runtime::prelude::Backend;
 
 /// Appends placeholders in order of appearance.
 pub struct Placeholders {

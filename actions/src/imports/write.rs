@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use outreach_runtime::ApiError;
+use outreach_runtime::prelude::ApiError;
 use sqlx::{AssertSqlSafe, Row as _};
 
 use super::sql::Placeholders;
@@ -16,7 +16,7 @@ use crate::prospects::{
     COLUMNS, FIELD_COLUMNS, FIELD_COUNT, Fields, Prospect, ProspectSource, from_row_fields,
     normalize, write_fields,
 };
-use outreach_runtime::Backend;
+use outreach_runtime::prelude::Backend;
 
 type Tx = sqlx::AnyConnection;
 
@@ -266,7 +266,7 @@ pub async fn list_by_name(
         "insert into lists (id, workspace_id, name, created_at, updated_at) values ($1, $2, $3, $4, $4) \
          on conflict (workspace_id, name) do nothing",
     )
-    .bind(outreach_runtime::ids::new_id("lst"))
+    .bind(outreach_runtime::prelude::ids::new_id("lst"))
     .bind(workspace_id)
     .bind(name)
     .bind(now)

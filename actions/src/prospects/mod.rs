@@ -12,9 +12,9 @@ use std::sync::LazyLock;
 
 use crate::common::{Deleted, IdKind, json_text};
 use crate::scoring::engine::Tier;
-use outreach_runtime::db::is_unique_violation;
-use outreach_runtime::paging::{AnyQuery, paged};
-use outreach_runtime::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids};
+use outreach_runtime::prelude::is_unique_violation;
+use outreach_runtime::prelude::{AnyQuery, paged};
+use outreach_runtime::prelude::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -65,7 +65,7 @@ pub struct Prospect {
     pub updated_at: Timestamp,
 }
 
-outreach_runtime::text_enum! {
+outreach_runtime::prelude::text_enum! {
     /// Where a prospect came from.
     pub enum ProspectSource {
         /// Created by `create_prospect`.

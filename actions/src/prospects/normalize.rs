@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use outreach_runtime::ApiError;
+use outreach_runtime::prelude::ApiError;
 use serde_json::Value;
 
 pub const MAX_TEXT_CHARS: usize = 500;

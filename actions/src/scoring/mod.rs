@@ -11,8 +11,10 @@
 pub mod engine;
 pub mod run;
 
-use outreach_runtime::paging::paged;
-use outreach_runtime::{ApiError, Ctx, Page, PageParams, Priced, Timestamp, action, price_item};
+use outreach_runtime::prelude::paged;
+use outreach_runtime::prelude::{
+    ApiError, Ctx, Page, PageParams, Priced, Timestamp, action, price_item,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
@@ -76,7 +78,7 @@ pub struct ScoringRun {
     pub completed_at: Option<Timestamp>,
 }
 
-outreach_runtime::text_enum! {
+outreach_runtime::prelude::text_enum! {
     /// Where a scoring run stands.
     pub enum RunStatus {
         /// Scoring inside the request that started it (never seen by a caller).

@@ -15,7 +15,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use outreach_runtime::{ApiError, Backend, Ctx, Timestamp, ids};
+use outreach_runtime::prelude::{ApiError, Backend, Ctx, Timestamp, ids};
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, AssertSqlSafe, Row};
