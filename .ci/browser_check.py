@@ -51,7 +51,6 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -59,16 +58,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from ci_server import (
-    BackgroundHTTPServer,
-    CheckFailed,
-    Checks,
-    Server,
-    admin,
-    argument_parser,
-    check,
-    executable,
-    fresh_database,
-    section,
+    BackgroundHTTPServer, CheckFailed, Checks, Server, admin, argument_parser, check, executable,
+    fresh_database, guarded, section,
 )
 
 CHROMIUM = "/usr/bin/chromium"
@@ -803,52 +794,36 @@ def main() -> int:
 
     checks = Checks(f"browser checks on {args.database}", args.counts)
     work = Path(tempfile.mkdtemp(prefix=f"outreach-browser-{args.database}-"))
-    server: Server | None = None
     browser: Browser | None = None
-    failed_setup = False
-    try:
-        section(f"browser checks on {args.database}: fresh database, workspace, server, Chromium")
-        with fresh_database(args.database, work, args.postgres_url) as database_url:
-            created = admin(binary, database_url, "workspace", "create", "--name", "CI browser",
-                            "--owner-email", OWNER_EMAIL, "--owner-password", OWNER_PASSWORD)
-            workspace_id = created["workspace_id"]
-            server = Server(binary, database_url, work / "server.log")
-            with server:
-                browser = Browser(server.base_url, shots, work)
-                checks.on_failure = browser.save_failure
-                flows = Flows(browser, server, binary, database_url, workspace_id)
-                checks.run("sign-in", flows.sign_in_check)
-                checks.run("create-key", flows.create_key_check, needs=("sign-in",))
-                checks.run("send-terms", flows.send_terms_check, needs=("sign-in",))
-                checks.run("revoke-key", flows.revoke_key_check, needs=("create-key",))
-                checks.run("connected-app", flows.connected_app_check)
-                checks.run("member-removed", flows.member_removed_check)
-                checks.run("landing-docs", flows.landing_docs_check)
-                checks.run("credits", flows.credits_check)
-                checks.run("password", flows.password_check)
-                internal = server.internal_errors()
-                if internal:
-                    print("\n".join(internal[:20]))
-                    checks.run("no-internal-errors", lambda: check(False, f"the server logged {len(internal)} internal error(s)"))
+    with guarded(checks, CHECKS, work, args.keep) as guard:
+        try:
+            section(f"browser checks on {args.database}: fresh database, workspace, server, Chromium")
+            with fresh_database(args.database, work, args.postgres_url) as database_url:
+                created = admin(binary, database_url, "workspace", "create", "--name", "CI browser",
+                                "--owner-email", OWNER_EMAIL, "--owner-password", OWNER_PASSWORD)
+                workspace_id = created["workspace_id"]
+                server = Server(binary, database_url, work / "server.log")
+                guard.server = server
+                with server:
+                    browser = Browser(server.base_url, shots, work)
+                    checks.on_failure = browser.save_failure
+                    flows = Flows(browser, server, binary, database_url, workspace_id)
+                    checks.run("sign-in", flows.sign_in_check)
+                    checks.run("create-key", flows.create_key_check, needs=("sign-in",))
+                    checks.run("send-terms", flows.send_terms_check, needs=("sign-in",))
+                    checks.run("revoke-key", flows.revoke_key_check, needs=("create-key",))
+                    checks.run("connected-app", flows.connected_app_check)
+                    checks.run("member-removed", flows.member_removed_check)
+                    checks.run("landing-docs", flows.landing_docs_check)
+                    checks.run("credits", flows.credits_check)
+                    checks.run("password", flows.password_check)
+                    checks.no_internal_errors(server)
+                    browser.close()
+                    browser = None
+        finally:
+            if browser is not None:
                 browser.close()
-                browser = None
-    except Exception as failure:  # noqa: BLE001 - whatever stops the set-up, the checks did not run
-        failed_setup = True
-        if not isinstance(failure, CheckFailed):
-            traceback.print_exc()
-        print(f"\nFAILED before or between the checks: {failure}", file=sys.stderr, flush=True)
-        checks.fail_all(CHECKS, "the set-up failed")
-    finally:
-        if browser is not None:
-            browser.close()
-        if checks.failed or failed_setup:
-            if server is not None and server.log_path.exists():
-                server.print_log()
-        print(f"screenshots: {shots} ({len(list(shots.glob('*.png')))} PNGs)")
-        if args.keep or checks.failed or failed_setup:
-            print(f"work folder kept: {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+            print(f"screenshots: {shots} ({len(list(shots.glob('*.png')))} PNGs)")
     return checks.finish()
 
 

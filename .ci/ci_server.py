@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -316,6 +317,13 @@ class Checks:
     def failed(self) -> int:
         return sum(1 for ok in self.results.values() if not ok)
 
+    def no_internal_errors(self, server: "Server") -> None:
+        """A check that fails when the server logged an internal error while the others ran."""
+        internal = server.internal_errors()
+        if internal:
+            print("\n".join(internal[:20]))
+            self.run("no-internal-errors", lambda: check(False, f"the server logged {len(internal)} internal error(s)"))
+
     def finish(self) -> int:
         if self.counts_path:
             self.counts_path.write_text(f"{self.passed} {self.failed}\n")
@@ -323,3 +331,33 @@ class Checks:
         for name, ok in self.results.items():
             print(f"  {'ok    ' if ok else 'FAILED'} {name}")
         return 0 if self.failed == 0 and self.results else 1
+
+
+class Guard:
+    """What `guarded` needs to know of the run it guards: the server, once one is started."""
+
+    server: "Server | None" = None
+
+
+@contextlib.contextmanager
+def guarded(checks: Checks, names: list[str], work: Path, keep: bool) -> Iterator[Guard]:
+    """Runs a script's set-up and checks: a failure of the set-up counts every check not yet run
+    as failed, and at the end the server log is printed and the work folder kept when anything
+    failed (or `keep` asks for it), else the folder is removed."""
+    guard = Guard()
+    failed_setup = False
+    try:
+        yield guard
+    except Exception as failure:  # noqa: BLE001 - whatever stops the set-up, the checks did not run
+        failed_setup = True
+        if not isinstance(failure, CheckFailed):
+            traceback.print_exc()
+        print(f"\nFAILED before or between the checks: {failure}", file=sys.stderr, flush=True)
+        checks.fail_all(names, "the set-up failed")
+    finally:
+        if (checks.failed or failed_setup) and guard.server is not None and guard.server.log_path.exists():
+            guard.server.print_log()
+        if keep or checks.failed or failed_setup:
+            print(f"work folder kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)

@@ -29,11 +29,9 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
-import shutil
 import ssl
 import sys
 import tempfile
-import traceback
 import urllib.parse
 from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -47,17 +45,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from ci_server import (
-    BackgroundHTTPServer,
-    CheckFailed,
-    Checks,
-    Server,
-    admin,
-    argument_parser,
-    check,
-    executable,
-    free_port,
-    fresh_database,
-    section,
+    BackgroundHTTPServer, CheckFailed, Checks, Server, admin, argument_parser, check, executable,
+    free_port, fresh_database, guarded, section,
 )
 
 OWNER_EMAIL = "oauth-owner@example.com"
@@ -369,11 +358,9 @@ def main() -> int:
 
     checks = Checks(f"MCP OAuth checks on {args.database}", args.counts)
     work = Path(tempfile.mkdtemp(prefix=f"outreach-mcp-oauth-{args.database}-"))
-    server: Server | None = None
-    failed_setup = False
     # Never requested: the person's part stops at the 303 that points there.
     redirect_uri = f"http://127.0.0.1:{free_port()}/callback"
-    try:
+    with guarded(checks, CHECKS, work, args.keep) as guard:
         section(f"MCP OAuth on {args.database}: certificates, metadata document, fresh database, two workspaces, server")
         ca, cert, key = make_certificates(work)
         with MetadataDocumentServer(cert, key, redirect_uri) as document, \
@@ -386,6 +373,7 @@ def main() -> int:
             print(f"metadata document at {document.url}; owner {OWNER_EMAIL} of {workspace_id} and one more workspace")
             server = Server(binary, database_url, work / "server.log",
                             extra_args=["--cimd-allow-loopback", "--cimd-root-cert", str(ca)])
+            guard.server = server
             with server:
                 base = server.base_url
                 checks.run("dynamic-registration", lambda: anyio.run(connect, base, workspace_id, redirect_uri, None))
@@ -396,24 +384,7 @@ def main() -> int:
                     print(f"  the server fetched the metadata document {document.fetches} time(s)")
 
                 checks.run("client-metadata-document", with_document)
-                internal = server.internal_errors()
-                if internal:
-                    print("\n".join(internal[:20]))
-                    checks.run("no-internal-errors", lambda: check(False, f"the server logged {len(internal)} internal error(s)"))
-    except Exception as failure:  # noqa: BLE001 - whatever stops the set-up, the checks did not run
-        failed_setup = True
-        if not isinstance(failure, CheckFailed):
-            traceback.print_exc()
-        print(f"\nFAILED before or between the checks: {failure}", file=sys.stderr, flush=True)
-        checks.fail_all(CHECKS, "the set-up failed")
-    finally:
-        if checks.failed or failed_setup:
-            if server is not None and server.log_path.exists():
-                server.print_log()
-        if args.keep or checks.failed or failed_setup:
-            print(f"work folder kept: {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+                checks.no_internal_errors(server)
     return checks.finish()
 
 

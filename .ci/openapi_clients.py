@@ -24,15 +24,14 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
-import traceback
 from pathlib import Path
 
-from ci_server import (CheckFailed, Checks, Server, admin, argument_parser, check, executable, fresh_database, http_get,
-                       run, section)
+from ci_server import (
+    Checks, Server, admin, argument_parser, check, executable, fresh_database, guarded, http_get,
+    run, section,
+)
 
 HERE = Path(__file__).resolve().parent
 VENV_BIN = Path(sys.executable).parent
@@ -149,9 +148,7 @@ def main() -> int:
 
     checks = Checks(f"OpenAPI clients on {args.database}", args.counts)
     work = Path(tempfile.mkdtemp(prefix=f"outreach-openapi-{args.database}-"))
-    server: Server | None = None
-    failed_setup = False
-    try:
+    with guarded(checks, CHECKS, work, args.keep) as guard:
         section(f"OpenAPI clients on {args.database}: fresh database, workspace, key, server")
         with fresh_database(args.database, work, args.postgres_url) as database_url:
             created = admin(binary, database_url, "workspace", "create", "--name", "CI OpenAPI clients",
@@ -161,6 +158,7 @@ def main() -> int:
             admin(binary, database_url, "credits", "grant", "--workspace", created["workspace_id"], "--amount", "1000",
                   "--reason", "openapi client checks")
             server = Server(binary, database_url, work / "server.log")
+            guard.server = server
             with server:
                 status, _, body = http_get(f"{server.base_url}/api/v1/openapi.json")
                 check(status == 200, f"GET /api/v1/openapi.json answered {status}")
@@ -172,24 +170,7 @@ def main() -> int:
                 checks.run("python-client-generate", lambda: generated.append(python_generate(document, work)))
                 checks.run("python-client-calls", lambda: python_calls(generated[0], server.base_url, key["key"]),
                            needs=("python-client-generate",))
-                internal = server.internal_errors()
-                if internal:
-                    print("\n".join(internal[:20]))
-                    checks.run("no-internal-errors", lambda: check(False, f"the server logged {len(internal)} internal error(s)"))
-    except Exception as failure:  # noqa: BLE001 - whatever stops the set-up, the checks did not run
-        failed_setup = True
-        if not isinstance(failure, CheckFailed):
-            traceback.print_exc()
-        print(f"\nFAILED before or between the checks: {failure}", file=sys.stderr, flush=True)
-        checks.fail_all(CHECKS, "the set-up failed")
-    finally:
-        if checks.failed or failed_setup:
-            if server is not None and server.log_path.exists():
-                server.print_log()
-        if args.keep or checks.failed or failed_setup:
-            print(f"work folder kept: {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+                checks.no_internal_errors(server)
     return checks.finish()
 
 
