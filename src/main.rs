@@ -10,10 +10,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use outreach_runtime::clock::parse_rfc3339;
-use outreach_runtime::config::{HttpLimits, RateLimit};
+use outreach_runtime::config::{HttpLimits, JobsConfig, RateLimit};
 use outreach_runtime::credits::PriceTable;
 use outreach_runtime::registry::Registry;
-use outreach_runtime::server::{build_state, serve, shutdown_signal};
+use outreach_runtime::server::{build_state, serve, shutdown_signal, work};
 use outreach_runtime::{Clock, Config, Db, Environment, Role, Scope, admin, credits};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -43,8 +43,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Migrate the database, then serve REST (/api/v1) and MCP (/api/mcp).
+    /// Migrate the database, then serve REST (/api/v1) and MCP (/api/mcp), and run the job
+    /// worker (unless --no-worker).
     Serve(ServeArgs),
+    /// Migrate the database, then run only the job worker (no HTTP), until SIGTERM or Ctrl-C.
+    Worker(WorkerArgs),
     /// Apply pending database migrations and exit.
     Migrate(DatabaseArgs),
     /// Administer workspaces, members, keys and terms (scriptable).
@@ -106,6 +109,46 @@ struct ServeArgs {
     /// When set, `/metrics` needs `Authorization: Bearer <token>`; otherwise it is public.
     #[arg(long, env = "OUTREACH_METRICS_TOKEN", hide_env_values = true)]
     metrics_token: Option<String>,
+    /// Run no job worker in this instance (jobs are still enqueued; `outreach worker` instances
+    /// on the same database run them).
+    #[arg(long)]
+    no_worker: bool,
+    #[command(flatten)]
+    jobs: JobsArgs,
+    #[command(flatten)]
+    database: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct JobsArgs {
+    /// Job handlers this instance runs at once.
+    #[arg(long, env = "OUTREACH_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
+    workers: u64,
+    /// Milliseconds an idle worker waits before it looks for due jobs again.
+    #[arg(long, env = "OUTREACH_JOB_POLL_MS", default_value_t = 200, value_parser = clap::value_parser!(u64).range(10..))]
+    job_poll_ms: u64,
+}
+
+impl JobsArgs {
+    fn config(&self, run_worker: bool) -> JobsConfig {
+        JobsConfig {
+            workers: if run_worker {
+                usize::try_from(self.workers).unwrap_or(usize::MAX)
+            } else {
+                0
+            },
+            poll_interval: Duration::from_millis(self.job_poll_ms),
+        }
+    }
+}
+
+#[derive(Args)]
+struct WorkerArgs {
+    /// The public base URL of the API instances, for handlers that name it.
+    #[arg(long, env = "OUTREACH_BASE_URL", default_value = "http://127.0.0.1:8080")]
+    base_url: String,
+    #[command(flatten)]
+    jobs: JobsArgs,
     #[command(flatten)]
     database: DatabaseArgs,
 }
@@ -320,6 +363,7 @@ fn init_tracing(json: bool) {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => run_serve(args).await,
+        Command::Worker(args) => run_worker(args).await,
         Command::Migrate(args) => {
             let db = Db::connect(&args.database_url).await?;
             db.migrate().await?;
@@ -355,6 +399,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     // actions, the price items and their overrides.
     Registry::build().map_err(anyhow::Error::msg)?;
     PriceTable::validate_registered().map_err(anyhow::Error::msg)?;
+    outreach_runtime::jobs::validate_kinds().map_err(anyhow::Error::msg)?;
     let prices = match std::env::var("OUTREACH_PRICES") {
         Ok(overrides) => PriceTable::default()
             .with_overrides(&overrides)
@@ -396,6 +441,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     config.metrics_token = args.metrics_token.filter(|token| !token.is_empty());
     config.prices = prices;
+    config.jobs = args.jobs.config(!args.no_worker);
     let state = build_state(db.clone(), clock.clone(), config)?;
     if let Some(first) =
         admin::bootstrap_if_empty(&db, &clock, &environment, starter_credits).await?
@@ -410,6 +456,30 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     println!("Docs: {base_url}/api/v1/docs");
     tracing::info!(%local, %base_url, "listening");
     serve(state, listener, shutdown).await?;
+    db.close().await;
+    Ok(())
+}
+
+/// `outreach worker`: like `serve` it migrates first (migrations take a lock, so instances
+/// starting together on one PostgreSQL apply them once), so a worker can be started before,
+/// after or without any API instance.
+async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
+    let shutdown = shutdown_signal();
+    let environment = environment();
+    Registry::build().map_err(anyhow::Error::msg)?;
+    outreach_runtime::jobs::validate_kinds().map_err(anyhow::Error::msg)?;
+    let clock = Clock::default();
+    let db = Db::connect(&args.database.database_url).await?;
+    db.migrate()
+        .await
+        .context("could not migrate the database")?;
+    let mut config = Config::new(&args.base_url, environment);
+    config.jobs = args.jobs.config(true);
+    let workers = config.jobs.workers;
+    let state = build_state(db.clone(), clock, config)?;
+    println!("Worker: running up to {workers} jobs at once");
+    tracing::info!(workers, "job worker started");
+    work(state, shutdown).await?;
     db.close().await;
     Ok(())
 }

@@ -76,6 +76,27 @@ pub struct Config {
     pub rate_limit: RateLimit,
     /// When set, `/metrics` needs `Authorization: Bearer <this>`; otherwise it is public.
     pub metrics_token: Option<String>,
+    /// The job workers this instance runs.
+    pub jobs: JobsConfig,
+}
+
+/// How many jobs this instance runs at once, and how often it looks for due ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobsConfig {
+    /// Handlers running at once; 0 runs no worker (`serve --no-worker`).
+    pub workers: usize,
+    /// How long an idle worker waits before it looks for due jobs again (real time). An enqueue
+    /// in the same process wakes it sooner.
+    pub poll_interval: Duration,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        Self {
+            workers: 4,
+            poll_interval: Duration::from_millis(200),
+        }
+    }
 }
 
 /// What a connection may hold, and for how long, before it is closed.
@@ -171,6 +192,7 @@ impl Config {
             http: HttpLimits::default(),
             rate_limit: RateLimit::default(),
             metrics_token: None,
+            jobs: JobsConfig::default(),
         }
     }
 

@@ -7,14 +7,14 @@
 //! sign-ins for a day (the throttle looks back 15 minutes); OAuth tokens for a day past their
 //! expiry, so a late replay still meets its row and is recognised as one; authorization codes for
 //! 30 days past theirs, as long as a refresh token issued from one can live, so a replayed code
-//! still revokes what it issued.
+//! still revokes what it issued; finished jobs for a day, discarded ones for a week.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::{idempotency, recovery};
+use crate::{idempotency, jobs, recovery};
 
 /// How often the deletions run.
 const EVERY: Duration = Duration::from_secs(600);
@@ -53,6 +53,7 @@ pub async fn run(state: Arc<AppState>) {
 pub async fn purge(state: &AppState) -> Result<u64, ApiError> {
     let now = state.clock.now_ms();
     let mut purged = idempotency::purge(&state.db, &state.clock).await?;
+    purged += jobs::purge(&state.db, &state.clock).await?;
     let statements: [(&str, i64); 5] = [
         ("delete from web_sessions where expires_at < $1", now),
         (

@@ -17,7 +17,8 @@
 //!    that import nothing here.
 //! 2. `lease`, `credits`, `idempotency`, `principal`, `config`, `admin`: the bookkeeping and the rules
 //!    that the faces, the web pages and the CLI share.
-//! 3. `ctx`: what an action receives.
+//! 3. `ctx`: what an action receives; `jobs`, `worker`: durable jobs, what their handlers
+//!    receive, and the loop that runs them.
 //! 4. `registry`: every action, collected and validated; `recovery`: what a dead process held,
 //!    given back.
 //! 5. `state`, `request_id`: what every request shares, and its id.
@@ -51,6 +52,8 @@ pub mod lease;
 pub mod principal;
 
 pub mod ctx;
+pub mod jobs;
+pub mod worker;
 
 pub mod registry;
 

@@ -11,7 +11,7 @@
 //! can send any tool name, and a label per name would grow without end); every other request is
 //! labelled by its route template, or `unmatched`. The registry is this instance's own
 //! (`prometheus-client`, not a global recorder), so tests running several apps in one process
-//! each read their own figures.
+//! each read their own figures. The job worker's counters ([`JobMetrics`]) are registered here too.
 //!
 //! `/metrics` is public by default, as is common for a self-hosted service scraped on its own
 //! port; setting a metrics token makes it need `Authorization: Bearer <token>`.
@@ -38,6 +38,7 @@ use subtle::ConstantTimeEq;
 use crate::error::{ApiError, ErrorCode};
 use crate::registry::Registry;
 use crate::request_id::{RequestLog, clip, note, request_id};
+use crate::worker::JobMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -72,8 +73,14 @@ fn latency_histogram() -> Histogram {
 }
 
 impl Observer {
-    pub fn new(registry: &Registry, body_timeout: Duration, token: Option<String>) -> Self {
+    pub fn new(
+        registry: &Registry,
+        jobs: &JobMetrics,
+        body_timeout: Duration,
+        token: Option<String>,
+    ) -> Self {
         let mut metrics = Metrics::default();
+        jobs.register(&mut metrics);
         let requests = Family::<RequestLabels, Counter>::default();
         metrics.register(
             "outreach_http_requests",

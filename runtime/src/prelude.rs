@@ -6,7 +6,7 @@
 //! action that needs something else should ask for it to be added here rather than reach past
 //! this list into the crate's modules. The list is what `actions/` imports today: the attribute,
 //! the context and its transaction, errors, paging, prices and their plans, price items and
-//! recoveries (declared beside the actions that need them), leases for marks others must see
+//! recoveries (declared beside the actions that need them), durable jobs and their handlers, leases for marks others must see
 //! while work runs, scopes and roles, ids, times and stored text enums, the backend switch for the
 //! few queries that differ, and the credit ledger that the credits actions show.
 
@@ -18,8 +18,11 @@ pub use crate::ctx::{Ctx, Tx};
 pub use crate::db::{Backend, Db, is_unique_violation};
 pub use crate::error::{ApiError, ErrorCode};
 pub use crate::ids;
+pub use crate::jobs::{
+    self, Job, JobCtx, JobError, JobOutcome, JobResult, JobState, NewJob, enqueue,
+};
 pub use crate::lease::{self, Heartbeat};
 pub use crate::paging::{AnyQuery, Page, PageParams, paged};
 pub use crate::principal::CredentialKind;
 pub use crate::scope::{Role, Scope};
-pub use crate::{example_table, price_item, recovery, text_body, text_enum};
+pub use crate::{example_table, job, price_item, recovery, text_body, text_enum};

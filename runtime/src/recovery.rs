@@ -4,7 +4,7 @@
 //! undo. What a process commits *before* its work, so that others see it (a list marked
 //! `processing`, credits held for a durable job), carries a lease instead; when the process dies
 //! the lease lapses, and the recoveries here put those rows back. The runtime recovers what it
-//! owns (lapsed credit holds); the domain registers its own with [`recovery!`](crate::recovery),
+//! owns (lapsed credit holds, running jobs whose lease lapsed); the domain registers its own with [`recovery!`](crate::recovery),
 //! beside the code that makes such marks. Every instance runs them on start and then every
 //! [`EVERY`]; they act only on lapsed leases, so running them on several instances at once, or
 //! while the holder is still alive, changes nothing.
@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use crate::clock::Clock;
-use crate::credits;
+use crate::{credits, jobs};
 use crate::db::Db;
 use crate::error::ApiError;
 use crate::registry::BoxFuture;
@@ -51,6 +51,12 @@ pub async fn run_all(db: &Db, clock: &Clock) -> u64 {
         Ok(count) => recovered += count,
         Err(error) => {
             tracing::warn!(error = %error.message, cause = ?error.internal, "could not release lapsed credit holds");
+        }
+    }
+    match jobs::rescue(db, clock).await {
+        Ok(count) => recovered += count,
+        Err(error) => {
+            tracing::warn!(error = %error.message, cause = ?error.internal, "could not rescue jobs whose lease lapsed");
         }
     }
     for recovery in inventory::iter::<Recovery> {

@@ -9,7 +9,8 @@
 //! `x-request-id` and on its log lines, and one access line. The bearer surfaces (REST and MCP)
 //! share one CORS policy ([`crate::cors`], outside authentication so preflights need no
 //! credential) and a per-credential rate limit ([`crate::rate_limit`], inside it). The accept
-//! loop with its timeouts and connection cap is [`crate::connections`].
+//! loop with its timeouts and connection cap is [`crate::connections`]. [`serve`] runs the job
+//! worker beside the router unless told not to; [`work`] runs only the worker.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use crate::error::ApiError;
 use crate::registry::Registry;
 use crate::request_id::with_request_id;
 use crate::state::{AppState, Documents};
+use crate::worker::{self, Worker};
 use crate::{
     connections, cors, docs, housekeeping, mcp, oauth, observe, openapi, rate_limit, rest, web,
 };
@@ -53,6 +55,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     let limiter = rate_limit::Limiter::new(state.config.rate_limit);
     let observer = observe::Observer::new(
         &state.registry,
+        &state.job_metrics,
         state.config.http.body_timeout,
         state.config.metrics_token.clone(),
     );
@@ -112,18 +115,57 @@ async fn docs_page(State(state): State<Arc<AppState>>) -> Html<String> {
     Html(state.documents.docs_html.clone())
 }
 
-/// Serves until `shutdown` resolves, then finishes the requests in flight.
+/// Serves until `shutdown` resolves, then finishes the requests in flight. Runs the job worker
+/// too unless the configuration has none (`serve --no-worker`); at shutdown it stops claiming at
+/// once and its running handlers get [`worker::SHUTDOWN_GRACE`] to finish.
 pub async fn serve(
     state: Arc<AppState>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let purger = tokio::spawn(housekeeping::run(state.clone()));
+    let worker = (state.config.jobs.workers > 0).then(|| start_worker(&state));
+    let stopper = worker.as_ref().map(Worker::stopper);
+    let shutdown = async move {
+        shutdown.await;
+        if let Some(stopper) = stopper {
+            stopper.stop();
+        }
+    };
     let limits = state.config.http.clone();
     let served = connections::serve(listener, router(state), limits, shutdown).await;
+    if let Some(worker) = worker {
+        worker.shutdown(worker::SHUTDOWN_GRACE).await;
+    }
     purger.abort();
     served?;
     Ok(())
+}
+
+/// Runs only the job worker (and the recoveries and deletions every instance runs), with no
+/// HTTP, until `shutdown` resolves; then as [`serve`] does. For `outreach worker`.
+pub async fn work(
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    if state.config.jobs.workers == 0 {
+        anyhow::bail!("a worker needs at least one slot (--workers 1 or more)");
+    }
+    let purger = tokio::spawn(housekeeping::run(state.clone()));
+    let worker = start_worker(&state);
+    shutdown.await;
+    worker.shutdown(worker::SHUTDOWN_GRACE).await;
+    purger.abort();
+    Ok(())
+}
+
+fn start_worker(state: &AppState) -> Worker {
+    Worker::start(
+        state.db.clone(),
+        state.clock.clone(),
+        state.config.clone(),
+        state.job_metrics.clone(),
+    )
 }
 
 /// Resolves on Ctrl-C or SIGTERM. The handlers are installed when this is called, not when the

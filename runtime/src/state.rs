@@ -18,6 +18,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::Db;
 use crate::registry::Registry;
+use crate::worker::JobMetrics;
 
 /// What every request shares.
 pub struct AppState {
@@ -27,6 +28,8 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     pub tools: Arc<Vec<rmcp::model::Tool>>,
     pub documents: Documents,
+    /// The job worker's counters, shown on `/metrics`.
+    pub job_metrics: JobMetrics,
 }
 
 /// The documents served as they are, rendered once from the registry.
@@ -55,6 +58,7 @@ impl AppState {
             registry: Arc::new(registry),
             tools: Arc::new(tools),
             documents,
+            job_metrics: JobMetrics::default(),
         })
     }
 }

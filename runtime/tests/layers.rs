@@ -35,8 +35,9 @@ const LAYERS: &[&[&str]] = &[
         "config",
         "admin",
     ],
-    // What an action receives.
-    &["ctx"],
+    // What an action receives; durable jobs, what their handlers receive, and the loop that
+    // runs them.
+    &["ctx", "jobs", "worker"],
     // Every action, collected and validated.
     &["registry"],
     // What a dead process held, given back (the domain registers its own recoveries).

@@ -1,0 +1,607 @@
+//! The job queue on a real database (SQLite, or PostgreSQL when `TEST_DATABASE_URL` names a
+//! server): enqueueing in the caller's transaction, unique keys, claim order on a moved clock,
+//! snoozes, retries, rescue of lapsed leases with the fence, and several worker loops on one
+//! database running each job's effect exactly once.
+//!
+//! The handlers below write rows into `effects`, a table of the test's own, inside the job's
+//! fenced transaction, so each test can count what committed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use outreach_runtime::config::JobsConfig;
+use outreach_runtime::jobs::{
+    self, Finished, JobCtx, JobError, JobOutcome, JobResult, JobState, NewJob,
+};
+use outreach_runtime::worker::{JobMetrics, Worker, run_claimed};
+use outreach_runtime::{Clock, Config, Db, Environment, job};
+use serde_json::json;
+use sqlx::Row;
+use tokio::sync::Notify;
+
+async fn insert_effect(job: &JobCtx, what: &str) -> Result<(), JobError> {
+    let mut tx = job.tx().await?;
+    sqlx::query("insert into effects (job_id, what) values ($1, $2)")
+        .bind(job.id())
+        .bind(what)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+/// Writes one effect and completes.
+async fn record_effect(job: JobCtx) -> JobResult {
+    insert_effect(&job, "done").await?;
+    Ok(JobOutcome::Done)
+}
+job!("test.effect", record_effect);
+
+/// Like `test.effect`, with short pauses before and inside its transaction, so runs overlap.
+async fn slow_effect(job: JobCtx) -> JobResult {
+    let pause = job.id().bytes().map(u64::from).sum::<u64>() % 3;
+    tokio::time::sleep(Duration::from_millis(pause)).await;
+    insert_effect(&job, "done").await?;
+    tokio::time::sleep(Duration::from_millis(2 - pause.min(2))).await;
+    Ok(JobOutcome::Done)
+}
+job!("test.slow_effect", slow_effect);
+
+/// Snoozes a minute the first time (writing an effect that commits with the snooze), then
+/// completes.
+async fn snooze_once(job: JobCtx) -> JobResult {
+    let mut tx = job.tx().await?;
+    let seen: i64 = sqlx::query("select count(*) as n from effects where job_id = $1")
+        .bind(job.id())
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("n")?;
+    sqlx::query("insert into effects (job_id, what) values ($1, 'ran')")
+        .bind(job.id())
+        .execute(&mut *tx)
+        .await?;
+    if seen == 0 {
+        Ok(JobOutcome::Snooze {
+            until_ms: job.now_ms() + 60_000,
+        })
+    } else {
+        Ok(JobOutcome::Done)
+    }
+}
+job!("test.snooze_once", snooze_once);
+
+/// Writes an effect, then fails: the effect must roll back.
+async fn always_fail(job: JobCtx) -> JobResult {
+    insert_effect(&job, "doomed").await?;
+    Err(JobError::retry("the far end said no"))
+}
+job!("test.always_fail", always_fail);
+
+async fn panics(_job: JobCtx) -> JobResult {
+    panic!("boom")
+}
+job!("test.panics", panics);
+
+static INTENT_COMMITTED: Notify = Notify::const_new();
+static GATE: Notify = Notify::const_new();
+
+/// Commits an intent, then (on its first attempt only) waits for the test; then writes the
+/// send, enqueues a follow-up, and completes: the intent pattern of the outreach engine.
+async fn two_phase(job: JobCtx) -> JobResult {
+    insert_effect(&job, "intent").await?;
+    job.commit().await?;
+    if job.attempt() == 1 {
+        INTENT_COMMITTED.notify_one();
+        GATE.notified().await;
+    }
+    insert_effect(&job, "sent").await?;
+    let mut tx = job.tx().await?;
+    jobs::enqueue(
+        &mut tx,
+        job.clock(),
+        NewJob::new("test.effect", json!({"after": job.id()})),
+    )
+    .await?;
+    Ok(JobOutcome::Done)
+}
+job!("test.two_phase", two_phase);
+
+struct Fixture {
+    db: Db,
+    clock: Clock,
+    config: Arc<Config>,
+    url: String,
+    _database: Database,
+}
+
+enum Database {
+    Sqlite(#[allow(dead_code)] tempfile::TempDir),
+    Postgres { admin_url: String, name: String },
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        if let Database::Postgres { admin_url, name } = self {
+            let (admin_url, name) = (admin_url.clone(), name.clone());
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                runtime.block_on(async move {
+                    use sqlx::{Connection, Executor};
+                    if let Ok(mut conn) = sqlx::PgConnection::connect(&admin_url).await {
+                        let drop = format!("drop database if exists {name} with (force)");
+                        conn.execute(sqlx::AssertSqlSafe(drop)).await.ok();
+                    }
+                });
+            })
+            .join()
+            .ok();
+        }
+    }
+}
+
+async fn fixture() -> Fixture {
+    let (url, database) = match std::env::var("TEST_DATABASE_URL")
+        .ok()
+        .filter(|url| !url.trim().is_empty())
+    {
+        Some(admin_url) => {
+            use sqlx::{Connection, Executor};
+            let name = format!(
+                "outreach_jobs_{}",
+                outreach_runtime::ids::new_id("db").to_lowercase()
+            );
+            let mut conn = sqlx::PgConnection::connect(&admin_url)
+                .await
+                .expect("connect to TEST_DATABASE_URL");
+            conn.execute(sqlx::AssertSqlSafe(format!("create database {name}")))
+                .await
+                .expect("create a database");
+            let base = admin_url
+                .split('?')
+                .next()
+                .and_then(|url| url.rsplit_once('/'))
+                .map_or(admin_url.as_str(), |(base, _)| base);
+            (
+                format!("{base}/{name}"),
+                Database::Postgres { admin_url, name },
+            )
+        }
+        None => {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            (
+                format!("sqlite://{}/jobs.db", dir.path().display()),
+                Database::Sqlite(dir),
+            )
+        }
+    };
+    let db = Db::connect(&url).await.expect("connect");
+    db.migrate().await.expect("migrate");
+    sqlx::query("create table effects (job_id text not null, what text not null)")
+        .execute(db.pool())
+        .await
+        .expect("the handlers' table");
+    Fixture {
+        db,
+        clock: Clock::default(),
+        config: Arc::new(Config::new("http://127.0.0.1:1", Environment::default())),
+        url,
+        _database: database,
+    }
+}
+
+impl Fixture {
+    async fn enqueue(&self, job: NewJob) -> String {
+        let mut tx = self.db.begin_write().await.expect("a transaction");
+        let id = jobs::enqueue(&mut tx, &self.clock, job)
+            .await
+            .expect("enqueued");
+        tx.commit().await.expect("commit");
+        id
+    }
+
+    async fn job(&self, id: &str) -> jobs::JobRecord {
+        jobs::get(self.db.pool(), id)
+            .await
+            .expect("read")
+            .expect("the job exists")
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_one(self.db.pool())
+            .await
+            .expect("a count")
+            .try_get::<i64, _>(0)
+            .expect("an integer")
+    }
+
+    /// Claims what is due and runs it, one job after the other, as a worker would.
+    async fn run_due(&self) -> Vec<(String, Finished)> {
+        let (batch, token) = jobs::claim(&self.db, &self.clock, 100)
+            .await
+            .expect("a claim");
+        let mut finished = Vec::new();
+        for job in batch {
+            let id = job.id.clone();
+            let end = run_claimed(
+                &self.db,
+                &self.clock,
+                self.config.clone(),
+                job,
+                token.clone(),
+            )
+            .await;
+            finished.push((id, end));
+        }
+        finished
+    }
+}
+
+#[tokio::test]
+async fn a_job_enqueued_in_a_rolled_back_transaction_does_not_exist() {
+    let app = fixture().await;
+    let mut tx = app.db.begin_write().await.expect("a transaction");
+    let id = jobs::enqueue(&mut tx, &app.clock, NewJob::new("test.effect", json!({})))
+        .await
+        .expect("enqueued");
+    drop(tx);
+    assert!(jobs::get(app.db.pool(), &id).await.expect("read").is_none());
+    assert_eq!(app.count("select count(*) from jobs").await, 0);
+    assert!(app.run_due().await.is_empty());
+
+    let unknown = {
+        let mut tx = app.db.begin_write().await.expect("a transaction");
+        jobs::enqueue(&mut tx, &app.clock, NewJob::new("test.nobody", json!({}))).await
+    };
+    let unknown = unknown.expect_err("an unregistered kind is refused");
+    assert!(
+        unknown.internal.unwrap_or_default().contains("test.nobody"),
+        "the refusal names the kind"
+    );
+}
+
+#[tokio::test]
+async fn enqueueing_a_unique_key_twice_while_unfinished_returns_the_first_job() {
+    let app = fixture().await;
+    let job = || NewJob::new("test.effect", json!({"n": 1})).unique_key("enr_1:0");
+    let first = app.enqueue(job()).await;
+    let again = app.enqueue(job()).await;
+    assert_eq!(first, again);
+    let other_kind = app
+        .enqueue(NewJob::new("test.slow_effect", json!({})).unique_key("enr_1:0"))
+        .await;
+    assert_ne!(first, other_kind, "keys are unique per kind");
+    assert_eq!(app.count("select count(*) from jobs").await, 2);
+
+    // Once the job has run, the key is free again.
+    let ran = app.run_due().await;
+    assert!(ran.contains(&(first.clone(), Finished::Completed)), "{ran:?}");
+    let next = app.enqueue(job()).await;
+    assert_ne!(next, first);
+
+    // A cancelled job frees its key too.
+    let mut tx = app.db.begin_write().await.expect("a transaction");
+    assert!(
+        jobs::cancel_unique(&mut tx, &app.clock, "test.effect", "enr_1:0")
+            .await
+            .expect("cancel")
+    );
+    tx.commit().await.expect("commit");
+    assert_eq!(app.job(&next).await.state, JobState::Cancelled);
+    assert_ne!(app.enqueue(job()).await, next);
+}
+
+#[tokio::test]
+async fn claims_take_due_jobs_oldest_first_and_wait_for_run_at_on_the_service_clock() {
+    let app = fixture().await;
+    let now = app.clock.now_ms();
+    let late = app
+        .enqueue(NewJob::new("test.effect", json!({})).run_at(now + 2_000))
+        .await;
+    let soon = app
+        .enqueue(NewJob::new("test.effect", json!({})).run_at(now + 1_000))
+        .await;
+    let older = app
+        .enqueue(NewJob::new("test.effect", json!({})).run_at(now - 10))
+        .await;
+    let oldest = app
+        .enqueue(NewJob::new("test.effect", json!({})).run_at(now - 20))
+        .await;
+
+    let (first, _) = jobs::claim(&app.db, &app.clock, 1).await.expect("claim");
+    assert_eq!(ids(&first), [oldest.clone()]);
+    assert_eq!(first[0].attempt, 1);
+    let (second, _) = jobs::claim(&app.db, &app.clock, 10).await.expect("claim");
+    assert_eq!(ids(&second), [older]);
+    assert!(app.run_due().await.is_empty(), "the others are not due");
+
+    app.clock.advance_ms(1_500);
+    let (third, _) = jobs::claim(&app.db, &app.clock, 10).await.expect("claim");
+    assert_eq!(ids(&third), [soon]);
+    app.clock.advance_ms(1_000);
+    let (fourth, _) = jobs::claim(&app.db, &app.clock, 10).await.expect("claim");
+    assert_eq!(ids(&fourth), [late]);
+    assert_eq!(app.job(&oldest).await.state, JobState::Running);
+}
+
+fn ids(jobs: &[jobs::Job]) -> Vec<String> {
+    jobs.iter().map(|job| job.id.clone()).collect()
+}
+
+#[tokio::test]
+async fn a_snooze_moves_run_at_keeps_the_writes_and_gives_the_attempt_back() {
+    let app = fixture().await;
+    let id = app
+        .enqueue(NewJob::new("test.snooze_once", json!({})).max_attempts(1))
+        .await;
+    assert_eq!(app.run_due().await, [(id.clone(), Finished::Snoozed)]);
+    let snoozed = app.job(&id).await;
+    assert_eq!(
+        (snoozed.state, snoozed.attempt),
+        (JobState::Available, 0),
+        "the attempt is given back"
+    );
+    assert!(snoozed.run_at_ms >= app.clock.now_ms() + 59_000);
+    assert_eq!(app.count("select count(*) from effects").await, 1);
+    assert!(app.run_due().await.is_empty(), "not due before the snooze ends");
+
+    app.clock.advance_ms(60_000);
+    // One attempt allowed, and it is still there to use.
+    assert_eq!(app.run_due().await, [(id.clone(), Finished::Completed)]);
+    let done = app.job(&id).await;
+    assert_eq!((done.state, done.attempt), (JobState::Completed, 1));
+    assert_eq!(app.count("select count(*) from effects").await, 2);
+}
+
+#[tokio::test]
+async fn a_failing_job_backs_off_then_is_discarded_with_its_last_error_and_no_writes() {
+    let app = fixture().await;
+    let id = app
+        .enqueue(NewJob::new("test.always_fail", json!({})).max_attempts(3))
+        .await;
+    assert_eq!(app.run_due().await, [(id.clone(), Finished::Retried)]);
+    let first = app.job(&id).await;
+    assert_eq!((first.state, first.attempt), (JobState::Available, 1));
+    let delay = first.run_at_ms - app.clock.now_ms();
+    assert!((13_000..=16_500).contains(&delay), "first backoff {delay}");
+    assert_eq!(first.last_error.as_deref(), Some("the far end said no"));
+    assert!(app.run_due().await.is_empty(), "not before the backoff");
+
+    app.clock.advance_ms(16_600);
+    assert_eq!(app.run_due().await, [(id.clone(), Finished::Retried)]);
+    let second = app.job(&id).await;
+    let delay = second.run_at_ms - app.clock.now_ms();
+    assert!((26_000..=33_500).contains(&delay), "second backoff doubles: {delay}");
+
+    app.clock.advance_ms(33_600);
+    assert_eq!(app.run_due().await, [(id.clone(), Finished::Discarded)]);
+    let last = app.job(&id).await;
+    assert_eq!((last.state, last.attempt), (JobState::Discarded, 3));
+    let error = last.last_error.unwrap_or_default();
+    assert!(
+        error.contains("the far end said no") && error.contains("no attempts left"),
+        "{error}"
+    );
+    assert!(last.finished_at.is_some());
+    assert_eq!(
+        app.count("select count(*) from effects").await,
+        0,
+        "a failed attempt's writes roll back"
+    );
+}
+
+#[tokio::test]
+async fn a_panicking_handler_is_a_failed_attempt() {
+    let app = fixture().await;
+    let id = app.enqueue(NewJob::new("test.panics", json!({}))).await;
+    assert_eq!(app.run_due().await, [(id.clone(), Finished::Retried)]);
+    let job = app.job(&id).await;
+    assert_eq!(job.state, JobState::Available);
+    assert!(
+        job.last_error.unwrap_or_default().contains("panicked: boom"),
+        "the panic is the last error"
+    );
+}
+
+#[tokio::test]
+async fn a_lapsed_lease_is_rescued_and_the_old_owners_writes_never_land() {
+    let app = fixture().await;
+    let id = app.enqueue(NewJob::new("test.two_phase", json!({}))).await;
+    let (claimed, old_token) = jobs::claim(&app.db, &app.clock, 1).await.expect("claim");
+    let old_owner = {
+        let (db, clock, config) = (app.db.clone(), app.clock.clone(), app.config.clone());
+        let job = claimed.into_iter().next().expect("the job");
+        tokio::spawn(async move { run_claimed(&db, &clock, config, job, old_token).await })
+    };
+    // The old owner committed its intent and is now stalled (as if its process hung).
+    INTENT_COMMITTED.notified().await;
+
+    // Its lease lapses; the rescue puts the job back, with the attempt counted.
+    sqlx::query("update jobs set lease_until = 0 where id = $1")
+        .bind(&id)
+        .execute(app.db.pool())
+        .await
+        .expect("lapse the lease");
+    assert_eq!(jobs::rescue(&app.db, &app.clock).await.expect("rescue"), 1);
+    let rescued = app.job(&id).await;
+    assert_eq!((rescued.state, rescued.attempt), (JobState::Available, 1));
+
+    // A new owner runs it to the end.
+    assert_eq!(app.run_due().await, [(id.clone(), Finished::Completed)]);
+
+    // The old owner wakes up: its next fenced transaction is refused, so its send, its
+    // follow-up job and its completion never land.
+    GATE.notify_one();
+    let old = old_owner.await.expect("the old owner's task");
+    assert_eq!(old, Finished::LeaseLost);
+    let done = app.job(&id).await;
+    assert_eq!((done.state, done.attempt), (JobState::Completed, 2));
+    assert_eq!(
+        app.count("select count(*) from effects where what = 'sent'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("select count(*) from effects where what = 'intent'")
+            .await,
+        2,
+        "each run committed its intent before the stall"
+    );
+    assert_eq!(
+        app.count("select count(*) from jobs where kind = 'test.effect'")
+            .await,
+        1,
+        "only the new owner's follow-up was enqueued"
+    );
+}
+
+#[tokio::test]
+async fn rescue_leaves_a_job_whose_fenced_transaction_is_open_on_postgres() {
+    let app = fixture().await;
+    if app.db.backend() != outreach_runtime::Backend::Postgres {
+        // SQLite has one writer: the rescue would simply wait for the transaction to end.
+        return;
+    }
+    let id = app.enqueue(NewJob::new("test.effect", json!({}))).await;
+    let (claimed, token) = jobs::claim(&app.db, &app.clock, 1).await.expect("claim");
+    let job = claimed.into_iter().next().expect("the job");
+    let ctx = JobCtx::new(
+        app.db.clone(),
+        app.clock.clone(),
+        app.config.clone(),
+        job,
+        token,
+    );
+    // The committed lease has lapsed (the handler stalled before its transaction)...
+    sqlx::query("update jobs set lease_until = 0 where id = $1")
+        .bind(&id)
+        .execute(app.db.pool())
+        .await
+        .expect("lapse the lease");
+    // ...but once its fenced transaction is open, the rescue skips the row it holds.
+    insert_effect(&ctx, "done").await.expect("a fenced write");
+    assert_eq!(jobs::rescue(&app.db, &app.clock).await.expect("rescue"), 0);
+    assert_eq!(ctx.finish(Ok(JobOutcome::Done)).await, Finished::Completed);
+    assert_eq!(app.job(&id).await.state, JobState::Completed);
+}
+
+#[tokio::test]
+async fn three_worker_loops_on_one_database_run_each_effect_exactly_once() {
+    let app = fixture().await;
+    const JOBS: usize = 1_000;
+    {
+        let mut tx = app.db.begin_write().await.expect("a transaction");
+        for n in 0..JOBS {
+            jobs::enqueue(
+                &mut tx,
+                &app.clock,
+                NewJob::new("test.slow_effect", json!({"n": n})).max_attempts(1_000),
+            )
+            .await
+            .expect("enqueued");
+        }
+        tx.commit().await.expect("commit");
+    }
+    let mut config = Config::new("http://127.0.0.1:1", Environment::default());
+    config.jobs = JobsConfig {
+        workers: 4,
+        poll_interval: Duration::from_millis(20),
+    };
+    let config = Arc::new(config);
+    let mut workers = Vec::new();
+    let mut metrics = Vec::new();
+    for _ in 0..3 {
+        // Each loop with a pool of its own, as three instances would have.
+        let db = Db::connect(&app.url).await.expect("connect");
+        let counters = JobMetrics::default();
+        workers.push(Worker::start(
+            db,
+            app.clock.clone(),
+            config.clone(),
+            counters.clone(),
+        ));
+        metrics.push(counters);
+    }
+    // Chaos: leases keep lapsing under the workers' feet, and the rescue takes the jobs back.
+    let chaos_rounds = Arc::new(AtomicU64::new(0));
+    let chaos = {
+        let (db, clock, rounds) = (app.db.clone(), app.clock.clone(), chaos_rounds.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(15)).await;
+                sqlx::query("update jobs set lease_until = 0 where state = 'running'")
+                    .execute(db.pool())
+                    .await
+                    .ok();
+                jobs::rescue(&db, &clock).await.ok();
+                rounds.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+    loop {
+        let done = app
+            .count("select count(*) from jobs where state = 'completed'")
+            .await;
+        if done == JOBS as i64 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "only {done} of {JOBS} jobs completed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    chaos.abort();
+    for worker in workers {
+        worker.shutdown(Duration::from_secs(5)).await;
+    }
+    assert_eq!(app.count("select count(*) from effects").await, JOBS as i64);
+    assert_eq!(
+        app.count("select count(distinct job_id) from effects")
+            .await,
+        JOBS as i64,
+        "every job's effect committed exactly once"
+    );
+    let rescued: u64 = metrics.iter().map(|m| m.get("rescued")).sum();
+    let lost: u64 = metrics.iter().map(|m| m.get("lease_lost")).sum();
+    let completed: u64 = metrics.iter().map(|m| m.get("completed")).sum();
+    assert_eq!(completed, JOBS as u64);
+    assert!(
+        metrics.iter().all(|m| m.get("completed") > 0),
+        "every loop took part"
+    );
+    eprintln!(
+        "chaos rounds {}, rescued by loops {rescued}, runs that lost their lease {lost}, attempts {}",
+        chaos_rounds.load(Ordering::Relaxed),
+        app.count("select cast(sum(attempt) as bigint) from jobs").await
+    );
+}
+
+#[tokio::test]
+async fn an_enqueue_wakes_a_worker_at_once() {
+    let app = fixture().await;
+    let mut config = Config::new("http://127.0.0.1:1", Environment::default());
+    config.jobs = JobsConfig {
+        workers: 1,
+        // Far longer than the test waits: only the wake can start the job in time.
+        poll_interval: Duration::from_secs(30),
+    };
+    let worker = Worker::start(
+        app.db.clone(),
+        app.clock.clone(),
+        Arc::new(config),
+        JobMetrics::default(),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let id = app.enqueue(NewJob::new("test.effect", json!({}))).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while app.job(&id).await.state != JobState::Completed {
+        assert!(tokio::time::Instant::now() < deadline, "the job did not run");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    worker.shutdown(Duration::from_secs(5)).await;
+}
