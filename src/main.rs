@@ -145,7 +145,11 @@ impl JobsArgs {
 #[derive(Args)]
 struct WorkerArgs {
     /// The public base URL of the API instances, for handlers that name it.
-    #[arg(long, env = "OUTREACH_BASE_URL", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "OUTREACH_BASE_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
     base_url: String,
     #[command(flatten)]
     jobs: JobsArgs,

@@ -377,10 +377,13 @@ pub type JobResult = Result<JobOutcome, JobError>;
 /// A handler's future.
 pub type JobFuture = Pin<Box<dyn Future<Output = JobResult> + Send + 'static>>;
 
+/// A registered handler.
+pub type JobHandler = fn(JobCtx) -> JobFuture;
+
 /// One registered job kind. Made by [`job!`](crate::job).
 pub struct JobKind {
     pub kind: &'static str,
-    pub run: fn(JobCtx) -> JobFuture,
+    pub run: JobHandler,
 }
 
 inventory::collect!(JobKind);
@@ -399,7 +402,7 @@ macro_rules! job {
     };
 }
 
-static HANDLERS: LazyLock<HashMap<&'static str, fn(JobCtx) -> JobFuture>> = LazyLock::new(|| {
+static HANDLERS: LazyLock<HashMap<&'static str, JobHandler>> = LazyLock::new(|| {
     inventory::iter::<JobKind>
         .into_iter()
         .map(|kind| (kind.kind, kind.run))
@@ -407,7 +410,7 @@ static HANDLERS: LazyLock<HashMap<&'static str, fn(JobCtx) -> JobFuture>> = Lazy
 });
 
 /// The handler of a kind, if one is registered in this process.
-pub fn handler(kind: &str) -> Option<fn(JobCtx) -> JobFuture> {
+pub fn handler(kind: &str) -> Option<JobHandler> {
     HANDLERS.get(kind).copied()
 }
 
@@ -646,7 +649,10 @@ impl JobCtx {
                 Finished::Snoozed,
             ),
             Transition::Retry(error, at) => (
-                sqlx::query(sql::RETRY).bind(now).bind(*at).bind(error.as_str()),
+                sqlx::query(sql::RETRY)
+                    .bind(now)
+                    .bind(*at)
+                    .bind(error.as_str()),
                 Finished::Retried,
             ),
             Transition::Discard(error) => (

@@ -12,10 +12,10 @@
 use std::time::Duration;
 
 use crate::clock::Clock;
-use crate::{credits, jobs};
 use crate::db::Db;
 use crate::error::ApiError;
 use crate::registry::BoxFuture;
+use crate::{credits, jobs};
 
 /// How often the recoveries run after the first round on start.
 pub const EVERY: Duration = Duration::from_secs(30);

@@ -67,7 +67,9 @@ impl JobMetrics {
     }
 
     fn add(&self, event: &'static str, count: u64) {
-        self.events.get_or_create(&EventLabels { event }).inc_by(count);
+        self.events
+            .get_or_create(&EventLabels { event })
+            .inc_by(count);
     }
 
     /// The count of one event so far.
@@ -240,14 +242,7 @@ impl Drop for AbortOnDrop {
 
 /// Runs one claimed job in a slot and counts how it ended.
 async fn run_job(shared: Arc<Shared>, job: Job, token: String, _slot: OwnedSemaphorePermit) {
-    let finished = run_claimed(
-        &shared.db,
-        &shared.clock,
-        shared.config.clone(),
-        job,
-        token,
-    )
-    .await;
+    let finished = run_claimed(&shared.db, &shared.clock, shared.config.clone(), job, token).await;
     let event = match finished {
         Finished::Completed => "completed",
         Finished::Snoozed => "snoozed",

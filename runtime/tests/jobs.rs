@@ -278,7 +278,10 @@ async fn enqueueing_a_unique_key_twice_while_unfinished_returns_the_first_job() 
 
     // Once the job has run, the key is free again.
     let ran = app.run_due().await;
-    assert!(ran.contains(&(first.clone(), Finished::Completed)), "{ran:?}");
+    assert!(
+        ran.contains(&(first.clone(), Finished::Completed)),
+        "{ran:?}"
+    );
     let next = app.enqueue(job()).await;
     assert_ne!(next, first);
 
@@ -346,7 +349,10 @@ async fn a_snooze_moves_run_at_keeps_the_writes_and_gives_the_attempt_back() {
     );
     assert!(snoozed.run_at_ms >= app.clock.now_ms() + 59_000);
     assert_eq!(app.count("select count(*) from effects").await, 1);
-    assert!(app.run_due().await.is_empty(), "not due before the snooze ends");
+    assert!(
+        app.run_due().await.is_empty(),
+        "not due before the snooze ends"
+    );
 
     app.clock.advance_ms(60_000);
     // One attempt allowed, and it is still there to use.
@@ -374,7 +380,10 @@ async fn a_failing_job_backs_off_then_is_discarded_with_its_last_error_and_no_wr
     assert_eq!(app.run_due().await, [(id.clone(), Finished::Retried)]);
     let second = app.job(&id).await;
     let delay = second.run_at_ms - app.clock.now_ms();
-    assert!((26_000..=33_500).contains(&delay), "second backoff doubles: {delay}");
+    assert!(
+        (26_000..=33_500).contains(&delay),
+        "second backoff doubles: {delay}"
+    );
 
     app.clock.advance_ms(33_600);
     assert_eq!(app.run_due().await, [(id.clone(), Finished::Discarded)]);
@@ -401,7 +410,9 @@ async fn a_panicking_handler_is_a_failed_attempt() {
     let job = app.job(&id).await;
     assert_eq!(job.state, JobState::Available);
     assert!(
-        job.last_error.unwrap_or_default().contains("panicked: boom"),
+        job.last_error
+            .unwrap_or_default()
+            .contains("panicked: boom"),
         "the panic is the last error"
     );
 }
@@ -577,7 +588,8 @@ async fn three_worker_loops_on_one_database_run_each_effect_exactly_once() {
     eprintln!(
         "chaos rounds {}, rescued by loops {rescued}, runs that lost their lease {lost}, attempts {}",
         chaos_rounds.load(Ordering::Relaxed),
-        app.count("select cast(sum(attempt) as bigint) from jobs").await
+        app.count("select cast(sum(attempt) as bigint) from jobs")
+            .await
     );
 }
 
@@ -600,7 +612,10 @@ async fn an_enqueue_wakes_a_worker_at_once() {
     let id = app.enqueue(NewJob::new("test.effect", json!({}))).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while app.job(&id).await.state != JobState::Completed {
-        assert!(tokio::time::Instant::now() < deadline, "the job did not run");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the job did not run"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     worker.shutdown(Duration::from_secs(5)).await;

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestDatabase, admin, admin_ok, field, outreach, serve, start_serve};
+use crate::helpers::{
+    TestDatabase, admin, admin_ok, field, outreach, serve, start_serve, start_serve_with,
+};
 
 #[tokio::test]
 async fn admin_commands_print_one_json_object_and_the_key_works() {
@@ -669,4 +671,93 @@ async fn set_password_prints_a_generated_password_once_and_it_is_the_one_that_wo
         outreach_runtime::admin::password_matches(&hash, "flair-pieces-37"),
         "a refused change changes nothing"
     );
+}
+
+/// A job row written straight into the table, of a kind no handler in the binary knows: a
+/// worker that claims it records the missing handler as a failed attempt, so the row shows
+/// whether a worker ran at all.
+async fn insert_unknown_job(database: &TestDatabase) -> (outreach_runtime::Db, String) {
+    let db = outreach_runtime::Db::connect(database.url())
+        .await
+        .expect("connect");
+    let id = outreach_runtime::ids::new_id("job");
+    sqlx::query(
+        "insert into jobs (id, kind, payload, state, attempt, max_attempts, run_at, created_at, updated_at) \
+         values ($1, 'cli.unregistered', '{}', 'available', 0, 5, 0, 0, 0)",
+    )
+    .bind(&id)
+    .execute(db.pool())
+    .await
+    .expect("a job row");
+    (db, id)
+}
+
+async fn attempts(db: &outreach_runtime::Db, id: &str) -> (i64, Option<String>) {
+    let row = sqlx::query("select attempt, last_error from jobs where id = $1")
+        .bind(id)
+        .fetch_one(db.pool())
+        .await
+        .expect("the job");
+    use sqlx::Row;
+    (
+        row.try_get::<i64, _>("attempt").expect("attempt"),
+        row.try_get("last_error").expect("last_error"),
+    )
+}
+
+#[tokio::test]
+async fn serve_no_worker_runs_no_jobs_and_outreach_worker_runs_them() {
+    let database = TestDatabase::create().await;
+    let server = start_serve_with(&database, &["--no-worker", "--job-poll-ms", "20"]).await;
+    let (db, id) = insert_unknown_job(&database).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        attempts(&db, &id).await,
+        (0, None),
+        "--no-worker claims nothing"
+    );
+    server.terminate().await;
+
+    let mut worker = outreach()
+        .args([
+            "worker",
+            "--database-url",
+            database.url(),
+            "--job-poll-ms",
+            "20",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start outreach worker");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let (attempt, error) = loop {
+        let (attempt, error) = attempts(&db, &id).await;
+        if attempt > 0 {
+            break (attempt, error);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the worker never claimed the job"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(attempt, 1);
+    assert!(
+        error.as_deref().unwrap_or("").contains("no handler"),
+        "{error:?}"
+    );
+    let pid = worker.id().expect("a running worker").to_string();
+    let killed = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .expect("run kill");
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(30), worker.wait())
+        .await
+        .expect("the worker exits after SIGTERM")
+        .expect("wait");
+    assert!(status.success(), "graceful shutdown exits 0, got {status}");
+    db.close().await;
 }

@@ -744,6 +744,8 @@ pub(crate) fn outreach() -> Command {
         "OUTREACH_RATE_LIMIT",
         "OUTREACH_RATE_LIMIT_BURST",
         "OUTREACH_METRICS_TOKEN",
+        "OUTREACH_WORKERS",
+        "OUTREACH_JOB_POLL_MS",
     ] {
         command.env_remove(name);
     }
@@ -813,6 +815,11 @@ pub(crate) async fn serve(database: &TestDatabase) -> Served {
 
 /// Starts `serve` and returns as soon as it has printed its addresses.
 pub(crate) async fn start_serve(database: &TestDatabase) -> Served {
+    start_serve_with(database, &[]).await
+}
+
+/// Starts `serve` with extra arguments and returns as soon as it has printed its addresses.
+pub(crate) async fn start_serve_with(database: &TestDatabase, extra: &[&str]) -> Served {
     let mut child = outreach()
         .args([
             "serve",
@@ -821,6 +828,7 @@ pub(crate) async fn start_serve(database: &TestDatabase) -> Served {
             "--database-url",
             database.url(),
         ])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
