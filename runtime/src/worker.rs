@@ -254,6 +254,31 @@ async fn run_job(shared: Arc<Shared>, job: Job, token: String, _slot: OwnedSemap
     shared.metrics.add(event, 1);
 }
 
+/// Runs every due job, one after the other on the caller's task, until none is due (jobs that
+/// the runs enqueue or snooze into the past included); returns how each run ended. For tests and
+/// tools that want the queue drained at a point in (moved) time without a loop running.
+pub async fn drain(db: &Db, clock: &Clock, config: Arc<Config>) -> Vec<(String, Finished)> {
+    let mut finished = Vec::new();
+    loop {
+        let (batch, token) = match jobs::claim(db, clock, 100).await {
+            Ok(claimed) => claimed,
+            Err(error) => {
+                tracing::warn!(error = %error.message, cause = ?error.internal, "could not claim jobs");
+                break;
+            }
+        };
+        if batch.is_empty() {
+            break;
+        }
+        for job in batch {
+            let id = job.id.clone();
+            let end = run_claimed(db, clock, config.clone(), job, token.clone()).await;
+            finished.push((id, end));
+        }
+    }
+    finished
+}
+
 /// Runs one job claimed with `token` (by [`jobs::claim`]) as the loop does: its handler on a
 /// task of its own (a panic is a failed attempt), a heartbeat renewing its lease while it runs,
 /// then its outcome, fenced. Public so tests and tools can run a claimed job step by step.

@@ -14,7 +14,7 @@ use outreach_runtime::config::JobsConfig;
 use outreach_runtime::jobs::{
     self, Finished, JobCtx, JobError, JobOutcome, JobResult, JobState, NewJob,
 };
-use outreach_runtime::worker::{JobMetrics, Worker, run_claimed};
+use outreach_runtime::worker::{JobMetrics, Worker, drain, run_claimed};
 use outreach_runtime::{Clock, Config, Db, Environment, job};
 use serde_json::json;
 use sqlx::Row;
@@ -76,6 +76,22 @@ async fn always_fail(job: JobCtx) -> JobResult {
     Err(JobError::retry("the far end said no"))
 }
 job!("test.always_fail", always_fail);
+
+/// Writes an effect, then ends as its payload says: `retry` and `discard` keep the effect,
+/// `fail_for_good` (an error that discards) rolls it back.
+async fn ends_as_told(job: JobCtx) -> JobResult {
+    insert_effect(&job, "wrote").await?;
+    match job.payload()["end"].as_str() {
+        Some("retry") => Ok(JobOutcome::Retry {
+            error: "try later".into(),
+        }),
+        Some("discard") => Ok(JobOutcome::Discard {
+            reason: "not worth it".into(),
+        }),
+        _ => Err(JobError::discard("broken for good")),
+    }
+}
+job!("test.ends_as_told", ends_as_told);
 
 async fn panics(_job: JobCtx) -> JobResult {
     panic!("boom")
@@ -218,25 +234,9 @@ impl Fixture {
             .expect("an integer")
     }
 
-    /// Claims what is due and runs it, one job after the other, as a worker would.
+    /// Runs what is due, one job after the other, as a worker would.
     async fn run_due(&self) -> Vec<(String, Finished)> {
-        let (batch, token) = jobs::claim(&self.db, &self.clock, 100)
-            .await
-            .expect("a claim");
-        let mut finished = Vec::new();
-        for job in batch {
-            let id = job.id.clone();
-            let end = run_claimed(
-                &self.db,
-                &self.clock,
-                self.config.clone(),
-                job,
-                token.clone(),
-            )
-            .await;
-            finished.push((id, end));
-        }
-        finished
+        drain(&self.db, &self.clock, self.config.clone()).await
     }
 }
 
@@ -440,8 +440,14 @@ async fn a_lapsed_lease_is_rescued_and_the_old_owners_writes_never_land() {
     let rescued = app.job(&id).await;
     assert_eq!((rescued.state, rescued.attempt), (JobState::Available, 1));
 
-    // A new owner runs it to the end.
-    assert_eq!(app.run_due().await, [(id.clone(), Finished::Completed)]);
+    // A new owner runs it to the end (and then its follow-up).
+    let ran = app.run_due().await;
+    assert_eq!(
+        ran.first(),
+        Some(&(id.clone(), Finished::Completed)),
+        "{ran:?}"
+    );
+    assert_eq!(ran.len(), 2, "{ran:?}");
 
     // The old owner wakes up: its next fenced transaction is refused, so its send, its
     // follow-up job and its completion never land.
@@ -619,4 +625,69 @@ async fn an_enqueue_wakes_a_worker_at_once() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     worker.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn retry_and_discard_outcomes_keep_the_writes_and_a_discarding_error_drops_them() {
+    let app = fixture().await;
+    let retry = app
+        .enqueue(NewJob::new("test.ends_as_told", json!({"end": "retry"})))
+        .await;
+    let discard = app
+        .enqueue(NewJob::new("test.ends_as_told", json!({"end": "discard"})))
+        .await;
+    let broken = app
+        .enqueue(NewJob::new("test.ends_as_told", json!({"end": "error"})))
+        .await;
+    let mut ran = app.run_due().await;
+    ran.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut expected = vec![
+        (retry.clone(), Finished::Retried),
+        (discard.clone(), Finished::Discarded),
+        (broken.clone(), Finished::Discarded),
+    ];
+    expected.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(ran, expected);
+    let retried = app.job(&retry).await;
+    assert_eq!(
+        (retried.state, retried.last_error.as_deref()),
+        (JobState::Available, Some("try later"))
+    );
+    let discarded = app.job(&discard).await;
+    assert_eq!(
+        (discarded.state, discarded.last_error.as_deref()),
+        (JobState::Discarded, Some("not worth it"))
+    );
+    assert_eq!(app.job(&broken).await.state, JobState::Discarded);
+    let written = |id: &str| format!("select count(*) from effects where job_id = '{id}'");
+    assert_eq!(app.count(&written(&retry)).await, 1);
+    assert_eq!(app.count(&written(&discard)).await, 1);
+    assert_eq!(app.count(&written(&broken)).await, 0);
+}
+
+#[tokio::test]
+async fn only_a_job_that_has_not_started_can_be_cancelled() {
+    let app = fixture().await;
+    let waiting = app
+        .enqueue(NewJob::new("test.effect", json!({})).run_at(app.clock.now_ms() + 60_000))
+        .await;
+    let started = app.enqueue(NewJob::new("test.effect", json!({}))).await;
+    let (claimed, _) = jobs::claim(&app.db, &app.clock, 10).await.expect("claim");
+    assert_eq!(ids(&claimed), [started.clone()]);
+    let mut tx = app.db.begin_write().await.expect("a transaction");
+    assert!(
+        jobs::cancel(&mut tx, &app.clock, &waiting)
+            .await
+            .expect("cancel")
+    );
+    assert!(
+        !jobs::cancel(&mut tx, &app.clock, &started)
+            .await
+            .expect("cancel")
+    );
+    tx.commit().await.expect("commit");
+    assert_eq!(app.job(&waiting).await.state, JobState::Cancelled);
+    assert_eq!(app.job(&started).await.state, JobState::Running);
+    app.clock.advance_ms(120_000);
+    assert!(app.run_due().await.is_empty(), "a cancelled job never runs");
 }
