@@ -22,6 +22,7 @@ pub enum IdKind {
     Targeting,
     Import,
     ScoringRun,
+    Conversation,
 }
 
 impl IdKind {
@@ -33,6 +34,7 @@ impl IdKind {
             IdKind::Targeting => "tgt",
             IdKind::Import => "imp",
             IdKind::ScoringRun => "scr",
+            IdKind::Conversation => "cnv",
         }
     }
 
@@ -44,6 +46,7 @@ impl IdKind {
             IdKind::Targeting => "targeting",
             IdKind::Import => "import",
             IdKind::ScoringRun => "scoring run",
+            IdKind::Conversation => "conversation",
         }
     }
 
@@ -95,6 +98,7 @@ mod tests {
                 );
             }
         }
+        use crate::conversations::{Direction, MessageStatus};
         use crate::imports::{ImportStatus, SourceFormat};
         use crate::lists::ProcessingStatus;
         use crate::prospects::ProspectSource;
@@ -106,6 +110,8 @@ mod tests {
         check(SourceFormat::ALL, SourceFormat::as_str);
         check(RunStatus::ALL, RunStatus::as_str);
         check(TransactionKind::ALL, TransactionKind::as_str);
+        check(Direction::ALL, Direction::as_str);
+        check(MessageStatus::ALL, MessageStatus::as_str);
     }
 
     #[test]

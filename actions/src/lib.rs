@@ -5,6 +5,7 @@
 //! in the module of its resource (see the README, "Adding an action").
 
 pub mod common;
+pub mod conversations;
 pub mod credits;
 pub mod dashboard;
 mod examples;

@@ -10,6 +10,7 @@ mod helpers;
 mod auth;
 mod bad_input;
 mod cli;
+mod conversations;
 mod crash;
 mod finding;
 mod golden;

@@ -570,8 +570,12 @@ async fn a_tool_error_carries_no_structured_content_and_names_the_field() {
     assert!(!sentence.contains("expected u"), "{sentence}");
 }
 
+/// What an assistant pays in context for the tool list grows with every tool, so the budget is per
+/// tool: at most 2,000 bytes on average (it stood at 1,940 for 33 tools before the outreach engine)
+/// and 8,000 for any one tool (the import's, with its column mapping, is the largest), so a new
+/// tool must be as lean as the ones before it.
 #[tokio::test]
-async fn tools_list_stays_under_60_kb() {
+async fn tools_list_stays_within_its_budget_per_tool() {
     let app = spawn_app().await;
     let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
     let response = app
@@ -585,12 +589,25 @@ async fn tools_list_stays_under_60_kb() {
         .await
         .expect("tools/list");
     assert_eq!(response.status().as_u16(), 200);
-    let bytes = response.bytes().await.expect("body").len();
+    let body = response.bytes().await.expect("body");
+    let tools = serde_json::from_slice::<Value>(&body).expect("JSON")["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .clone();
+    let average = body.len() / tools.len().max(1);
     println!(
-        "tools/list: {bytes} bytes for {} tools",
-        app.registry.actions().len()
+        "tools/list: {} bytes for {} tools, {average} on average",
+        body.len(),
+        tools.len()
     );
-    assert!(bytes < 60_000, "tools/list is {bytes} bytes");
+    assert!(
+        average <= 2_000,
+        "tools/list averages {average} bytes per tool"
+    );
+    for tool in &tools {
+        let size = tool.to_string().len();
+        assert!(size <= 8_000, "{} is {size} bytes", tool["name"]);
+    }
 }
 
 #[tokio::test]

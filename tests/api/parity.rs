@@ -29,6 +29,7 @@ struct World {
     list: String,
     import: String,
     run: String,
+    conversation: String,
 }
 
 /// The prospect each world holds. It has no profile URL and no email (each is unique in a
@@ -110,6 +111,7 @@ impl World {
             )
             .await;
         let run = id_of(&run, "scoring run");
+        let conversation = world_conversation(app, &prospect).await;
         Self {
             tag,
             number,
@@ -118,12 +120,14 @@ impl World {
             list,
             import,
             run,
+            conversation,
         }
     }
 
     /// This world's ids and tag, with the symbols they stand for in a comparison.
-    fn symbols(&self) -> [(&str, &'static str); 6] {
+    fn symbols(&self) -> [(&str, &'static str); 7] {
         [
+            (self.conversation.as_str(), "<conversation>"),
             (self.prospect.as_str(), "<prospect>"),
             (self.targeting.as_str(), "<targeting>"),
             (self.list.as_str(), "<list>"),
@@ -132,6 +136,30 @@ impl World {
             (self.tag.as_str(), "<tag>"),
         ]
     }
+}
+
+/// A conversation with one inbound message, stored the way the network's ingestion stores one.
+async fn world_conversation(app: &TestApp, prospect: &str) -> String {
+    use outreach_actions::conversations::{Inbound, record_inbound};
+    let mut conn = app.db.pool().acquire().await.expect("a connection");
+    let now = app.clock.now_ms();
+    let inbound = Inbound {
+        workspace_id: &app.workspace_id,
+        sender_id: "snd_WorldSenderAccount1",
+        prospect_id: prospect,
+        text: "Happy to talk next week.",
+        at_ms: now,
+        provider_message_id: &format!("world-{prospect}"),
+    };
+    record_inbound(&mut conn, &inbound, now)
+        .await
+        .expect("record the world's inbound message");
+    let row = sqlx::query("select id from conversations where prospect_id = $1")
+        .bind(prospect)
+        .fetch_one(&mut *conn)
+        .await
+        .expect("the world's conversation");
+    sqlx::Row::get(&row, "id")
 }
 
 /// What a parity check needs of one action.
@@ -214,6 +242,27 @@ fn fixture(name: &str) -> Option<Fixture> {
         "delete_prospect" => write(
             |w| json!({"id": w.prospect}),
             |_| json!({"id": missing("prs")}),
+            NOT_FOUND,
+        ),
+
+        "list_conversations" => read(
+            |_| json!({"unread": true, "replied": true, "limit": 5}),
+            |_| json!({"unread": "yes"}),
+            INVALID,
+        ),
+        "get_conversation" => read(
+            |w| json!({"id": w.conversation}),
+            |_| json!({"id": missing("cnv")}),
+            NOT_FOUND,
+        ),
+        "list_messages" => read(
+            |w| json!({"id": w.conversation, "limit": 10}),
+            |_| json!({"id": missing("cnv")}),
+            NOT_FOUND,
+        ),
+        "mark_conversation_read" => write(
+            |w| json!({"id": w.conversation}),
+            |_| json!({"id": missing("cnv")}),
             NOT_FOUND,
         ),
 

@@ -1,0 +1,472 @@
+//! Conversations: what a sender account and a prospect said to each other, both ways.
+//!
+//! There is one conversation per (sender account, prospect): the network has one chat per pair of
+//! people, whichever sequence or person wrote in it. Outbound messages are written by the scheduler
+//! as it sends (a sequence's message step, a person's reply); inbound ones arrive through the
+//! network's ingestion function. Both go through [`record_outbound`] and [`record_inbound`], so the
+//! counters on the conversation (unread, last message times) are kept in the same transaction as
+//! the message, and an inbound message the network reports twice is stored once.
+
+use outreach_runtime::prelude::{
+    ApiError, Ctx, Page, PageParams, Timestamp, action, ids, paged, text_enum,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
+
+use crate::common::IdKind;
+
+text_enum! {
+    /// Which way a message went.
+    pub enum Direction {
+        /// From the prospect to the sender account.
+        Inbound => "inbound",
+        /// From the sender account to the prospect.
+        Outbound => "outbound",
+    }
+}
+
+text_enum! {
+    /// Where a message is.
+    pub enum MessageStatus {
+        /// Outbound, waiting for the scheduler (the sender's working hours and limits); `at` says
+        /// when it is due.
+        Queued => "queued",
+        /// Outbound, delivered to the network at `at`.
+        Sent => "sent",
+        /// Outbound, refused by the network; `error` says why. Nothing was delivered.
+        Failed => "failed",
+        /// Inbound, received at `at`.
+        Received => "received",
+    }
+}
+
+/// A conversation as the API shows it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Conversation {
+    pub id: String,
+    /// The sender account (`snd_...`) on our side.
+    pub sender_id: String,
+    /// The person on the other side (`prs_...`).
+    pub prospect_id: String,
+    /// The sequence (`seq_...`) whose enrollment first wrote here, if one did.
+    pub sequence_id: Option<String>,
+    /// Inbound messages since the conversation was last marked read.
+    pub unread_count: i64,
+    /// Whether the prospect has written at least once.
+    pub replied: bool,
+    pub last_message_at: Option<Timestamp>,
+    pub last_inbound_at: Option<Timestamp>,
+    pub last_outbound_at: Option<Timestamp>,
+    /// When `mark_conversation_read` was last called.
+    pub read_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+}
+
+const CONVERSATION_COLUMNS: &str = "id, sender_id, prospect_id, sequence_id, unread_count, \
+    last_message_at, last_inbound_at, last_outbound_at, read_at, created_at";
+
+impl Conversation {
+    fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
+        let last_inbound_at: Option<i64> = row.try_get("last_inbound_at")?;
+        Ok(Self {
+            id: row.try_get("id")?,
+            sender_id: row.try_get("sender_id")?,
+            prospect_id: row.try_get("prospect_id")?,
+            sequence_id: row.try_get("sequence_id")?,
+            unread_count: row.try_get("unread_count")?,
+            replied: last_inbound_at.is_some(),
+            last_message_at: row
+                .try_get::<Option<i64>, _>("last_message_at")?
+                .map(Timestamp),
+            last_inbound_at: last_inbound_at.map(Timestamp),
+            last_outbound_at: row
+                .try_get::<Option<i64>, _>("last_outbound_at")?
+                .map(Timestamp),
+            read_at: row.try_get::<Option<i64>, _>("read_at")?.map(Timestamp),
+            created_at: Timestamp(row.try_get("created_at")?),
+        })
+    }
+}
+
+/// A message as the API shows it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Message {
+    pub id: String,
+    pub conversation_id: String,
+    pub direction: Direction,
+    pub text: String,
+    pub status: MessageStatus,
+    /// When it was sent or received; for a `queued` message, when it is due to go.
+    pub at: Timestamp,
+    /// Why the network refused a `failed` message.
+    pub error: Option<String>,
+    /// The enrollment (`enr_...`) whose step wrote it, for a sequence's message.
+    pub enrollment_id: Option<String>,
+    /// The person (`psn_...`) who wrote an outbound reply.
+    pub created_by: Option<String>,
+    pub created_at: Timestamp,
+}
+
+const MESSAGE_COLUMNS: &str = "id, conversation_id, direction, text, status, at, error, enrollment_id, created_by, created_at";
+
+impl Message {
+    fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
+        Ok(Self {
+            id: row.try_get("id")?,
+            conversation_id: row.try_get("conversation_id")?,
+            direction: Direction::from_db(&row.try_get::<String, _>("direction")?)?,
+            text: row.try_get("text")?,
+            status: MessageStatus::from_db(&row.try_get::<String, _>("status")?)?,
+            at: Timestamp(row.try_get("at")?),
+            error: row.try_get("error")?,
+            enrollment_id: row.try_get("enrollment_id")?,
+            created_by: row.try_get("created_by")?,
+            created_at: Timestamp(row.try_get("created_at")?),
+        })
+    }
+}
+
+/// Reads one conversation of a workspace, or 404.
+pub async fn fetch(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<Conversation, ApiError> {
+    IdKind::Conversation.check(id)?;
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "select {CONVERSATION_COLUMNS} from conversations where workspace_id = $1 and id = $2"
+    )))
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_optional(conn)
+    .await?
+    .ok_or_else(|| IdKind::Conversation.not_found(id))?;
+    Conversation::from_row(&row)
+}
+
+/// The conversation of (sender, prospect), made if there is none yet; its id.
+pub async fn conversation_for(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    sender_id: &str,
+    prospect_id: &str,
+    sequence_id: Option<&str>,
+    now_ms: i64,
+) -> Result<String, ApiError> {
+    // Insert-or-nothing then read: portable, and a concurrent writer of the same pair (a reply
+    // arriving while a step sends) ends with one row.
+    sqlx::query(
+        "insert into conversations (id, workspace_id, sender_id, prospect_id, sequence_id, created_at, updated_at) \
+         values ($1, $2, $3, $4, $5, $6, $6) \
+         on conflict (workspace_id, sender_id, prospect_id) do nothing",
+    )
+    .bind(ids::new_id("cnv"))
+    .bind(workspace_id)
+    .bind(sender_id)
+    .bind(prospect_id)
+    .bind(sequence_id)
+    .bind(now_ms)
+    .execute(&mut *conn)
+    .await?;
+    let row = sqlx::query(
+        "select id from conversations where workspace_id = $1 and sender_id = $2 and prospect_id = $3",
+    )
+    .bind(workspace_id)
+    .bind(sender_id)
+    .bind(prospect_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(row.try_get("id")?)
+}
+
+/// What an outbound message is, as the scheduler writes it.
+#[derive(Debug, Clone)]
+pub struct Outbound<'a> {
+    pub workspace_id: &'a str,
+    pub sender_id: &'a str,
+    pub prospect_id: &'a str,
+    pub sequence_id: Option<&'a str>,
+    pub enrollment_id: Option<&'a str>,
+    pub step_index: Option<i64>,
+    pub created_by: Option<&'a str>,
+    pub text: &'a str,
+    pub status: MessageStatus,
+    /// When it was sent, or when a queued message is due.
+    pub at_ms: i64,
+}
+
+/// Stores an outbound message in its conversation (made if needed); the message's id.
+pub async fn record_outbound(
+    conn: &mut AnyConnection,
+    message: &Outbound<'_>,
+    now_ms: i64,
+) -> Result<String, ApiError> {
+    let conversation_id = conversation_for(
+        conn,
+        message.workspace_id,
+        message.sender_id,
+        message.prospect_id,
+        message.sequence_id,
+        now_ms,
+    )
+    .await?;
+    let id = ids::new_id("msg");
+    sqlx::query(
+        "insert into messages (id, workspace_id, conversation_id, direction, text, status, at, \
+         enrollment_id, step_index, created_by, created_at) \
+         values ($1, $2, $3, 'outbound', $4, $5, $6, $7, $8, $9, $10)",
+    )
+    .bind(&id)
+    .bind(message.workspace_id)
+    .bind(&conversation_id)
+    .bind(message.text)
+    .bind(message.status.as_str())
+    .bind(message.at_ms)
+    .bind(message.enrollment_id)
+    .bind(message.step_index)
+    .bind(message.created_by)
+    .bind(now_ms)
+    .execute(&mut *conn)
+    .await?;
+    if message.status == MessageStatus::Sent {
+        touch_outbound(conn, &conversation_id, message.at_ms).await?;
+    }
+    Ok(id)
+}
+
+/// Marks a queued outbound message sent (or failed) and moves its conversation's times.
+pub async fn settle_outbound(
+    conn: &mut AnyConnection,
+    message_id: &str,
+    outcome: Result<i64, &str>,
+) -> Result<(), ApiError> {
+    let (status, at, error) = match outcome {
+        Ok(at) => (MessageStatus::Sent, Some(at), None),
+        Err(error) => (MessageStatus::Failed, None, Some(error)),
+    };
+    let row = sqlx::query(
+        "update messages set status = $2, at = coalesce($3, at), error = $4 \
+         where id = $1 and status = 'queued' returning conversation_id, at",
+    )
+    .bind(message_id)
+    .bind(status.as_str())
+    .bind(at)
+    .bind(error)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let (Some(row), MessageStatus::Sent) = (row, status) {
+        let conversation_id: String = row.try_get("conversation_id")?;
+        touch_outbound(conn, &conversation_id, row.try_get("at")?).await?;
+    }
+    Ok(())
+}
+
+async fn touch_outbound(
+    conn: &mut AnyConnection,
+    conversation_id: &str,
+    at_ms: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update conversations set \
+         last_outbound_at = case when last_outbound_at is null or last_outbound_at < $2 then $2 else last_outbound_at end, \
+         last_message_at = case when last_message_at is null or last_message_at < $2 then $2 else last_message_at end, \
+         updated_at = $2 where id = $1",
+    )
+    .bind(conversation_id)
+    .bind(at_ms)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// What the network reported a prospect wrote.
+#[derive(Debug, Clone)]
+pub struct Inbound<'a> {
+    pub workspace_id: &'a str,
+    pub sender_id: &'a str,
+    pub prospect_id: &'a str,
+    pub text: &'a str,
+    pub at_ms: i64,
+    /// The network's id for the message: the same message reported twice is stored once.
+    pub provider_message_id: &'a str,
+}
+
+/// Stores an inbound message; `None` when the network had reported it already.
+pub async fn record_inbound(
+    conn: &mut AnyConnection,
+    message: &Inbound<'_>,
+    now_ms: i64,
+) -> Result<Option<String>, ApiError> {
+    let conversation_id = conversation_for(
+        conn,
+        message.workspace_id,
+        message.sender_id,
+        message.prospect_id,
+        None,
+        now_ms,
+    )
+    .await?;
+    let id = ids::new_id("msg");
+    let inserted = sqlx::query(
+        "insert into messages (id, workspace_id, conversation_id, direction, text, status, at, \
+         provider_message_id, created_at) \
+         values ($1, $2, $3, 'inbound', $4, 'received', $5, $6, $7) \
+         on conflict (workspace_id, provider_message_id) where provider_message_id is not null do nothing",
+    )
+    .bind(&id)
+    .bind(message.workspace_id)
+    .bind(&conversation_id)
+    .bind(message.text)
+    .bind(message.at_ms)
+    .bind(message.provider_message_id)
+    .bind(now_ms)
+    .execute(&mut *conn)
+    .await?;
+    if inserted.rows_affected() == 0 {
+        return Ok(None);
+    }
+    sqlx::query(
+        "update conversations set unread_count = unread_count + 1, \
+         last_inbound_at = case when last_inbound_at is null or last_inbound_at < $2 then $2 else last_inbound_at end, \
+         last_message_at = case when last_message_at is null or last_message_at < $2 then $2 else last_message_at end, \
+         updated_at = $3 where id = $1",
+    )
+    .bind(&conversation_id)
+    .bind(message.at_ms)
+    .bind(now_ms)
+    .execute(&mut *conn)
+    .await?;
+    Ok(Some(id))
+}
+
+/// The input of `list_conversations`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListConversationsInput {
+    /// Only conversations with unread inbound messages (`true`) or without (`false`).
+    pub unread: Option<bool>,
+    /// Only this sender account's (`snd_...`).
+    pub sender_id: Option<String>,
+    /// Only conversations a sequence (`seq_...`) started.
+    pub sequence_id: Option<String>,
+    /// Only conversations where the prospect has written (`true`) or has not (`false`).
+    pub replied: Option<bool>,
+    #[serde(flatten)]
+    pub page: PageParams,
+}
+
+/// List conversations, the most recent message first.
+///
+/// One conversation per (sender account, prospect), with unread count and last message times.
+/// Filter by `unread`, `sender_id`, `sequence_id` and `replied`. Paged with `limit` and `offset`.
+/// Costs nothing.
+#[action(scope = "read", http = "GET /conversations")]
+pub async fn list_conversations(
+    ctx: Ctx,
+    input: ListConversationsInput,
+) -> Result<Page<Conversation>, ApiError> {
+    // Each filter is `$n is null or ...`, so one statement serves every combination.
+    let filter = "workspace_id = $1 \
+        and ($2 is null or ($2 = 1 and unread_count > 0) or ($2 = 0 and unread_count = 0)) \
+        and ($3 is null or sender_id = $3) \
+        and ($4 is null or sequence_id = $4) \
+        and ($5 is null or ($5 = 1 and last_inbound_at is not null) or ($5 = 0 and last_inbound_at is null))";
+    let unread = input.unread.map(i64::from);
+    let replied = input.replied.map(i64::from);
+    paged(
+        ctx.db().pool(),
+        input.page,
+        format!("select count(*) from conversations where {filter}"),
+        format!(
+            "select {CONVERSATION_COLUMNS} from conversations where {filter} \
+             order by coalesce(last_message_at, created_at) desc, id desc limit $6 offset $7"
+        ),
+        |query| {
+            query
+                .bind(ctx.workspace_id())
+                .bind(unread)
+                .bind(input.sender_id.as_deref())
+                .bind(input.sequence_id.as_deref())
+                .bind(replied)
+        },
+        Conversation::from_row,
+    )
+    .await
+}
+
+/// The input of `get_conversation` and `mark_conversation_read`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ConversationId {
+    /// The conversation's id (`cnv_...`).
+    pub id: String,
+}
+
+/// Get a conversation by id.
+///
+/// Shows the pair (sender account, prospect), the unread count and the last message times; read
+/// its messages with `list_messages`. Costs nothing.
+#[action(scope = "read", http = "GET /conversations/{id}")]
+pub async fn get_conversation(ctx: Ctx, input: ConversationId) -> Result<Conversation, ApiError> {
+    let mut conn = ctx.db().pool().acquire().await?;
+    fetch(&mut conn, ctx.workspace_id(), &input.id).await
+}
+
+/// The input of `list_messages`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListMessagesInput {
+    /// The conversation's id (`cnv_...`).
+    pub id: String,
+    #[serde(flatten)]
+    pub page: PageParams,
+}
+
+/// List a conversation's messages, oldest first.
+///
+/// Both directions, in the order they happened, so a page reads like the chat; queued replies come
+/// last with the time they are due. Paged with `limit` and `offset`. Costs nothing.
+#[action(scope = "read", http = "GET /conversations/{id}/messages")]
+pub async fn list_messages(ctx: Ctx, input: ListMessagesInput) -> Result<Page<Message>, ApiError> {
+    let mut conn = ctx.db().pool().acquire().await?;
+    fetch(&mut conn, ctx.workspace_id(), &input.id).await?;
+    drop(conn);
+    let filter = "workspace_id = $1 and conversation_id = $2";
+    paged(
+        ctx.db().pool(),
+        input.page,
+        format!("select count(*) from messages where {filter}"),
+        format!(
+            "select {MESSAGE_COLUMNS} from messages where {filter} \
+             order by at, created_at, id limit $3 offset $4"
+        ),
+        |query| query.bind(ctx.workspace_id()).bind(input.id.as_str()),
+        Message::from_row,
+    )
+    .await
+}
+
+/// Mark a conversation read.
+///
+/// Sets its unread count to 0 and `read_at` to now. Changes nothing on the network: the prospect
+/// is not told. Costs nothing.
+#[action(scope = "write", http = "POST /conversations/{id}/read")]
+pub async fn mark_conversation_read(
+    ctx: Ctx,
+    input: ConversationId,
+) -> Result<Conversation, ApiError> {
+    IdKind::Conversation.check(&input.id)?;
+    let mut tx = ctx.tx().await?;
+    let updated = sqlx::query(
+        "update conversations set unread_count = 0, read_at = $3, updated_at = $3 \
+         where workspace_id = $1 and id = $2",
+    )
+    .bind(ctx.workspace_id())
+    .bind(&input.id)
+    .bind(ctx.now_ms())
+    .execute(&mut *tx)
+    .await?;
+    if updated.rows_affected() == 0 {
+        return Err(IdKind::Conversation.not_found(&input.id));
+    }
+    fetch(&mut tx, ctx.workspace_id(), &input.id).await
+}
