@@ -19,7 +19,9 @@ pub use crate::db::{Backend, Db, is_unique_violation};
 pub use crate::error::{ApiError, ErrorCode};
 pub use crate::ids;
 pub use crate::lease::{self, Heartbeat};
-pub use crate::paging::{AnyQuery, Page, PageParams, paged};
+pub use crate::paging::{
+    AnyQuery, OrderTerm, Page, PageParams, SortedQuery, Total, paged, paged_sorted,
+};
 pub use crate::principal::CredentialKind;
 pub use crate::scope::{Role, Scope};
 pub use crate::{example_table, price_item, recovery, text_body, text_enum};
