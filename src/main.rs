@@ -21,6 +21,12 @@ use tokio::net::TcpListener;
 // The actions register themselves; this keeps the linker from dropping them.
 use outreach_actions as _;
 
+/// mimalloc rather than the system allocator: glibc keeps what a large request (an import of
+/// 100,000 rows) freed in per-thread arenas, so the server's memory stayed at its peak; mimalloc
+/// hands freed pages back to the system after a short delay (bench/RESULTS.md has the figures).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "outreach",

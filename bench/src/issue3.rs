@@ -62,15 +62,15 @@ fn targeting() -> Value {
         "name": "SaaS engineering leaders",
         "criteria": {
             "titles": {
-                "include": [{"keyword": "VP Engineering", "points": 25}, {"keyword": "CTO", "points": 30}, {"keyword": "head of engineering", "points": 20}],
+                "include": [{"value": "VP Engineering", "points": 25}, {"value": "CTO", "points": 30}, {"value": "head of engineering", "points": 20}],
                 "exclude": ["assistant"],
             },
             "seniorities": [{"value": "vp", "points": 15}, {"value": "c-level", "points": 20}],
             "departments": [{"value": "engineering", "points": 10}],
             "industries": [{"value": "software", "points": 20}, {"value": "financial services", "points": 10}],
             "company_sizes": [{"min": 50, "max": 500, "points": 15}, {"min": 501, "max": 5000, "points": 10}],
-            "locations": [{"keyword": "germany", "points": 10}, {"keyword": "berlin", "points": 5}],
-            "keywords": [{"keyword": "saas", "points": 5}, {"keyword": "machine learning", "points": 5}],
+            "locations": [{"value": "germany", "points": 10}, {"value": "berlin", "points": 5}],
+            "keywords": [{"value": "saas", "points": 5}, {"value": "machine learning", "points": 5}],
         },
         "gates": {
             "excluded_industries": ["gambling"],

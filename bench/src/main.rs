@@ -111,6 +111,8 @@ enum PhaseKind {
     McpOauth,
     /// `GET /api/v1/prospects?limit=200` over the seeded prospects.
     List,
+    /// The last page of the same listing (`offset` = seeded - 200).
+    ListLast,
     /// Issue 3: a CSV import of `--prospects` rows against a plain batched insert, then scoring
     /// them (see `issue3.rs`). Not a load phase: it runs after the others, on its own databases.
     Issue3,
@@ -124,6 +126,7 @@ impl PhaseKind {
             Self::Mcp => "MCP tools/call service_get_workspace",
             Self::McpOauth => "MCP tools/call service_get_workspace, OAuth token",
             Self::List => "REST GET /api/v1/prospects?limit=200",
+            Self::ListLast => "REST GET /api/v1/prospects?limit=200, the last page",
             Self::Issue3 => "issue 3: CSV import vs batched insert, scoring",
         }
     }
@@ -321,7 +324,10 @@ async fn measure(args: &RunArgs, bin: &Path, dir: &Path) -> anyhow::Result<()> {
     .await?;
     let key = key["key"].as_str().context("no key")?.to_owned();
 
-    let listing = args.phases.contains(&PhaseKind::List);
+    let listing = args
+        .phases
+        .iter()
+        .any(|kind| matches!(kind, PhaseKind::List | PhaseKind::ListLast));
     if listing {
         println!(
             "» seeding {} prospects straight into SQLite",
@@ -353,6 +359,11 @@ async fn measure(args: &RunArgs, bin: &Path, dir: &Path) -> anyhow::Result<()> {
     .header("mcp-protocol-version", "2025-06-18")?;
     let list =
         Target::get(server.addr, "/api/v1/prospects?limit=200").header("authorization", &bearer)?;
+    let last_page = format!(
+        "/api/v1/prospects?limit=200&offset={}",
+        args.prospects.saturating_sub(200)
+    );
+    let list_last = Target::get(server.addr, &last_page).header("authorization", &bearer)?;
     let resource = format!("http://{}/api/mcp", server.addr);
     let token = oauth_token::insert(&db_path, &workspace_id, &resource).await?;
     let mcp_oauth = Target {
@@ -396,6 +407,7 @@ async fn measure(args: &RunArgs, bin: &Path, dir: &Path) -> anyhow::Result<()> {
             PhaseKind::Mcp => (&mcp, server.pid),
             PhaseKind::McpOauth => (&mcp_oauth, server.pid),
             PhaseKind::List => (&list, server.pid),
+            PhaseKind::ListLast => (&list_last, server.pid),
             PhaseKind::Issue3 => continue,
         };
         println!("» {}", kind.title());
@@ -583,7 +595,7 @@ fn report(phases: &[Phase], hwm_kib: u64, rss_kib: u64, baseline_hwm_kib: u64) -
             PhaseKind::Rest => Some(0.30),
             // The MCP aim holds whatever the credential is.
             PhaseKind::Mcp | PhaseKind::McpOauth => Some(0.25),
-            PhaseKind::List => None,
+            PhaseKind::List | PhaseKind::ListLast => None,
         };
         if let (Some(floor), Some(ratio)) = (floor, ratio(phase)) {
             aim(
@@ -599,6 +611,24 @@ fn report(phases: &[Phase], hwm_kib: u64, rss_kib: u64, baseline_hwm_kib: u64) -
             p99 < Duration::from_millis(10),
             format!("{} p99 < 10 ms: {}", phase.kind.title(), ms(p99)),
         );
+    }
+    let rate = |kind: PhaseKind| {
+        phases
+            .iter()
+            .find(|phase| phase.kind == kind)
+            .map(|phase| phase.outcome.requests_per_second())
+    };
+    if let Some(first) = rate(PhaseKind::List) {
+        aim(
+            first >= 1_000.0,
+            format!("{} >= 1,000 req/s: {first:.0}", PhaseKind::List.title()),
+        );
+        if let Some(last) = rate(PhaseKind::ListLast) {
+            aim(
+                last * 2.0 >= first,
+                format!("the last page within 2x of the first: {last:.0} vs {first:.0} req/s"),
+            );
+        }
     }
     let errors: u64 = phases.iter().map(|phase| phase.outcome.errors).sum();
     aim(

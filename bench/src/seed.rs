@@ -171,6 +171,16 @@ pub async fn prospects(db_path: &Path, workspace_id: &str, count: u64) -> anyhow
             .await?;
         }
     }
+    // The service keeps each workspace's total beside its prospects; so must a seed that writes
+    // them behind its back.
+    sqlx::query(
+        "insert into prospect_totals (workspace_id, total) values (?1, ?2) \
+         on conflict (workspace_id) do update set total = prospect_totals.total + excluded.total",
+    )
+    .bind(workspace_id)
+    .bind(count_i64)
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await?;
     conn.close().await?;
     Ok(started.elapsed())

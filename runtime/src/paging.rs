@@ -149,9 +149,167 @@ pub async fn paged<'q, T>(
     Ok(Page::new(params, total, items))
 }
 
+/// One term of a page's order: an SQL expression and whether it sorts descending.
+#[derive(Debug, Clone)]
+pub struct OrderTerm {
+    pub expression: String,
+    pub descending: bool,
+}
+
+impl OrderTerm {
+    pub fn new(expression: impl Into<String>, descending: bool) -> Self {
+        Self {
+            expression: expression.into(),
+            descending,
+        }
+    }
+}
+
+/// `a desc, b desc` for `terms`, or every direction flipped when `reversed`.
+fn order_sql(terms: &[OrderTerm], reversed: bool) -> String {
+    terms
+        .iter()
+        .map(|term| {
+            let descending = term.descending != reversed;
+            format!(
+                "{} {}",
+                term.expression,
+                if descending { "desc" } else { "asc" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A page of one table's rows in a total order (the last term must be unique, like the id).
+#[derive(Debug, Clone, Copy)]
+pub struct SortedQuery<'a> {
+    /// The table, whose `id` column is the key.
+    pub table: &'a str,
+    /// What to select for each row.
+    pub columns: &'a str,
+    /// The `where` condition, with placeholders `$1` to `$binds`.
+    pub filter: &'a str,
+    /// How many placeholders `filter` has.
+    pub binds: usize,
+    pub order: &'a [OrderTerm],
+}
+
+/// Where a page's total comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Total {
+    /// `count(*)` of the filter.
+    Count,
+    /// Already known (a counter kept beside the rows).
+    Known(i64),
+}
+
+/// Runs one page of `query`, cheap wherever it starts.
+///
+/// Offset paging has to step over the rows before the page; two things keep that small. The
+/// page's ids are found first, through the index that serves the order, and only those rows are
+/// read (so a skipped row costs an index entry, not a row). And a page past the middle is read from
+/// the other end, in the reversed order, then turned around: the last page of 100,000 rows costs
+/// what the first does. The total must be exact for that, which is why it is known first.
+pub async fn paged_sorted<'q, T>(
+    pool: &sqlx::AnyPool,
+    params: PageParams,
+    query: SortedQuery<'_>,
+    total: Total,
+    bind: impl Fn(AnyQuery<'q>) -> AnyQuery<'q>,
+    map: impl FnMut(&AnyRow) -> Result<T, ApiError>,
+) -> Result<Page<T>, ApiError> {
+    let SortedQuery {
+        table,
+        columns,
+        filter,
+        binds,
+        order,
+    } = query;
+    let total = match total {
+        Total::Known(total) => total,
+        Total::Count => bind(sqlx::query(AssertSqlSafe(format!(
+            "select count(*) from {table} where {filter}"
+        ))))
+        .fetch_one(pool)
+        .await?
+        .try_get(0)?,
+    };
+    let (limit, offset) = params.sql();
+    let (reversed, offset, limit) = from_nearer_end(total, offset, limit);
+    if limit == 0 {
+        return Ok(Page::new(params, total, Vec::new()));
+    }
+    let page_sql = format!(
+        "select {columns} from {table} where id in \
+         (select id from {table} where {filter} order by {order} limit ${limit_n} offset ${offset_n}) \
+         order by {order}",
+        order = order_sql(order, reversed),
+        limit_n = binds + 1,
+        offset_n = binds + 2,
+    );
+    let rows = bind(sqlx::query(AssertSqlSafe(page_sql)))
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(pool)
+        .await?;
+    let mut items = rows.iter().map(map).collect::<Result<Vec<_>, _>>()?;
+    if reversed {
+        items.reverse();
+    }
+    Ok(Page::new(params, total, items))
+}
+
+/// Whether to read a page from the far end, and the offset and limit to read it with there.
+///
+/// Rows `offset .. offset + limit` of `total` are rows `total - offset - limit .. total - offset`
+/// counted from the other end; near the end, that offset is the smaller one.
+fn from_nearer_end(total: i64, offset: i64, limit: i64) -> (bool, i64, i64) {
+    let remaining = (total - offset).max(0);
+    let limit = limit.min(remaining);
+    let from_end = total - offset - limit;
+    if from_end < offset {
+        (true, from_end.max(0), limit)
+    } else {
+        (false, offset, limit)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pages_past_the_middle_are_read_from_the_other_end() {
+        // The first page of 1,000 rows, 200 at a time: rows 0..200 from the front.
+        assert_eq!(from_nearer_end(1000, 0, 200), (false, 0, 200));
+        // The last page: rows 800..1000 are rows 0..200 from the back.
+        assert_eq!(from_nearer_end(1000, 800, 200), (true, 0, 200));
+        // A short last page: rows 950..1000 are rows 0..50 from the back.
+        assert_eq!(from_nearer_end(1000, 950, 200), (true, 0, 50));
+        // Rows 600..800 are rows 200..400 from the back.
+        assert_eq!(from_nearer_end(1000, 600, 200), (true, 200, 200));
+        // Past the end: nothing to read.
+        assert_eq!(from_nearer_end(1000, 1200, 200).2, 0);
+        assert_eq!(from_nearer_end(0, 0, 25), (false, 0, 0));
+    }
+
+    #[test]
+    fn reversing_an_order_flips_every_term() {
+        let order = [
+            OrderTerm::new("(score is null)", false),
+            OrderTerm::new("score", true),
+            OrderTerm::new("id", true),
+        ];
+        assert_eq!(
+            order_sql(&order, false),
+            "(score is null) asc, score desc, id desc"
+        );
+        assert_eq!(
+            order_sql(&order, true),
+            "(score is null) desc, score asc, id asc"
+        );
+    }
     use serde_json::json;
 
     fn params(value: serde_json::Value) -> Result<PageParams, serde_json::Error> {

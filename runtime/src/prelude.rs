@@ -22,7 +22,9 @@ pub use crate::jobs::{
     self, Job, JobCtx, JobError, JobOutcome, JobResult, JobState, NewJob, enqueue,
 };
 pub use crate::lease::{self, Heartbeat};
-pub use crate::paging::{AnyQuery, Page, PageParams, paged};
+pub use crate::paging::{
+    AnyQuery, OrderTerm, Page, PageParams, SortedQuery, Total, paged, paged_sorted,
+};
 pub use crate::principal::CredentialKind;
 pub use crate::scope::{Role, Scope};
 pub use crate::{example_table, job, price_item, recovery, text_body, text_enum};

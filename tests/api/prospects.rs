@@ -400,3 +400,128 @@ async fn field_limits_are_enforced_with_a_sentence_naming_the_field() {
     }
     assert_eq!(app.prospect_count().await, 0);
 }
+
+/// The unfiltered total is a counter kept beside the prospects; it must equal `count(*)` after
+/// every writer (create, import, delete), and other workspaces' prospects never move it.
+#[tokio::test]
+async fn totals_follow_every_writer() {
+    let app = spawn_app().await;
+    let count = || async {
+        let row = sqlx::query("select count(*) from prospects where workspace_id = $1")
+            .bind(&app.workspace_id)
+            .fetch_one(app.db.pool())
+            .await
+            .expect("count");
+        sqlx::Row::get::<i64, _>(&row, 0)
+    };
+    let total = || async { app.get("/prospects?limit=1", &app.key).await.body["total"].clone() };
+
+    assert_eq!(total().await, json!(0));
+    let mut ids = Vec::new();
+    for name in ["Ada", "Grace", "Edsger"] {
+        let made = app
+            .post_json("/prospects", &app.key, json!({"first_name": name}))
+            .await;
+        ids.push(made.expect(201)["id"].as_str().expect("id").to_owned());
+    }
+    assert_eq!(total().await, json!(3));
+
+    app.grant_credits(100).await;
+    let rows: Vec<Value> = (0..5)
+        .map(|n| json!({"first_name": format!("Imported {n}"), "email": format!("i{n}@example.test")}))
+        .collect();
+    app.post_json("/imports", &app.key, json!({"rows": rows}))
+        .await
+        .expect(200);
+    assert_eq!(total().await, json!(8));
+
+    // A refused create (duplicate email) and a failed delete move nothing.
+    let duplicate = app
+        .post_json("/prospects", &app.key, json!({"email": "i0@example.test"}))
+        .await;
+    assert_eq!(duplicate.status.as_u16(), 409, "{}", duplicate.body);
+    app.delete("/prospects/prs_00000000000NoSuchOne", &app.key)
+        .await;
+    app.delete(&format!("/prospects/{}", ids[0]), &app.key)
+        .await
+        .expect(200);
+    assert_eq!(total().await, json!(7));
+    assert_eq!(count().await, 7);
+
+    let (_, other_key) = app.other_workspace("Other", "other@else.test").await;
+    app.post_json("/prospects", &other_key, json!({"first_name": "Else"}))
+        .await
+        .expect(201);
+    assert_eq!(total().await, json!(7));
+    assert_eq!(
+        app.get("/prospects?limit=1", &other_key).await.body["total"],
+        json!(1)
+    );
+}
+
+/// Pages past the middle are read from the other end and turned around: walking every page
+/// forward gives exactly the one-page listing, for each sort, filtered or not.
+#[tokio::test]
+async fn every_page_of_every_order_matches_the_whole_listing() {
+    let app = spawn_app().await;
+    for n in 0..23 {
+        let made = app
+            .post_json(
+                "/prospects",
+                &app.key,
+                json!({"first_name": format!("P{n:02}"), "tags": if n % 3 == 0 { vec!["three"] } else { vec![] }}),
+            )
+            .await;
+        made.expect(201);
+    }
+    for query in [
+        "sort=created_at&order=desc",
+        "sort=created_at&order=asc",
+        "sort=updated_at&order=desc",
+        "sort=score&order=desc",
+        "sort=score&order=asc&tag=three",
+        "tag=three",
+        "q=p1",
+    ] {
+        let whole = app
+            .get(&format!("/prospects?{query}&limit=200"), &app.key)
+            .await;
+        let whole = whole.body["items"].as_array().expect("items").clone();
+        for limit in [1, 4, 5, 7] {
+            let mut walked = Vec::new();
+            let mut offset = 0;
+            loop {
+                let page = app
+                    .get(
+                        &format!("/prospects?{query}&limit={limit}&offset={offset}"),
+                        &app.key,
+                    )
+                    .await;
+                let body = &page.body;
+                assert_eq!(
+                    body["total"].as_u64(),
+                    Some(whole.len() as u64),
+                    "{query}: {body}"
+                );
+                walked.extend(body["items"].as_array().expect("items").iter().cloned());
+                match body["next_offset"].as_u64() {
+                    Some(next) => offset = next,
+                    None => break,
+                }
+            }
+            let ids = |items: &[Value]| {
+                items
+                    .iter()
+                    .map(|item| item["id"].clone())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(ids(&walked), ids(&whole), "{query} with limit {limit}");
+        }
+        // Past the end: an empty page with the total.
+        let beyond = app
+            .get(&format!("/prospects?{query}&offset=500"), &app.key)
+            .await;
+        assert_eq!(beyond.body["count"], json!(0), "{query}");
+        assert_eq!(beyond.body["has_more"], json!(false), "{query}");
+    }
+}

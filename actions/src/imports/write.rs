@@ -58,7 +58,7 @@ pub async fn insert_prospects(
         }
         query.execute(&mut *tx).await?;
     }
-    Ok(())
+    crate::prospects::totals::add(tx, workspace_id, ids.len() as i64).await
 }
 
 fn insert_prospects_sql(backend: Backend, rows: usize) -> String {

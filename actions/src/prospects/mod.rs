@@ -6,6 +6,7 @@
 //! and in `prospect_tags` (what the `tag` filter looks up), written in one transaction.
 
 pub(crate) mod normalize;
+pub mod totals;
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -13,7 +14,7 @@ use std::sync::LazyLock;
 use crate::common::{Deleted, IdKind, json_text};
 use crate::scoring::engine::Tier;
 use outreach_runtime::prelude::is_unique_violation;
-use outreach_runtime::prelude::{AnyQuery, paged};
+use outreach_runtime::prelude::{AnyQuery, OrderTerm, SortedQuery, Total, paged_sorted};
 use outreach_runtime::prelude::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -429,6 +430,7 @@ pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Pro
         return Err(profile_url_conflict(&ctx, error, fields.profile_url.as_deref()).await);
     }
     write_tags(&mut tx, ctx.workspace_id(), &id, &fields.tags).await?;
+    totals::add(&mut tx, ctx.workspace_id(), 1).await?;
     fetch_in(&mut tx, ctx.workspace_id(), &id).await
 }
 
@@ -684,27 +686,41 @@ pub async fn list_prospects(
             Bind::Text(list_id.clone()),
         );
     }
-    let direction = match input.order {
-        SortOrder::Asc => "asc",
-        SortOrder::Desc => "desc",
-    };
+    let descending = input.order == SortOrder::Desc;
     // Unscored prospects come last either way (`false` sorts before `true` on both backends).
-    let order_by = match input.sort {
-        ProspectSort::CreatedAt => format!("created_at {direction}, id {direction}"),
-        ProspectSort::UpdatedAt => format!("updated_at {direction}, id {direction}"),
-        ProspectSort::Score => format!("(score is null), score {direction}, id {direction}"),
+    let order = match input.sort {
+        ProspectSort::CreatedAt => vec![
+            OrderTerm::new("created_at", descending),
+            OrderTerm::new("id", descending),
+        ],
+        ProspectSort::UpdatedAt => vec![
+            OrderTerm::new("updated_at", descending),
+            OrderTerm::new("id", descending),
+        ],
+        ProspectSort::Score => vec![
+            OrderTerm::new("(score is null)", false),
+            OrderTerm::new("score", descending),
+            OrderTerm::new("id", descending),
+        ],
     };
-    let page_sql = format!(
-        "select {} from prospects where {filter} order by {order_by} limit ${} offset ${}",
-        *COLUMNS,
-        binds.len() + 1,
-        binds.len() + 2
-    );
-    paged(
+    // Only the workspace filters: its kept total replaces counting it.
+    let total = if binds.len() == 1 {
+        Total::Known(totals::read(ctx.db().pool(), ctx.workspace_id()).await?)
+    } else {
+        Total::Count
+    };
+    let query = SortedQuery {
+        table: "prospects",
+        columns: COLUMNS.as_str(),
+        filter: &filter,
+        binds: binds.len(),
+        order: &order,
+    };
+    paged_sorted(
         ctx.db().pool(),
         input.page,
-        format!("select count(*) from prospects where {filter}"),
-        page_sql,
+        query,
+        total,
         |query| {
             binds.iter().fold(query, |query, bind| match bind {
                 Bind::Text(text) => query.bind(text),
@@ -910,6 +926,7 @@ pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, Api
     if result.rows_affected() == 0 {
         return Err(IdKind::Prospect.not_found(&prospect.id));
     }
+    totals::add(&mut tx, ctx.workspace_id(), -1).await?;
     Ok(Deleted {
         id: prospect.id,
         deleted: true,
