@@ -22,6 +22,7 @@ pub enum IdKind {
     Targeting,
     Import,
     ScoringRun,
+    Sender,
 }
 
 impl IdKind {
@@ -33,6 +34,7 @@ impl IdKind {
             IdKind::Targeting => "tgt",
             IdKind::Import => "imp",
             IdKind::ScoringRun => "scr",
+            IdKind::Sender => "snd",
         }
     }
 
@@ -44,6 +46,7 @@ impl IdKind {
             IdKind::Targeting => "targeting",
             IdKind::Import => "import",
             IdKind::ScoringRun => "scoring run",
+            IdKind::Sender => "sender",
         }
     }
 
@@ -106,6 +109,10 @@ mod tests {
         check(SourceFormat::ALL, SourceFormat::as_str);
         check(RunStatus::ALL, RunStatus::as_str);
         check(TransactionKind::ALL, TransactionKind::as_str);
+        use crate::senders::{QuotaKind, SenderStatus, SendingState};
+        check(SenderStatus::ALL, SenderStatus::as_str);
+        check(SendingState::ALL, SendingState::as_str);
+        check(QuotaKind::ALL, QuotaKind::as_str);
     }
 
     #[test]

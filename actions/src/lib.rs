@@ -13,5 +13,6 @@ pub mod lists;
 pub mod processing;
 pub mod prospects;
 pub mod scoring;
+pub mod senders;
 pub mod targeting;
 pub mod workspace;
