@@ -235,16 +235,16 @@ pub async fn usage(
     let tz = &sender.tz;
     let day_start = hours::day_start(tz, now_ms);
     let week_start = now_ms - WEEK_MS;
-    // The local day starts less than 7 days ago, so one pass over the week counts both.
+    // The local day starts less than 7 days ago, so one pass over the week counts both. Rows
+    // stamped after `now_ms` count too: another instance's clock may run a little ahead.
     let rows = sqlx::query(
         "select kind, count(*) as week, \
          coalesce(sum(case when at >= $3 then 1 else 0 end), 0) as today \
-         from sender_usage where sender_id = $1 and at > $2 and at <= $4 group by kind",
+         from sender_usage where sender_id = $1 and at > $2 group by kind",
     )
     .bind(&sender.id)
     .bind(week_start)
     .bind(day_start)
-    .bind(now_ms)
     .fetch_all(&mut *conn)
     .await?;
     let mut today = [0i64; 3];
@@ -257,15 +257,16 @@ pub async fn usage(
     }
     let effective = sender.limits.effective(sender.created_at, now_ms);
     let midnight = hours::next_midnight(tz, now_ms);
+    // A limit of 0 is never free again by itself: only a person raising it frees it.
     let daily = |used: i64, limit: u32| LimitUsage {
         used,
         limit,
-        available_again_at: (used >= i64::from(limit)).then_some(Timestamp(midnight)),
+        available_again_at: (used >= i64::from(limit) && limit > 0).then_some(Timestamp(midnight)),
     };
     let connection = kind_index(QuotaKind::ConnectionRequest);
     let weekly_limit = effective.connection_requests_per_week;
     let weekly_used = week[connection];
-    let weekly_until = if weekly_used >= i64::from(weekly_limit) {
+    let weekly_until = if weekly_used >= i64::from(weekly_limit) && weekly_limit > 0 {
         Some(weekly_release(conn, sender, now_ms, weekly_used, weekly_limit).await?)
     } else {
         None
@@ -311,13 +312,12 @@ async fn weekly_release(
 ) -> Result<i64, ApiError> {
     let leaving = used - i64::from(limit);
     let row = sqlx::query(
-        "select at from sender_usage where sender_id = $1 and kind = $2 and at > $3 and at <= $4 \
-         order by at asc, id asc limit 1 offset $5",
+        "select at from sender_usage where sender_id = $1 and kind = $2 and at > $3 \
+         order by at asc, id asc limit 1 offset $4",
     )
     .bind(&sender.id)
     .bind(QuotaKind::ConnectionRequest.as_str())
     .bind(now_ms - WEEK_MS)
-    .bind(now_ms)
     .bind(leaving)
     .fetch_optional(&mut *conn)
     .await?;
@@ -325,9 +325,16 @@ async fn weekly_release(
         Some(row) => row.try_get::<i64, _>("at")? + WEEK_MS,
         None => now_ms,
     };
-    let ramp_step = (warmup_day(sender.created_at, now_ms) < WARMUP_DAYS
-        && sender.limits.connection_requests_per_week > limit)
-        .then(|| sender.created_at + (warmup_day(sender.created_at, now_ms) + 1) * DAY_MS);
+    // The first day of the ramp that raises the limit, if it comes before.
+    let ramp_step = (warmup_day(sender.created_at, now_ms) + 1..=WARMUP_DAYS)
+        .map(|day| sender.created_at + day * DAY_MS)
+        .find(|&at| {
+            sender
+                .limits
+                .effective(sender.created_at, at)
+                .connection_requests_per_week
+                > limit
+        });
     Ok(ramp_step.map_or(leaves, |step| step.min(leaves)))
 }
 
@@ -413,11 +420,16 @@ pub async fn refusal(
             limit.used,
             limit.limit,
             until_ms.map_or_else(
-                || "an unknown time".to_owned(),
+                || "no time by itself (raise the limit)".to_owned(),
                 |ms| Timestamp(ms).to_string()
             )
         );
-        if worst.as_ref().is_none_or(|w| w.until_ms < until_ms) {
+        // A limit that never frees by itself (`None`) outlasts every other.
+        let lasts = |until: Option<i64>| until.unwrap_or(i64::MAX);
+        if worst
+            .as_ref()
+            .is_none_or(|w| lasts(w.until_ms) < lasts(until_ms))
+        {
             worst = Some(QuotaRefusal {
                 limit: field,
                 reason,

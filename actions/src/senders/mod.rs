@@ -263,35 +263,34 @@ pub fn sending_status(sender: &SenderRow, usage: &Usage, now_ms: i64) -> Sending
         );
     }
     // A kind is blocked when one of its limits is used up; it is free again when all of them are.
-    let mut blocked: Vec<(QuotaKind, &'static str, i64)> = Vec::new();
+    // `None`: a limit of 0, never free by itself.
+    let lasts = |until: Option<i64>| until.unwrap_or(i64::MAX);
+    let mut blocked: Vec<(QuotaKind, &'static str, Option<i64>)> = Vec::new();
     for (kind, field, limit) in usage.by_kind() {
         if limit.used < i64::from(limit.limit) {
             continue;
         }
-        let until = limit.available_again_at.map_or(now_ms, Timestamp::ms);
+        let until = limit.available_again_at.map(Timestamp::ms);
         match blocked.iter_mut().find(|(k, _, _)| *k == kind) {
-            Some(entry) if entry.2 < until => *entry = (kind, field, until),
+            Some(entry) if lasts(entry.2) < lasts(until) => *entry = (kind, field, until),
             Some(_) => {}
             None => blocked.push((kind, field, until)),
         }
     }
     let waits = blocked
         .iter()
-        .map(|(kind, field, until)| {
-            format!("{kind} waits for `{field}` until {}", Timestamp(*until))
+        .map(|(kind, field, until)| match until {
+            Some(until) => format!("{kind} waits for `{field}` until {}", Timestamp(*until)),
+            None => format!("{kind} is off (`{field}` is 0)"),
         })
         .collect::<Vec<_>>()
         .join("; ");
     if blocked.len() == QuotaKind::ALL.len() {
-        let first = blocked
-            .iter()
-            .map(|(_, _, until)| *until)
-            .min()
-            .unwrap_or(now_ms);
+        let first = blocked.iter().filter_map(|(_, _, until)| *until).min();
         return status(
             SendingState::LimitReached,
             format!("Every limit is reached: {waits}."),
-            next_send_at(sender, first).or(Some(first)),
+            first.map(|first| next_send_at(sender, first).unwrap_or(first)),
         );
     }
     match next_send_at(sender, now_ms) {
