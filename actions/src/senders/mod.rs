@@ -166,6 +166,21 @@ pub(crate) async fn load_locked(
     SenderRow::from_row(&row)
 }
 
+/// Reads a sender of `workspace_id` that is not deleted, locked until `tx` ends, or 404: what
+/// `update_sender` and `delete_sender` change, so a concurrent change or quota take waits.
+async fn load_for_change(
+    tx: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<SenderRow, ApiError> {
+    IdKind::Sender.check(id)?;
+    let sender = load_locked(tx, id).await?;
+    if sender.workspace_id != workspace_id || sender.deleted_at.is_some() {
+        return Err(IdKind::Sender.not_found(id));
+    }
+    Ok(sender)
+}
+
 /// Pauses a sender until `until_ms` after a provider limit signal (the step executor calls it);
 /// `take_quota` refuses until then and `get_sender` shows the reason. A later pause replaces an
 /// earlier one. Returns whether the sender exists.
@@ -403,24 +418,20 @@ pub struct CreateSenderInput {
     pub name: String,
     /// IANA time zone of the account's owner (`Europe/Berlin`); hours and days are counted in it.
     pub timezone: String,
-    /// Windows per weekday, `{"monday": [{"start": "09:00", "end": "17:30"}], ...}`: 24-hour
-    /// `HH:MM` local times, end after start, at most 4 windows a day that do not overlap; a day
-    /// left out or empty is a day off. Default: Monday to Friday, 09:00 to 17:00.
+    /// Local windows per weekday, `{"monday": [{"start": "09:00", "end": "17:30"}]}`; at most 4
+    /// a day, not overlapping; a day left out is a day off. Default: Monday to Friday 09:00-17:00.
     pub working_hours: Option<WorkingHours>,
-    /// Overrides of the default limits (20 connection requests a day, 100 per rolling 7 days, 50
-    /// messages and 80 profile views a day); none may pass the ceiling (40, 200, 150, 150).
+    /// Overrides of the default limits; none may pass the ceiling.
     pub limits: Option<LimitsInput>,
 }
 
 /// Create a sender account.
 ///
-/// Adds a network account that sequences send from. It starts `connected` (the sandbox network
-/// accepts any account) with the given time zone, working hours (default Monday to Friday 09:00 to
-/// 17:00) and limits (the field's conservative defaults unless overridden; a value over the
-/// ceiling is a 400 naming it). For its first 14 days a warm-up ramp lowers every limit, from a
-/// quarter on day one; `effective_limits` and `warmup_ends_at` show it. An unknown time zone, a
-/// window that ends before it starts or overlaps another is a 400 and nothing is made. Costs
-/// nothing.
+/// Adds a network account that sequences send from, `connected` (the sandbox network accepts any
+/// account), with its time zone, working hours and limits (conservative defaults; a value over the
+/// ceiling is a 400). For 14 days a warm-up ramp lowers every limit, from a quarter on day one
+/// (`effective_limits`, `warmup_ends_at`). An unknown zone or a bad window is a 400 and nothing is
+/// made. Costs nothing.
 #[action(scope = "write", http = "POST /senders")]
 pub async fn create_sender(ctx: Ctx, input: CreateSenderInput) -> Result<Sender, ApiError> {
     let name = check_name(&input.name)?;
@@ -537,10 +548,8 @@ pub struct UpdateSenderInput {
 /// Update a sender account.
 ///
 /// Changes the name, time zone, working hours (all seven days at once) or some limits (the others
-/// keep their value). The same checks as `create_sender` apply: an unknown zone, a bad window or a
-/// limit over the ceiling is a 400 and nothing changes. The warm-up keeps counting from the
-/// sender's creation. The account's status is the network's to set, not this action's. Costs
-/// nothing.
+/// keep theirs), with `create_sender`'s checks: bad input is a 400 and nothing changes. The
+/// warm-up counts from creation; the account's status is the network's to set. Costs nothing.
 #[action(scope = "write", http = "PATCH /senders/{id}")]
 pub async fn update_sender(ctx: Ctx, input: UpdateSenderInput) -> Result<Sender, ApiError> {
     IdKind::Sender.check(&input.id)?;
@@ -552,7 +561,7 @@ pub async fn update_sender(ctx: Ctx, input: UpdateSenderInput) -> Result<Sender,
         .transpose()?;
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
-    let current = load(&mut tx, ctx.workspace_id(), &input.id).await?;
+    let current = load_for_change(&mut tx, ctx.workspace_id(), &input.id).await?;
     let limits = match &input.limits {
         Some(changes) => current.limits.apply(changes)?,
         None => current.limits,
@@ -585,7 +594,7 @@ pub async fn delete_sender(ctx: Ctx, input: SenderId) -> Result<Deleted, ApiErro
     IdKind::Sender.check(&input.id)?;
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
-    let sender = load(&mut tx, ctx.workspace_id(), &input.id).await?;
+    let sender = load_for_change(&mut tx, ctx.workspace_id(), &input.id).await?;
     let live = live_enrollments_of(&mut tx, &sender.id).await?;
     if !live.is_empty() {
         let named = live
