@@ -23,6 +23,7 @@ pub enum IdKind {
     Import,
     ScoringRun,
     Conversation,
+    Sender,
 }
 
 impl IdKind {
@@ -35,6 +36,7 @@ impl IdKind {
             IdKind::Import => "imp",
             IdKind::ScoringRun => "scr",
             IdKind::Conversation => "cnv",
+            IdKind::Sender => "snd",
         }
     }
 
@@ -47,6 +49,7 @@ impl IdKind {
             IdKind::Import => "import",
             IdKind::ScoringRun => "scoring run",
             IdKind::Conversation => "conversation",
+            IdKind::Sender => "sender",
         }
     }
 
@@ -112,6 +115,10 @@ mod tests {
         check(TransactionKind::ALL, TransactionKind::as_str);
         check(Direction::ALL, Direction::as_str);
         check(MessageStatus::ALL, MessageStatus::as_str);
+        use crate::senders::{QuotaKind, SenderStatus, SendingState};
+        check(SenderStatus::ALL, SenderStatus::as_str);
+        check(SendingState::ALL, SendingState::as_str);
+        check(QuotaKind::ALL, QuotaKind::as_str);
     }
 
     #[test]

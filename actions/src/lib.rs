@@ -14,5 +14,6 @@ pub mod lists;
 pub mod processing;
 pub mod prospects;
 pub mod scoring;
+pub mod senders;
 pub mod targeting;
 pub mod workspace;

@@ -30,6 +30,7 @@ mod parity;
 mod processing;
 mod prospects;
 mod scoring;
+mod senders;
 mod targeting;
 mod uploads;
 mod web;

@@ -30,6 +30,7 @@ struct World {
     import: String,
     run: String,
     conversation: String,
+    sender: String,
 }
 
 /// The prospect each world holds. It has no profile URL and no email (each is unique in a
@@ -112,6 +113,14 @@ impl World {
             .await;
         let run = id_of(&run, "scoring run");
         let conversation = world_conversation(app, &prospect).await;
+        let sender = app
+            .post_json(
+                "/senders",
+                key,
+                json!({"name": format!("Sender {tag}"), "timezone": "Europe/Berlin"}),
+            )
+            .await;
+        let sender = id_of(&sender, "sender");
         Self {
             tag,
             number,
@@ -121,11 +130,12 @@ impl World {
             import,
             run,
             conversation,
+            sender,
         }
     }
 
     /// This world's ids and tag, with the symbols they stand for in a comparison.
-    fn symbols(&self) -> [(&str, &'static str); 7] {
+    fn symbols(&self) -> [(&str, &'static str); 8] {
         [
             (self.conversation.as_str(), "<conversation>"),
             (self.prospect.as_str(), "<prospect>"),
@@ -133,6 +143,7 @@ impl World {
             (self.list.as_str(), "<list>"),
             (self.import.as_str(), "<import>"),
             (self.run.as_str(), "<run>"),
+            (self.sender.as_str(), "<sender>"),
             (self.tag.as_str(), "<tag>"),
         ]
     }
@@ -366,6 +377,32 @@ fn fixture(name: &str) -> Option<Fixture> {
             |_| json!({"id": missing("scr")}),
             NOT_FOUND,
         ),
+
+        "create_sender" => write(
+            |w| json!({"name": format!("Second sender {}", w.tag), "timezone": "America/New_York", "working_hours": {"saturday": [{"start": "10:00", "end": "12:00"}]}, "limits": {"messages_per_day": 30}}),
+            |_| json!({"name": "Nowhere", "timezone": "Mars/Olympus"}),
+            INVALID,
+        ),
+        "get_sender" => read(
+            |w| json!({"id": w.sender}),
+            |_| json!({"id": missing("snd")}),
+            NOT_FOUND,
+        ),
+        "list_senders" => read(
+            |_| json!({"status": "connected", "limit": 5}),
+            |_| json!({"limit": 0}),
+            INVALID,
+        ),
+        "update_sender" => write(
+            |w| json!({"id": w.sender, "name": format!("Renamed {}", w.tag), "limits": {"connection_requests_per_day": 30}}),
+            |_| json!({"id": missing("snd"), "name": "Nobody"}),
+            NOT_FOUND,
+        ),
+        "delete_sender" => write(
+            |w| json!({"id": w.sender}),
+            |_| json!({"id": missing("snd")}),
+            NOT_FOUND,
+        ),
         _ => return None,
     })
 }
@@ -521,6 +558,7 @@ async fn snapshot(app: &TestApp, world: &World) -> Vec<Value> {
         "/targetings?limit=1".to_owned(),
         "/imports?limit=1".to_owned(),
         "/scoring-runs?limit=1".to_owned(),
+        "/senders?limit=1".to_owned(),
         format!("/prospects/{}", world.prospect),
         format!("/lists/{}", world.list),
         format!("/targetings/{}", world.targeting),

@@ -1,0 +1,626 @@
+//! Sender accounts: the network accounts outreach goes out from, with their hours and limits.
+//!
+//! A sender is what a person would trust with their own professional account, so everything about
+//! it leans to safety: conservative default limits, a hard ceiling, a warm-up ramp for new accounts
+//! (`limits.rs`), sends only inside working hours in the sender's own zone (`hours.rs`), and
+//! `get_sender` says plainly why it is not sending right now. A new sender is `connected`: this
+//! issue has only the sandbox network, which accepts any account; a real provider will start it in
+//! `needs_reauth` until its login is done. Its status afterwards is the network's to set
+//! ([`set_sender_status`]), as is a pause after a provider limit signal ([`pause_sender`]); neither is
+//! an action here.
+//!
+//! Deleting is soft (`deleted_at`): the sender disappears from every action, but its usage rows stay
+//! for the dashboard and take nothing more. A sender with live enrollments cannot be deleted.
+
+pub mod hours;
+pub mod limits;
+
+use jiff::tz::TimeZone;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use crate::common::{Deleted, IdKind, json_text};
+use outreach_runtime::prelude::{
+    ApiError, Ctx, ErrorCode, Page, PageParams, Timestamp, action, ids, paged,
+};
+
+pub use hours::{Schedule, Window, WorkingHours};
+pub use limits::{
+    CEILING, DEFAULT_LIMITS, LimitUsage, Limits, LimitsInput, QuotaKind, QuotaRefusal, Usage,
+    release_quota, take_quota,
+};
+
+pub const MAX_NAME_CHARS: usize = 200;
+pub const MAX_PAUSE_REASON_CHARS: usize = 500;
+
+outreach_runtime::prelude::text_enum! {
+    /// The state of a sender's account on the network.
+    pub enum SenderStatus {
+        /// Signed in and able to act.
+        Connected => "connected",
+        /// The network wants the owner to sign in again; nothing is sent until then.
+        NeedsReauth => "needs_reauth",
+        /// The network restricted the account; nothing is sent.
+        Restricted => "restricted",
+        /// The account is not connected; nothing is sent.
+        Disconnected => "disconnected",
+    }
+}
+
+outreach_runtime::prelude::text_enum! {
+    /// Whether a sender is sending now, and if not, why.
+    pub enum SendingState {
+        /// Inside working hours, connected, not paused, and some limit has room.
+        Sending => "sending",
+        /// Outside its working hours (or it has none); `resumes_at` is the next window.
+        OutsideHours => "outside_hours",
+        /// Every limit is used up; `resumes_at` is the first moment one has room inside hours.
+        LimitReached => "limit_reached",
+        /// Paused after a provider limit signal until `paused_until`.
+        Paused => "paused",
+        /// The network wants the owner to sign in again.
+        NeedsReauth => "needs_reauth",
+        /// The network restricted the account.
+        Restricted => "restricted",
+        /// The account is not connected.
+        Disconnected => "disconnected",
+    }
+}
+
+/// A sender as stored, with its zone and hours ready for scheduling; what other modules (the step
+/// executor, sequences) get from [`load`].
+#[derive(Debug, Clone)]
+pub struct SenderRow {
+    pub id: String,
+    pub workspace_id: String,
+    pub name: String,
+    pub status: SenderStatus,
+    /// The IANA name as stored.
+    pub timezone: String,
+    pub tz: TimeZone,
+    pub working_hours: WorkingHours,
+    pub schedule: Schedule,
+    pub limits: Limits,
+    pub paused_until: Option<i64>,
+    pub pause_reason: Option<String>,
+    pub deleted_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+const COLUMNS: &str = "id, workspace_id, name, status, timezone, working_hours, limits, paused_until, pause_reason, \
+    deleted_at, created_at, updated_at";
+
+impl SenderRow {
+    fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
+        let timezone: String = row.try_get("timezone")?;
+        let working_hours: WorkingHours =
+            serde_json::from_str(&row.try_get::<String, _>("working_hours")?)
+                .map_err(ApiError::internal)?;
+        let (working_hours, schedule) = working_hours.check()?;
+        Ok(Self {
+            id: row.try_get("id")?,
+            workspace_id: row.try_get("workspace_id")?,
+            name: row.try_get("name")?,
+            status: SenderStatus::from_db(&row.try_get::<String, _>("status")?)?,
+            tz: limits::stored_zone(&timezone)?,
+            timezone,
+            working_hours,
+            schedule,
+            limits: serde_json::from_str(&row.try_get::<String, _>("limits")?)
+                .map_err(ApiError::internal)?,
+            paused_until: row.try_get("paused_until")?,
+            pause_reason: row.try_get("pause_reason")?,
+            deleted_at: row.try_get("deleted_at")?,
+            created_at: row.try_get("created_at")?,
+            updated_at: row.try_get("updated_at")?,
+        })
+    }
+}
+
+/// The first instant at or after `after_ms` inside the sender's working hours in its zone, DST
+/// included (see `hours.rs` for gaps and repeated hours); `None` when it has no window at all.
+/// Pure: jitter, limits and pauses are the caller's.
+pub fn next_send_at(sender: &SenderRow, after_ms: i64) -> Option<i64> {
+    hours::next_window(&sender.tz, &sender.schedule, after_ms)
+}
+
+/// Reads a sender of `workspace_id` that is not deleted, or 404.
+pub async fn load(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<SenderRow, ApiError> {
+    IdKind::Sender.check(id)?;
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "select {COLUMNS} from senders where workspace_id = $1 and id = $2 and deleted_at is null"
+    )))
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_optional(conn)
+    .await?
+    .ok_or_else(|| IdKind::Sender.not_found(id))?;
+    SenderRow::from_row(&row)
+}
+
+/// Reads a sender by id (deleted or not) and locks its row until `tx` ends: `FOR UPDATE` on
+/// PostgreSQL; on SQLite the write transaction already holds the database.
+pub(crate) async fn load_locked(
+    tx: &mut sqlx::AnyConnection,
+    id: &str,
+) -> Result<SenderRow, ApiError> {
+    let lock = if tx.backend_name().eq_ignore_ascii_case("postgresql") {
+        " for update"
+    } else {
+        ""
+    };
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "select {COLUMNS} from senders where id = $1{lock}"
+    )))
+    .bind(id)
+    .fetch_optional(tx)
+    .await?
+    .ok_or_else(|| IdKind::Sender.not_found(id))?;
+    SenderRow::from_row(&row)
+}
+
+/// Reads a sender of `workspace_id` that is not deleted, locked until `tx` ends, or 404: what
+/// `update_sender` and `delete_sender` change, so a concurrent change or quota take waits.
+async fn load_for_change(
+    tx: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<SenderRow, ApiError> {
+    IdKind::Sender.check(id)?;
+    let sender = load_locked(tx, id).await?;
+    if sender.workspace_id != workspace_id || sender.deleted_at.is_some() {
+        return Err(IdKind::Sender.not_found(id));
+    }
+    Ok(sender)
+}
+
+/// Pauses a sender until `until_ms` after a provider limit signal (the step executor calls it);
+/// `take_quota` refuses until then and `get_sender` shows the reason. A later pause replaces an
+/// earlier one. Returns whether the sender exists.
+pub async fn pause_sender(
+    tx: &mut sqlx::AnyConnection,
+    sender_id: &str,
+    until_ms: i64,
+    reason: &str,
+    now_ms: i64,
+) -> Result<bool, ApiError> {
+    let reason: String = reason.trim().chars().take(MAX_PAUSE_REASON_CHARS).collect();
+    let updated = sqlx::query(
+        "update senders set paused_until = $2, pause_reason = $3, updated_at = $4 where id = $1",
+    )
+    .bind(sender_id)
+    .bind(until_ms)
+    .bind((!reason.is_empty()).then_some(reason))
+    .bind(now_ms)
+    .execute(tx)
+    .await?;
+    Ok(updated.rows_affected() > 0)
+}
+
+/// Sets a sender's account status as the network reports it (the sandbox's
+/// `sandbox_set_sender_status`, later a provider's account events). Returns whether it exists.
+pub async fn set_sender_status(
+    tx: &mut sqlx::AnyConnection,
+    sender_id: &str,
+    status: SenderStatus,
+    now_ms: i64,
+) -> Result<bool, ApiError> {
+    let updated = sqlx::query("update senders set status = $2, updated_at = $3 where id = $1")
+        .bind(sender_id)
+        .bind(status.as_str())
+        .bind(now_ms)
+        .execute(tx)
+        .await?;
+    Ok(updated.rows_affected() > 0)
+}
+
+/// The ids of the live enrollments (not finished, not failed) that send from `sender_id`.
+///
+/// MERGE: enrollments live in the sequences helper's branch; at merge this becomes
+/// `select id from enrollments where sender_id = $1 and status in ('awaiting_approval',
+/// 'scheduled', 'active', 'paused') order by created_at limit 20`. Until then no enrollment can
+/// name a sender, so the answer is empty.
+pub async fn live_enrollments_of(
+    tx: &mut sqlx::AnyConnection,
+    sender_id: &str,
+) -> Result<Vec<String>, ApiError> {
+    let _ = (tx, sender_id);
+    Ok(Vec::new())
+}
+
+/// Why a sender is or is not sending now.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SendingStatus {
+    pub state: SendingState,
+    /// A sentence for people: why, and until when.
+    pub reason: String,
+    /// When it may send again (the next window, the end of a limit or of a pause, each moved into
+    /// working hours); null while sending, and when only a person can change it.
+    pub resumes_at: Option<Timestamp>,
+}
+
+/// Works out whether `sender` sends at `now_ms`, given its `usage` then.
+pub fn sending_status(sender: &SenderRow, usage: &Usage, now_ms: i64) -> SendingStatus {
+    let status = |state, reason: String, resumes_at: Option<i64>| SendingStatus {
+        state,
+        reason,
+        resumes_at: resumes_at.map(Timestamp),
+    };
+    let not_connected = match sender.status {
+        SenderStatus::Connected => None,
+        SenderStatus::NeedsReauth => Some(SendingState::NeedsReauth),
+        SenderStatus::Restricted => Some(SendingState::Restricted),
+        SenderStatus::Disconnected => Some(SendingState::Disconnected),
+    };
+    if let Some(state) = not_connected {
+        return status(
+            state,
+            format!(
+                "The account is `{}`; nothing is sent until it is connected again.",
+                sender.status
+            ),
+            None,
+        );
+    }
+    if let Some(refusal) = limits::standing_refusal(sender, now_ms) {
+        let until = refusal.until_ms.unwrap_or(now_ms);
+        return status(
+            SendingState::Paused,
+            refusal.reason,
+            next_send_at(sender, until).or(refusal.until_ms),
+        );
+    }
+    // A kind is blocked when one of its limits is used up; it is free again when all of them are.
+    // `None`: a limit of 0, never free by itself.
+    let lasts = |until: Option<i64>| until.unwrap_or(i64::MAX);
+    let mut blocked: Vec<(QuotaKind, &'static str, Option<i64>)> = Vec::new();
+    for (kind, field, limit) in usage.by_kind() {
+        if limit.used < i64::from(limit.limit) {
+            continue;
+        }
+        let until = limit.available_again_at.map(Timestamp::ms);
+        match blocked.iter_mut().find(|(k, _, _)| *k == kind) {
+            Some(entry) if lasts(entry.2) < lasts(until) => *entry = (kind, field, until),
+            Some(_) => {}
+            None => blocked.push((kind, field, until)),
+        }
+    }
+    let waits = blocked
+        .iter()
+        .map(|(kind, field, until)| match until {
+            Some(until) => format!("{kind} waits for `{field}` until {}", Timestamp(*until)),
+            None => format!("{kind} is off (`{field}` is 0)"),
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    if blocked.len() == QuotaKind::ALL.len() {
+        let first = blocked.iter().filter_map(|(_, _, until)| *until).min();
+        return status(
+            SendingState::LimitReached,
+            format!("Every limit is reached: {waits}."),
+            first.map(|first| next_send_at(sender, first).unwrap_or(first)),
+        );
+    }
+    match next_send_at(sender, now_ms) {
+        None => status(
+            SendingState::OutsideHours,
+            "It has no working hours, so it never sends; give it some with `update_sender`."
+                .to_owned(),
+            None,
+        ),
+        Some(next) if next > now_ms => status(
+            SendingState::OutsideHours,
+            format!(
+                "Outside its working hours in {}; the next window opens at {}.",
+                sender.timezone,
+                Timestamp(next)
+            ),
+            Some(next),
+        ),
+        Some(_) if blocked.is_empty() => status(
+            SendingState::Sending,
+            "Inside its working hours and under every limit.".to_owned(),
+            None,
+        ),
+        Some(_) => status(
+            SendingState::Sending,
+            format!("Inside its working hours; {waits}."),
+            None,
+        ),
+    }
+}
+
+/// A sender as the API shows it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Sender {
+    pub id: String,
+    pub name: String,
+    /// The account's state on the network.
+    pub status: SenderStatus,
+    /// IANA time zone; working hours and days are in it.
+    pub timezone: String,
+    /// Windows per weekday in local time, each day sorted; an empty list is a day off.
+    pub working_hours: WorkingHours,
+    /// The configured limits.
+    pub limits: Limits,
+    /// The limits in force now: lower than `limits` during the warm-up.
+    pub effective_limits: Limits,
+    /// When the warm-up ends and `effective_limits` equal `limits`.
+    pub warmup_ends_at: Timestamp,
+    /// Usage today (in the sender's zone) and over the rolling 7 days, against the effective limits.
+    pub usage: Usage,
+    /// Whether it sends now, and if not, why and until when.
+    pub sending_status: SendingStatus,
+    /// Set after a provider limit signal: nothing is sent before it.
+    pub paused_until: Option<Timestamp>,
+    /// What the provider said when it paused the sender.
+    pub pause_reason: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// The API view of `row` at `now_ms`.
+pub async fn view(
+    conn: &mut sqlx::AnyConnection,
+    row: SenderRow,
+    now_ms: i64,
+) -> Result<Sender, ApiError> {
+    let usage = limits::usage(conn, &row, now_ms).await?;
+    let sending_status = sending_status(&row, &usage, now_ms);
+    Ok(Sender {
+        effective_limits: row.limits.effective(row.created_at, now_ms),
+        warmup_ends_at: Timestamp(limits::warmup_ends_at(row.created_at)),
+        usage,
+        sending_status,
+        paused_until: row.paused_until.map(Timestamp),
+        pause_reason: row.pause_reason,
+        created_at: Timestamp(row.created_at),
+        updated_at: Timestamp(row.updated_at),
+        id: row.id,
+        name: row.name,
+        status: row.status,
+        timezone: row.timezone,
+        working_hours: row.working_hours,
+        limits: row.limits,
+    })
+}
+
+fn check_name(name: &str) -> Result<String, ApiError> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(ApiError::invalid_request("`name` must not be empty."));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::invalid_request(format!(
+            "`name` is longer than {MAX_NAME_CHARS} characters."
+        )));
+    }
+    Ok(name.to_owned())
+}
+
+/// The zone's canonical name, or a 400 naming what was given.
+fn check_zone(name: &str) -> Result<String, ApiError> {
+    let tz = hours::zone(name, "timezone")?;
+    Ok(tz.iana_name().unwrap_or(name.trim()).to_owned())
+}
+
+/// The input of `create_sender`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CreateSenderInput {
+    /// 1 to 200 characters, for people (`Ada's account`).
+    pub name: String,
+    /// IANA time zone of the account's owner (`Europe/Berlin`); hours and days are counted in it.
+    pub timezone: String,
+    /// Local windows per weekday, `{"monday": [{"start": "09:00", "end": "17:30"}]}`; at most 4
+    /// a day, not overlapping; a day left out is a day off. Default: Monday to Friday 09:00-17:00.
+    pub working_hours: Option<WorkingHours>,
+    /// Overrides of the default limits; none may pass the ceiling.
+    pub limits: Option<LimitsInput>,
+}
+
+/// Create a sender account.
+///
+/// Adds a network account that sequences send from, `connected` (the sandbox network accepts any
+/// account), with its time zone, working hours and limits (conservative defaults; a value over the
+/// ceiling is a 400). For 14 days a warm-up ramp lowers every limit, from a quarter on day one
+/// (`effective_limits`, `warmup_ends_at`). An unknown zone or a bad window is a 400 and nothing is
+/// made. Costs nothing.
+#[action(scope = "write", http = "POST /senders")]
+pub async fn create_sender(ctx: Ctx, input: CreateSenderInput) -> Result<Sender, ApiError> {
+    let name = check_name(&input.name)?;
+    let timezone = check_zone(&input.timezone)?;
+    let (working_hours, _) = input
+        .working_hours
+        .unwrap_or_else(WorkingHours::office)
+        .check()?;
+    let limits = DEFAULT_LIMITS.apply(&input.limits.unwrap_or_default())?;
+    let id = ids::new_id("snd");
+    let now = ctx.now_ms();
+    let mut tx = ctx.tx().await?;
+    sqlx::query(
+        "insert into senders (id, workspace_id, name, status, timezone, working_hours, limits, created_at, updated_at) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
+    )
+    .bind(&id)
+    .bind(ctx.workspace_id())
+    .bind(&name)
+    .bind(SenderStatus::Connected.as_str())
+    .bind(&timezone)
+    .bind(json_text(&working_hours)?)
+    .bind(json_text(&limits)?)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    let row = load(&mut tx, ctx.workspace_id(), &id).await?;
+    view(&mut tx, row, now).await
+}
+
+/// The input of `get_sender` and `delete_sender`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SenderId {
+    /// The sender's id (`snd_...`).
+    pub id: String,
+}
+
+/// Get a sender account.
+///
+/// Returns the sender with its limits, the warm-up (`effective_limits`, `warmup_ends_at`), usage
+/// today in its time zone and over the rolling 7 days against each limit, and `sending_status`:
+/// whether it sends now and, if not, why (outside hours, limit reached, paused after a provider
+/// limit signal, not connected) and when it resumes. Costs nothing.
+#[action(scope = "read", http = "GET /senders/{id}")]
+pub async fn get_sender(ctx: Ctx, input: SenderId) -> Result<Sender, ApiError> {
+    let mut conn = ctx.db().pool().acquire().await?;
+    let row = load(&mut conn, ctx.workspace_id(), &input.id).await?;
+    view(&mut conn, row, ctx.now_ms()).await
+}
+
+/// The input of `list_senders`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListSendersInput {
+    /// Only senders whose account has this status.
+    pub status: Option<SenderStatus>,
+    #[serde(flatten)]
+    pub page: PageParams,
+}
+
+/// List sender accounts, newest first.
+///
+/// Each sender is shown as `get_sender` shows it (usage and sending status included). Filter by
+/// account `status`. Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset`
+/// while `has_more`. Costs nothing.
+#[action(scope = "read", http = "GET /senders")]
+pub async fn list_senders(ctx: Ctx, input: ListSendersInput) -> Result<Page<Sender>, ApiError> {
+    let mut filter = String::from("workspace_id = $1 and deleted_at is null");
+    let status = input.status.map(SenderStatus::as_str);
+    if status.is_some() {
+        filter.push_str(" and status = $2");
+    }
+    let rows = paged(
+        ctx.db().pool(),
+        input.page,
+        format!("select count(*) from senders where {filter}"),
+        format!(
+            "select {COLUMNS} from senders where {filter} order by created_at desc, id desc limit $3 offset $4"
+        ),
+        |query| query.bind(ctx.workspace_id()).bind(status),
+        SenderRow::from_row,
+    )
+    .await?;
+    let now = ctx.now_ms();
+    let mut conn = ctx.db().pool().acquire().await?;
+    let mut items = Vec::with_capacity(rows.items.len());
+    for row in rows.items {
+        items.push(view(&mut conn, row, now).await?);
+    }
+    Ok(Page {
+        total: rows.total,
+        count: rows.count,
+        offset: rows.offset,
+        has_more: rows.has_more,
+        next_offset: rows.next_offset,
+        items,
+    })
+}
+
+/// The input of `update_sender`: only the fields given change.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct UpdateSenderInput {
+    /// The sender's id (`snd_...`).
+    pub id: String,
+    /// A new name.
+    pub name: Option<String>,
+    /// A new IANA time zone; hours, days and today's usage are counted in it from now on.
+    pub timezone: Option<String>,
+    /// New working hours: replaces all seven days (a day left out becomes a day off).
+    pub working_hours: Option<WorkingHours>,
+    /// Limits to change; the ones left out keep their value. None may pass the ceiling.
+    pub limits: Option<LimitsInput>,
+}
+
+/// Update a sender account.
+///
+/// Changes the name, time zone, working hours (all seven days at once) or some limits (the others
+/// keep theirs), with `create_sender`'s checks: bad input is a 400 and nothing changes. The
+/// warm-up counts from creation; the account's status is the network's to set. Costs nothing.
+#[action(scope = "write", http = "PATCH /senders/{id}")]
+pub async fn update_sender(ctx: Ctx, input: UpdateSenderInput) -> Result<Sender, ApiError> {
+    IdKind::Sender.check(&input.id)?;
+    let name = input.name.as_deref().map(check_name).transpose()?;
+    let timezone = input.timezone.as_deref().map(check_zone).transpose()?;
+    let working_hours = input
+        .working_hours
+        .map(|hours| hours.check().map(|(hours, _)| hours))
+        .transpose()?;
+    let now = ctx.now_ms();
+    let mut tx = ctx.tx().await?;
+    let current = load_for_change(&mut tx, ctx.workspace_id(), &input.id).await?;
+    let limits = match &input.limits {
+        Some(changes) => current.limits.apply(changes)?,
+        None => current.limits,
+    };
+    sqlx::query(
+        "update senders set name = $3, timezone = $4, working_hours = $5, limits = $6, updated_at = $7 \
+         where workspace_id = $1 and id = $2",
+    )
+    .bind(ctx.workspace_id())
+    .bind(&input.id)
+    .bind(name.unwrap_or(current.name))
+    .bind(timezone.unwrap_or(current.timezone))
+    .bind(json_text(&working_hours.unwrap_or(current.working_hours))?)
+    .bind(json_text(&limits)?)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    let row = load(&mut tx, ctx.workspace_id(), &input.id).await?;
+    view(&mut tx, row, now).await
+}
+
+/// Delete a sender account.
+///
+/// The sender disappears from every action and sends nothing more; what it already did stays in
+/// the dashboard's figures. A sender that live enrollments (awaiting approval, scheduled, active or
+/// paused) still send from is a 409 `invalid_state` naming them: stop them or let them finish
+/// first. Costs nothing.
+#[action(scope = "write", http = "DELETE /senders/{id}")]
+pub async fn delete_sender(ctx: Ctx, input: SenderId) -> Result<Deleted, ApiError> {
+    IdKind::Sender.check(&input.id)?;
+    let now = ctx.now_ms();
+    let mut tx = ctx.tx().await?;
+    let sender = load_for_change(&mut tx, ctx.workspace_id(), &input.id).await?;
+    let live = live_enrollments_of(&mut tx, &sender.id).await?;
+    if !live.is_empty() {
+        let named = live
+            .iter()
+            .map(|id| format!("`{id}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "The sender `{}` is `{}` with live enrollments ({named}); a sender can be deleted only when none of its enrollments is awaiting approval, scheduled, active or paused. Stop them first.",
+                sender.id, sender.status
+            ),
+        )
+        .with_extra("enrollment_ids", live));
+    }
+    sqlx::query(
+        "update senders set deleted_at = $3, updated_at = $3 where workspace_id = $1 and id = $2",
+    )
+    .bind(ctx.workspace_id())
+    .bind(&sender.id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    Ok(Deleted {
+        id: sender.id,
+        deleted: true,
+    })
+}
