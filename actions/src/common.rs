@@ -22,6 +22,10 @@ pub enum IdKind {
     Targeting,
     Import,
     ScoringRun,
+    Sequence,
+    Enrollment,
+    Approval,
+    Sender,
 }
 
 impl IdKind {
@@ -33,6 +37,10 @@ impl IdKind {
             IdKind::Targeting => "tgt",
             IdKind::Import => "imp",
             IdKind::ScoringRun => "scr",
+            IdKind::Sequence => "seq",
+            IdKind::Enrollment => "enr",
+            IdKind::Approval => "apr",
+            IdKind::Sender => "snd",
         }
     }
 
@@ -44,6 +52,10 @@ impl IdKind {
             IdKind::Targeting => "targeting",
             IdKind::Import => "import",
             IdKind::ScoringRun => "scoring run",
+            IdKind::Sequence => "sequence",
+            IdKind::Enrollment => "enrollment",
+            IdKind::Approval => "approval item",
+            IdKind::Sender => "sender",
         }
     }
 

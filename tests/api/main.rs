@@ -7,6 +7,7 @@
 
 mod helpers;
 
+mod approvals;
 mod auth;
 mod bad_input;
 mod cli;
@@ -29,6 +30,7 @@ mod parity;
 mod processing;
 mod prospects;
 mod scoring;
+mod sequences;
 mod targeting;
 mod uploads;
 mod web;
