@@ -118,6 +118,17 @@ mod tests {
         check(SourceFormat::ALL, SourceFormat::as_str);
         check(RunStatus::ALL, RunStatus::as_str);
         check(TransactionKind::ALL, TransactionKind::as_str);
+        use crate::approvals::{ApprovalKind, ApprovalStatus};
+        use crate::enrollments::{EnrollmentStatus, ExitReason};
+        use crate::sequences::enroll::SkipReason;
+        use crate::sequences::{SequenceStatus, StepType};
+        check(SequenceStatus::ALL, SequenceStatus::as_str);
+        check(StepType::ALL, StepType::as_str);
+        check(EnrollmentStatus::ALL, EnrollmentStatus::as_str);
+        check(ExitReason::ALL, ExitReason::as_str);
+        check(SkipReason::ALL, SkipReason::as_str);
+        check(ApprovalKind::ALL, ApprovalKind::as_str);
+        check(ApprovalStatus::ALL, ApprovalStatus::as_str);
     }
 
     #[test]
