@@ -23,6 +23,9 @@ pub enum IdKind {
     Import,
     ScoringRun,
     Conversation,
+    Sequence,
+    Enrollment,
+    Approval,
     Sender,
 }
 
@@ -36,6 +39,9 @@ impl IdKind {
             IdKind::Import => "imp",
             IdKind::ScoringRun => "scr",
             IdKind::Conversation => "cnv",
+            IdKind::Sequence => "seq",
+            IdKind::Enrollment => "enr",
+            IdKind::Approval => "apr",
             IdKind::Sender => "snd",
         }
     }
@@ -49,6 +55,9 @@ impl IdKind {
             IdKind::Import => "import",
             IdKind::ScoringRun => "scoring run",
             IdKind::Conversation => "conversation",
+            IdKind::Sequence => "sequence",
+            IdKind::Enrollment => "enrollment",
+            IdKind::Approval => "approval item",
             IdKind::Sender => "sender",
         }
     }
@@ -119,6 +128,17 @@ mod tests {
         check(SenderStatus::ALL, SenderStatus::as_str);
         check(SendingState::ALL, SendingState::as_str);
         check(QuotaKind::ALL, QuotaKind::as_str);
+        use crate::approvals::{ApprovalKind, ApprovalStatus};
+        use crate::enrollments::{EnrollmentStatus, ExitReason};
+        use crate::sequences::enroll::SkipReason;
+        use crate::sequences::{SequenceStatus, StepType};
+        check(SequenceStatus::ALL, SequenceStatus::as_str);
+        check(StepType::ALL, StepType::as_str);
+        check(EnrollmentStatus::ALL, EnrollmentStatus::as_str);
+        check(ExitReason::ALL, ExitReason::as_str);
+        check(SkipReason::ALL, SkipReason::as_str);
+        check(ApprovalKind::ALL, ApprovalKind::as_str);
+        check(ApprovalStatus::ALL, ApprovalStatus::as_str);
     }
 
     #[test]

@@ -4,10 +4,12 @@
 //! route, OpenAPI operation and MCP tool. To add a capability, write one annotated async function
 //! in the module of its resource (see the README, "Adding an action").
 
+pub mod approvals;
 pub mod common;
 pub mod conversations;
 pub mod credits;
 pub mod dashboard;
+pub mod enrollments;
 mod examples;
 pub mod imports;
 pub mod lists;
@@ -15,5 +17,6 @@ pub mod processing;
 pub mod prospects;
 pub mod scoring;
 pub mod senders;
+pub mod sequences;
 pub mod targeting;
 pub mod workspace;

@@ -400,7 +400,7 @@ impl ListMembersInput {
 }
 
 /// `($first, $first+1, ...)` with `count` placeholders.
-fn placeholders(first: usize, count: usize) -> String {
+pub(crate) fn placeholders(first: usize, count: usize) -> String {
     let mut text = String::with_capacity(count * 6 + 2);
     text.push('(');
     for index in 0..count {

@@ -7,6 +7,7 @@
 
 mod helpers;
 
+mod approvals;
 mod auth;
 mod bad_input;
 mod cli;
@@ -31,6 +32,7 @@ mod processing;
 mod prospects;
 mod scoring;
 mod senders;
+mod sequences;
 mod targeting;
 mod uploads;
 mod web;

@@ -1,0 +1,528 @@
+//! Enrollments: one prospect in one sequence, from approval to its last step.
+//!
+//! An enrollment starts `awaiting_approval` (made by `add_to_sequence`, with an approval item);
+//! `approve_outreach` makes it `scheduled`, its first performed step makes it `active`, and it ends
+//! `finished` (with an exit reason) or `failed` (with the provider's error). Nothing is ever sent for
+//! an enrollment that was not approved: the scheduler only picks `scheduled` and `active` ones.
+//! Every change is written to its history ([`record_event`]), which `get_enrollment` shows, so a
+//! person can see what was sent, when, and what came of it.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
+
+use crate::common::IdKind;
+use outreach_runtime::prelude::{ApiError, Ctx, ErrorCode, Page, PageParams, Timestamp, action};
+use outreach_runtime::prelude::{ids, paged};
+
+outreach_runtime::prelude::text_enum! {
+    /// Where an enrollment is.
+    pub enum EnrollmentStatus {
+        /// Waits in the approval queue; nothing is sent.
+        AwaitingApproval => "awaiting_approval",
+        /// Approved; its first step is due at `next_step_at`.
+        Scheduled => "scheduled",
+        /// At least one step performed; the next is due at `next_step_at`.
+        Active => "active",
+        /// Paused by a person; nothing is sent until resumed.
+        Paused => "paused",
+        /// Ended; `exit_reason` says why.
+        Finished => "finished",
+        /// Ended by an error of the network; `last_error` says which.
+        Failed => "failed",
+    }
+}
+
+impl EnrollmentStatus {
+    /// Statuses in which an enrollment still counts as "in the sequence".
+    pub const LIVE: &'static [EnrollmentStatus] = &[
+        EnrollmentStatus::AwaitingApproval,
+        EnrollmentStatus::Scheduled,
+        EnrollmentStatus::Active,
+        EnrollmentStatus::Paused,
+    ];
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, EnrollmentStatus::Finished | EnrollmentStatus::Failed)
+    }
+}
+
+/// `('awaiting_approval', 'scheduled', 'active', 'paused')`, for SQL.
+pub const LIVE_SQL: &str = "('awaiting_approval', 'scheduled', 'active', 'paused')";
+
+outreach_runtime::prelude::text_enum! {
+    /// Why an enrollment finished.
+    pub enum ExitReason {
+        /// The prospect replied (and the sequence stops on reply).
+        Replied => "replied",
+        /// Every step was performed.
+        CompletedSteps => "completed_steps",
+        /// The invitation was not accepted in time.
+        NotAccepted => "not_accepted",
+        /// Stopped by a person (the enrollment or its sequence).
+        Stopped => "stopped",
+        /// The prospect was marked do-not-contact.
+        DoNotContact => "do_not_contact",
+        /// Its approval item was rejected: nothing was ever sent.
+        Rejected => "rejected",
+    }
+}
+
+/// An enrollment as the API shows it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Enrollment {
+    pub id: String,
+    pub sequence_id: String,
+    pub prospect_id: String,
+    /// The sender its steps go from; null until one is assigned.
+    pub sender_id: Option<String>,
+    pub status: EnrollmentStatus,
+    /// Set once `finished`.
+    pub exit_reason: Option<ExitReason>,
+    /// The next step to perform (0-based).
+    pub step_index: i64,
+    /// When the next step is due (before the sender's hours and limits apply).
+    pub next_step_at: Option<Timestamp>,
+    pub approved_at: Option<Timestamp>,
+    /// The person (`psn_...`) who approved it.
+    pub approved_by: Option<String>,
+    /// The network's error, once `failed` (or the last retried one).
+    pub last_error: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+pub(crate) const ENROLLMENT_COLUMNS: &str = "id, sequence_id, prospect_id, sender_id, status, exit_reason, step_index, \
+     next_step_at, approved_at, approved_by, last_error, created_at, updated_at";
+
+impl Enrollment {
+    pub(crate) fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
+        Ok(Self {
+            id: row.try_get("id")?,
+            sequence_id: row.try_get("sequence_id")?,
+            prospect_id: row.try_get("prospect_id")?,
+            sender_id: row.try_get("sender_id")?,
+            status: EnrollmentStatus::from_db(&row.try_get::<String, _>("status")?)?,
+            exit_reason: row
+                .try_get::<Option<String>, _>("exit_reason")?
+                .map(|reason| ExitReason::from_db(&reason))
+                .transpose()?,
+            step_index: row.try_get("step_index")?,
+            next_step_at: row
+                .try_get::<Option<i64>, _>("next_step_at")?
+                .map(Timestamp),
+            approved_at: row.try_get::<Option<i64>, _>("approved_at")?.map(Timestamp),
+            approved_by: row.try_get("approved_by")?,
+            last_error: row.try_get("last_error")?,
+            created_at: Timestamp(row.try_get("created_at")?),
+            updated_at: Timestamp(row.try_get("updated_at")?),
+        })
+    }
+}
+
+/// One entry of an enrollment's history.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct EnrollmentEvent {
+    pub at: Timestamp,
+    /// `added`, `approved`, `rejected`, `paused`, `resumed`, `stopped`, or what a step did
+    /// (`profile_view`, `invitation`, `message`, `accepted`, `replied`, ...).
+    pub kind: String,
+    /// The step it belongs to, if any.
+    pub step_index: Option<i64>,
+    /// What was sent, if anything.
+    pub text: Option<String>,
+    /// What came of it (`sent`, `already_connected`, an error code, ...).
+    pub outcome: Option<String>,
+}
+
+/// Writes one history entry of an enrollment (in the caller's transaction).
+#[allow(clippy::too_many_arguments)]
+pub async fn record_event(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    enrollment_id: &str,
+    at: i64,
+    kind: &str,
+    step_index: Option<i64>,
+    text: Option<&str>,
+    outcome: Option<&str>,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "insert into enrollment_events (id, workspace_id, enrollment_id, at, kind, step_index, text, outcome) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(ids::new_id("eev"))
+    .bind(workspace_id)
+    .bind(enrollment_id)
+    .bind(at)
+    .bind(kind)
+    .bind(step_index)
+    .bind(text)
+    .bind(outcome)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Writes the same history entry for many enrollments at once (in chunks).
+pub(crate) async fn record_events(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    enrollment_ids: &[String],
+    at: i64,
+    kind: &str,
+    outcome: Option<&str>,
+) -> Result<(), ApiError> {
+    for chunk in enrollment_ids.chunks(200) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| format!("(${}, $1, ${}, $2, $3, $4)", 5 + 2 * i, 6 + 2 * i))
+            .collect();
+        let sql = format!(
+            "insert into enrollment_events (id, workspace_id, enrollment_id, at, kind, outcome) values {}",
+            values.join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .persistent(false)
+            .bind(workspace_id)
+            .bind(at)
+            .bind(kind)
+            .bind(outcome);
+        for id in chunk {
+            query = query.bind(ids::new_id("eev")).bind(id);
+        }
+        query.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// Reads one enrollment of the workspace, or 404.
+pub(crate) async fn fetch(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<Enrollment, ApiError> {
+    IdKind::Enrollment.check(id)?;
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "select {ENROLLMENT_COLUMNS} from enrollments where workspace_id = $1 and id = $2"
+    )))
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_optional(conn)
+    .await?
+    .ok_or_else(|| IdKind::Enrollment.not_found(id))?;
+    Enrollment::from_row(&row)
+}
+
+/// Finishes every live enrollment of a sequence as `stopped` and expires its pending approval
+/// items (the sequence was stopped).
+pub(crate) async fn stop_all_of_sequence(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sequence_id: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    let live: Vec<String> = sqlx::query(AssertSqlSafe(format!(
+        "select id from enrollments where workspace_id = $1 and sequence_id = $2 and status in {LIVE_SQL}"
+    )))
+    .bind(workspace_id)
+    .bind(sequence_id)
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(|row| row.try_get::<String, _>("id"))
+    .collect::<Result<_, _>>()?;
+    sqlx::query(AssertSqlSafe(format!(
+        "update enrollments set status = 'finished', exit_reason = 'stopped', next_step_at = null, updated_at = $3 \
+         where workspace_id = $1 and sequence_id = $2 and status in {LIVE_SQL}"
+    )))
+    .bind(workspace_id)
+    .bind(sequence_id)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "update approvals set status = 'expired', decided_at = $3 \
+         where workspace_id = $1 and sequence_id = $2 and status = 'pending'",
+    )
+    .bind(workspace_id)
+    .bind(sequence_id)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    record_events(
+        conn,
+        workspace_id,
+        &live,
+        now,
+        "stopped",
+        Some("sequence_stopped"),
+    )
+    .await
+}
+
+/// An enrollment with its history, oldest entry first.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EnrollmentDetail {
+    #[serde(flatten)]
+    pub enrollment: Enrollment,
+    /// The approval item (`apr_...`) that decided whether it may start.
+    pub approval_id: Option<String>,
+    /// What happened, oldest first: added, approved, each step with what was sent and its outcome.
+    pub history: Vec<EnrollmentEvent>,
+}
+
+/// The input of actions that name one enrollment.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EnrollmentId {
+    /// The enrollment's id (`enr_...`).
+    pub id: String,
+}
+
+/// Get an enrollment with its history.
+///
+/// Shows its status, next step and when it is due, and every entry of its history: when it was
+/// added and approved, each step with the text sent and the outcome. Costs nothing.
+#[action(scope = "read", http = "GET /enrollments/{id}")]
+pub async fn get_enrollment(ctx: Ctx, input: EnrollmentId) -> Result<EnrollmentDetail, ApiError> {
+    let mut conn = ctx.db().pool().acquire().await?;
+    detail(&mut conn, ctx.workspace_id(), &input.id).await
+}
+
+async fn detail(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<EnrollmentDetail, ApiError> {
+    let enrollment = fetch(conn, workspace_id, id).await?;
+    let rows = sqlx::query(
+        "select at, kind, step_index, text, outcome from enrollment_events \
+         where workspace_id = $1 and enrollment_id = $2 order by at, id",
+    )
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    let history = rows
+        .iter()
+        .map(|row| {
+            Ok(EnrollmentEvent {
+                at: Timestamp(row.try_get("at")?),
+                kind: row.try_get("kind")?,
+                step_index: row.try_get("step_index")?,
+                text: row.try_get("text")?,
+                outcome: row.try_get("outcome")?,
+            })
+        })
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    let approval_id = sqlx::query(
+        "select id from approvals where workspace_id = $1 and kind = 'enrollment' and subject_id = $2 \
+         order by created_at desc, id desc limit 1",
+    )
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?
+    .map(|row| row.try_get::<String, _>("id"))
+    .transpose()?;
+    Ok(EnrollmentDetail {
+        enrollment,
+        approval_id,
+        history,
+    })
+}
+
+/// The input of `list_enrollments`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListEnrollmentsInput {
+    /// Only enrollments of this sequence (`seq_...`).
+    pub sequence_id: Option<String>,
+    /// Only enrollments in this status.
+    pub status: Option<EnrollmentStatus>,
+    /// Only enrollments of this prospect (`prs_...`).
+    pub prospect_id: Option<String>,
+    #[serde(flatten)]
+    pub page: PageParams,
+}
+
+/// List enrollments, newest first.
+///
+/// Filter by `sequence_id`, `status` and `prospect_id`. Paged with `limit` (1 to 200, default 25)
+/// and `offset`; follow `next_offset` while `has_more`. Costs nothing.
+#[action(scope = "read", http = "GET /enrollments")]
+pub async fn list_enrollments(
+    ctx: Ctx,
+    input: ListEnrollmentsInput,
+) -> Result<Page<Enrollment>, ApiError> {
+    let mut filter = String::from("workspace_id = $1");
+    // Unused filters compare a bound empty text with itself, so the placeholders stay fixed.
+    filter.push_str(if input.sequence_id.is_some() {
+        " and sequence_id = $2"
+    } else {
+        " and $2 = $2"
+    });
+    filter.push_str(if input.status.is_some() {
+        " and status = $3"
+    } else {
+        " and $3 = $3"
+    });
+    filter.push_str(if input.prospect_id.is_some() {
+        " and prospect_id = $4"
+    } else {
+        " and $4 = $4"
+    });
+    let sequence_id = input.sequence_id.clone().unwrap_or_default();
+    let status = input.status.map_or("", EnrollmentStatus::as_str);
+    let prospect_id = input.prospect_id.clone().unwrap_or_default();
+    paged(
+        ctx.db().pool(),
+        input.page,
+        format!("select count(*) from enrollments where {filter}"),
+        format!(
+            "select {ENROLLMENT_COLUMNS} from enrollments where {filter} order by created_at desc, id desc limit $5 offset $6"
+        ),
+        |query| {
+            query
+                .bind(ctx.workspace_id())
+                .bind(sequence_id.clone())
+                .bind(status)
+                .bind(prospect_id.clone())
+        },
+        Enrollment::from_row,
+    )
+    .await
+}
+
+/// The 409 for a change an enrollment's status does not allow.
+fn refusal(enrollment: &Enrollment, action: &str, allowed_from: &[EnrollmentStatus]) -> ApiError {
+    let from = allowed_from
+        .iter()
+        .map(|status| format!("`{status}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let hint = match enrollment.status {
+        EnrollmentStatus::AwaitingApproval => {
+            " Approve or reject it in the approval queue (`approve_outreach`, `reject_outreach`)."
+        }
+        EnrollmentStatus::Finished | EnrollmentStatus::Failed => {
+            " It has ended and changes no more."
+        }
+        _ => "",
+    };
+    ApiError::new(
+        ErrorCode::InvalidState,
+        format!(
+            "Enrollment `{}` is `{}`; `{action}` is allowed only from {from}.{hint}",
+            enrollment.id, enrollment.status
+        ),
+    )
+    .with_extra("status", enrollment.status.as_str())
+}
+
+/// Pause one enrollment: its next step is not sent until it is resumed.
+///
+/// Allowed from `scheduled` and `active`; takes effect before the next step. Costs nothing.
+#[action(scope = "send", http = "POST /enrollments/{id}/pause")]
+pub async fn pause_enrollment(ctx: Ctx, input: EnrollmentId) -> Result<EnrollmentDetail, ApiError> {
+    change(&ctx, &input.id, Change::Pause).await
+}
+
+/// Resume a paused enrollment: its next step is sent again.
+///
+/// Sends to a real person again: the next step is due at once if its time passed while paused,
+/// within the sender's hours and limits. Allowed from `paused` only. Costs nothing.
+#[action(scope = "send", http = "POST /enrollments/{id}/resume")]
+pub async fn resume_enrollment(
+    ctx: Ctx,
+    input: EnrollmentId,
+) -> Result<EnrollmentDetail, ApiError> {
+    change(&ctx, &input.id, Change::Resume).await
+}
+
+/// Stop one enrollment for good: nothing more is sent to this prospect in this sequence.
+///
+/// Finishes it with exit reason `stopped`; a pending approval item expires. Allowed from every
+/// live status; a finished or failed enrollment is a 409. Costs nothing.
+#[action(scope = "send", http = "POST /enrollments/{id}/stop")]
+pub async fn stop_enrollment(ctx: Ctx, input: EnrollmentId) -> Result<EnrollmentDetail, ApiError> {
+    change(&ctx, &input.id, Change::Stop).await
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Pause,
+    Resume,
+    Stop,
+}
+
+async fn change(ctx: &Ctx, id: &str, change: Change) -> Result<EnrollmentDetail, ApiError> {
+    use EnrollmentStatus as S;
+    let workspace_id = ctx.workspace_id();
+    let now = ctx.now_ms();
+    let mut tx = ctx.tx().await?;
+    IdKind::Enrollment.check(id)?;
+    // A write first: it locks the row (PostgreSQL) or the database (SQLite) before the read.
+    let touched =
+        sqlx::query("update enrollments set updated_at = $3 where workspace_id = $1 and id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+    if touched.rows_affected() == 0 {
+        return Err(IdKind::Enrollment.not_found(id));
+    }
+    let enrollment = fetch(&mut tx, workspace_id, id).await?;
+    let (action, from): (&str, &[S]) = match change {
+        Change::Pause => ("pause_enrollment", &[S::Scheduled, S::Active]),
+        Change::Resume => ("resume_enrollment", &[S::Paused]),
+        Change::Stop => ("stop_enrollment", S::LIVE),
+    };
+    if !from.contains(&enrollment.status) {
+        return Err(refusal(&enrollment, action, from));
+    }
+    match change {
+        Change::Pause => {
+            sqlx::query("update enrollments set status = 'paused' where id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            record_event(&mut tx, workspace_id, id, now, "paused", None, None, None).await?;
+        }
+        Change::Resume => {
+            // Back to where it was: `scheduled` until its first step went out, `active` after.
+            let status = if enrollment.step_index == 0 {
+                S::Scheduled
+            } else {
+                S::Active
+            };
+            let next = enrollment.next_step_at.map_or(now, |at| at.ms().max(now));
+            sqlx::query("update enrollments set status = $2, next_step_at = $3 where id = $1")
+                .bind(id)
+                .bind(status.as_str())
+                .bind(next)
+                .execute(&mut *tx)
+                .await?;
+            record_event(&mut tx, workspace_id, id, now, "resumed", None, None, None).await?;
+        }
+        Change::Stop => {
+            sqlx::query(
+                "update enrollments set status = 'finished', exit_reason = 'stopped', next_step_at = null where id = $1",
+            )
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "update approvals set status = 'expired', decided_at = $3 \
+                 where workspace_id = $1 and kind = 'enrollment' and subject_id = $2 and status = 'pending'",
+            )
+            .bind(workspace_id)
+            .bind(id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            record_event(&mut tx, workspace_id, id, now, "stopped", None, None, None).await?;
+        }
+    }
+    detail(&mut tx, workspace_id, id).await
+}

@@ -1,0 +1,495 @@
+//! `add_to_sequence`: prospects join a sequence as enrollments awaiting approval.
+//!
+//! Every prospect asked for is either enrolled (with an approval item holding the texts rendered
+//! for them) or reported in `skipped` with a reason, never dropped silently. The checks run in the
+//! order a person would ask them: is the id known, may we contact this person at all, can we reach
+//! them, are they busy elsewhere or contacted lately, are they here already, and do the texts
+//! render within the network's limits. Enrollments are spread over the sequence's senders by load:
+//! each goes to the sender with the fewest live enrollments in the workspace (ties by the
+//! sequence's sender order), so a new sequence does not pile onto a busy account.
+
+use std::collections::{HashMap, HashSet};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sqlx::{AssertSqlSafe, Row};
+
+use super::{Sequence, SequenceStatus, lock, render_steps};
+use crate::approvals::{self, ApprovalKind, NewApproval, ProposedBy};
+use crate::common::IdKind;
+use crate::enrollments::{self, LIVE_SQL};
+use crate::lists::placeholders;
+use crate::prospects::{COLUMNS, Prospect};
+use outreach_runtime::prelude::{ApiError, Ctx, ErrorCode, action, ids};
+
+/// The most prospect ids one call takes.
+pub const MAX_PROSPECT_IDS: usize = 1000;
+/// The most members of a list one call enrolls.
+pub const MAX_LIST_MEMBERS: usize = 10_000;
+const CHUNK: usize = 500;
+
+outreach_runtime::prelude::text_enum! {
+    /// Why a prospect was not enrolled.
+    pub enum SkipReason {
+        /// No prospect with this id in the workspace.
+        UnknownProspect => "unknown_prospect",
+        /// The prospect is marked do-not-contact.
+        DoNotContact => "do_not_contact",
+        /// The prospect has no profile URL, so the network cannot reach them.
+        NoProfileUrl => "no_profile_url",
+        /// The prospect is in another live sequence (the setting `skip_if_in_other_live_sequence`).
+        InOtherLiveSequence => "in_other_live_sequence",
+        /// The prospect was contacted within `skip_if_contacted_within_days`.
+        ContactedRecently => "contacted_recently",
+        /// The prospect is in this sequence already.
+        AlreadyEnrolled => "already_enrolled",
+        /// A template names a field the prospect has no value for, without a fallback.
+        MissingValue => "missing_value",
+        /// A rendered note or message is over its limit.
+        TextTooLong => "text_too_long",
+    }
+}
+
+/// The input of `add_to_sequence`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AddToSequenceInput {
+    /// The sequence (`seq_...`), in `draft`, `active` or `paused`.
+    pub sequence_id: String,
+    /// 1 to 1000 prospect ids (`prs_...`); or give `list_id`.
+    pub prospect_ids: Option<Vec<String>>,
+    /// Every member of this list (`lst_...`, at most 10,000); or give `prospect_ids`.
+    pub list_id: Option<String>,
+}
+
+/// One enrollment made.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Added {
+    pub prospect_id: String,
+    pub enrollment_id: String,
+    /// The approval item (`apr_...`) that waits for a person.
+    pub approval_id: String,
+    /// The sender it is assigned to; null while the sequence has none (assigned on approval).
+    pub sender_id: Option<String>,
+}
+
+/// One prospect not enrolled, and why.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Skipped {
+    pub prospect_id: String,
+    pub reason: SkipReason,
+    /// The reason as a sentence (which step, which variable, how long).
+    pub detail: String,
+}
+
+/// What `add_to_sequence` did.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AddedToSequence {
+    /// How many enrollments were made, each awaiting approval.
+    pub added: u64,
+    pub enrollments: Vec<Added>,
+    /// Every prospect not enrolled, with the reason.
+    pub skipped: Vec<Skipped>,
+    /// The sequence after the change.
+    pub sequence: Sequence,
+}
+
+/// Add prospects to a sequence, awaiting approval.
+///
+/// Takes `prospect_ids` (1 to 1000) or a `list_id`. Each prospect becomes an enrollment in status
+/// `awaiting_approval` with an item in the approval queue showing the texts rendered for them;
+/// nothing is sent until a person approves it (`approve_outreach`). Prospects not enrolled are
+/// listed in `skipped` with a reason: `unknown_prospect`, `do_not_contact`, `no_profile_url`,
+/// `in_other_live_sequence`, `contacted_recently`, `already_enrolled`, `missing_value` (a template
+/// variable without value or fallback) or `text_too_long`. The sequence must be `draft`, `active`
+/// or `paused` and have steps. Costs nothing.
+#[action(scope = "write", http = "POST /sequences/{sequence_id}/enrollments")]
+pub async fn add_to_sequence(
+    ctx: Ctx,
+    input: AddToSequenceInput,
+) -> Result<AddedToSequence, ApiError> {
+    let workspace_id = ctx.workspace_id();
+    let now = ctx.now_ms();
+    if input.prospect_ids.is_some() == input.list_id.is_some() {
+        return Err(ApiError::invalid_request(
+            "Give either `prospect_ids` or `list_id`, not both and not neither.",
+        ));
+    }
+    let mut tx = ctx.tx().await?;
+    let sequence = lock(&mut tx, workspace_id, &input.sequence_id, now).await?;
+    if !matches!(
+        sequence.status,
+        SequenceStatus::Draft | SequenceStatus::Active | SequenceStatus::Paused
+    ) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "Sequence `{}` is `{}`; prospects can be added only while it is `draft`, `active` or `paused`.",
+                sequence.id, sequence.status
+            ),
+        )
+        .with_extra("status", sequence.status.as_str()));
+    }
+    if sequence.steps.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "Sequence `{}` has no steps yet; add them with `update_sequence` first, so each prospect's texts can be rendered for approval.",
+                sequence.id
+            ),
+        ));
+    }
+
+    let asked = asked_ids(&mut tx, workspace_id, &input).await?;
+    let mut skipped = Vec::new();
+    let mut skip = |prospect_id: &str, reason: SkipReason, detail: String| {
+        skipped.push(Skipped {
+            prospect_id: prospect_id.to_owned(),
+            reason,
+            detail,
+        });
+    };
+
+    let shaped: Vec<&str> = asked
+        .iter()
+        .map(String::as_str)
+        .filter(|id| IdKind::Prospect.is_id(id))
+        .collect();
+    let prospects = load_prospects(&mut tx, workspace_id, &shaped).await?;
+    let in_other = if sequence.settings.skip_if_in_other_live_sequence {
+        prospects_where(
+            &mut tx,
+            &format!(
+                "select distinct prospect_id as id from enrollments where workspace_id = $1 and sequence_id <> $2 \
+                 and status in {LIVE_SQL} and prospect_id in"
+            ),
+            workspace_id,
+            Some(&sequence.id),
+            &shaped,
+        )
+        .await?
+    } else {
+        HashSet::new()
+    };
+    let here = prospects_where(
+        &mut tx,
+        "select prospect_id as id from enrollments where workspace_id = $1 and sequence_id = $2 and prospect_id in",
+        workspace_id,
+        Some(&sequence.id),
+        &shaped,
+    )
+    .await?;
+    let recent_days = sequence.settings.skip_if_contacted_within_days;
+    let recent_since = now - i64::from(recent_days) * 86_400_000;
+
+    let mut chosen: Vec<(&Prospect, Vec<super::RenderedText>)> = Vec::new();
+    for id in &asked {
+        let Some((prospect, last_contacted_at)) = prospects.get(id.as_str()) else {
+            skip(
+                id,
+                SkipReason::UnknownProspect,
+                format!("No prospect with id `{id}` in this workspace."),
+            );
+            continue;
+        };
+        if prospect.do_not_contact {
+            skip(
+                id,
+                SkipReason::DoNotContact,
+                "The prospect is marked do-not-contact.".into(),
+            );
+            continue;
+        }
+        if prospect.profile_url.is_none() {
+            skip(
+                id,
+                SkipReason::NoProfileUrl,
+                "The prospect has no `profile_url`, so the network cannot reach them.".into(),
+            );
+            continue;
+        }
+        if in_other.contains(id) {
+            skip(
+                id,
+                SkipReason::InOtherLiveSequence,
+                "The prospect is in another live sequence (setting `skip_if_in_other_live_sequence`).".into(),
+            );
+            continue;
+        }
+        if recent_days > 0
+            && let Some(at) = last_contacted_at
+            && *at >= recent_since
+        {
+            skip(
+                id,
+                SkipReason::ContactedRecently,
+                format!(
+                    "The prospect was contacted at {}, within {recent_days} days (setting `skip_if_contacted_within_days`).",
+                    outreach_runtime::prelude::rfc3339(*at)
+                ),
+            );
+            continue;
+        }
+        if here.contains(id) {
+            skip(
+                id,
+                SkipReason::AlreadyEnrolled,
+                format!("The prospect is in sequence `{}` already.", sequence.id),
+            );
+            continue;
+        }
+        match render_steps(&sequence.steps, prospect) {
+            Ok(texts) => chosen.push((prospect, texts)),
+            Err(problem) => {
+                let reason = match problem {
+                    super::RenderProblem::MissingValue { .. } => SkipReason::MissingValue,
+                    super::RenderProblem::TooLong { .. } => SkipReason::TextTooLong,
+                };
+                let mut detail = problem.sentence();
+                if let Some(first) = detail.get(..1) {
+                    detail = format!("{}{}.", first.to_uppercase(), &detail[1..]);
+                }
+                skip(id, reason, detail);
+            }
+        }
+    }
+
+    // Sender assignment: the least loaded first, counting what this call assigns.
+    let mut load = sender_load(&mut tx, workspace_id, &sequence.sender_ids).await?;
+    let proposed_by = ProposedBy::caller(&ctx);
+    let mut added = Vec::with_capacity(chosen.len());
+    let mut rows = Vec::with_capacity(chosen.len());
+    for (prospect, texts) in &chosen {
+        let sender_id = pick_sender(&mut load);
+        added.push(Added {
+            prospect_id: prospect.id.clone(),
+            enrollment_id: ids::new_id("enr"),
+            approval_id: ids::new_id("apr"),
+            sender_id,
+        });
+        rows.push(texts);
+    }
+    insert_enrollments(&mut tx, workspace_id, &sequence.id, &added, now).await?;
+    let approvals: Vec<NewApproval<'_>> = added
+        .iter()
+        .zip(&rows)
+        .map(|(added, texts)| NewApproval {
+            id: &added.approval_id,
+            kind: ApprovalKind::Enrollment,
+            subject_id: &added.enrollment_id,
+            sequence_id: Some(&sequence.id),
+            prospect_id: &added.prospect_id,
+            sender_id: added.sender_id.as_deref(),
+            texts,
+        })
+        .collect();
+    approvals::insert_pending(&mut tx, workspace_id, &proposed_by, now, &approvals).await?;
+    let enrollment_ids: Vec<String> = added.iter().map(|a| a.enrollment_id.clone()).collect();
+    enrollments::record_events(&mut tx, workspace_id, &enrollment_ids, now, "added", None).await?;
+    let sequence = super::fetch(&mut tx, workspace_id, &sequence.id).await?;
+    Ok(AddedToSequence {
+        added: added.len() as u64,
+        enrollments: added,
+        skipped,
+        sequence,
+    })
+}
+
+/// The prospect ids asked for, without repeats, in order.
+async fn asked_ids(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    input: &AddToSequenceInput,
+) -> Result<Vec<String>, ApiError> {
+    let ids: Vec<String> = match (&input.prospect_ids, &input.list_id) {
+        (Some(ids), _) => {
+            if ids.is_empty() {
+                return Err(ApiError::invalid_request(
+                    "`prospect_ids` must hold at least one id.",
+                ));
+            }
+            if ids.len() > MAX_PROSPECT_IDS {
+                return Err(ApiError::invalid_request(format!(
+                    "`prospect_ids` holds {} ids; send at most {MAX_PROSPECT_IDS} per call (or use `list_id`).",
+                    ids.len()
+                )));
+            }
+            ids.clone()
+        }
+        (None, Some(list_id)) => {
+            let list = crate::lists::fetch(conn, workspace_id, list_id).await?;
+            if list.size > MAX_LIST_MEMBERS as i64 {
+                return Err(ApiError::invalid_request(format!(
+                    "List `{}` holds {} prospects; `add_to_sequence` takes lists of at most {MAX_LIST_MEMBERS}. Split it, or pass `prospect_ids`.",
+                    list.id, list.size
+                )));
+            }
+            sqlx::query(
+                "select prospect_id from list_members where workspace_id = $1 and list_id = $2 order by added_at, prospect_id",
+            )
+            .bind(workspace_id)
+            .bind(&list.id)
+            .fetch_all(&mut *conn)
+            .await?
+            .iter()
+            .map(|row| row.try_get::<String, _>("prospect_id"))
+            .collect::<Result<_, _>>()?
+        }
+        (None, None) => Vec::new(),
+    };
+    let mut seen = HashSet::new();
+    Ok(ids
+        .into_iter()
+        .filter(|id| seen.insert(id.clone()))
+        .collect())
+}
+
+/// The prospects of the workspace among `ids`, with their last contact time.
+async fn load_prospects(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    ids: &[&str],
+) -> Result<HashMap<String, (Prospect, Option<i64>)>, ApiError> {
+    let mut found = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(CHUNK) {
+        let sql = format!(
+            "select {}, last_contacted_at from prospects where workspace_id = $1 and id in {}",
+            *COLUMNS,
+            placeholders(2, chunk.len())
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .persistent(false)
+            .bind(workspace_id);
+        for id in chunk {
+            query = query.bind(*id);
+        }
+        for row in query.fetch_all(&mut *conn).await? {
+            let prospect = Prospect::from_row(&row)?;
+            let last: Option<i64> = row.try_get("last_contacted_at")?;
+            found.insert(prospect.id.clone(), (prospect, last));
+        }
+    }
+    Ok(found)
+}
+
+/// The ids `sql_prefix (ids)` returns, with `$1` the workspace and `$2` an optional extra value.
+async fn prospects_where(
+    conn: &mut sqlx::AnyConnection,
+    sql_prefix: &str,
+    workspace_id: &str,
+    extra: Option<&str>,
+    ids: &[&str],
+) -> Result<HashSet<String>, ApiError> {
+    let mut found = HashSet::new();
+    let first = if extra.is_some() { 3 } else { 2 };
+    for chunk in ids.chunks(CHUNK) {
+        let sql = format!("{sql_prefix} {}", placeholders(first, chunk.len()));
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .persistent(false)
+            .bind(workspace_id);
+        if let Some(extra) = extra {
+            query = query.bind(extra);
+        }
+        for id in chunk {
+            query = query.bind(*id);
+        }
+        for row in query.fetch_all(&mut *conn).await? {
+            found.insert(row.try_get::<String, _>("id")?);
+        }
+    }
+    Ok(found)
+}
+
+/// Each sender's live enrollments in the workspace, in the sequence's sender order.
+pub(crate) async fn sender_load(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sender_ids: &[String],
+) -> Result<Vec<(String, i64)>, ApiError> {
+    if sender_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "select sender_id, count(*) as n from enrollments where workspace_id = $1 and status in {LIVE_SQL} \
+         and sender_id in {} group by sender_id",
+        placeholders(2, sender_ids.len())
+    );
+    let mut query = sqlx::query(AssertSqlSafe(sql))
+        .persistent(false)
+        .bind(workspace_id);
+    for id in sender_ids {
+        query = query.bind(id);
+    }
+    let mut counts: HashMap<String, i64> = HashMap::new();
+    for row in query.fetch_all(&mut *conn).await? {
+        counts.insert(row.try_get("sender_id")?, row.try_get("n")?);
+    }
+    Ok(sender_ids
+        .iter()
+        .map(|id| (id.clone(), counts.get(id).copied().unwrap_or(0)))
+        .collect())
+}
+
+/// The least-loaded sender (the first in order on a tie), counted as one more.
+pub(crate) fn pick_sender(load: &mut [(String, i64)]) -> Option<String> {
+    let (index, _) = load
+        .iter()
+        .enumerate()
+        .min_by_key(|(index, (_, n))| (*n, *index))?;
+    load[index].1 += 1;
+    Some(load[index].0.clone())
+}
+
+async fn insert_enrollments(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sequence_id: &str,
+    added: &[Added],
+    now: i64,
+) -> Result<(), ApiError> {
+    for chunk in added.chunks(100) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| {
+                let n = 4 + 3 * i;
+                format!(
+                    "(${n}, $1, $2, ${}, ${}, 'awaiting_approval', 0, $3, $3)",
+                    n + 1,
+                    n + 2
+                )
+            })
+            .collect();
+        let sql = format!(
+            "insert into enrollments (id, workspace_id, sequence_id, prospect_id, sender_id, status, step_index, created_at, updated_at) values {}",
+            values.join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .persistent(false)
+            .bind(workspace_id)
+            .bind(sequence_id)
+            .bind(now);
+        for row in chunk {
+            query = query
+                .bind(&row.enrollment_id)
+                .bind(&row.prospect_id)
+                .bind(&row.sender_id);
+        }
+        query.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn senders_are_picked_least_loaded_first_in_order_on_ties() {
+        let mut load = vec![
+            ("a".to_owned(), 2),
+            ("b".to_owned(), 0),
+            ("c".to_owned(), 0),
+        ];
+        let picks: Vec<String> = (0..5).filter_map(|_| pick_sender(&mut load)).collect();
+        assert_eq!(picks, ["b", "c", "b", "c", "a"]);
+        assert_eq!(pick_sender(&mut []), None);
+    }
+}

@@ -1,0 +1,1063 @@
+//! Sequences: the steps outreach takes with each approved prospect, and the senders it goes from.
+//!
+//! A sequence is made in `draft` with `write`, and started, paused, resumed and stopped with
+//! `send` (the state machine is in [`states`]). Steps, schedule and settings are stored as JSON on
+//! the row and replaced as a whole; everything in them is checked when written (a note over 300
+//! characters, a message before any connection request, a template naming an unknown variable),
+//! so a sequence that exists can always be rendered. Rendering per prospect happens when people
+//! are added ([`enroll`]), where a text that grows past its limit is reported for that prospect.
+
+pub mod enroll;
+pub mod states;
+pub mod templates;
+
+use std::collections::{HashMap, HashSet};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
+
+use crate::common::{Deleted, IdKind, json_text};
+use crate::enrollments::EnrollmentStatus;
+use crate::lists::placeholders;
+use crate::prospects::Prospect;
+use outreach_runtime::prelude::{ApiError, Ctx, ErrorCode, Page, PageParams, Timestamp, action};
+use outreach_runtime::prelude::{ids, paged};
+use templates::{Template, TemplateError};
+
+pub const MAX_NAME_CHARS: usize = 200;
+pub const MAX_STEPS: usize = 20;
+pub const MAX_SENDERS: usize = 20;
+/// A connection request's note, as the network allows it.
+pub const MAX_NOTE_CHARS: usize = 300;
+/// A message's text, as the network allows it.
+pub const MAX_MESSAGE_CHARS: usize = 8000;
+/// Ninety days: a longer wait is almost surely a unit mistake.
+pub const MAX_DELAY_HOURS: u32 = 2160;
+
+outreach_runtime::prelude::text_enum! {
+    /// Where a sequence is in its life.
+    pub enum SequenceStatus {
+        /// Being written; nothing is sent. Steps, senders and settings may change.
+        Draft => "draft",
+        /// Sending to approved enrollments.
+        Active => "active",
+        /// Nothing is sent until resumed; steps may change.
+        Paused => "paused",
+        /// Every enrollment finished.
+        Completed => "completed",
+        /// Stopped for good; its live enrollments finished as `stopped`.
+        Stopped => "stopped",
+    }
+}
+
+outreach_runtime::prelude::text_enum! {
+    /// What a step does on the network.
+    pub enum StepType {
+        /// Visit the person's profile.
+        ViewProfile => "view_profile",
+        /// Send an invitation, with an optional `note` of at most 300 characters.
+        ConnectionRequest => "connection_request",
+        /// Send a message (`text`, at most 8,000 characters); only first-degree connections receive messages.
+        Message => "message",
+    }
+}
+
+/// One step of a sequence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// `view_profile`, `connection_request` or `message`.
+    #[serde(rename = "type")]
+    pub kind: StepType,
+    /// Hours to wait before this step: after approval for the first step, after the previous step
+    /// otherwise. 0 to 2160; default 0.
+    #[serde(default)]
+    pub delay_hours: u32,
+    /// A connection request's note (a template, at most 300 characters once rendered); optional.
+    #[serde(default)]
+    pub note: Option<String>,
+    /// A message's text (a template, at most 8,000 characters once rendered); required on a message.
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+impl Step {
+    /// The step's template text and its limit, if it has one.
+    pub fn template(&self) -> Option<(&str, usize)> {
+        match self.kind {
+            StepType::ViewProfile => None,
+            StepType::ConnectionRequest => self.note.as_deref().map(|note| (note, MAX_NOTE_CHARS)),
+            StepType::Message => self.text.as_deref().map(|text| (text, MAX_MESSAGE_CHARS)),
+        }
+    }
+}
+
+/// When a sequence sends.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    /// Send only when the sender's working hours overlap the prospect's working day in the
+    /// prospect's time zone (when it is known). Default false: the sender's hours alone.
+    #[serde(default)]
+    pub respect_prospect_timezone: bool,
+}
+
+/// How a sequence treats its prospects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Finish an enrollment (`replied`) when the prospect replies. Default true.
+    pub stop_on_reply: bool,
+    /// Finish an enrollment (`not_accepted`) when its invitation is not accepted within this many
+    /// days. 1 to 180; default 21.
+    pub exit_after_days_without_acceptance: u32,
+    /// `add_to_sequence` skips prospects in another live sequence. Default true.
+    pub skip_if_in_other_live_sequence: bool,
+    /// `add_to_sequence` skips prospects contacted within this many days; 0 turns it off. 0 to 365;
+    /// default 30.
+    pub skip_if_contacted_within_days: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            stop_on_reply: true,
+            exit_after_days_without_acceptance: 21,
+            skip_if_in_other_live_sequence: true,
+            skip_if_contacted_within_days: 30,
+        }
+    }
+}
+
+/// Settings to change; fields left out keep their value (or the default, on create).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsInput {
+    /// Default true.
+    pub stop_on_reply: Option<bool>,
+    /// 1 to 180; default 21.
+    pub exit_after_days_without_acceptance: Option<u32>,
+    /// Default true.
+    pub skip_if_in_other_live_sequence: Option<bool>,
+    /// 0 (off) to 365; default 30.
+    pub skip_if_contacted_within_days: Option<u32>,
+}
+
+impl SettingsInput {
+    fn apply(self, mut settings: Settings) -> Result<Settings, ApiError> {
+        if let Some(flag) = self.stop_on_reply {
+            settings.stop_on_reply = flag;
+        }
+        if let Some(days) = self.exit_after_days_without_acceptance {
+            if !(1..=180).contains(&days) {
+                return Err(ApiError::invalid_request(format!(
+                    "`settings.exit_after_days_without_acceptance` is {days}; it must be between 1 and 180."
+                )));
+            }
+            settings.exit_after_days_without_acceptance = days;
+        }
+        if let Some(flag) = self.skip_if_in_other_live_sequence {
+            settings.skip_if_in_other_live_sequence = flag;
+        }
+        if let Some(days) = self.skip_if_contacted_within_days {
+            if days > 365 {
+                return Err(ApiError::invalid_request(format!(
+                    "`settings.skip_if_contacted_within_days` is {days}; it must be between 0 and 365."
+                )));
+            }
+            settings.skip_if_contacted_within_days = days;
+        }
+        Ok(settings)
+    }
+}
+
+/// How many enrollments of a sequence are in each status.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct EnrollmentCounts {
+    pub awaiting_approval: u64,
+    pub scheduled: u64,
+    pub active: u64,
+    pub paused: u64,
+    pub finished: u64,
+    pub failed: u64,
+}
+
+impl EnrollmentCounts {
+    fn add(&mut self, status: EnrollmentStatus, n: u64) {
+        let slot = match status {
+            EnrollmentStatus::AwaitingApproval => &mut self.awaiting_approval,
+            EnrollmentStatus::Scheduled => &mut self.scheduled,
+            EnrollmentStatus::Active => &mut self.active,
+            EnrollmentStatus::Paused => &mut self.paused,
+            EnrollmentStatus::Finished => &mut self.finished,
+            EnrollmentStatus::Failed => &mut self.failed,
+        };
+        *slot += n;
+    }
+}
+
+/// Whether a sequence is sending now, and if not, why.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Sending {
+    /// True when the sequence is active and has enrollments waiting for their next step.
+    pub sending: bool,
+    /// Why it is not sending, as a sentence; null while sending.
+    pub reason: Option<String>,
+    /// When the next step of any of its enrollments is due (before working hours and limits are
+    /// applied per sender).
+    pub next_send_at: Option<Timestamp>,
+}
+
+/// A sequence as the API shows it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Sequence {
+    pub id: String,
+    pub name: String,
+    /// `draft`, `active`, `paused`, `completed` or `stopped`.
+    pub status: SequenceStatus,
+    pub steps: Vec<Step>,
+    /// The senders (`snd_...`) enrollments are spread over, in the order given.
+    pub sender_ids: Vec<String>,
+    pub schedule: Schedule,
+    pub settings: Settings,
+    /// Enrollments per status.
+    pub enrollment_counts: EnrollmentCounts,
+    /// Whether it is sending now, why not, and the next send time.
+    pub sending: Sending,
+    pub activated_at: Option<Timestamp>,
+    /// When it was stopped or completed.
+    pub finished_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+const SEQUENCE_COLUMNS: &str = "id, name, status, steps, schedule, settings, activated_at, finished_at, created_at, updated_at";
+
+impl Sequence {
+    fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
+        let json = |column: &str| -> Result<String, ApiError> { Ok(row.try_get(column)?) };
+        Ok(Self {
+            id: row.try_get("id")?,
+            name: row.try_get("name")?,
+            status: SequenceStatus::from_db(&row.try_get::<String, _>("status")?)?,
+            steps: serde_json::from_str(&json("steps")?).map_err(ApiError::internal)?,
+            sender_ids: Vec::new(),
+            schedule: serde_json::from_str(&json("schedule")?).map_err(ApiError::internal)?,
+            settings: serde_json::from_str(&json("settings")?).map_err(ApiError::internal)?,
+            enrollment_counts: EnrollmentCounts::default(),
+            sending: Sending {
+                sending: false,
+                reason: None,
+                next_send_at: None,
+            },
+            activated_at: row
+                .try_get::<Option<i64>, _>("activated_at")?
+                .map(Timestamp),
+            finished_at: row.try_get::<Option<i64>, _>("finished_at")?.map(Timestamp),
+            created_at: Timestamp(row.try_get("created_at")?),
+            updated_at: Timestamp(row.try_get("updated_at")?),
+        })
+    }
+}
+
+/// Fills in the senders, counts and sending status of sequences read from their rows.
+async fn complete(
+    conn: &mut sqlx::AnyConnection,
+    sequences: &mut [Sequence],
+) -> Result<(), ApiError> {
+    if sequences.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = sequences.iter().map(|s| s.id.as_str()).collect();
+    let list = placeholders(1, ids.len());
+    let bind_all = |sql: String| {
+        let mut query = sqlx::query(AssertSqlSafe(sql)).persistent(false);
+        for id in &ids {
+            query = query.bind(*id);
+        }
+        query
+    };
+    let mut senders: HashMap<String, Vec<String>> = HashMap::new();
+    for row in bind_all(format!(
+        "select sequence_id, sender_id from sequence_senders where sequence_id in {list} order by position, sender_id"
+    ))
+    .fetch_all(&mut *conn)
+    .await?
+    {
+        senders
+            .entry(row.try_get("sequence_id")?)
+            .or_default()
+            .push(row.try_get("sender_id")?);
+    }
+    let mut counts: HashMap<String, EnrollmentCounts> = HashMap::new();
+    for row in bind_all(format!(
+        "select sequence_id, status, count(*) as n from enrollments where sequence_id in {list} group by sequence_id, status"
+    ))
+    .fetch_all(&mut *conn)
+    .await?
+    {
+        let status = EnrollmentStatus::from_db(&row.try_get::<String, _>("status")?)?;
+        let n: i64 = row.try_get("n")?;
+        counts
+            .entry(row.try_get("sequence_id")?)
+            .or_default()
+            .add(status, u64::try_from(n).unwrap_or(0));
+    }
+    let mut next: HashMap<String, i64> = HashMap::new();
+    for row in bind_all(format!(
+        "select sequence_id, min(next_step_at) as next_at from enrollments \
+         where sequence_id in {list} and status in ('scheduled', 'active') and next_step_at is not null \
+         group by sequence_id"
+    ))
+    .fetch_all(&mut *conn)
+    .await?
+    {
+        if let Some(at) = row.try_get::<Option<i64>, _>("next_at")? {
+            next.insert(row.try_get("sequence_id")?, at);
+        }
+    }
+    for sequence in sequences {
+        sequence.sender_ids = senders.remove(&sequence.id).unwrap_or_default();
+        sequence.enrollment_counts = counts.remove(&sequence.id).unwrap_or_default();
+        sequence.sending = sending_status(sequence, next.get(&sequence.id).copied());
+    }
+    Ok(())
+}
+
+/// Whether a sequence sends now and why not. The lead's scheduler refines `reason` and
+/// `next_send_at` per sender (working hours, limits, a sender's pause) when it is wired in.
+pub fn sending_status(sequence: &Sequence, next_step_at: Option<i64>) -> Sending {
+    let not = |reason: String| Sending {
+        sending: false,
+        reason: Some(reason),
+        next_send_at: None,
+    };
+    match sequence.status {
+        SequenceStatus::Draft => {
+            not("The sequence is a draft; `activate_sequence` starts it.".into())
+        }
+        SequenceStatus::Paused => {
+            not("The sequence is paused; `resume_sequence` resumes it.".into())
+        }
+        SequenceStatus::Completed => not("The sequence is completed.".into()),
+        SequenceStatus::Stopped => not("The sequence is stopped.".into()),
+        SequenceStatus::Active => match next_step_at {
+            Some(at) => Sending {
+                sending: true,
+                reason: None,
+                next_send_at: Some(Timestamp(at)),
+            },
+            None => not(if sequence.enrollment_counts.awaiting_approval > 0 {
+                "No enrollment is approved yet; approve them with `approve_outreach`.".into()
+            } else {
+                "No enrollment has a step due; add prospects with `add_to_sequence`.".into()
+            }),
+        },
+    }
+}
+
+/// Reads one sequence of the workspace, complete, or 404.
+pub(crate) async fn fetch(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<Sequence, ApiError> {
+    let mut sequence = fetch_row(conn, workspace_id, id).await?;
+    complete(conn, std::slice::from_mut(&mut sequence)).await?;
+    Ok(sequence)
+}
+
+/// Reads one sequence's row (steps, settings, status; not its senders or counts), or 404.
+pub(crate) async fn fetch_row(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<Sequence, ApiError> {
+    IdKind::Sequence.check(id)?;
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "select {SEQUENCE_COLUMNS} from sequences where workspace_id = $1 and id = $2"
+    )))
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_optional(conn)
+    .await?
+    .ok_or_else(|| IdKind::Sequence.not_found(id))?;
+    Sequence::from_row(&row)
+}
+
+/// Takes the write lock on a sequence row (SQLite holds it already; PostgreSQL locks the row)
+/// and reads it, complete: what a change of state or of enrollments starts with.
+pub(crate) async fn lock(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+    now: i64,
+) -> Result<Sequence, ApiError> {
+    IdKind::Sequence.check(id)?;
+    let touched =
+        sqlx::query("update sequences set updated_at = $3 where workspace_id = $1 and id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .bind(now)
+            .execute(&mut *conn)
+            .await?;
+    if touched.rows_affected() == 0 {
+        return Err(IdKind::Sequence.not_found(id));
+    }
+    fetch(conn, workspace_id, id).await
+}
+
+// ----- checks -----
+
+fn check_name(name: &str) -> Result<String, ApiError> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(ApiError::invalid_request("`name` must not be empty."));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::invalid_request(format!(
+            "`name` is longer than {MAX_NAME_CHARS} characters."
+        )));
+    }
+    Ok(name.to_owned())
+}
+
+/// Checks and normalises a step list: shapes, limits, templates and the order rule.
+pub fn check_steps(steps: Vec<Step>) -> Result<Vec<Step>, ApiError> {
+    if steps.len() > MAX_STEPS {
+        return Err(ApiError::invalid_request(format!(
+            "`steps` holds {} steps; a sequence has at most {MAX_STEPS}.",
+            steps.len()
+        )));
+    }
+    let mut invited = false;
+    let mut checked = Vec::with_capacity(steps.len());
+    for (index, mut step) in steps.into_iter().enumerate() {
+        let at = |field: &str| format!("`steps[{index}].{field}`");
+        if step.delay_hours > MAX_DELAY_HOURS {
+            return Err(ApiError::invalid_request(format!(
+                "{} is {}; it must be between 0 and {MAX_DELAY_HOURS} (90 days).",
+                at("delay_hours"),
+                step.delay_hours
+            )));
+        }
+        let kind = step.kind;
+        if kind != StepType::ConnectionRequest && step.note.is_some() {
+            return Err(ApiError::invalid_request(format!(
+                "{} is only for a `connection_request` step; step {index} is a `{kind}`.",
+                at("note")
+            )));
+        }
+        if kind != StepType::Message && step.text.is_some() {
+            return Err(ApiError::invalid_request(format!(
+                "{} is only for a `message` step; step {index} is a `{kind}` (a connection request takes a `note`).",
+                at("text")
+            )));
+        }
+        match kind {
+            StepType::ViewProfile => {}
+            StepType::ConnectionRequest => {
+                invited = true;
+                step.note = step
+                    .note
+                    .map(|note| note.trim().to_owned())
+                    .filter(|note| !note.is_empty());
+                if let Some(note) = &step.note {
+                    check_template(
+                        note,
+                        MAX_NOTE_CHARS,
+                        &at("note"),
+                        "a connection request note",
+                    )?;
+                }
+            }
+            StepType::Message => {
+                let text = step
+                    .text
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|text| !text.is_empty())
+                    .ok_or_else(|| {
+                        ApiError::invalid_request(format!(
+                            "{} is required and must not be empty on a `message` step.",
+                            at("text")
+                        ))
+                    })?
+                    .to_owned();
+                if !invited {
+                    return Err(ApiError::invalid_request(format!(
+                        "`steps[{index}]` is a message before any `connection_request` step; messages reach only first-degree connections, so put a `connection_request` step before it."
+                    )));
+                }
+                check_template(&text, MAX_MESSAGE_CHARS, &at("text"), "a message")?;
+                step.text = Some(text);
+            }
+        }
+        checked.push(step);
+    }
+    Ok(checked)
+}
+
+fn check_template(text: &str, limit: usize, field: &str, what: &str) -> Result<(), ApiError> {
+    let chars = text.chars().count();
+    if chars > limit {
+        return Err(ApiError::invalid_request(format!(
+            "{field} is {chars} characters; {what} holds at most {limit}."
+        )));
+    }
+    Template::parse(text)
+        .map(|_| ())
+        .map_err(|error: TemplateError| ApiError::invalid_request(error.sentence(field)))
+}
+
+/// Checks that every sender exists in the workspace; returns them without repeats, in order.
+async fn check_senders(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sender_ids: Vec<String>,
+) -> Result<Vec<String>, ApiError> {
+    let mut seen = HashSet::new();
+    let ids: Vec<String> = sender_ids
+        .into_iter()
+        .map(|id| id.trim().to_owned())
+        .filter(|id| seen.insert(id.clone()))
+        .collect();
+    if ids.len() > MAX_SENDERS {
+        return Err(ApiError::invalid_request(format!(
+            "`sender_ids` names {} senders; a sequence has at most {MAX_SENDERS}.",
+            ids.len()
+        )));
+    }
+    if ids.is_empty() {
+        return Ok(ids);
+    }
+    let sql = format!(
+        "select id from senders where workspace_id = $1 and id in {}",
+        placeholders(2, ids.len())
+    );
+    let mut query = sqlx::query(AssertSqlSafe(sql))
+        .persistent(false)
+        .bind(workspace_id);
+    for id in &ids {
+        query = query.bind(id);
+    }
+    let found: HashSet<String> = query
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(|row| row.try_get::<String, _>("id"))
+        .collect::<Result<_, _>>()?;
+    let unknown: Vec<String> = ids
+        .iter()
+        .filter(|id| !found.contains(*id))
+        .map(|id| format!("`{id}`"))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(ApiError::invalid_request(format!(
+            "`sender_ids` names senders that do not exist in this workspace: {}.",
+            unknown.join(", ")
+        ))
+        .with_extra(
+            "unknown_sender_ids",
+            ids.iter()
+                .filter(|id| !found.contains(*id))
+                .cloned()
+                .collect::<Vec<_>>(),
+        ));
+    }
+    Ok(ids)
+}
+
+async fn write_senders(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sequence_id: &str,
+    sender_ids: &[String],
+) -> Result<(), ApiError> {
+    sqlx::query("delete from sequence_senders where sequence_id = $1")
+        .bind(sequence_id)
+        .execute(&mut *conn)
+        .await?;
+    for (position, sender_id) in sender_ids.iter().enumerate() {
+        sqlx::query(
+            "insert into sequence_senders (sequence_id, sender_id, workspace_id, position) values ($1, $2, $3, $4)",
+        )
+        .bind(sequence_id)
+        .bind(sender_id)
+        .bind(workspace_id)
+        .bind(i64::try_from(position).unwrap_or(i64::MAX))
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+// ----- actions -----
+
+/// The input of `create_sequence`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CreateSequenceInput {
+    /// 1 to 200 characters.
+    pub name: String,
+    /// Up to 20 steps, each `{"type", "delay_hours", "note" | "text"}`. Notes and texts are
+    /// templates: `{{first_name}}`, `{{company_name}}`, any prospect field or `{{custom.<key>}}`,
+    /// with a fallback after a bar: `{{first_name|there}}`.
+    #[serde(default)]
+    pub steps: Vec<Step>,
+    /// Senders (`snd_...`) of this workspace to send from; enrollments are spread over them.
+    #[serde(default)]
+    pub sender_ids: Vec<String>,
+    #[serde(default)]
+    pub schedule: Option<Schedule>,
+    #[serde(default)]
+    pub settings: Option<SettingsInput>,
+}
+
+/// Create a sequence, in `draft`.
+///
+/// Checks every step: a note holds at most 300 characters, a message's text 1 to 8,000, a message
+/// needs a `connection_request` before it (messages reach only first-degree connections), and a
+/// template naming an unknown variable is a 400 naming it and the step. Unknown senders are a 400
+/// naming them. Nothing is sent until `activate_sequence`. Costs nothing.
+#[action(scope = "write", http = "POST /sequences")]
+pub async fn create_sequence(ctx: Ctx, input: CreateSequenceInput) -> Result<Sequence, ApiError> {
+    let name = check_name(&input.name)?;
+    let steps = check_steps(input.steps)?;
+    let settings = input
+        .settings
+        .unwrap_or_default()
+        .apply(Settings::default())?;
+    let schedule = input.schedule.unwrap_or_default();
+    let mut tx = ctx.tx().await?;
+    let sender_ids = check_senders(&mut tx, ctx.workspace_id(), input.sender_ids).await?;
+    let id = ids::new_id("seq");
+    let now = ctx.now_ms();
+    sqlx::query(
+        "insert into sequences (id, workspace_id, name, status, steps, schedule, settings, created_at, updated_at) \
+         values ($1, $2, $3, 'draft', $4, $5, $6, $7, $7)",
+    )
+    .bind(&id)
+    .bind(ctx.workspace_id())
+    .bind(&name)
+    .bind(json_text(&steps)?)
+    .bind(json_text(&schedule)?)
+    .bind(json_text(&settings)?)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    write_senders(&mut tx, ctx.workspace_id(), &id, &sender_ids).await?;
+    fetch(&mut tx, ctx.workspace_id(), &id).await
+}
+
+/// The input of actions that name one sequence.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SequenceId {
+    /// The sequence's id (`seq_...`).
+    pub id: String,
+}
+
+/// Get a sequence by id.
+///
+/// Returns its steps, senders, schedule and settings, how many enrollments are in each status, and
+/// whether it is sending now (why not, and when the next step is due). Costs nothing.
+#[action(scope = "read", http = "GET /sequences/{id}")]
+pub async fn get_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
+    let mut conn = ctx.db().pool().acquire().await?;
+    fetch(&mut conn, ctx.workspace_id(), &input.id).await
+}
+
+/// The input of `list_sequences`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListSequencesInput {
+    /// Only sequences in this status.
+    pub status: Option<SequenceStatus>,
+    #[serde(flatten)]
+    pub page: PageParams,
+}
+
+/// List sequences, newest first.
+///
+/// Each shows its status, steps, senders and enrollment counts. Filter by `status`. Paged with
+/// `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while `has_more`. Costs nothing.
+#[action(scope = "read", http = "GET /sequences")]
+pub async fn list_sequences(
+    ctx: Ctx,
+    input: ListSequencesInput,
+) -> Result<Page<Sequence>, ApiError> {
+    let status = input.status.map(SequenceStatus::as_str);
+    let filter = if status.is_some() {
+        "workspace_id = $1 and status = $2"
+    } else {
+        "workspace_id = $1 and $2 = $2"
+    };
+    let mut page = paged(
+        ctx.db().pool(),
+        input.page,
+        format!("select count(*) from sequences where {filter}"),
+        format!(
+            "select {SEQUENCE_COLUMNS} from sequences where {filter} order by created_at desc, id desc limit $3 offset $4"
+        ),
+        |query| query.bind(ctx.workspace_id()).bind(status.unwrap_or("")),
+        Sequence::from_row,
+    )
+    .await?;
+    let mut conn = ctx.db().pool().acquire().await?;
+    complete(&mut conn, &mut page.items).await?;
+    Ok(page)
+}
+
+/// The input of `update_sequence`: only the fields given change.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct UpdateSequenceInput {
+    /// The sequence's id (`seq_...`).
+    pub id: String,
+    /// A new name; may change in any status.
+    pub name: Option<String>,
+    /// The new step list, replacing the old one (draft or paused only).
+    pub steps: Option<Vec<Step>>,
+    /// The new senders, replacing the old ones (draft or paused only).
+    pub sender_ids: Option<Vec<String>>,
+    /// The new schedule (draft or paused only).
+    pub schedule: Option<Schedule>,
+    /// Settings to change; fields left out keep their value (draft or paused only).
+    pub settings: Option<SettingsInput>,
+}
+
+/// Update a sequence.
+///
+/// The name may change in any status; steps, senders, schedule and settings only in `draft` and
+/// `paused` (otherwise 409 `invalid_state` naming the status: pause the sequence first). Steps are
+/// checked as on create. Prospects waiting for approval keep the texts they were added with; their
+/// next steps use the new step list. A sender that still has live enrollments in this sequence
+/// cannot be removed (409). Costs nothing.
+#[action(scope = "write", http = "PATCH /sequences/{id}")]
+pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Sequence, ApiError> {
+    let name = input.name.as_deref().map(check_name).transpose()?;
+    let steps = input.steps.map(check_steps).transpose()?;
+    let workspace_id = ctx.workspace_id();
+    let now = ctx.now_ms();
+    let mut tx = ctx.tx().await?;
+    let current = lock(&mut tx, workspace_id, &input.id, now).await?;
+    let edits_content = steps.is_some()
+        || input.sender_ids.is_some()
+        || input.schedule.is_some()
+        || input.settings.is_some();
+    if edits_content
+        && !matches!(
+            current.status,
+            SequenceStatus::Draft | SequenceStatus::Paused
+        )
+    {
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "Sequence `{}` is `{}`; its steps, senders, schedule and settings change only in `draft` or `paused` (pause it with `pause_sequence` first). Its name may change now.",
+                current.id, current.status
+            ),
+        )
+        .with_extra("status", current.status.as_str()));
+    }
+    let settings = input
+        .settings
+        .map(|settings| settings.apply(current.settings.clone()))
+        .transpose()?;
+    if let Some(sender_ids) = input.sender_ids {
+        let sender_ids = check_senders(&mut tx, workspace_id, sender_ids).await?;
+        let kept: HashSet<&String> = sender_ids.iter().collect();
+        let removed: Vec<&String> = current
+            .sender_ids
+            .iter()
+            .filter(|id| !kept.contains(id))
+            .collect();
+        for sender_id in removed {
+            let live: i64 = sqlx::query(
+                "select count(*) as n from enrollments where sequence_id = $1 and sender_id = $2 \
+                 and status in ('awaiting_approval', 'scheduled', 'active', 'paused')",
+            )
+            .bind(&current.id)
+            .bind(sender_id)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("n")?;
+            if live > 0 {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidState,
+                    format!(
+                        "Sender `{sender_id}` has {live} live enrollments in sequence `{}`; stop them (`stop_enrollment`) before removing the sender.",
+                        current.id
+                    ),
+                ));
+            }
+        }
+        write_senders(&mut tx, workspace_id, &current.id, &sender_ids).await?;
+    }
+    sqlx::query(
+        "update sequences set \
+         name = coalesce($3, name), steps = coalesce($4, steps), schedule = coalesce($5, schedule), \
+         settings = coalesce($6, settings), updated_at = $7 \
+         where workspace_id = $1 and id = $2",
+    )
+    .bind(workspace_id)
+    .bind(&current.id)
+    .bind(name)
+    .bind(steps.as_ref().map(json_text).transpose()?)
+    .bind(input.schedule.as_ref().map(json_text).transpose()?)
+    .bind(settings.as_ref().map(json_text).transpose()?)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    fetch(&mut tx, workspace_id, &current.id).await
+}
+
+/// Delete a draft sequence.
+///
+/// Removes the sequence with its enrollments and their approval items. Only a `draft` can be
+/// deleted (nothing of it was sent); any other status is a 409 `invalid_state`: stop it instead.
+/// Costs nothing.
+#[action(scope = "write", http = "DELETE /sequences/{id}")]
+pub async fn delete_sequence(ctx: Ctx, input: SequenceId) -> Result<Deleted, ApiError> {
+    let workspace_id = ctx.workspace_id();
+    let mut tx = ctx.tx().await?;
+    let current = lock(&mut tx, workspace_id, &input.id, ctx.now_ms()).await?;
+    if current.status != SequenceStatus::Draft {
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "Sequence `{}` is `{}`; only a `draft` can be deleted. Use `stop_sequence` to end it.",
+                current.id, current.status
+            ),
+        )
+        .with_extra("status", current.status.as_str()));
+    }
+    for sql in [
+        "delete from approvals where workspace_id = $1 and sequence_id = $2",
+        "delete from enrollment_events where enrollment_id in (select id from enrollments where workspace_id = $1 and sequence_id = $2)",
+        "delete from enrollments where workspace_id = $1 and sequence_id = $2",
+        "delete from sequence_senders where workspace_id = $1 and sequence_id = $2",
+        "delete from sequences where workspace_id = $1 and id = $2",
+    ] {
+        sqlx::query(sql)
+            .bind(workspace_id)
+            .bind(&current.id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(Deleted {
+        id: current.id,
+        deleted: true,
+    })
+}
+
+/// A prospect's rendered text of one step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RenderedText {
+    /// The step's index (0-based).
+    pub step_index: u32,
+    /// The step's type.
+    #[serde(rename = "type")]
+    pub kind: StepType,
+    /// The note or message as the prospect would receive it.
+    pub text: String,
+}
+
+/// Why a prospect's texts cannot be rendered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RenderProblem {
+    /// A variable without a value and without a fallback.
+    MissingValue { step_index: usize, variable: String },
+    /// The rendered text is over its step's limit.
+    TooLong {
+        step_index: usize,
+        chars: usize,
+        limit: usize,
+    },
+}
+
+impl RenderProblem {
+    pub fn sentence(&self) -> String {
+        match self {
+            RenderProblem::MissingValue {
+                step_index,
+                variable,
+            } => format!(
+                "step {step_index} uses `{{{{{variable}}}}}`, which this prospect has no value for; add a fallback (`{{{{{variable}|...}}}}`) or fill the field"
+            ),
+            RenderProblem::TooLong {
+                step_index,
+                chars,
+                limit,
+            } => format!(
+                "step {step_index} renders to {chars} characters for this prospect; its limit is {limit}"
+            ),
+        }
+    }
+}
+
+/// Renders every step's note or text for one prospect; the first problem is reported.
+pub fn render_steps(
+    steps: &[Step],
+    prospect: &Prospect,
+) -> Result<Vec<RenderedText>, RenderProblem> {
+    let mut texts = Vec::new();
+    for (index, step) in steps.iter().enumerate() {
+        let Some((template, limit)) = step.template() else {
+            continue;
+        };
+        // Stored steps were parsed when written; a failure here would be a stored bad row.
+        let Ok(template) = Template::parse(template) else {
+            continue;
+        };
+        let text =
+            template
+                .render_for(prospect)
+                .map_err(|missing| RenderProblem::MissingValue {
+                    step_index: index,
+                    variable: missing.0,
+                })?;
+        let chars = text.chars().count();
+        if chars > limit {
+            return Err(RenderProblem::TooLong {
+                step_index: index,
+                chars,
+                limit,
+            });
+        }
+        texts.push(RenderedText {
+            step_index: u32::try_from(index).unwrap_or(u32::MAX),
+            kind: step.kind,
+            text,
+        });
+    }
+    Ok(texts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(kind: StepType, note: Option<&str>, text: Option<&str>) -> Step {
+        Step {
+            kind,
+            delay_hours: 0,
+            note: note.map(str::to_owned),
+            text: text.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_message_needs_a_connection_request_before_it() {
+        let error = check_steps(vec![
+            step(StepType::ViewProfile, None, None),
+            step(StepType::Message, None, Some("Hi")),
+        ])
+        .err()
+        .map(|e| e.message)
+        .unwrap_or_default();
+        assert!(error.contains("`steps[1]`"), "{error}");
+        assert!(
+            check_steps(vec![
+                step(StepType::ConnectionRequest, None, None),
+                step(StepType::Message, None, Some("Hi {{first_name|there}}")),
+            ])
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn notes_texts_and_templates_are_checked_naming_the_step() {
+        let long = "x".repeat(301);
+        let message = |steps| {
+            check_steps(steps)
+                .err()
+                .map(|e| e.message)
+                .unwrap_or_default()
+        };
+        assert!(
+            message(vec![step(StepType::ConnectionRequest, Some(&long), None)])
+                .contains("`steps[0].note` is 301 characters")
+        );
+        assert!(
+            message(vec![
+                step(StepType::ConnectionRequest, None, None),
+                step(StepType::Message, None, Some("  "))
+            ])
+            .contains("`steps[1].text` is required")
+        );
+        assert!(
+            message(vec![step(
+                StepType::ConnectionRequest,
+                Some("Hi {{nickname}}"),
+                None
+            )])
+            .contains("`{{nickname}}`")
+        );
+        assert!(
+            message(vec![step(StepType::ViewProfile, Some("hi"), None)])
+                .contains("`steps[0].note` is only for")
+        );
+        // An empty note is no note.
+        let steps = check_steps(vec![step(StepType::ConnectionRequest, Some("  "), None)]);
+        assert_eq!(steps.ok().map(|s| s[0].note.clone()), Some(None));
+    }
+
+    #[test]
+    fn rendering_reports_the_step_over_its_limit() {
+        let prospect = blank_prospect();
+        let mut long = blank_prospect();
+        long.company_name = Some("y".repeat(400));
+        let steps = vec![step(
+            StepType::ConnectionRequest,
+            Some("At {{company_name|your company}}"),
+            None,
+        )];
+        assert_eq!(
+            render_steps(&steps, &prospect).map(|t| t[0].text.clone()),
+            Ok("At your company".to_owned())
+        );
+        assert_eq!(
+            render_steps(&steps, &long),
+            Err(RenderProblem::TooLong {
+                step_index: 0,
+                chars: 403,
+                limit: 300
+            })
+        );
+    }
+
+    pub(crate) fn blank_prospect() -> Prospect {
+        use crate::prospects::ProspectSource;
+        Prospect {
+            id: "prs_x".into(),
+            first_name: None,
+            last_name: None,
+            full_name: None,
+            headline: None,
+            title: None,
+            seniority: None,
+            department: None,
+            company_name: None,
+            company_domain: None,
+            company_industry: None,
+            company_size: None,
+            location: None,
+            country: None,
+            timezone: None,
+            profile_url: None,
+            email: None,
+            phone: None,
+            tags: Vec::new(),
+            custom_fields: Default::default(),
+            score: None,
+            tier: None,
+            targeting_id: None,
+            targeting_version: None,
+            scored_at: None,
+            do_not_contact: false,
+            source: ProspectSource::Api,
+            created_at: Timestamp(0),
+            updated_at: Timestamp(0),
+        }
+    }
+}

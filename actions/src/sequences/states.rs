@@ -1,0 +1,247 @@
+//! A sequence's state machine: `draft -> active <-> paused -> completed | stopped`.
+//!
+//! Every transition is one table ([`allowed`]), so a wrong one is a 409 `invalid_state` whose
+//! sentence names the current status and the transitions it allows: the field's most common
+//! complaint is a state error that does not say the state. Starting and resuming run a preflight
+//! that reports every reason at once (no steps, no senders, a sender not `connected`, sending terms
+//! not accepted) rather than the first. Pausing a sequence leaves its enrollments as they are: the
+//! scheduler checks the sequence's status before each step, so the pause takes effect on the next
+//! step. Stopping finishes its live enrollments (`stopped`) and expires its pending approvals.
+
+use sqlx::Row;
+
+use super::{Sequence, SequenceId, SequenceStatus, fetch, lock};
+use crate::lists::placeholders;
+use outreach_runtime::prelude::{ApiError, Ctx, ErrorCode, action};
+
+/// A transition a caller may ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    Activate,
+    Pause,
+    Resume,
+    Stop,
+}
+
+impl Transition {
+    fn action(self) -> &'static str {
+        match self {
+            Transition::Activate => "activate_sequence",
+            Transition::Pause => "pause_sequence",
+            Transition::Resume => "resume_sequence",
+            Transition::Stop => "stop_sequence",
+        }
+    }
+
+    fn target(self) -> SequenceStatus {
+        match self {
+            Transition::Activate | Transition::Resume => SequenceStatus::Active,
+            Transition::Pause => SequenceStatus::Paused,
+            Transition::Stop => SequenceStatus::Stopped,
+        }
+    }
+}
+
+/// The transitions each status allows.
+pub fn allowed(status: SequenceStatus) -> &'static [Transition] {
+    match status {
+        SequenceStatus::Draft => &[Transition::Activate],
+        SequenceStatus::Active => &[Transition::Pause, Transition::Stop],
+        SequenceStatus::Paused => &[Transition::Resume, Transition::Stop],
+        SequenceStatus::Completed | SequenceStatus::Stopped => &[],
+    }
+}
+
+/// The 409 for `transition` from `status`, naming both and what is allowed.
+pub fn refusal(id: &str, status: SequenceStatus, transition: Transition) -> ApiError {
+    let allowed = allowed(status);
+    let what = if allowed.is_empty() {
+        let extra = if status == SequenceStatus::Draft {
+            ""
+        } else {
+            " (a finished sequence changes no more; create a new one)"
+        };
+        format!("nothing is allowed from `{status}`{extra}")
+    } else {
+        format!(
+            "from `{status}` only {} {} allowed",
+            allowed
+                .iter()
+                .map(|t| format!("`{}`", t.action()))
+                .collect::<Vec<_>>()
+                .join(" and "),
+            if allowed.len() == 1 { "is" } else { "are" }
+        )
+    };
+    let hint = match (status, transition) {
+        (SequenceStatus::Draft, Transition::Stop) => {
+            " A draft has sent nothing: delete it with `delete_sequence`."
+        }
+        (SequenceStatus::Paused, Transition::Activate) => " Use `resume_sequence`.",
+        _ => "",
+    };
+    ApiError::new(
+        ErrorCode::InvalidState,
+        format!(
+            "Sequence `{id}` is `{status}`, so `{}` cannot run: {what}.{hint}",
+            transition.action()
+        ),
+    )
+    .with_extra("status", status.as_str())
+    .with_extra(
+        "allowed",
+        allowed.iter().map(|t| t.action()).collect::<Vec<_>>(),
+    )
+}
+
+/// Why a sequence cannot send: every reason, empty when it can.
+async fn preflight(
+    conn: &mut sqlx::AnyConnection,
+    sequence: &Sequence,
+    terms_accepted: bool,
+) -> Result<Vec<String>, ApiError> {
+    let mut reasons = Vec::new();
+    if sequence.steps.is_empty() {
+        reasons.push("it has no steps (add them with `update_sequence`)".to_owned());
+    }
+    if sequence.sender_ids.is_empty() {
+        reasons.push("it has no senders (set `sender_ids` with `update_sequence`)".to_owned());
+    } else {
+        let sql = format!(
+            "select id, status from senders where id in {} order by id",
+            placeholders(1, sequence.sender_ids.len())
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).persistent(false);
+        for id in &sequence.sender_ids {
+            query = query.bind(id);
+        }
+        for row in query.fetch_all(&mut *conn).await? {
+            let status: String = row.try_get("status")?;
+            if status != "connected" {
+                let id: String = row.try_get("id")?;
+                reasons.push(format!(
+                    "sender `{id}` is `{status}`, not `connected` (reconnect it or remove it from the sequence)"
+                ));
+            }
+        }
+    }
+    if !terms_accepted {
+        reasons.push("the workspace's sending terms are not accepted".to_owned());
+    }
+    Ok(reasons)
+}
+
+/// Runs one transition on a locked sequence.
+async fn transition(ctx: &Ctx, id: &str, transition: Transition) -> Result<Sequence, ApiError> {
+    let workspace_id = ctx.workspace_id();
+    let now = ctx.now_ms();
+    let mut tx = ctx.tx().await?;
+    let sequence = lock(&mut tx, workspace_id, id, now).await?;
+    if !allowed(sequence.status).contains(&transition) {
+        return Err(refusal(&sequence.id, sequence.status, transition));
+    }
+    if matches!(transition, Transition::Activate | Transition::Resume) {
+        let reasons = preflight(&mut tx, &sequence, ctx.principal().terms_accepted).await?;
+        if !reasons.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::InvalidState,
+                format!(
+                    "Sequence `{}` cannot start: {}.",
+                    sequence.id,
+                    reasons.join("; ")
+                ),
+            )
+            .with_extra("status", sequence.status.as_str())
+            .with_extra("reasons", reasons));
+        }
+    }
+    let target = transition.target();
+    sqlx::query(
+        "update sequences set status = $3, updated_at = $4, \
+         activated_at = case when $5 = 1 and activated_at is null then $4 else activated_at end, \
+         finished_at = case when $6 = 1 then $4 else finished_at end \
+         where workspace_id = $1 and id = $2",
+    )
+    .bind(workspace_id)
+    .bind(&sequence.id)
+    .bind(target.as_str())
+    .bind(now)
+    .bind(i64::from(transition == Transition::Activate))
+    .bind(i64::from(transition == Transition::Stop))
+    .execute(&mut *tx)
+    .await?;
+    if transition == Transition::Stop {
+        crate::enrollments::stop_all_of_sequence(&mut tx, workspace_id, &sequence.id, now).await?;
+    }
+    fetch(&mut tx, workspace_id, &sequence.id).await
+}
+
+/// Start a draft sequence: approved enrollments begin to receive its steps.
+///
+/// Real invitations and messages go to real people from the sequence's senders, but only to
+/// enrollments approved in the approval queue (`approve_outreach`; preview with `dry_run`). A
+/// preflight refuses with 409 `invalid_state` and every reason: no steps, no senders, a sender not
+/// `connected`. Only a `draft` can be activated (a paused one is resumed). Costs nothing.
+#[action(scope = "send", http = "POST /sequences/{id}/activate")]
+pub async fn activate_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
+    transition(&ctx, &input.id, Transition::Activate).await
+}
+
+/// Pause an active sequence: no step of it is sent until it is resumed.
+///
+/// Takes effect before the next step of each enrollment; a step already being sent finishes.
+/// Enrollments keep their place. Only an `active` sequence can be paused. Costs nothing.
+#[action(scope = "send", http = "POST /sequences/{id}/pause")]
+pub async fn pause_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
+    transition(&ctx, &input.id, Transition::Pause).await
+}
+
+/// Resume a paused sequence: its approved enrollments receive their next steps again.
+///
+/// Sends to real people again. Runs the same preflight as `activate_sequence`. Steps that fell due
+/// while paused go out as the senders' hours and limits allow. Costs nothing.
+#[action(scope = "send", http = "POST /sequences/{id}/resume")]
+pub async fn resume_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
+    transition(&ctx, &input.id, Transition::Resume).await
+}
+
+/// Stop a sequence for good.
+///
+/// Every live enrollment finishes with exit reason `stopped` and pending approval items expire;
+/// nothing more is sent. It cannot be undone. Allowed from `active` and `paused` (a draft is
+/// deleted instead). Costs nothing.
+#[action(scope = "send", http = "POST /sequences/{id}/stop")]
+pub async fn stop_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
+    transition(&ctx, &input.id, Transition::Stop).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_name_the_status_and_what_is_allowed() {
+        let error = refusal("seq_x", SequenceStatus::Active, Transition::Activate);
+        assert_eq!(error.code, ErrorCode::InvalidState);
+        assert!(error.message.contains("is `active`"), "{}", error.message);
+        assert!(
+            error
+                .message
+                .contains("`pause_sequence` and `stop_sequence` are allowed"),
+            "{}",
+            error.message
+        );
+        let error = refusal("seq_x", SequenceStatus::Stopped, Transition::Resume);
+        assert!(
+            error.message.contains("nothing is allowed from `stopped`"),
+            "{}",
+            error.message
+        );
+        let error = refusal("seq_x", SequenceStatus::Draft, Transition::Stop);
+        assert!(
+            error.message.contains("delete_sequence"),
+            "{}",
+            error.message
+        );
+    }
+}

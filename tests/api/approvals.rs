@@ -1,0 +1,454 @@
+//! The approval queue: approve (with a dry run first) and reject, all or nothing, never across
+//! sequences or workspaces; enrollments paused, resumed and stopped with `send`.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, spawn_app};
+use crate::sequences::{insert_sender, prospect, send_key, sequence};
+
+/// A sequence with two senders and `n` prospects added; returns (sequence, approval ids).
+async fn queued(app: &TestApp, n: usize) -> (String, Vec<String>) {
+    let a = insert_sender(app, &app.workspace_id, "A", "connected").await;
+    let b = insert_sender(app, &app.workspace_id, "B", "connected").await;
+    let id = sequence(app, &[&a, &b]).await;
+    let mut prospects = Vec::new();
+    for i in 0..n {
+        prospects.push(prospect(app, &format!("Person{i}"), "Engines").await);
+    }
+    let added = app
+        .post_json(
+            &format!("/sequences/{id}/enrollments"),
+            &app.key,
+            json!({"prospect_ids": prospects}),
+        )
+        .await;
+    let approvals = added.expect(200)["enrollments"]
+        .as_array()
+        .expect("enrollments")
+        .iter()
+        .map(|e| e["approval_id"].as_str().expect("approval id").to_owned())
+        .collect();
+    (id, approvals)
+}
+
+/// Everything a decision could change: the queue by status and the enrollments by status.
+async fn state(app: &TestApp) -> Vec<Value> {
+    let mut out = Vec::new();
+    for status in ["pending", "approved", "rejected", "expired"] {
+        out.push(
+            app.get(&format!("/approvals?status={status}&limit=200"), &app.key)
+                .await
+                .expect(200)
+                .clone(),
+        );
+    }
+    out.push(
+        app.get("/enrollments?limit=200", &app.key)
+            .await
+            .expect(200)
+            .clone(),
+    );
+    out
+}
+
+#[tokio::test]
+async fn a_dry_run_changes_nothing_and_approval_schedules_the_enrollments() {
+    let app = spawn_app().await;
+    let send = send_key(&app).await;
+    let (id, approvals) = queued(&app, 3).await;
+    let before = state(&app).await;
+
+    let preview = app
+        .post_json(
+            "/approvals/approve",
+            &send,
+            json!({"sequence_id": id, "dry_run": true}),
+        )
+        .await;
+    let preview = preview.expect(200).clone();
+    assert_eq!(preview["dry_run"], json!(true));
+    assert_eq!(preview["approved"], json!(3));
+    let senders = preview["senders"].as_array().expect("senders");
+    assert_eq!(senders.len(), 2, "{preview}");
+    assert_eq!(
+        senders
+            .iter()
+            .map(|s| s["enrollments"].as_u64().unwrap_or(0))
+            .sum::<u64>(),
+        3
+    );
+    assert!(
+        senders.iter().all(|s| s["first_send_at"].is_string()),
+        "{preview}"
+    );
+    assert_eq!(state(&app).await, before, "a dry run changed something");
+
+    let now = app.clock.now_ms();
+    let approved = app
+        .post_json(
+            "/approvals/approve",
+            &send,
+            json!({"ids": [approvals[0], approvals[1]]}),
+        )
+        .await;
+    let approved = approved.expect(200).clone();
+    assert_eq!(approved["approved"], json!(2));
+    let enrollment = approved["items"][0]["enrollment_id"]
+        .as_str()
+        .expect("enrollment");
+    let detail = app
+        .get(&format!("/enrollments/{enrollment}"), &app.key)
+        .await;
+    let detail = detail.expect(200);
+    assert_eq!(detail["status"], json!("scheduled"));
+    assert!(
+        detail["approved_by"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("psn_")
+    );
+    // The first step (view_profile) has no delay: due now.
+    let due = outreach_runtime::clock::parse_rfc3339(detail["next_step_at"].as_str().expect("due"))
+        .expect("time");
+    assert!((due - now).abs() < 60_000, "due {due}, now {now}");
+    let kinds: Vec<&str> = detail["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["added", "approved"]);
+
+    let pending = app
+        .get(&format!("/approvals?sequence_id={id}"), &app.key)
+        .await;
+    assert_eq!(pending.expect(200)["total"], json!(1));
+    let decided = app.get("/approvals?status=approved", &app.key).await;
+    let decided = decided.expect(200);
+    assert_eq!(decided["total"], json!(2));
+    assert!(decided["items"][0]["decided_at"].is_string());
+
+    let sequence = app.get(&format!("/sequences/{id}"), &app.key).await;
+    let sequence = sequence.expect(200);
+    assert_eq!(sequence["enrollment_counts"]["scheduled"], json!(2));
+    assert_eq!(sequence["enrollment_counts"]["awaiting_approval"], json!(1));
+}
+
+#[tokio::test]
+async fn approving_is_all_or_nothing_and_never_crosses_sequences_or_workspaces() {
+    let app = spawn_app().await;
+    let send = send_key(&app).await;
+    let (id, approvals) = queued(&app, 2).await;
+    let (other_id, other_approvals) = queued(&app, 1).await;
+    let (_, foreign_key) = app.other_workspace("Other", "other@acme.test").await;
+    let before = state(&app).await;
+
+    let unknown = "apr_00000000000NoSuchOne";
+    let cases: Vec<(Value, u16, &str, Vec<&str>)> = vec![
+        (
+            json!({"ids": [approvals[0], unknown]}),
+            404,
+            "not_found",
+            vec![unknown],
+        ),
+        (
+            json!({"ids": [approvals[0], other_approvals[0]], "sequence_id": id}),
+            400,
+            "invalid_request",
+            vec![other_approvals[0].as_str(), id.as_str()],
+        ),
+        (
+            json!({}),
+            400,
+            "invalid_request",
+            vec!["`ids`", "`sequence_id`"],
+        ),
+        (json!({"ids": []}), 400, "invalid_request", vec!["`ids`"]),
+        (
+            json!({"sequence_id": "seq_00000000000NoSuchOne"}),
+            404,
+            "not_found",
+            vec!["seq_00000000000NoSuchOne"],
+        ),
+    ];
+    for (body, status, code, words) in &cases {
+        for path in ["/approvals/approve", "/approvals/reject"] {
+            let refused = app.post_json(path, &send, body.clone()).await;
+            let message = refused.expect_error(*status, code);
+            for word in words {
+                assert!(
+                    message.contains(word),
+                    "{path} {body}: `{word}` not in {message}"
+                );
+            }
+        }
+    }
+    assert_eq!(
+        state(&app).await,
+        before,
+        "a refused decision changed something"
+    );
+
+    // Another workspace cannot see, approve or reject these items.
+    for path in ["/approvals/approve", "/approvals/reject"] {
+        let refused = app
+            .post_json(path, &foreign_key, json!({"ids": [approvals[0]]}))
+            .await;
+        // The other owner holds `write` only: reject reaches the lookup, approve the scope check.
+        assert!(refused.status.is_client_error(), "{path}: {}", refused.body);
+        assert_ne!(refused.status.as_u16(), 200);
+    }
+    let rejected_foreign = app
+        .post_json(
+            "/approvals/reject",
+            &foreign_key,
+            json!({"ids": [approvals[0]]}),
+        )
+        .await;
+    rejected_foreign.expect_error(404, "not_found");
+    let foreign_queue = app.get("/approvals", &foreign_key).await;
+    assert_eq!(foreign_queue.expect(200)["total"], json!(0));
+    assert_eq!(state(&app).await, before);
+
+    // Decided items cannot be decided again.
+    app.post_json("/approvals/approve", &send, json!({"ids": [approvals[0]]}))
+        .await
+        .expect(200);
+    for path in ["/approvals/approve", "/approvals/reject"] {
+        let again = app
+            .post_json(path, &send, json!({"ids": [approvals[0], approvals[1]]}))
+            .await;
+        let message = again.expect_error(409, "invalid_state");
+        assert!(
+            message.contains(&approvals[0]) && message.contains("`approved`"),
+            "{message}"
+        );
+    }
+    // Only the other sequence's item and this one's second remain pending.
+    let pending = app.get("/approvals", &app.key).await;
+    assert_eq!(pending.expect(200)["total"], json!(2));
+    let _ = other_id;
+}
+
+#[tokio::test]
+async fn rejecting_finishes_the_enrollment_and_approving_needs_send_on_both_faces() {
+    let app = spawn_app().await;
+    let (id, approvals) = queued(&app, 2).await;
+
+    let refused = app
+        .post_json("/approvals/approve", &app.key, json!({"sequence_id": id}))
+        .await;
+    refused.expect_error(403, "insufficient_scope");
+    let (is_error, mcp) = app
+        .mcp_call(
+            &app.key,
+            "service_approve_outreach",
+            json!({"sequence_id": id}),
+        )
+        .await;
+    assert!(is_error);
+    assert_eq!(mcp["code"], json!("insufficient_scope"));
+
+    let preview = app
+        .post_json(
+            "/approvals/reject",
+            &app.key,
+            json!({"ids": [approvals[0]], "dry_run": true}),
+        )
+        .await;
+    assert_eq!(preview.expect(200)["rejected"], json!(1));
+    assert_eq!(
+        app.get("/approvals?status=rejected", &app.key)
+            .await
+            .expect(200)["total"],
+        json!(0)
+    );
+
+    let rejected = app
+        .post_json(
+            "/approvals/reject",
+            &app.key,
+            json!({"ids": [approvals[0]]}),
+        )
+        .await;
+    let rejected = rejected.expect(200).clone();
+    let enrollment = rejected["enrollment_ids"][0].as_str().expect("enrollment");
+    let detail = app
+        .get(&format!("/enrollments/{enrollment}"), &app.key)
+        .await;
+    let detail = detail.expect(200);
+    assert_eq!(detail["status"], json!("finished"));
+    assert_eq!(detail["exit_reason"], json!("rejected"));
+    assert_eq!(detail["history"][1]["kind"], json!("rejected"));
+}
+
+#[tokio::test]
+async fn enrollments_pause_resume_and_stop_with_send_and_refuse_wrong_states() {
+    let app = spawn_app().await;
+    let send = send_key(&app).await;
+    let (id, approvals) = queued(&app, 2).await;
+    let enrollments = app
+        .get(&format!("/enrollments?sequence_id={id}"), &app.key)
+        .await;
+    let enrollments: Vec<String> = enrollments.expect(200)["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|e| e["id"].as_str().expect("id").to_owned())
+        .collect();
+    let first = &enrollments[0];
+
+    let early = app
+        .post_json(&format!("/enrollments/{first}/pause"), &send, json!({}))
+        .await;
+    let message = early.expect_error(409, "invalid_state");
+    assert!(
+        message.contains("`awaiting_approval`") && message.contains("approve_outreach"),
+        "{message}"
+    );
+    let write_only = app
+        .post_json(&format!("/enrollments/{first}/stop"), &app.key, json!({}))
+        .await;
+    write_only.expect_error(403, "insufficient_scope");
+
+    app.post_json("/approvals/approve", &send, json!({"sequence_id": id}))
+        .await
+        .expect(200);
+    let paused = app
+        .post_json(&format!("/enrollments/{first}/pause"), &send, json!({}))
+        .await;
+    assert_eq!(paused.expect(200)["status"], json!("paused"));
+    let twice = app
+        .post_json(&format!("/enrollments/{first}/pause"), &send, json!({}))
+        .await;
+    assert!(
+        twice
+            .expect_error(409, "invalid_state")
+            .contains("`paused`")
+    );
+    let resumed = app
+        .post_json(&format!("/enrollments/{first}/resume"), &send, json!({}))
+        .await;
+    assert_eq!(resumed.expect(200)["status"], json!("scheduled"));
+    let stopped = app
+        .post_json(&format!("/enrollments/{first}/stop"), &send, json!({}))
+        .await;
+    let stopped = stopped.expect(200).clone();
+    assert_eq!(stopped["status"], json!("finished"));
+    assert_eq!(stopped["exit_reason"], json!("stopped"));
+    let kinds: Vec<&str> = stopped["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["added", "approved", "paused", "resumed", "stopped"]);
+    for change in ["pause", "resume", "stop"] {
+        let refused = app
+            .post_json(&format!("/enrollments/{first}/{change}"), &send, json!({}))
+            .await;
+        let message = refused.expect_error(409, "invalid_state");
+        assert!(
+            message.contains("`finished`") && message.contains("ended"),
+            "{message}"
+        );
+    }
+    let missing = app
+        .post_json(
+            "/enrollments/enr_00000000000NoSuchOne/stop",
+            &send,
+            json!({}),
+        )
+        .await;
+    missing.expect_error(404, "not_found");
+    let _ = approvals;
+}
+
+#[tokio::test]
+async fn stopping_a_sequence_finishes_its_enrollments_and_expires_its_queue() {
+    let app = spawn_app().await;
+    let send = send_key(&app).await;
+    let (id, approvals) = queued(&app, 3).await;
+    app.post_json("/approvals/approve", &send, json!({"ids": [approvals[0]]}))
+        .await
+        .expect(200);
+    app.post_json(&format!("/sequences/{id}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    let stopped = app
+        .post_json(&format!("/sequences/{id}/stop"), &send, json!({}))
+        .await;
+    let stopped = stopped.expect(200);
+    assert_eq!(stopped["enrollment_counts"]["finished"], json!(3));
+    assert_eq!(
+        app.get("/approvals", &app.key).await.expect(200)["total"],
+        json!(0)
+    );
+    assert_eq!(
+        app.get("/approvals?status=expired", &app.key)
+            .await
+            .expect(200)["total"],
+        json!(2)
+    );
+    let finished = app
+        .get(
+            &format!("/enrollments?sequence_id={id}&status=finished"),
+            &app.key,
+        )
+        .await;
+    assert!(
+        finished.expect(200)["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .all(|e| e["exit_reason"] == json!("stopped"))
+    );
+    // Its items can no longer be approved.
+    let late = app
+        .post_json("/approvals/approve", &send, json!({"ids": [approvals[1]]}))
+        .await;
+    assert!(
+        late.expect_error(409, "invalid_state")
+            .contains("`expired`")
+    );
+}
+
+#[tokio::test]
+async fn a_prospect_marked_do_not_contact_after_proposal_is_not_approved_and_says_why() {
+    let app = spawn_app().await;
+    let send = send_key(&app).await;
+    let (id, approvals) = queued(&app, 2).await;
+    let queue = app
+        .get(&format!("/approvals?sequence_id={id}"), &app.key)
+        .await;
+    let item = queue.expect(200)["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|item| item["id"] == json!(approvals[0]))
+        .expect("item")
+        .clone();
+    let prospect = item["prospect_id"].as_str().expect("prospect");
+    app.patch_json(
+        &format!("/prospects/{prospect}"),
+        &app.key,
+        json!({"do_not_contact": true}),
+    )
+    .await
+    .expect(200);
+    let approved = app
+        .post_json("/approvals/approve", &send, json!({"sequence_id": id}))
+        .await;
+    let approved = approved.expect(200).clone();
+    assert_eq!(approved["approved"], json!(1));
+    assert_eq!(approved["not_approved"][0]["id"], json!(approvals[0]));
+    assert_eq!(
+        approved["not_approved"][0]["reason"],
+        json!("do_not_contact")
+    );
+    let enrollment = item["subject_id"].as_str().expect("enrollment");
+    let detail = app
+        .get(&format!("/enrollments/{enrollment}"), &app.key)
+        .await;
+    assert_eq!(detail.expect(200)["exit_reason"], json!("do_not_contact"));
+}
