@@ -10,6 +10,7 @@ pub mod dashboard;
 mod examples;
 pub mod imports;
 pub mod lists;
+pub mod network;
 pub mod processing;
 pub mod prospects;
 pub mod scoring;

@@ -76,7 +76,15 @@ pub struct Config {
     pub rate_limit: RateLimit,
     /// When set, `/metrics` needs `Authorization: Bearer <this>`; otherwise it is public.
     pub metrics_token: Option<String>,
+    /// The network outreach goes through (`OUTREACH_NETWORK`): `None` for the default (the
+    /// sandbox outside production, nothing in production). The actions crate reads it.
+    pub network: Option<String>,
+    /// The sandbox network's seed (`OUTREACH_SANDBOX_SEED`).
+    pub sandbox_seed: u64,
 }
+
+/// The sandbox network's seed when none is configured.
+pub const DEFAULT_SANDBOX_SEED: u64 = 42;
 
 /// What a connection may hold, and for how long, before it is closed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,6 +179,8 @@ impl Config {
             http: HttpLimits::default(),
             rate_limit: RateLimit::default(),
             metrics_token: None,
+            network: None,
+            sandbox_seed: DEFAULT_SANDBOX_SEED,
         }
     }
 

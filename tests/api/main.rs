@@ -28,6 +28,7 @@ mod paging;
 mod parity;
 mod processing;
 mod prospects;
+mod sandbox;
 mod scoring;
 mod targeting;
 mod uploads;
