@@ -122,7 +122,47 @@ struct ServeArgs {
     #[command(flatten)]
     jobs: JobsArgs,
     #[command(flatten)]
+    network: NetworkArgs,
+    #[command(flatten)]
     database: DatabaseArgs,
+}
+
+/// The clock and the network: what `serve` and `worker` must agree on.
+#[derive(Args)]
+struct NetworkArgs {
+    /// Testing and demos only (refused when OUTREACH_ENV=production): the clock adds an offset
+    /// stored in the database, which `advance_clock` moves for every instance on it.
+    #[arg(long)]
+    test_clock: bool,
+    /// The network outreach goes through: `sandbox` (the default outside production; refused in
+    /// production, where no provider is configured yet and sends fail with network_not_configured).
+    #[arg(long, env = "OUTREACH_NETWORK")]
+    network: Option<String>,
+    /// The sandbox network's seed: with a profile URL it decides who accepts and replies, and when.
+    #[arg(long, env = "OUTREACH_SANDBOX_SEED", default_value_t = outreach_runtime::config::DEFAULT_SANDBOX_SEED)]
+    sandbox_seed: u64,
+}
+
+impl NetworkArgs {
+    /// The clock these flags ask for, refused in production when it is the test clock.
+    fn clock(&self, environment: &Environment) -> anyhow::Result<Clock> {
+        if !self.test_clock {
+            return Ok(Clock::default());
+        }
+        if environment.is_production() {
+            anyhow::bail!(
+                "--test-clock is for testing and demos; it is refused when OUTREACH_ENV=production, where time is the system's"
+            );
+        }
+        Ok(Clock::shared())
+    }
+
+    /// Writes the network choice into `config` and checks it against the environment.
+    fn apply(&self, config: &mut Config) -> anyhow::Result<()> {
+        config.network = self.network.clone();
+        config.sandbox_seed = self.sandbox_seed;
+        outreach_actions::network::check_network_setting(config).map_err(anyhow::Error::msg)
+    }
 }
 
 #[derive(Args)]
@@ -160,6 +200,8 @@ struct WorkerArgs {
     #[command(flatten)]
     jobs: JobsArgs,
     #[command(flatten)]
+    network: NetworkArgs,
+    #[command(flatten)]
     database: DatabaseArgs,
 }
 
@@ -194,6 +236,64 @@ enum AdminCommand {
     /// Credits.
     #[command(subcommand)]
     Credits(CreditsCommand),
+    /// The sandbox network's test helpers (refused when OUTREACH_ENV=production).
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+}
+
+#[derive(Subcommand)]
+enum SandboxCommand {
+    /// Make a prospect accept a sender's pending invitation now.
+    Accept {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        prospect: String,
+        #[arg(long)]
+        sender: String,
+    },
+    /// Make a (connected) prospect send a sender a message now.
+    Reply {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        prospect: String,
+        #[arg(long)]
+        sender: String,
+        #[arg(long)]
+        text: String,
+    },
+    /// Set a sender account's status on the sandbox network.
+    SetSenderStatus {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        sender: String,
+        /// connected, needs_reauth, restricted or disconnected.
+        #[arg(long)]
+        status: String,
+    },
+    /// List what the sandbox network received (oldest first).
+    Log {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        sender: Option<String>,
+        #[arg(long)]
+        prospect: Option<String>,
+        /// profile_view, invitation, withdrawal or message.
+        #[arg(long)]
+        kind: Option<String>,
+        #[arg(long, default_value_t = 25)]
+        limit: u32,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+    },
+    /// Move the shared test clock forward (for servers started with --test-clock).
+    AdvanceClock {
+        #[arg(long)]
+        seconds: i64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -416,8 +516,8 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             .map_err(|error| anyhow::anyhow!("OUTREACH_PRICES: {error}"))?,
         Err(_) => PriceTable::default(),
     };
+    let clock = args.network.clock(&environment)?;
     let starter_credits = starter_credits(&environment)?;
-    let clock = Clock::default();
     let db = Db::connect(&args.database.database_url).await?;
     db.migrate()
         .await
@@ -452,6 +552,12 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     config.metrics_token = args.metrics_token.filter(|token| !token.is_empty());
     config.prices = prices;
     config.jobs = args.jobs.config(!args.no_worker);
+    args.network.apply(&mut config)?;
+    // Take the stored offset before the first request, for the lines printed below too.
+    clock
+        .sync(&db)
+        .await
+        .map_err(|error| anyhow::anyhow!(error.message))?;
     let state = build_state(db.clone(), clock.clone(), config)?;
     if let Some(first) =
         admin::bootstrap_if_empty(&db, &clock, &environment, starter_credits).await?
@@ -478,13 +584,18 @@ async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     let environment = environment();
     Registry::build().map_err(anyhow::Error::msg)?;
     outreach_runtime::jobs::validate_kinds().map_err(anyhow::Error::msg)?;
-    let clock = Clock::default();
+    let clock = args.network.clock(&environment)?;
     let db = Db::connect(&args.database.database_url).await?;
     db.migrate()
         .await
         .context("could not migrate the database")?;
     let mut config = Config::new(&args.base_url, environment);
     config.jobs = args.jobs.config(true);
+    args.network.apply(&mut config)?;
+    clock
+        .sync(&db)
+        .await
+        .map_err(|error| anyhow::anyhow!(error.message))?;
     let workers = config.jobs.workers;
     let state = build_state(db.clone(), clock, config)?;
     println!("Worker: running up to {workers} jobs at once");
@@ -614,6 +725,7 @@ async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
                 .map_err(|error| anyhow::anyhow!(error.message))?;
             json!({"balance": balance})
         }
+        AdminCommand::Sandbox(command) => run_sandbox(&db, command).await?,
     };
     db.close().await;
     if args.json {
@@ -622,6 +734,139 @@ async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
         print_plain(&output);
     }
     Ok(())
+}
+
+/// `outreach admin sandbox ...`: the same functions as the test-helper actions, on a shared test
+/// clock (so "now" is what a `--test-clock` server on this database shows).
+async fn run_sandbox(db: &Db, command: SandboxCommand) -> anyhow::Result<Value> {
+    use outreach_actions::network::helpers::{self, ListSandboxLogInput};
+    use outreach_runtime::paging::PageParams;
+    if environment().is_production() {
+        anyhow::bail!(
+            "the sandbox network's helpers do not exist in production (OUTREACH_ENV=production)"
+        );
+    }
+    let clock = Clock::shared();
+    clock.sync(db).await.map_err(api_error)?;
+    let now = clock.now_ms();
+    let in_tx = async |work: SandboxWrite| -> anyhow::Result<Value> {
+        let mut tx = db.begin_write().await?;
+        let value = match work {
+            SandboxWrite::Accept(workspace, input) => serde_json::to_value(
+                helpers::accept_invitation(&mut tx, &workspace, &input, now)
+                    .await
+                    .map_err(api_error)?,
+            )?,
+            SandboxWrite::Reply(workspace, input) => serde_json::to_value(
+                helpers::reply(&mut tx, &workspace, &input, now)
+                    .await
+                    .map_err(api_error)?,
+            )?,
+            SandboxWrite::Status(workspace, input) => serde_json::to_value(
+                helpers::set_sender_status(&mut tx, &workspace, &input, now)
+                    .await
+                    .map_err(api_error)?,
+            )?,
+        };
+        tx.commit().await?;
+        Ok(value)
+    };
+    match command {
+        SandboxCommand::Accept {
+            workspace,
+            prospect,
+            sender,
+        } => {
+            let input = helpers::AcceptInvitationInput {
+                prospect_id: prospect,
+                sender_id: sender,
+            };
+            in_tx(SandboxWrite::Accept(workspace, input)).await
+        }
+        SandboxCommand::Reply {
+            workspace,
+            prospect,
+            sender,
+            text,
+        } => {
+            let input = helpers::SandboxReplyInput {
+                prospect_id: prospect,
+                sender_id: sender,
+                text,
+            };
+            in_tx(SandboxWrite::Reply(workspace, input)).await
+        }
+        SandboxCommand::SetSenderStatus {
+            workspace,
+            sender,
+            status,
+        } => {
+            let status = serde_json::from_value(json!(status)).map_err(|_| {
+                anyhow::anyhow!("unknown status `{status}`: expected connected, needs_reauth, restricted or disconnected")
+            })?;
+            let input = helpers::SetSenderStatusInput {
+                sender_id: sender,
+                status,
+            };
+            in_tx(SandboxWrite::Status(workspace, input)).await
+        }
+        SandboxCommand::Log {
+            workspace,
+            sender,
+            prospect,
+            kind,
+            limit,
+            offset,
+        } => {
+            let kind = kind
+                .map(|kind| {
+                    serde_json::from_value(json!(kind)).map_err(|_| {
+                        anyhow::anyhow!("unknown kind `{kind}`: expected profile_view, invitation, withdrawal or message")
+                    })
+                })
+                .transpose()?;
+            let page: PageParams =
+                serde_json::from_value(json!({"limit": limit, "offset": offset}))
+                    .map_err(|error| anyhow::anyhow!("{error}"))?;
+            let input = ListSandboxLogInput {
+                sender_id: sender,
+                prospect_id: prospect,
+                kind,
+                page,
+            };
+            Ok(serde_json::to_value(
+                helpers::log_page(db, &workspace, &input)
+                    .await
+                    .map_err(api_error)?,
+            )?)
+        }
+        SandboxCommand::AdvanceClock { seconds } => {
+            let now = helpers::advance(db, &clock, seconds)
+                .await
+                .map_err(api_error)?;
+            Ok(json!({"now": outreach_runtime::clock::rfc3339(now)}))
+        }
+    }
+}
+
+/// A write of `admin sandbox`, run in one transaction.
+enum SandboxWrite {
+    Accept(
+        String,
+        outreach_actions::network::helpers::AcceptInvitationInput,
+    ),
+    Reply(
+        String,
+        outreach_actions::network::helpers::SandboxReplyInput,
+    ),
+    Status(
+        String,
+        outreach_actions::network::helpers::SetSenderStatusInput,
+    ),
+}
+
+fn api_error(error: outreach_runtime::ApiError) -> anyhow::Error {
+    anyhow::anyhow!("{} ({})", error.message, error.code)
 }
 
 /// `key: value` lines for people at a terminal.

@@ -13,6 +13,7 @@ pub mod enrollments;
 mod examples;
 pub mod imports;
 pub mod lists;
+pub mod network;
 pub mod processing;
 pub mod prospects;
 pub mod scoring;

@@ -1,4 +1,4 @@
-//! The arguments of `#[action(...)]`: `scope`, `http`, `idempotent` and `credits`.
+//! The arguments of `#[action(...)]`: `scope`, `http`, `idempotent`, `test_helper` and `credits`.
 //!
 //! The arguments are parsed as a plain list of `syn::Meta` and then read by name, rather than with
 //! a parser that stops at the first surprise, so that one pass reports every mistake at once (an
@@ -46,11 +46,13 @@ pub struct Args {
     pub scope: Scope,
     pub http: Option<Route>,
     pub idempotent: bool,
+    /// Outside production only: neither routed, listed nor callable in production.
+    pub test_helper: bool,
     /// The price function, as the user wrote its path.
     pub credits: Option<Path>,
 }
 
-const ARGUMENTS: [&str; 4] = ["scope", "http", "idempotent", "credits"];
+const ARGUMENTS: [&str; 5] = ["scope", "http", "idempotent", "test_helper", "credits"];
 const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
 const MISSING_SCOPE: &str = "missing `scope`: add `scope = \"read\"`, `\"write\"` or `\"send\"`";
@@ -66,6 +68,7 @@ pub fn parse(attr: TokenStream) -> syn::Result<Args> {
     let mut scope = None;
     let mut http = None;
     let mut idempotent = false;
+    let mut test_helper = false;
     let mut credits = None;
 
     for meta in &metas {
@@ -76,7 +79,7 @@ pub fn parse(attr: TokenStream) -> syn::Result<Args> {
                 errors.push(syn::Error::new_spanned(
                     meta.path(),
                     format!(
-                        "unknown argument `{name}`: expected `scope`, `http`, `idempotent` or `credits`"
+                        "unknown argument `{name}`: expected `scope`, `http`, `idempotent`, `test_helper` or `credits`"
                     ),
                 ));
                 continue;
@@ -94,7 +97,8 @@ pub fn parse(attr: TokenStream) -> syn::Result<Args> {
         let parsed = match name.as_str() {
             "scope" => parse_scope(meta).map(|value| scope = Some(value)),
             "http" => parse_http(meta).map(|value| http = Some(value)),
-            "idempotent" => parse_flag(meta).map(|()| idempotent = true),
+            "idempotent" => parse_flag(meta, "idempotent").map(|()| idempotent = true),
+            "test_helper" => parse_flag(meta, "test_helper").map(|()| test_helper = true),
             "credits" => parse_credits(meta).map(|value| credits = Some(value)),
             _ => unreachable!("`{name}` is in ARGUMENTS"),
         };
@@ -114,6 +118,7 @@ pub fn parse(attr: TokenStream) -> syn::Result<Args> {
             scope,
             http,
             idempotent,
+            test_helper,
             credits,
         }),
         (Some(error), _) => Err(error),
@@ -147,12 +152,12 @@ fn parse_http(meta: &Meta) -> syn::Result<Route> {
     parse_route(&value.value()).map_err(|message| syn::Error::new(value.span(), message))
 }
 
-fn parse_flag(meta: &Meta) -> syn::Result<()> {
+fn parse_flag(meta: &Meta, name: &str) -> syn::Result<()> {
     match meta {
         Meta::Path(_) => Ok(()),
         _ => Err(syn::Error::new_spanned(
             meta,
-            "`idempotent` is a flag: write `idempotent` without a value, or leave it out",
+            format!("`{name}` is a flag: write `{name}` without a value, or leave it out"),
         )),
     }
 }
@@ -396,11 +401,15 @@ mod tests {
     fn unknown_argument_lists_the_known_ones() {
         assert_eq!(
             messages(quote!(scope = "read", foo = 1)),
-            ["unknown argument `foo`: expected `scope`, `http`, `idempotent` or `credits`"]
+            [
+                "unknown argument `foo`: expected `scope`, `http`, `idempotent`, `test_helper` or `credits`"
+            ]
         );
         assert_eq!(
             messages(quote!(scope = "read", a::b)),
-            ["unknown argument `a::b`: expected `scope`, `http`, `idempotent` or `credits`"]
+            [
+                "unknown argument `a::b`: expected `scope`, `http`, `idempotent`, `test_helper` or `credits`"
+            ]
         );
     }
 
@@ -409,7 +418,7 @@ mod tests {
         assert_eq!(
             messages(quote!(foo, http = "GET prospects", idempotent, idempotent)),
             [
-                "unknown argument `foo`: expected `scope`, `http`, `idempotent` or `credits`",
+                "unknown argument `foo`: expected `scope`, `http`, `idempotent`, `test_helper` or `credits`",
                 "path `prospects` must start with `/`: write `/prospects`",
                 "`idempotent` set multiple times",
                 MISSING_SCOPE,

@@ -108,6 +108,7 @@ fn generate(args: &Args, doc: &Doc, action: &Action, function: &ItemFn) -> Token
         None => quote!(::core::option::Option::None),
     };
     let idempotent = args.idempotent;
+    let test_helper = args.test_helper;
 
     // Each check is spanned to the user's type, so a failed bound points at it.
     let in_span = in_ty.span();
@@ -188,6 +189,7 @@ fn generate(args: &Args, doc: &Doc, action: &Action, function: &ItemFn) -> Token
                     scope: #rt::Scope::#scope,
                     http: #http,
                     idempotent: #idempotent,
+                    test_helper: #test_helper,
                     price: #price,
                     input_schema: #input_schema,
                     output_schema: #output_schema,

@@ -26,6 +26,8 @@
 //! - `http = "METHOD /path/{param}"`: the REST route under `/api/v1`; each `{param}` is a field of
 //!   the input. Without it the action is reachable over MCP only.
 //! - `idempotent`: the action honours `Idempotency-Key` (REST) and `idempotency_key` (MCP).
+//! - `test_helper`: a test helper (the sandbox's `advance_clock`, ...): it exists outside
+//!   production only; a production server neither routes, lists nor calls it.
 //! - `credits = price_fn`: the action spends credits; `price_fn` is an
 //!   `async fn(&Ctx, &Input) -> Result<Price, ApiError>` that prices a call before it runs.
 //!

@@ -4,6 +4,11 @@
 //! lifetimes) reads [`Clock::now_ms`] rather than the system clock, so a test can jump a day ahead
 //! without sleeping. Times are integer milliseconds since the Unix epoch in storage and RFC 3339
 //! UTC strings on the wire.
+//!
+//! A clock made with [`Clock::shared`] (`outreach serve --test-clock`) also carries an offset
+//! stored in the database, so every instance on one database shows the same time; the
+//! `test_clock` module reads and moves that stored offset. The in-process offset of
+//! [`Clock::advance_ms`] stays separate, so tests that move one server's clock keep working.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -20,14 +25,40 @@ use time::format_description::well_known::Rfc3339;
 #[derive(Debug, Clone, Default)]
 pub struct Clock {
     offset_ms: Arc<AtomicI64>,
+    /// The offset last read from the database, in a shared test clock; 0 otherwise.
+    shared_offset_ms: Arc<AtomicI64>,
+    shared: bool,
 }
 
 impl Clock {
+    /// A shared test clock: the system clock plus the offset stored in the database, which
+    /// `test_clock::advance` moves and [`Clock::sync`](crate::clock::Clock) re-reads.
+    pub fn shared() -> Self {
+        Self {
+            shared: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether this is a shared test clock (`outreach serve --test-clock`).
+    pub fn is_shared(&self) -> bool {
+        self.shared
+    }
+
+    /// Takes the offset read from the database (a shared test clock only; ignored otherwise).
+    pub fn set_shared_offset_ms(&self, ms: i64) {
+        if self.shared {
+            self.shared_offset_ms.store(ms, Ordering::Relaxed);
+        }
+    }
+
     pub fn now_ms(&self) -> i64 {
         let system = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        system + self.offset_ms.load(Ordering::Relaxed)
+        system
+            + self.offset_ms.load(Ordering::Relaxed)
+            + self.shared_offset_ms.load(Ordering::Relaxed)
     }
 
     /// Moves this clock (and every clone of it) forward by `ms`.
@@ -140,5 +171,17 @@ mod tests {
         let before = other.now_ms();
         clock.advance_ms(86_400_000);
         assert!(other.now_ms() - before >= 86_400_000);
+    }
+
+    #[test]
+    fn only_a_shared_clock_takes_the_stored_offset() {
+        let plain = Clock::default();
+        plain.set_shared_offset_ms(86_400_000);
+        assert!(!plain.is_shared());
+        assert!(plain.now_ms() < Clock::default().now_ms() + 3_600_000);
+        let shared = Clock::shared();
+        let before = shared.now_ms();
+        shared.set_shared_offset_ms(86_400_000);
+        assert!(shared.now_ms() - before >= 86_400_000);
     }
 }

@@ -78,6 +78,11 @@ pub struct Config {
     pub metrics_token: Option<String>,
     /// The job workers this instance runs.
     pub jobs: JobsConfig,
+    /// The network outreach goes through (`OUTREACH_NETWORK`): `None` for the default (the
+    /// sandbox outside production, nothing in production). The actions crate reads it.
+    pub network: Option<String>,
+    /// The sandbox network's seed (`OUTREACH_SANDBOX_SEED`).
+    pub sandbox_seed: u64,
 }
 
 /// How many jobs this instance runs at once, and how often it looks for due ones.
@@ -98,6 +103,9 @@ impl Default for JobsConfig {
         }
     }
 }
+
+/// The sandbox network's seed when none is configured.
+pub const DEFAULT_SANDBOX_SEED: u64 = 42;
 
 /// What a connection may hold, and for how long, before it is closed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,6 +201,8 @@ impl Config {
             rate_limit: RateLimit::default(),
             metrics_token: None,
             jobs: JobsConfig::default(),
+            network: None,
+            sandbox_seed: DEFAULT_SANDBOX_SEED,
         }
     }
 

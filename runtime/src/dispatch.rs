@@ -82,6 +82,9 @@ impl Dispatcher {
         idempotency_key: Option<String>,
         request_id: Arc<str>,
     ) -> Result<Reply, ApiError> {
+        // A shared test clock (`--test-clock`) takes the offset another instance may have moved;
+        // one small query, and none at all on a normal clock.
+        self.clock.sync(&self.db).await?;
         if action.def.price.is_none() && !action.def.idempotent {
             return self
                 .run_pipeline(principal, action, input, idempotency_key, request_id)

@@ -62,6 +62,18 @@ error_codes! {
     UnsupportedMediaType => ("unsupported_media_type", 415, "the body is not `application/json`"),
     RateLimited => ("rate_limited", 429, "too many requests (with `Retry-After`)"),
     InternalError => ("internal_error", 500, "a fault on our side, with a request id to quote"),
+    NotConnected => ("not_connected", 409, "the network: a message to someone who is not a first-degree connection"),
+    AlreadyInvited => ("already_invited", 409, "the network: an invitation to this person is already pending"),
+    AlreadyConnected => ("already_connected", 409, "the network: the person is already a connection"),
+    NotInvited => ("not_invited", 409, "the network: no pending invitation to withdraw"),
+    CannotResendYet => ("cannot_resend_yet", 409, "the network: a withdrawn person cannot be invited again before `retry_at` (about 3 weeks)"),
+    NetworkLimitExceeded => ("network_limit_exceeded", 429, "the network refused: the account's own limit is reached (with `retry_at` when known)"),
+    RecipientUnreachable => ("recipient_unreachable", 422, "the network: the recipient cannot be reached (blocked, deleted or restricted profile)"),
+    TextTooLong => ("text_too_long", 422, "the network: the note or message is over its limit"),
+    AccountDisconnected => ("account_disconnected", 409, "the network: the sender's account is disconnected or needs reauthentication"),
+    AccountRestricted => ("account_restricted", 409, "the network: the sender's account is restricted by the network"),
+    NetworkUnavailable => ("network_unavailable", 503, "the network failed for a moment; retry later"),
+    NetworkNotConfigured => ("network_not_configured", 503, "production with no network provider configured: nothing is sent"),
 }
 
 impl fmt::Display for ErrorCode {
@@ -228,6 +240,18 @@ mod tests {
                 "415 unsupported_media_type",
                 "429 rate_limited",
                 "500 internal_error",
+                "409 not_connected",
+                "409 already_invited",
+                "409 already_connected",
+                "409 not_invited",
+                "409 cannot_resend_yet",
+                "429 network_limit_exceeded",
+                "422 recipient_unreachable",
+                "422 text_too_long",
+                "409 account_disconnected",
+                "409 account_restricted",
+                "503 network_unavailable",
+                "503 network_not_configured",
             ]
         );
     }

@@ -15,8 +15,8 @@
 //!
 //! 1. `clock`, `ids`, `error`, `scope`, `paging`, `db`, `schema`, `words`, `cors`: foundations
 //!    that import nothing here.
-//! 2. `lease`, `credits`, `idempotency`, `principal`, `config`, `admin`: the bookkeeping and the rules
-//!    that the faces, the web pages and the CLI share.
+//! 2. `lease`, `credits`, `idempotency`, `principal`, `config`, `admin`, `test_clock`: the
+//!    bookkeeping and the rules that the faces, the web pages and the CLI share.
 //! 3. `ctx`: what an action receives; `jobs`, `worker`: durable jobs, what their handlers
 //!    receive, and the loop that runs them.
 //! 4. `registry`: every action, collected and validated; `recovery`: what a dead process held,
@@ -50,6 +50,7 @@ pub mod credits;
 pub mod idempotency;
 pub mod lease;
 pub mod principal;
+pub mod test_clock;
 
 pub mod ctx;
 pub mod jobs;

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use schemars::{Schema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
+use crate::config::Environment;
 use crate::credits::{Estimate, Price};
 use crate::ctx::Ctx;
 use crate::error::ApiError;
@@ -70,6 +71,9 @@ pub struct ActionDef {
     pub scope: Scope,
     pub http: Option<HttpRoute>,
     pub idempotent: bool,
+    /// A test helper (`#[action(test_helper)]`): outside production only. In production it is
+    /// left out of the registry, so it has no route, no OpenAPI operation and no MCP tool.
+    pub test_helper: bool,
     pub price: Option<PriceFn>,
     pub input_schema: fn(&mut SchemaGenerator) -> Schema,
     pub output_schema: fn(&mut SchemaGenerator) -> Schema,
@@ -200,6 +204,18 @@ impl Registry {
     /// Collects every registered action and validates the set.
     pub fn build() -> Result<Self, String> {
         Self::from_defs(inventory::iter::<ActionDef>.into_iter().collect())
+    }
+
+    /// The registry a server in `environment` serves: in production, without the test helpers
+    /// (Stripe's pattern: they do not exist there, so no face can route, list or call them).
+    pub fn build_for(environment: &Environment) -> Result<Self, String> {
+        let production = environment.is_production();
+        Self::from_defs(
+            inventory::iter::<ActionDef>
+                .into_iter()
+                .filter(|def| !(production && def.test_helper))
+                .collect(),
+        )
     }
 
     pub fn from_defs(mut defs: Vec<&'static ActionDef>) -> Result<Self, String> {

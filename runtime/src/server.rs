@@ -40,7 +40,7 @@ use crate::{
 /// Validates the registry, renders the tool list and the documents, and puts the state together;
 /// fails with a message naming the action when the registry is invalid.
 pub fn build_state(db: Db, clock: Clock, config: Config) -> anyhow::Result<Arc<AppState>> {
-    let registry = Registry::build().map_err(anyhow::Error::msg)?;
+    let registry = Registry::build_for(&config.environment).map_err(anyhow::Error::msg)?;
     let document = openapi::document(&registry);
     let documents = Documents {
         docs_html: docs::render(&document),

@@ -34,6 +34,7 @@ const LAYERS: &[&[&str]] = &[
         "principal",
         "config",
         "admin",
+        "test_clock",
     ],
     // What an action receives; durable jobs, what their handlers receive, and the loop that
     // runs them.

@@ -359,10 +359,23 @@ async fn sigterm_right_after_the_banner_is_a_graceful_shutdown() {
 #[tokio::test]
 async fn serve_refuses_production_without_https_and_development_flags_in_production() {
     let database = TestDatabase::create().await;
-    let cases: [(&[&str], &str); 2] = [
+    let cases: [(&[&str], &str); 4] = [
         (
             &["--base-url", "http://api.example.test"],
             "https --base-url",
+        ),
+        (
+            &["--base-url", "https://api.example.test", "--test-clock"],
+            "--test-clock",
+        ),
+        (
+            &[
+                "--base-url",
+                "https://api.example.test",
+                "--network",
+                "sandbox",
+            ],
+            "OUTREACH_NETWORK=sandbox is refused",
         ),
         (
             &[

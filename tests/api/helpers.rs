@@ -234,7 +234,13 @@ pub async fn spawn_app() -> TestApp {
 
 /// An app in the named environment (`production` issues and accepts only `pk_live_` keys).
 pub async fn spawn_app_in(environment: &str) -> TestApp {
-    spawn_app_configured(Environment::new(environment), |_| {}).await
+    spawn_app_configured(Environment::new(environment), Clock::default(), |_| {}).await
+}
+
+/// An app whose clock is a shared test clock (`outreach serve --test-clock`): `advance_clock`
+/// works, and every instance on the database shows the same time.
+pub async fn spawn_app_with_test_clock() -> TestApp {
+    spawn_app_configured(Environment::new("development"), Clock::shared(), |_| {}).await
 }
 
 /// Another server over the same database, as a second instance behind a load balancer would be.
@@ -248,17 +254,19 @@ impl TestApp {
 
     /// Starts a second server with its own connection pool on this app's database and clock.
     pub async fn second_instance(&self) -> Instance {
+        self.second_instance_with_clock(self.clock.clone()).await
+    }
+
+    /// Starts a second server on this app's database with a clock of its own, as a second
+    /// process would have (a shared test clock still agrees through the database).
+    pub async fn second_instance_with_clock(&self, clock: Clock) -> Instance {
         let db = Db::connect(self._database.url())
             .await
             .expect("connect the second instance");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
         let base_url = format!("http://{}", listener.local_addr().expect("local address"));
-        let state = build_state(
-            db,
-            self.clock.clone(),
-            Config::new(&base_url, self.environment.clone()),
-        )
-        .expect("build the second instance's state");
+        let state = build_state(db, clock, Config::new(&base_url, self.environment.clone()))
+            .expect("build the second instance's state");
         let (shutdown, stop) = oneshot::channel::<()>();
         tokio::spawn(async move {
             serve_app(state, listener, async move {
@@ -666,13 +674,14 @@ pub fn encode(text: &str) -> String {
 /// Like [`spawn_app`], with the configuration adjusted first (the OAuth tests relax the client
 /// metadata fetch policy to serve documents from the test itself).
 pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
-    spawn_app_configured(Environment::new("development"), configure).await
+    spawn_app_configured(Environment::new("development"), Clock::default(), configure).await
 }
 
 /// The one way a [`TestApp`] starts: a fresh database, the server on port 0 with the adjusted
 /// configuration, and a workspace with its owner and the owner's read+write key.
 async fn spawn_app_configured(
     environment: Environment,
+    clock: Clock,
     configure: impl FnOnce(&mut Config),
 ) -> TestApp {
     let database = TestDatabase::create().await;
@@ -680,7 +689,6 @@ async fn spawn_app_configured(
         .await
         .expect("connect to the test database");
     db.migrate().await.expect("migrate the test database");
-    let clock = Clock::default();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
     let base_url = format!("http://{}", listener.local_addr().expect("local address"));
     let mut config = Config::new(&base_url, environment.clone());
@@ -746,6 +754,8 @@ pub(crate) fn outreach() -> Command {
         "OUTREACH_METRICS_TOKEN",
         "OUTREACH_WORKERS",
         "OUTREACH_JOB_POLL_MS",
+        "OUTREACH_NETWORK",
+        "OUTREACH_SANDBOX_SEED",
     ] {
         command.env_remove(name);
     }

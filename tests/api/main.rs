@@ -30,6 +30,7 @@ mod paging;
 mod parity;
 mod processing;
 mod prospects;
+mod sandbox;
 mod scoring;
 mod senders;
 mod sequences;

@@ -9,9 +9,18 @@
 //! world per face, and the answers must be equal once each world's ids, the new ids and the times
 //! are replaced by symbols. Each failure input must give the same `{error, code}` on both faces.
 
+use outreach_actions::network::helpers::{AcceptInvitationInput, accept_invitation};
+use outreach_actions::network::sandbox::fate;
+use outreach_actions::network::{Account, NetworkProvider, Outbound, Sandbox};
+use outreach_runtime::config::DEFAULT_SANDBOX_SEED;
 use serde_json::{Value, json};
 
-use crate::helpers::{ApiResponse, Auth, TestApp, spawn_app};
+use crate::helpers::{ApiResponse, Auth, TestApp, spawn_app_with_test_clock};
+
+/// The sender with a pending invitation to each world's `contact` on the sandbox network.
+const PENDING_SENDER: &str = "snd_parityPendingSender";
+/// The sender each world's `contact` is connected with.
+const CONNECTED_SENDER: &str = "snd_parityConnectSender";
 
 /// A well-formed id of the given kind (`prs`, `lst`, ...) that names nothing.
 fn missing(prefix: &str) -> String {
@@ -31,6 +40,10 @@ struct World {
     run: String,
     conversation: String,
     sender: String,
+    /// A prospect with a profile URL, invited on the sandbox network by both senders and
+    /// connected with [`CONNECTED_SENDER`].
+    contact: String,
+    profile_url: String,
 }
 
 /// The prospect each world holds. It has no profile URL and no email (each is unique in a
@@ -121,6 +134,7 @@ impl World {
             )
             .await;
         let sender = id_of(&sender, "sender");
+        let (contact, profile_url) = sandbox_contact(app, number).await;
         Self {
             tag,
             number,
@@ -131,13 +145,17 @@ impl World {
             run,
             conversation,
             sender,
+            contact,
+            profile_url,
         }
     }
 
     /// This world's ids and tag, with the symbols they stand for in a comparison.
-    fn symbols(&self) -> [(&str, &'static str); 8] {
+    fn symbols(&self) -> [(&str, &'static str); 10] {
         [
             (self.conversation.as_str(), "<conversation>"),
+            (self.contact.as_str(), "<contact>"),
+            (self.profile_url.as_str(), "<profile_url>"),
             (self.prospect.as_str(), "<prospect>"),
             (self.targeting.as_str(), "<targeting>"),
             (self.list.as_str(), "<list>"),
@@ -171,6 +189,50 @@ async fn world_conversation(app: &TestApp, prospect: &str) -> String {
         .await
         .expect("the world's conversation");
     sqlx::Row::get(&row, "id")
+}
+
+/// A prospect with a profile URL the sandbox can reach, invited by both senders; the
+/// connected sender's invitation is accepted.
+async fn sandbox_contact(app: &TestApp, number: usize) -> (String, String) {
+    let mut suffix = 0;
+    let profile_url = loop {
+        let url = format!("linkedin.com/in/babbage-world-{number}-{suffix}");
+        if !fate(DEFAULT_SANDBOX_SEED, &url).unreachable {
+            break url;
+        }
+        suffix += 1;
+    };
+    let contact = app
+        .post_json(
+            "/prospects",
+            &app.key,
+            json!({"first_name": "Charles", "last_name": "Babbage", "profile_url": format!("https://www.{profile_url}")}),
+        )
+        .await;
+    let contact = id_of(&contact, "contact");
+    let sandbox = Sandbox::new(app.db.clone(), app.clock.clone(), DEFAULT_SANDBOX_SEED);
+    for sender_id in [PENDING_SENDER, CONNECTED_SENDER] {
+        let to = Outbound {
+            account: Account {
+                workspace_id: &app.workspace_id,
+                sender_id,
+            },
+            profile_url: &profile_url,
+            prospect_id: Some(&contact),
+            intent: "parity",
+        };
+        sandbox.invite(to, None).await.expect("invite the contact");
+    }
+    let mut tx = app.db.begin_write().await.expect("begin");
+    let input = AcceptInvitationInput {
+        prospect_id: contact.clone(),
+        sender_id: CONNECTED_SENDER.to_owned(),
+    };
+    accept_invitation(&mut tx, &app.workspace_id, &input, app.clock.now_ms())
+        .await
+        .expect("accept the connected sender's invitation");
+    tx.commit().await.expect("commit");
+    (contact, profile_url)
 }
 
 /// What a parity check needs of one action.
@@ -403,13 +465,42 @@ fn fixture(name: &str) -> Option<Fixture> {
             |_| json!({"id": missing("snd")}),
             NOT_FOUND,
         ),
+
+        "sandbox_accept_invitation" => write(
+            |w| json!({"prospect_id": w.contact, "sender_id": PENDING_SENDER}),
+            |_| json!({"prospect_id": missing("prs"), "sender_id": PENDING_SENDER}),
+            NOT_FOUND,
+        ),
+        "sandbox_reply" => write(
+            |w| json!({"prospect_id": w.contact, "sender_id": CONNECTED_SENDER, "text": "Interested, tell me more."}),
+            |w| json!({"prospect_id": w.contact, "sender_id": CONNECTED_SENDER, "text": ""}),
+            INVALID,
+        ),
+        "sandbox_set_sender_status" => write(
+            // A sender of its own: the world's senders must stay connected to invite.
+            |_| json!({"sender_id": "snd_parityStatusSender0", "status": "restricted"}),
+            |_| json!({"sender_id": "snd_x", "status": "banned"}),
+            INVALID,
+        ),
+        "list_sandbox_log" => read(
+            |_| json!({"sender_id": PENDING_SENDER, "kind": "invitation", "limit": 5}),
+            |_| json!({"kind": "poke"}),
+            INVALID,
+        ),
+        // Each call moves the shared test clock by one second.
+        "advance_clock" => write(
+            |_| json!({"seconds": 1}),
+            |_| json!({"seconds": 0}),
+            INVALID,
+        ),
         _ => return None,
     })
 }
 
 /// An app whose workspace can pay for every priced call the fixtures make.
+/// Its clock is a shared test clock, so `advance_clock` can succeed.
 async fn funded_app() -> TestApp {
-    let app = spawn_app().await;
+    let app = spawn_app_with_test_clock().await;
     app.grant_credits(1_000_000).await;
     app
 }
@@ -446,7 +537,7 @@ fn normalise(value: &Value, world: &World, key: &str) -> Value {
             }
             if is_id(&text) {
                 text = format!("<new {}>", &text[..3]);
-            } else if key.ends_with("_at") && !text.is_empty() {
+            } else if (key.ends_with("_at") || key == "at" || key == "now") && !text.is_empty() {
                 text = "<time>".to_owned();
             }
             Value::String(text)

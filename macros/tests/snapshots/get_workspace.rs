@@ -30,6 +30,7 @@ const _: () = {
             scope: ::outreach_runtime::Scope::Read,
             http: ::core::option::Option::None,
             idempotent: false,
+            test_helper: false,
             price: ::core::option::Option::None,
             input_schema: ::outreach_runtime::__private::schema::<Empty>,
             output_schema: ::outreach_runtime::__private::schema::<Workspace>,

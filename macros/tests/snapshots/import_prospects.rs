@@ -40,6 +40,7 @@ const _: () = {
                 path: "/imports",
             }),
             idempotent: true,
+            test_helper: false,
             price: ::core::option::Option::Some(|ctx, input| ::std::boxed::Box::pin(async move {
                 ::outreach_runtime::__private::erase_priced::<
                     ImportPlan,

@@ -1,0 +1,460 @@
+//! The sandbox's test helpers, like Stripe's: make a person accept or reply now, disconnect an
+//! account, read what the network received, and move the shared test clock.
+//!
+//! They are `#[action(test_helper)]`s: outside production they are ordinary actions with both
+//! faces; in production the registry leaves them out, so they are neither routed, listed in
+//! OpenAPI nor in `tools/list`, and cannot be called. `outreach admin sandbox ...` runs the same
+//! functions from a script. An event a helper causes (an acceptance, a reply) enters through
+//! [`ingest`], exactly as one the sandbox produces by itself.
+//!
+//! Senders are named by id alone: the sandbox is the network's side and keys accounts by the id
+//! we give it.
+
+use outreach_runtime::prelude::{
+    ApiError, Clock, Ctx, Db, ErrorCode, Page, PageParams, Timestamp, action, paged, test_clock,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::sandbox::{insert_message, relation};
+use super::{
+    AccountStatus, ConnectionState, Direction, InboundEvent, MAX_MESSAGE_CHARS, Network,
+    NetworkProvider, OutboundKind, ingest, network_for,
+};
+use crate::common::IdKind;
+
+/// The longest sender id the helpers take.
+const MAX_SENDER_ID_CHARS: usize = 200;
+/// The most `advance_clock` moves at once: a year.
+const MAX_ADVANCE_SECONDS: i64 = 366 * 24 * 3600;
+
+fn check_sender_id(sender_id: &str) -> Result<&str, ApiError> {
+    let sender_id = sender_id.trim();
+    if sender_id.is_empty() || sender_id.chars().count() > MAX_SENDER_ID_CHARS {
+        return Err(ApiError::invalid_request(format!(
+            "`sender_id` must be 1 to {MAX_SENDER_ID_CHARS} characters, such as `snd_...`."
+        )));
+    }
+    Ok(sender_id)
+}
+
+/// The normalised profile URL of a prospect of the workspace: 404 if there is no such prospect,
+/// 409 if it has no profile URL (the network knows people by it).
+async fn profile_url_of(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    prospect_id: &str,
+) -> Result<String, ApiError> {
+    IdKind::Prospect.check(prospect_id)?;
+    let row = sqlx::query("select profile_url from prospects where workspace_id = $1 and id = $2")
+        .bind(workspace_id)
+        .bind(prospect_id)
+        .fetch_optional(conn)
+        .await?
+        .ok_or_else(|| IdKind::Prospect.not_found(prospect_id))?;
+    row.try_get::<Option<String>, _>("profile_url")?.ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "Prospect `{prospect_id}` has no profile URL, and the network knows people by their profile URL. \
+                 Set its `profile_url` first."
+            ),
+        )
+    })
+}
+
+/// A sender-person relation on the sandbox network.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SandboxConnection {
+    pub prospect_id: String,
+    pub sender_id: String,
+    pub profile_url: String,
+    pub connection_state: ConnectionState,
+    pub connected_at: Option<Timestamp>,
+}
+
+/// The input of `sandbox_accept_invitation`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AcceptInvitationInput {
+    /// The prospect (`prs_...`) who accepts.
+    pub prospect_id: String,
+    /// The sender whose invitation is accepted.
+    pub sender_id: String,
+}
+
+/// Makes the person accept the sender's pending invitation now, and delivers the acceptance
+/// through the ingestion function in the same transaction (`conn`).
+pub async fn accept_invitation(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    input: &AcceptInvitationInput,
+    now_ms: i64,
+) -> Result<SandboxConnection, ApiError> {
+    let sender_id = check_sender_id(&input.sender_id)?;
+    let profile_url = profile_url_of(conn, workspace_id, &input.prospect_id).await?;
+    let found = relation(conn, workspace_id, sender_id, &profile_url).await?;
+    let state = found
+        .as_ref()
+        .map_or(ConnectionState::NotConnected, |found| {
+            found.state_at(now_ms)
+        });
+    if state != ConnectionState::Pending {
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "The invitation from sender `{sender_id}` to prospect `{}` cannot be accepted: the connection is `{}`. \
+                 Only a `pending` invitation can be accepted; send a connection request first.",
+                input.prospect_id,
+                state.as_str()
+            ),
+        )
+        .with_extra("connection_state", state.as_str()));
+    }
+    sqlx::query(
+        "update sandbox_connections set state = 'connected', connected_at = $4, accept_at = null, updated_at = $4 \
+         where workspace_id = $1 and sender_id = $2 and profile_url = $3",
+    )
+    .bind(workspace_id)
+    .bind(sender_id)
+    .bind(&profile_url)
+    .bind(now_ms)
+    .execute(&mut *conn)
+    .await?;
+    let event = InboundEvent::InvitationAccepted {
+        sender_id: sender_id.to_owned(),
+        profile_url: profile_url.clone(),
+        at_ms: now_ms,
+    };
+    ingest(conn, workspace_id, &event, now_ms).await?;
+    Ok(SandboxConnection {
+        prospect_id: input.prospect_id.clone(),
+        sender_id: sender_id.to_owned(),
+        profile_url,
+        connection_state: ConnectionState::Connected,
+        connected_at: Some(Timestamp(now_ms)),
+    })
+}
+
+/// Sandbox: accept an invitation now.
+///
+/// Test helper (outside production only). The prospect accepts the sender's pending connection
+/// request at once, as if they had clicked "Accept"; the acceptance arrives like a real one.
+/// Without a pending invitation it is a 409 `invalid_state` naming the connection state.
+#[action(
+    scope = "write",
+    test_helper,
+    http = "POST /sandbox/invitations/accept"
+)]
+pub async fn sandbox_accept_invitation(
+    ctx: Ctx,
+    input: AcceptInvitationInput,
+) -> Result<SandboxConnection, ApiError> {
+    let now = ctx.now_ms();
+    let mut tx = ctx.tx().await?;
+    accept_invitation(&mut tx, ctx.workspace_id(), &input, now).await
+}
+
+/// The input of `sandbox_reply`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SandboxReplyInput {
+    /// The prospect (`prs_...`) who replies.
+    pub prospect_id: String,
+    /// The sender who receives the reply.
+    pub sender_id: String,
+    /// The reply, 1 to 8000 characters.
+    pub text: String,
+}
+
+/// A message on the sandbox network.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SandboxMessage {
+    /// The network's message id.
+    pub id: String,
+    pub prospect_id: String,
+    pub sender_id: String,
+    pub profile_url: String,
+    pub direction: Direction,
+    pub text: String,
+    pub at: Timestamp,
+}
+
+/// Makes the person send the sender a message now (they must be connected), delivered through
+/// the ingestion function in the same transaction (`conn`).
+pub async fn reply(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    input: &SandboxReplyInput,
+    now_ms: i64,
+) -> Result<SandboxMessage, ApiError> {
+    let sender_id = check_sender_id(&input.sender_id)?;
+    let text = input.text.trim();
+    if text.is_empty() || text.chars().count() > MAX_MESSAGE_CHARS {
+        return Err(ApiError::invalid_request(format!(
+            "`text` must be 1 to {MAX_MESSAGE_CHARS} characters."
+        )));
+    }
+    let profile_url = profile_url_of(conn, workspace_id, &input.prospect_id).await?;
+    let state = relation(conn, workspace_id, sender_id, &profile_url)
+        .await?
+        .map_or(ConnectionState::NotConnected, |found| {
+            found.state_at(now_ms)
+        });
+    if state != ConnectionState::Connected {
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "Prospect `{}` cannot message sender `{sender_id}`: the connection is `{}`. Only a `connected` \
+                 person can reply; accept the invitation first (sandbox_accept_invitation).",
+                input.prospect_id,
+                state.as_str()
+            ),
+        )
+        .with_extra("connection_state", state.as_str()));
+    }
+    let message = insert_message(
+        conn,
+        workspace_id,
+        sender_id,
+        &profile_url,
+        Direction::Inbound,
+        text,
+        now_ms,
+        None,
+    )
+    .await?;
+    let event = InboundEvent::MessageReceived {
+        sender_id: sender_id.to_owned(),
+        profile_url: profile_url.clone(),
+        text: text.to_owned(),
+        at_ms: now_ms,
+        provider_message_id: message.provider_message_id.clone(),
+    };
+    ingest(conn, workspace_id, &event, now_ms).await?;
+    Ok(SandboxMessage {
+        id: message.provider_message_id,
+        prospect_id: input.prospect_id.clone(),
+        sender_id: sender_id.to_owned(),
+        profile_url,
+        direction: Direction::Inbound,
+        text: text.to_owned(),
+        at: Timestamp(now_ms),
+    })
+}
+
+/// Sandbox: make a prospect reply now.
+///
+/// Test helper (outside production only). The prospect sends the sender a message at once; it
+/// arrives like a real reply. They must be connected: otherwise a 409 `invalid_state` naming the
+/// connection state.
+#[action(scope = "write", test_helper, http = "POST /sandbox/replies")]
+pub async fn sandbox_reply(ctx: Ctx, input: SandboxReplyInput) -> Result<SandboxMessage, ApiError> {
+    let now = ctx.now_ms();
+    let mut tx = ctx.tx().await?;
+    reply(&mut tx, ctx.workspace_id(), &input, now).await
+}
+
+/// The input of `sandbox_set_sender_status`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SetSenderStatusInput {
+    /// The sender whose network account changes.
+    pub sender_id: String,
+    /// The account's new status on the network.
+    pub status: AccountStatus,
+}
+
+/// A sender's account on the sandbox network.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SandboxAccount {
+    pub sender_id: String,
+    pub status: AccountStatus,
+    pub updated_at: Timestamp,
+}
+
+/// Sets the status of a sender's account on the sandbox network (`conn`: the caller's
+/// transaction).
+pub async fn set_sender_status(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    input: &SetSenderStatusInput,
+    now_ms: i64,
+) -> Result<SandboxAccount, ApiError> {
+    let sender_id = check_sender_id(&input.sender_id)?;
+    sqlx::query(
+        "insert into sandbox_accounts (workspace_id, sender_id, status, updated_at) values ($1, $2, $3, $4) \
+         on conflict (workspace_id, sender_id) do update set status = excluded.status, updated_at = excluded.updated_at",
+    )
+    .bind(workspace_id)
+    .bind(sender_id)
+    .bind(input.status.as_str())
+    .bind(now_ms)
+    .execute(conn)
+    .await?;
+    Ok(SandboxAccount {
+        sender_id: sender_id.to_owned(),
+        status: input.status,
+        updated_at: Timestamp(now_ms),
+    })
+}
+
+/// Sandbox: set a sender account's status.
+///
+/// Test helper (outside production only). `disconnected` or `needs_reauth` makes every call of
+/// the account fail with `account_disconnected`, `restricted` with `account_restricted`;
+/// `connected` restores it.
+#[action(
+    scope = "write",
+    test_helper,
+    http = "POST /sandbox/senders/{sender_id}/status"
+)]
+pub async fn sandbox_set_sender_status(
+    ctx: Ctx,
+    input: SetSenderStatusInput,
+) -> Result<SandboxAccount, ApiError> {
+    let now = ctx.now_ms();
+    let mut tx = ctx.tx().await?;
+    set_sender_status(&mut tx, ctx.workspace_id(), &input, now).await
+}
+
+/// One call the sandbox network received.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SandboxLogEntry {
+    pub id: String,
+    pub at: Timestamp,
+    pub sender_id: String,
+    pub prospect_id: Option<String>,
+    pub profile_url: String,
+    pub kind: OutboundKind,
+    /// The note or the message; null for views and withdrawals.
+    pub text: Option<String>,
+    /// `ok`, or the error code the network refused with (`not_connected`, `cannot_resend_yet`, ...).
+    pub outcome: String,
+    /// The caller's intent token.
+    pub intent: Option<String>,
+}
+
+impl SandboxLogEntry {
+    fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
+        Ok(Self {
+            id: row.try_get("id")?,
+            at: Timestamp(row.try_get("at")?),
+            sender_id: row.try_get("sender_id")?,
+            prospect_id: row.try_get("prospect_id")?,
+            profile_url: row.try_get("profile_url")?,
+            kind: OutboundKind::from_db(&row.try_get::<String, _>("kind")?)?,
+            text: row.try_get("text")?,
+            outcome: row.try_get("outcome")?,
+            intent: row.try_get("intent_token")?,
+        })
+    }
+}
+
+/// The input of `list_sandbox_log`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct ListSandboxLogInput {
+    /// Only calls of this sender.
+    pub sender_id: Option<String>,
+    /// Only calls about this prospect (`prs_...`).
+    pub prospect_id: Option<String>,
+    /// Only calls of this kind.
+    pub kind: Option<OutboundKind>,
+    #[serde(flatten)]
+    pub page: PageParams,
+}
+
+/// One page of the sandbox's log for the workspace, oldest first.
+pub async fn log_page(
+    db: &Db,
+    workspace_id: &str,
+    input: &ListSandboxLogInput,
+) -> Result<Page<SandboxLogEntry>, ApiError> {
+    let mut filter = String::from("workspace_id = $1");
+    if input.sender_id.is_some() {
+        filter.push_str(" and sender_id = $2");
+    }
+    if input.prospect_id.is_some() {
+        filter.push_str(" and prospect_id = $3");
+    }
+    if input.kind.is_some() {
+        filter.push_str(" and kind = $4");
+    }
+    let kind = input.kind.map(OutboundKind::as_str);
+    paged(
+        db.pool(),
+        input.page,
+        format!("select count(*) from sandbox_log where {filter}"),
+        format!(
+            "select id, at, sender_id, prospect_id, profile_url, kind, text, outcome, intent_token from sandbox_log \
+             where {filter} order by at, id limit $5 offset $6"
+        ),
+        |query| {
+            query
+                .bind(workspace_id)
+                .bind(&input.sender_id)
+                .bind(&input.prospect_id)
+                .bind(kind)
+        },
+        SandboxLogEntry::from_row,
+    )
+    .await
+}
+
+/// Sandbox: list what the network received.
+///
+/// Test helper (outside production only). Every call the sandbox network received from this
+/// workspace's senders, oldest first: when, which sender, which prospect and profile, the kind
+/// (`profile_view`, `invitation`, `withdrawal`, `message`), the text, and the outcome (`ok` or the
+/// refusal's code). Filter by `sender_id`, `prospect_id`, `kind`; paged with `limit` and `offset`.
+#[action(scope = "read", test_helper, http = "GET /sandbox/log")]
+pub async fn list_sandbox_log(
+    ctx: Ctx,
+    input: ListSandboxLogInput,
+) -> Result<Page<SandboxLogEntry>, ApiError> {
+    log_page(ctx.db(), ctx.workspace_id(), &input).await
+}
+
+/// The input of `advance_clock`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AdvanceClockInput {
+    /// How far to move the clock forward, in seconds: 1 to 31622400 (a year).
+    pub seconds: i64,
+}
+
+/// The service's time after `advance_clock`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ClockNow {
+    /// The new time, which every instance on the database now shows.
+    pub now: Timestamp,
+    /// Sandbox events that fell due and were delivered for this workspace (acceptances, replies).
+    pub delivered_events: u64,
+}
+
+/// Moves the shared test clock by `seconds` (checked) and answers the new time.
+pub async fn advance(db: &Db, clock: &Clock, seconds: i64) -> Result<i64, ApiError> {
+    if !(1..=MAX_ADVANCE_SECONDS).contains(&seconds) {
+        return Err(ApiError::invalid_request(format!(
+            "`seconds` must be between 1 and {MAX_ADVANCE_SECONDS} (a year); the clock only moves forward."
+        )));
+    }
+    test_clock::advance(db, clock, seconds * 1000).await
+}
+
+/// Move the test clock forward.
+///
+/// Test helper (outside production only). Moves the service's clock forward by `seconds` for
+/// every instance on the database, so a month of outreach runs in seconds; then delivers the
+/// sandbox's acceptances and replies that fell due for this workspace. Needs a server started
+/// with `outreach serve --test-clock`: otherwise a 409 `invalid_state`.
+#[action(scope = "write", test_helper, http = "POST /sandbox/clock/advance")]
+pub async fn advance_clock(ctx: Ctx, input: AdvanceClockInput) -> Result<ClockNow, ApiError> {
+    let now = advance(ctx.db(), ctx.clock(), input.seconds).await?;
+    let delivered_events = match network_for(ctx.config(), ctx.db(), ctx.clock()) {
+        Ok(network @ Network::Sandbox(_)) => network.poll(ctx.workspace_id()).await?,
+        Err(_) => 0,
+    };
+    Ok(ClockNow {
+        now: Timestamp(now),
+        delivered_events,
+    })
+}

@@ -1,0 +1,558 @@
+//! The professional network, behind one trait: what outreach asks of it, and the errors it gives.
+//!
+//! [`NetworkProvider`] is what an implementation offers: view a profile, invite (with an optional
+//! note), withdraw an invitation, read a person's connection state, send a message (opening the
+//! chat if there is none), list messages since a point, read the account's status, answer "did
+//! this outbound action happen?" for reconciliation, and poll for what arrived. Callers hold a
+//! [`Network`], an enum over the implementations, made by [`network_for`] from the configuration.
+//! An enum rather than `dyn`: async trait methods are not object-safe without boxing every
+//! future, the set of providers is ours and small (the sandbox now, a Unipile adapter later: one
+//! more variant holding an HTTP client), and a `match` costs nothing.
+//!
+//! Every implementation speaks [`NetworkError`], and every error maps to one API code, so a
+//! refusal from the network reaches a caller with the same code whichever provider is behind it.
+//!
+//! Inbound events (an invitation accepted, a message received) enter through one function,
+//! [`ingest`], whichever way they came: the sandbox's polling, its test helpers, or later a real
+//! provider's webhook or poll. It records each event once (deduplicated by the provider's event
+//! id); the lead wires it to conversations and enrollments.
+
+pub mod helpers;
+pub mod sandbox;
+
+use std::future::Future;
+
+use outreach_runtime::prelude::{
+    ApiError, Clock, Config, Db, ErrorCode, Timestamp, ids, rfc3339, text_enum,
+};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+pub use sandbox::Sandbox;
+
+/// The longest invitation note the network takes (200 on free accounts; we hold every account to
+/// the paid limit and let the provider refuse the rest).
+pub const MAX_NOTE_CHARS: usize = 300;
+/// The longest message the network takes.
+pub const MAX_MESSAGE_CHARS: usize = 8_000;
+
+/// A sender's account on the network: the workspace it belongs to and the sender's id.
+#[derive(Debug, Clone, Copy)]
+pub struct Account<'a> {
+    pub workspace_id: &'a str,
+    pub sender_id: &'a str,
+}
+
+/// One outbound action: who sends, to whom, and the caller's intent token. The token is what
+/// reconciliation asks about later ([`NetworkProvider::find_outbound`]); a real provider passes
+/// it as its idempotency key where it has one.
+#[derive(Debug, Clone, Copy)]
+pub struct Outbound<'a> {
+    pub account: Account<'a>,
+    /// The normalised profile URL (`linkedin.com/in/jane`).
+    pub profile_url: &'a str,
+    /// Our prospect, when the person is one (the sandbox logs it; providers ignore it).
+    pub prospect_id: Option<&'a str>,
+    /// The intent row's id (or any idempotency token of the caller's).
+    pub intent: &'a str,
+}
+
+text_enum! {
+    /// A person's relation to a sender on the network.
+    pub enum ConnectionState {
+        /// Not connected, no invitation pending.
+        NotConnected => "not_connected",
+        /// An invitation was sent and is neither accepted nor withdrawn.
+        Pending => "pending",
+        /// A first-degree connection: messages may be sent.
+        Connected => "connected",
+    }
+}
+
+text_enum! {
+    /// The state of a sender's account on the network.
+    pub enum AccountStatus {
+        /// Working.
+        Connected => "connected",
+        /// The provider lost the session; a person must sign in again.
+        NeedsReauth => "needs_reauth",
+        /// The network restricted the account; nothing can be sent.
+        Restricted => "restricted",
+        /// Disconnected from the provider.
+        Disconnected => "disconnected",
+    }
+}
+
+text_enum! {
+    /// What kind of outbound action the network received.
+    pub enum OutboundKind {
+        /// A profile was viewed.
+        ProfileView => "profile_view",
+        /// A connection request was sent.
+        Invitation => "invitation",
+        /// A pending connection request was withdrawn.
+        Withdrawal => "withdrawal",
+        /// A message was sent.
+        Message => "message",
+    }
+}
+
+text_enum! {
+    /// Which way a message went.
+    pub enum Direction {
+        /// From the sender to the person.
+        Outbound => "outbound",
+        /// From the person to the sender.
+        Inbound => "inbound",
+    }
+}
+
+/// What the network answered to an outbound action that it performed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    /// The provider's id of what was done (a message id for a message).
+    pub provider_id: String,
+    /// When the network performed it.
+    pub at_ms: i64,
+}
+
+/// A message of a chat, either way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub provider_message_id: String,
+    pub sender_id: String,
+    pub profile_url: String,
+    pub direction: Direction,
+    pub text: String,
+    pub at_ms: i64,
+}
+
+/// The network's record of an outbound action, found by its intent token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboundRecord {
+    pub kind: OutboundKind,
+    /// `ok`, or the error code the network refused it with.
+    pub outcome: String,
+    pub provider_id: Option<String>,
+    pub at_ms: i64,
+}
+
+impl OutboundRecord {
+    /// Whether the action reached the person (a refusal did not).
+    pub fn happened(&self) -> bool {
+        self.outcome == OUTCOME_OK
+    }
+}
+
+/// The outcome recorded for an action the network performed.
+pub const OUTCOME_OK: &str = "ok";
+
+/// Every way the network refuses; one enum for every implementation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetworkError {
+    /// A message to someone who is not a first-degree connection.
+    NotConnected,
+    /// An invitation to this person is already pending.
+    AlreadyInvited,
+    /// The person is already a connection.
+    AlreadyConnected,
+    /// A withdrawal with no pending invitation.
+    NotInvited,
+    /// A withdrawn person cannot be invited again before `retry_at_ms`.
+    CannotResendYet { retry_at_ms: i64 },
+    /// The account's own limit on the network is reached; it may lift at `retry_at_ms`.
+    LimitExceeded { retry_at_ms: Option<i64> },
+    /// The recipient cannot be reached (blocked, deleted, restricted).
+    Unreachable,
+    /// The note or message is longer than `limit` characters.
+    TooLong { limit: usize },
+    /// The account is disconnected or needs a new sign-in.
+    AccountDisconnected,
+    /// The network restricted the account.
+    AccountRestricted,
+    /// A failure that may pass: a timeout, a 5xx, a dropped connection (the cause is logged).
+    Transient(String),
+}
+
+impl NetworkError {
+    /// The API code this error reaches callers with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::NotConnected => ErrorCode::NotConnected,
+            Self::AlreadyInvited => ErrorCode::AlreadyInvited,
+            Self::AlreadyConnected => ErrorCode::AlreadyConnected,
+            Self::NotInvited => ErrorCode::NotInvited,
+            Self::CannotResendYet { .. } => ErrorCode::CannotResendYet,
+            Self::LimitExceeded { .. } => ErrorCode::NetworkLimitExceeded,
+            Self::Unreachable => ErrorCode::RecipientUnreachable,
+            Self::TooLong { .. } => ErrorCode::TextTooLong,
+            Self::AccountDisconnected => ErrorCode::AccountDisconnected,
+            Self::AccountRestricted => ErrorCode::AccountRestricted,
+            Self::Transient(_) => ErrorCode::NetworkUnavailable,
+        }
+    }
+
+    /// When the refusal lifts, if the network said.
+    pub fn retry_at_ms(&self) -> Option<i64> {
+        match self {
+            Self::CannotResendYet { retry_at_ms } => Some(*retry_at_ms),
+            Self::LimitExceeded { retry_at_ms } => *retry_at_ms,
+            _ => None,
+        }
+    }
+}
+
+impl From<sqlx::Error> for NetworkError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Transient(format!("database: {error}"))
+    }
+}
+
+impl From<ApiError> for NetworkError {
+    fn from(error: ApiError) -> Self {
+        Self::Transient(error.internal.unwrap_or(error.message))
+    }
+}
+
+impl From<NetworkError> for ApiError {
+    fn from(error: NetworkError) -> Self {
+        let code = error.code();
+        let message = match &error {
+            NetworkError::NotConnected => {
+                "The network refused: the person is not a first-degree connection of this sender, and messages go to connections only. Send a connection request first.".to_owned()
+            }
+            NetworkError::AlreadyInvited => {
+                "The network refused: an invitation from this sender to the person is already pending.".to_owned()
+            }
+            NetworkError::AlreadyConnected => {
+                "The network refused: the person is already a connection of this sender.".to_owned()
+            }
+            NetworkError::NotInvited => {
+                "The network refused: there is no pending invitation from this sender to the person to withdraw.".to_owned()
+            }
+            NetworkError::CannotResendYet { retry_at_ms } => format!(
+                "The network refused: an invitation to this person was withdrawn less than 3 weeks ago; it can be sent again from {}.",
+                rfc3339(*retry_at_ms)
+            ),
+            NetworkError::LimitExceeded { retry_at_ms: Some(at) } => format!(
+                "The network refused: this sender's account reached the network's own limit; it lifts at {}.",
+                rfc3339(*at)
+            ),
+            NetworkError::LimitExceeded { retry_at_ms: None } => {
+                "The network refused: this sender's account reached the network's own limit; try again later.".to_owned()
+            }
+            NetworkError::Unreachable => {
+                "The network refused: the person cannot be reached (the profile is blocked, deleted or restricted).".to_owned()
+            }
+            NetworkError::TooLong { limit } => {
+                format!("The network refused: the text is longer than {limit} characters.")
+            }
+            NetworkError::AccountDisconnected => {
+                "The network refused: this sender's account is disconnected or needs a new sign-in; reconnect it first.".to_owned()
+            }
+            NetworkError::AccountRestricted => {
+                "The network refused: the network restricted this sender's account; nothing can be sent from it.".to_owned()
+            }
+            NetworkError::Transient(_) => {
+                "The network failed for a moment; nothing was confirmed. Try again later.".to_owned()
+            }
+        };
+        let mut api = ApiError::new(code, message);
+        if let Some(at) = error.retry_at_ms() {
+            api = api.with_extra("retry_at", rfc3339(at));
+        }
+        if let NetworkError::Transient(cause) = error {
+            api.internal = Some(cause);
+        }
+        api
+    }
+}
+
+/// What a network implementation offers. Every method reads time from the implementation's
+/// [`Clock`] (never the system's), so a test can move a month in seconds.
+pub trait NetworkProvider: Send + Sync {
+    /// Views the person's profile (a step of its own; the network counts views). Answers the
+    /// connection state it showed.
+    fn view_profile(
+        &self,
+        to: Outbound<'_>,
+    ) -> impl Future<Output = Result<ConnectionState, NetworkError>> + Send;
+
+    /// Sends a connection request, with an optional note of at most [`MAX_NOTE_CHARS`].
+    fn invite(
+        &self,
+        to: Outbound<'_>,
+        note: Option<&str>,
+    ) -> impl Future<Output = Result<Sent, NetworkError>> + Send;
+
+    /// Withdraws a pending connection request.
+    fn withdraw(&self, to: Outbound<'_>)
+    -> impl Future<Output = Result<Sent, NetworkError>> + Send;
+
+    /// The person's connection state with the account.
+    fn connection_state(
+        &self,
+        account: Account<'_>,
+        profile_url: &str,
+    ) -> impl Future<Output = Result<ConnectionState, NetworkError>> + Send;
+
+    /// Sends a message (at most [`MAX_MESSAGE_CHARS`]), opening the chat if there is none.
+    fn send_message(
+        &self,
+        to: Outbound<'_>,
+        text: &str,
+    ) -> impl Future<Output = Result<Sent, NetworkError>> + Send;
+
+    /// The account's messages, both ways, after `since_ms`, oldest first.
+    fn list_messages(
+        &self,
+        account: Account<'_>,
+        since_ms: i64,
+    ) -> impl Future<Output = Result<Vec<ChatMessage>, NetworkError>> + Send;
+
+    /// The account's status.
+    fn account_status(
+        &self,
+        account: Account<'_>,
+    ) -> impl Future<Output = Result<AccountStatus, NetworkError>> + Send;
+
+    /// Reconciliation: what became of the outbound action made with this intent token (the
+    /// latest attempt), or `None` if the network never received it. The executor asks this for
+    /// an intent with no known outcome before it sends again.
+    fn find_outbound(
+        &self,
+        account: Account<'_>,
+        intent: &str,
+    ) -> impl Future<Output = Result<Option<OutboundRecord>, NetworkError>> + Send;
+
+    /// Fetches what arrived for the workspace's accounts (acceptances, messages) and passes each
+    /// event through [`ingest`]; answers how many were new. Acceptances can be signalled late by
+    /// real providers, so polling is the model; a webhook calls [`ingest`] the same way.
+    fn poll(&self, workspace_id: &str) -> impl Future<Output = Result<u64, NetworkError>> + Send;
+}
+
+/// The network a server uses: one variant per implementation.
+#[derive(Debug, Clone)]
+pub enum Network {
+    /// The simulated network in our own database.
+    Sandbox(Sandbox),
+}
+
+/// `OUTREACH_NETWORK=sandbox`.
+pub const SANDBOX: &str = "sandbox";
+
+/// The network of this configuration: the sandbox outside production (the default, or
+/// `OUTREACH_NETWORK=sandbox`); in production, 503 `network_not_configured` until a real
+/// provider exists. Production never falls back to the sandbox.
+pub fn network_for(config: &Config, db: &Db, clock: &Clock) -> Result<Network, ApiError> {
+    let choice = config
+        .network
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty());
+    if config.environment.is_production() {
+        return Err(ApiError::new(
+            ErrorCode::NetworkNotConfigured,
+            "No professional network is configured for this production server, so nothing can be sent. \
+             The sandbox network is never used in production; an operator must configure a provider.",
+        ));
+    }
+    match choice {
+        None | Some(SANDBOX) => Ok(Network::Sandbox(Sandbox::new(
+            db.clone(),
+            clock.clone(),
+            config.sandbox_seed,
+        ))),
+        Some(other) => Err(ApiError::new(
+            ErrorCode::NetworkNotConfigured,
+            format!(
+                "The network `{other}` is not one this server knows; OUTREACH_NETWORK takes `sandbox`."
+            ),
+        )),
+    }
+}
+
+/// Checks an `OUTREACH_NETWORK` value at start-up: a sentence for the operator when it cannot
+/// work in `environment`.
+pub fn check_network_setting(config: &Config) -> Result<(), String> {
+    match config.network.as_deref().map(str::trim).filter(|c| !c.is_empty()) {
+        None => Ok(()),
+        Some(SANDBOX) if config.environment.is_production() => Err(
+            "OUTREACH_NETWORK=sandbox is refused with OUTREACH_ENV=production: the sandbox is a simulation, and \
+             production never sends through it"
+                .to_owned(),
+        ),
+        Some(SANDBOX) => Ok(()),
+        Some(other) => Err(format!(
+            "OUTREACH_NETWORK=`{other}` is not a known network; use `sandbox` (outside production)"
+        )),
+    }
+}
+
+impl NetworkProvider for Network {
+    async fn view_profile(&self, to: Outbound<'_>) -> Result<ConnectionState, NetworkError> {
+        match self {
+            Self::Sandbox(sandbox) => sandbox.view_profile(to).await,
+        }
+    }
+
+    async fn invite(&self, to: Outbound<'_>, note: Option<&str>) -> Result<Sent, NetworkError> {
+        match self {
+            Self::Sandbox(sandbox) => sandbox.invite(to, note).await,
+        }
+    }
+
+    async fn withdraw(&self, to: Outbound<'_>) -> Result<Sent, NetworkError> {
+        match self {
+            Self::Sandbox(sandbox) => sandbox.withdraw(to).await,
+        }
+    }
+
+    async fn connection_state(
+        &self,
+        account: Account<'_>,
+        profile_url: &str,
+    ) -> Result<ConnectionState, NetworkError> {
+        match self {
+            Self::Sandbox(sandbox) => sandbox.connection_state(account, profile_url).await,
+        }
+    }
+
+    async fn send_message(&self, to: Outbound<'_>, text: &str) -> Result<Sent, NetworkError> {
+        match self {
+            Self::Sandbox(sandbox) => sandbox.send_message(to, text).await,
+        }
+    }
+
+    async fn list_messages(
+        &self,
+        account: Account<'_>,
+        since_ms: i64,
+    ) -> Result<Vec<ChatMessage>, NetworkError> {
+        match self {
+            Self::Sandbox(sandbox) => sandbox.list_messages(account, since_ms).await,
+        }
+    }
+
+    async fn account_status(&self, account: Account<'_>) -> Result<AccountStatus, NetworkError> {
+        match self {
+            Self::Sandbox(sandbox) => sandbox.account_status(account).await,
+        }
+    }
+
+    async fn find_outbound(
+        &self,
+        account: Account<'_>,
+        intent: &str,
+    ) -> Result<Option<OutboundRecord>, NetworkError> {
+        match self {
+            Self::Sandbox(sandbox) => sandbox.find_outbound(account, intent).await,
+        }
+    }
+
+    async fn poll(&self, workspace_id: &str) -> Result<u64, NetworkError> {
+        match self {
+            Self::Sandbox(sandbox) => sandbox.poll(workspace_id).await,
+        }
+    }
+}
+
+/// Something that happened on the network's side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InboundEvent {
+    /// The person accepted the sender's invitation.
+    InvitationAccepted {
+        sender_id: String,
+        profile_url: String,
+        at_ms: i64,
+    },
+    /// The person sent the sender a message.
+    MessageReceived {
+        sender_id: String,
+        profile_url: String,
+        text: String,
+        at_ms: i64,
+        provider_message_id: String,
+    },
+}
+
+impl InboundEvent {
+    /// The provider's identity of the event, which makes a redelivery a no-op. An acceptance has
+    /// no id of its own: the sender, the person and the time name it.
+    pub fn provider_event_id(&self) -> String {
+        match self {
+            Self::InvitationAccepted {
+                sender_id,
+                profile_url,
+                at_ms,
+            } => format!("accepted:{sender_id}:{profile_url}:{at_ms}"),
+            Self::MessageReceived {
+                provider_message_id,
+                ..
+            } => format!("message:{provider_message_id}"),
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::InvitationAccepted { .. } => "invitation_accepted",
+            Self::MessageReceived { .. } => "message_received",
+        }
+    }
+}
+
+/// An inbound event as recorded.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RecordedEvent {
+    pub id: String,
+    /// `invitation_accepted` or `message_received`.
+    pub kind: String,
+    pub sender_id: String,
+    pub profile_url: String,
+    pub text: Option<String>,
+    pub at: Timestamp,
+}
+
+/// The one entry of inbound events, whatever their source: records `event` for the workspace in
+/// the caller's transaction (`conn`), once per provider event id. Answers whether it was new; a
+/// redelivered event changes nothing. (The lead wires conversations and enrollments here.)
+pub async fn ingest(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    event: &InboundEvent,
+    now_ms: i64,
+) -> Result<bool, ApiError> {
+    let (sender_id, profile_url, text, at_ms) = match event {
+        InboundEvent::InvitationAccepted {
+            sender_id,
+            profile_url,
+            at_ms,
+        } => (sender_id, profile_url, None, *at_ms),
+        InboundEvent::MessageReceived {
+            sender_id,
+            profile_url,
+            text,
+            at_ms,
+            ..
+        } => (sender_id, profile_url, Some(text), *at_ms),
+    };
+    // `on conflict do nothing` is the same on both backends and keeps a redelivery from aborting
+    // the caller's transaction (PostgreSQL aborts it on a failed insert).
+    let inserted = sqlx::query(
+        "insert into inbound_events (id, workspace_id, provider_event_id, kind, sender_id, profile_url, text, at, received_at) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+         on conflict (workspace_id, provider_event_id) do nothing",
+    )
+    .bind(ids::new_id("ibe"))
+    .bind(workspace_id)
+    .bind(event.provider_event_id())
+    .bind(event.kind())
+    .bind(sender_id)
+    .bind(profile_url)
+    .bind(text)
+    .bind(at_ms)
+    .bind(now_ms)
+    .execute(&mut *conn)
+    .await?;
+    Ok(inserted.rows_affected() == 1)
+}
