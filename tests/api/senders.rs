@@ -472,3 +472,28 @@ async fn concurrent_quota_takers_never_overshoot() {
     }
     assert_eq!(taken, 3, "exactly the limit, however the takers interleave");
 }
+
+#[tokio::test]
+async fn another_workspace_cannot_see_or_change_a_sender() {
+    let app = spawn_app().await;
+    let sender = id(&create(&app, json!({"name": "Ada", "timezone": "UTC"})).await);
+    let (_, other) = app.other_workspace("Rival", "rival@rival.test").await;
+    app.get(&format!("/senders/{sender}"), &other)
+        .await
+        .expect_error(404, "not_found");
+    app.patch_json(
+        &format!("/senders/{sender}"),
+        &other,
+        json!({"name": "Mine"}),
+    )
+    .await
+    .expect_error(404, "not_found");
+    app.delete(&format!("/senders/{sender}"), &other)
+        .await
+        .expect_error(404, "not_found");
+    assert_eq!(
+        app.get("/senders", &other).await.expect(200)["total"],
+        json!(0)
+    );
+    assert_eq!(get(&app, &sender).await["name"], json!("Ada"));
+}
