@@ -228,7 +228,7 @@ async fn sandbox_contact(app: &TestApp, number: usize) -> (String, String) {
         prospect_id: contact.clone(),
         sender_id: CONNECTED_SENDER.to_owned(),
     };
-    accept_invitation(&mut tx, &app.workspace_id, &input, app.clock.now_ms())
+    accept_invitation(&mut tx, &app.clock, &app.workspace_id, &input)
         .await
         .expect("accept the connected sender's invitation");
     tx.commit().await.expect("commit");

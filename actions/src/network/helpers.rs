@@ -88,10 +88,11 @@ pub struct AcceptInvitationInput {
 /// through the ingestion function in the same transaction (`conn`).
 pub async fn accept_invitation(
     conn: &mut sqlx::AnyConnection,
+    clock: &Clock,
     workspace_id: &str,
     input: &AcceptInvitationInput,
-    now_ms: i64,
 ) -> Result<SandboxConnection, ApiError> {
+    let now_ms = clock.now_ms();
     let sender_id = check_sender_id(&input.sender_id)?;
     let profile_url = profile_url_of(conn, workspace_id, &input.prospect_id).await?;
     let found = relation(conn, workspace_id, sender_id, &profile_url).await?;
@@ -127,7 +128,7 @@ pub async fn accept_invitation(
         profile_url: profile_url.clone(),
         at_ms: now_ms,
     };
-    ingest(conn, workspace_id, &event, now_ms).await?;
+    ingest(conn, clock, workspace_id, &event).await?;
     Ok(SandboxConnection {
         prospect_id: input.prospect_id.clone(),
         sender_id: sender_id.to_owned(),
@@ -151,9 +152,8 @@ pub async fn sandbox_accept_invitation(
     ctx: Ctx,
     input: AcceptInvitationInput,
 ) -> Result<SandboxConnection, ApiError> {
-    let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
-    accept_invitation(&mut tx, ctx.workspace_id(), &input, now).await
+    accept_invitation(&mut tx, ctx.clock(), ctx.workspace_id(), &input).await
 }
 
 /// The input of `sandbox_reply`.
@@ -184,10 +184,11 @@ pub struct SandboxMessage {
 /// the ingestion function in the same transaction (`conn`).
 pub async fn reply(
     conn: &mut sqlx::AnyConnection,
+    clock: &Clock,
     workspace_id: &str,
     input: &SandboxReplyInput,
-    now_ms: i64,
 ) -> Result<SandboxMessage, ApiError> {
+    let now_ms = clock.now_ms();
     let sender_id = check_sender_id(&input.sender_id)?;
     let text = input.text.trim();
     if text.is_empty() || text.chars().count() > MAX_MESSAGE_CHARS {
@@ -231,7 +232,7 @@ pub async fn reply(
         at_ms: now_ms,
         provider_message_id: message.provider_message_id.clone(),
     };
-    ingest(conn, workspace_id, &event, now_ms).await?;
+    ingest(conn, clock, workspace_id, &event).await?;
     Ok(SandboxMessage {
         id: message.provider_message_id,
         prospect_id: input.prospect_id.clone(),
@@ -250,9 +251,8 @@ pub async fn reply(
 /// connection state.
 #[action(scope = "write", test_helper, http = "POST /sandbox/replies")]
 pub async fn sandbox_reply(ctx: Ctx, input: SandboxReplyInput) -> Result<SandboxMessage, ApiError> {
-    let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
-    reply(&mut tx, ctx.workspace_id(), &input, now).await
+    reply(&mut tx, ctx.clock(), ctx.workspace_id(), &input).await
 }
 
 /// The input of `sandbox_set_sender_status`.

@@ -514,14 +514,16 @@ pub struct RecordedEvent {
 }
 
 /// The one entry of inbound events, whatever their source: records `event` for the workspace in
-/// the caller's transaction (`conn`), once per provider event id. Answers whether it was new; a
-/// redelivered event changes nothing. (The lead wires conversations and enrollments here.)
+/// the caller's transaction (`conn`), once per provider event id, and applies it there
+/// ([`crate::delivery::inbound::apply`]: the conversation, the prospect, the enrollments). Answers
+/// whether it was new; a redelivered event changes nothing.
 pub async fn ingest(
     conn: &mut sqlx::AnyConnection,
+    clock: &Clock,
     workspace_id: &str,
     event: &InboundEvent,
-    now_ms: i64,
 ) -> Result<bool, ApiError> {
+    let now_ms = clock.now_ms();
     let (sender_id, profile_url, text, at_ms) = match event {
         InboundEvent::InvitationAccepted {
             sender_id,
@@ -554,5 +556,9 @@ pub async fn ingest(
     .bind(now_ms)
     .execute(&mut *conn)
     .await?;
-    Ok(inserted.rows_affected() == 1)
+    if inserted.rows_affected() == 0 {
+        return Ok(false);
+    }
+    crate::delivery::inbound::apply(conn, clock, workspace_id, event).await?;
+    Ok(true)
 }

@@ -423,7 +423,7 @@ impl Sandbox {
                     profile_url,
                     at_ms: at,
                 };
-                delivered += u64::from(ingest(&mut tx, workspace_id, &event, now).await?);
+                delivered += u64::from(ingest(&mut tx, &self.clock, workspace_id, &event).await?);
             }
         }
         let replies = sqlx::query(
@@ -469,7 +469,7 @@ impl Sandbox {
                     at_ms: at,
                     provider_message_id: message.provider_message_id,
                 };
-                delivered += u64::from(ingest(&mut tx, workspace_id, &event, now).await?);
+                delivered += u64::from(ingest(&mut tx, &self.clock, workspace_id, &event).await?);
             }
         }
         tx.commit().await?;

@@ -1,0 +1,796 @@
+//! Delivery: the durable jobs that perform approved outreach on the network, exactly once.
+//!
+//! Each live enrollment has one job (`outreach_step`, unique per enrollment) that performs its
+//! next step when it is due and then snoozes until the step after; pausing, stopping or finishing
+//! the enrollment (or pausing its sequence) makes the job's next run end it, and resuming enqueues
+//! it again. A run, in order:
+//!
+//! 1. In the job's fenced transaction: re-read the enrollment, its sequence, its prospect and its
+//!    sender; anything that says "not now" (not approved, paused, outside the sender's working
+//!    hours in its zone, too soon after the sender's last action, a limit reached) snoozes the job
+//!    to the time it lifts, without using an attempt.
+//! 2. Still in that transaction: the sender's quota unit is taken (the sender row is locked, so
+//!    no number of workers overshoots a limit) and an intent row is written; both commit
+//!    ([`JobCtx::commit`]) *before* the network is called.
+//! 3. The network call carries the intent's id as its idempotency token.
+//! 4. A new fenced transaction records the outcome: the intent, the enrollment's history, the
+//!    next step's time, the conversation, the prospect's `last_contacted_at`.
+//!
+//! A crash between 2 and 4 leaves a `pending` intent; the next run asks the network whether it
+//! happened ([`NetworkProvider::find_outbound`]) and records the answer instead of sending again.
+//! Refusals for the account (limit signal, disconnected) give the quota unit back and wait;
+//! refusals for the person (unreachable, cannot resend yet) fail the enrollment with the error.
+
+pub mod inbound;
+pub mod intents;
+pub mod replies;
+
+use outreach_runtime::prelude::{
+    ApiError, Clock, JobCtx, JobError, JobOutcome, JobResult, NewJob, enqueue, jobs,
+};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use sqlx::{AnyConnection, Row};
+
+use crate::enrollments::record_event;
+use crate::network::{
+    Account, NetworkError, NetworkProvider, Outbound, OutboundKind, OutboundRecord, Sent,
+    network_for,
+};
+use crate::senders::{self, QuotaKind, SenderRow, SenderStatus};
+use crate::sequences::{RenderedText, SequenceStatus, Step, StepType};
+use intents::{IntentStatus, NewIntent};
+
+/// The job kind of an enrollment's steps.
+pub const STEP_JOB: &str = "outreach_step";
+
+const HOUR_MS: i64 = 3_600_000;
+const DAY_MS: i64 = 24 * HOUR_MS;
+/// A sender acts at most once in this many milliseconds (a random gap in this range), so a
+/// morning's work goes out spread over the morning, never in a burst.
+const GAP_MS: std::ops::RangeInclusive<i64> = 30_000..=90_000;
+/// How long an enrollment waits before looking again at a sender that cannot send (disconnected,
+/// restricted, without working hours).
+const BLOCKED_RETRY_MS: i64 = HOUR_MS;
+
+/// What an `outreach_step` job carries.
+#[derive(Debug, Serialize, Deserialize)]
+struct StepPayload {
+    enrollment_id: String,
+}
+
+fn step_key(enrollment_id: &str) -> String {
+    format!("enrollment:{enrollment_id}")
+}
+
+/// Enqueues (in the caller's transaction) the job that performs an enrollment's next step at
+/// `run_at_ms`. An enrollment already holding a waiting job gets it moved to `run_at_ms`.
+pub async fn schedule(
+    conn: &mut AnyConnection,
+    clock: &Clock,
+    workspace_id: &str,
+    enrollment_id: &str,
+    run_at_ms: i64,
+) -> Result<(), ApiError> {
+    let key = step_key(enrollment_id);
+    jobs::cancel_unique(&mut *conn, clock, STEP_JOB, &key).await?;
+    enqueue(
+        conn,
+        clock,
+        NewJob::new(STEP_JOB, serde_json::json!({"enrollment_id": enrollment_id}))
+            .workspace(workspace_id)
+            .run_at(run_at_ms)
+            .unique_key(key),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The enrollment as the executor needs it.
+struct EnrollmentRow {
+    id: String,
+    workspace_id: String,
+    sequence_id: String,
+    prospect_id: String,
+    sender_id: Option<String>,
+    status: String,
+    step_index: i64,
+    next_step_at: Option<i64>,
+    invited_at: Option<i64>,
+    accepted_at: Option<i64>,
+}
+
+async fn load_enrollment(
+    conn: &mut AnyConnection,
+    id: &str,
+) -> Result<Option<EnrollmentRow>, ApiError> {
+    let lock = if conn.backend_name().eq_ignore_ascii_case("postgresql") {
+        " for update"
+    } else {
+        ""
+    };
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "select id, workspace_id, sequence_id, prospect_id, sender_id, status, step_index, next_step_at, \
+         invited_at, accepted_at from enrollments where id = $1{lock}"
+    )))
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    Ok(Some(EnrollmentRow {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        sequence_id: row.try_get("sequence_id")?,
+        prospect_id: row.try_get("prospect_id")?,
+        sender_id: row.try_get("sender_id")?,
+        status: row.try_get("status")?,
+        step_index: row.try_get("step_index")?,
+        next_step_at: row.try_get("next_step_at")?,
+        invited_at: row.try_get("invited_at")?,
+        accepted_at: row.try_get("accepted_at")?,
+    }))
+}
+
+/// What the executor reads of a prospect.
+struct Person {
+    profile_url: Option<String>,
+    timezone: Option<String>,
+    do_not_contact: bool,
+}
+
+async fn load_person(
+    conn: &mut AnyConnection,
+    prospect_id: &str,
+) -> Result<Option<Person>, ApiError> {
+    let row = sqlx::query(
+        "select profile_url, timezone, do_not_contact from prospects where id = $1",
+    )
+    .bind(prospect_id)
+    .fetch_optional(conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    Ok(Some(Person {
+        profile_url: row.try_get("profile_url")?,
+        timezone: row.try_get("timezone")?,
+        do_not_contact: row.try_get::<i64, _>("do_not_contact")? != 0,
+    }))
+}
+
+/// The texts a person approved for this enrollment, by step index.
+async fn approved_texts(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    enrollment_id: &str,
+) -> Result<Vec<RenderedText>, ApiError> {
+    let row = sqlx::query(
+        "select texts from approvals where workspace_id = $1 and kind = 'enrollment' and subject_id = $2 \
+         and status = 'approved' order by decided_at desc limit 1",
+    )
+    .bind(workspace_id)
+    .bind(enrollment_id)
+    .fetch_optional(conn)
+    .await?;
+    match row {
+        Some(row) => serde_json::from_str(&row.try_get::<String, _>("texts")?)
+            .map_err(ApiError::internal),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Ends an enrollment with an exit reason (and its history entry).
+async fn finish(
+    conn: &mut AnyConnection,
+    enrollment: &EnrollmentRow,
+    exit_reason: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update enrollments set status = 'finished', exit_reason = $2, next_step_at = null, updated_at = $3 \
+         where id = $1",
+    )
+    .bind(&enrollment.id)
+    .bind(exit_reason)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    record_event(
+        conn,
+        &enrollment.workspace_id,
+        &enrollment.id,
+        now,
+        "finished",
+        None,
+        None,
+        Some(exit_reason),
+    )
+    .await
+}
+
+/// Fails an enrollment with the network's refusal.
+async fn fail(
+    conn: &mut AnyConnection,
+    enrollment: &EnrollmentRow,
+    error: &NetworkError,
+    now: i64,
+) -> Result<(), ApiError> {
+    let api: ApiError = error.clone().into();
+    sqlx::query(
+        "update enrollments set status = 'failed', last_error = $2, next_step_at = null, updated_at = $3 \
+         where id = $1",
+    )
+    .bind(&enrollment.id)
+    .bind(format!("{}: {}", api.code, api.message))
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    record_event(
+        conn,
+        &enrollment.workspace_id,
+        &enrollment.id,
+        now,
+        "failed",
+        Some(enrollment.step_index),
+        None,
+        Some(api.code.as_str()),
+    )
+    .await
+}
+
+/// Moves an enrollment's next step to `at` (and says why, for `get_enrollment`).
+async fn wait_until(conn: &mut AnyConnection, enrollment_id: &str, at: i64) -> Result<(), ApiError> {
+    sqlx::query("update enrollments set next_step_at = $2 where id = $1")
+        .bind(enrollment_id)
+        .bind(at)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The first instant at or after `after` inside the sender's working hours and, when the sequence
+/// asks for it, inside the same hours in the prospect's zone.
+pub fn next_window(sender: &SenderRow, prospect_zone: Option<&jiff::tz::TimeZone>, after: i64) -> Option<i64> {
+    let mut at = after;
+    for _ in 0..64 {
+        let in_sender = senders::next_send_at(sender, at)?;
+        let Some(zone) = prospect_zone else {
+            return Some(in_sender);
+        };
+        let in_both = senders::hours::next_window(zone, &sender.schedule, in_sender)?;
+        if in_both == in_sender {
+            return Some(in_sender);
+        }
+        at = in_both;
+    }
+    None
+}
+
+fn jitter() -> i64 {
+    rand::rng().random_range(GAP_MS)
+}
+
+fn quota_kind(kind: StepType) -> QuotaKind {
+    match kind {
+        StepType::ViewProfile => QuotaKind::ProfileView,
+        StepType::ConnectionRequest => QuotaKind::ConnectionRequest,
+        StepType::Message => QuotaKind::Message,
+    }
+}
+
+fn network_kind(kind: StepType) -> OutboundKind {
+    match kind {
+        StepType::ViewProfile => OutboundKind::ProfileView,
+        StepType::ConnectionRequest => OutboundKind::Invitation,
+        StepType::Message => OutboundKind::Message,
+    }
+}
+
+/// What the step's run decided before the network call.
+enum Plan {
+    /// Nothing to send now; the job's outcome.
+    Outcome(JobOutcome),
+    /// Call the network with this intent (fresh, or pending from a run that died).
+    Send {
+        enrollment: EnrollmentRow,
+        step: Step,
+        text: Option<String>,
+        profile_url: String,
+        sender_id: String,
+        intent_id: String,
+        /// The intent was pending already: ask the network whether it happened first.
+        reconcile: bool,
+    },
+}
+
+async fn run_step(job: JobCtx) -> JobResult {
+    let payload: StepPayload = job.payload_as()?;
+    let plan = prepare(&job, &payload.enrollment_id).await?;
+    let Plan::Send {
+        enrollment,
+        step,
+        text,
+        profile_url,
+        sender_id,
+        intent_id,
+        reconcile,
+    } = plan
+    else {
+        let Plan::Outcome(outcome) = plan else {
+            unreachable!()
+        };
+        return Ok(outcome);
+    };
+    // The intent and its quota unit are durable before the network hears of it.
+    job.commit().await?;
+
+    let network = network_for(job.config(), job.db(), job.clock())?;
+    let to = Outbound {
+        account: Account {
+            workspace_id: &enrollment.workspace_id,
+            sender_id: &sender_id,
+        },
+        profile_url: &profile_url,
+        prospect_id: Some(&enrollment.prospect_id),
+        intent: &intent_id,
+    };
+    let earlier = if reconcile {
+        network.find_outbound(to.account, &intent_id).await.map_err(network_fault)?
+    } else {
+        None
+    };
+    let result = match earlier {
+        Some(record) => outcome_of(record),
+        None => match step.kind {
+            StepType::ViewProfile => network.view_profile(to).await.map(|_| Sent {
+                provider_id: String::new(),
+                at_ms: job.now_ms(),
+            }),
+            StepType::ConnectionRequest => network.invite(to, text.as_deref()).await,
+            StepType::Message => network.send_message(to, text.as_deref().unwrap_or("")).await,
+        },
+    };
+    if let Err(NetworkError::Transient(cause)) = &result {
+        // The intent stays pending: the retry asks the network before it sends again.
+        return Err(JobError::retry(format!("the network failed: {cause}")));
+    }
+    let mut tx = job.tx().await?;
+    record_outcome(&mut tx, &job, &enrollment, &step, text.as_deref(), &sender_id, &intent_id, result)
+        .await
+        .map_err(JobError::from)
+}
+
+/// A recorded outbound action as the result of the call it stands for.
+fn outcome_of(record: OutboundRecord) -> Result<Sent, NetworkError> {
+    if record.happened() {
+        Ok(Sent {
+            provider_id: record.provider_id.unwrap_or_default(),
+            at_ms: record.at_ms,
+        })
+    } else {
+        // A refusal the network logged: treated as that refusal, with no retry time known.
+        Err(match record.outcome.as_str() {
+            "not_connected" => NetworkError::NotConnected,
+            "already_invited" => NetworkError::AlreadyInvited,
+            "already_connected" => NetworkError::AlreadyConnected,
+            "recipient_unreachable" => NetworkError::Unreachable,
+            "account_disconnected" => NetworkError::AccountDisconnected,
+            "account_restricted" => NetworkError::AccountRestricted,
+            "network_limit_exceeded" => NetworkError::LimitExceeded { retry_at_ms: None },
+            other => NetworkError::Transient(format!("the network logged `{other}`")),
+        })
+    }
+}
+
+fn network_fault(error: NetworkError) -> JobError {
+    JobError::retry(format!("asking the network: {error:?}"))
+}
+
+/// Step 1 and 2 of the module header: decide, and when sending, take the quota and write the
+/// intent in the job's transaction.
+async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
+    let now = job.now_ms();
+    let mut tx = job.tx().await?;
+    let Some(enrollment) = load_enrollment(&mut tx, enrollment_id).await? else {
+        return Ok(Plan::Outcome(JobOutcome::Done));
+    };
+    if !matches!(enrollment.status.as_str(), "scheduled" | "active") {
+        // Paused, finished or failed: resuming enqueues the job again.
+        return Ok(Plan::Outcome(JobOutcome::Done));
+    }
+    let sequence =
+        crate::sequences::fetch_row(&mut tx, &enrollment.workspace_id, &enrollment.sequence_id)
+            .await?;
+    if sequence.status != SequenceStatus::Active {
+        // A paused sequence's enrollments wait for `resume_sequence`, which enqueues them again;
+        // a draft one's for `activate_sequence`.
+        return Ok(Plan::Outcome(JobOutcome::Done));
+    }
+    if let Some(at) = enrollment.next_step_at.filter(|at| *at > now) {
+        return Ok(Plan::Outcome(JobOutcome::Snooze { until_ms: at }));
+    }
+    let Ok(index) = usize::try_from(enrollment.step_index) else {
+        return Err(JobError::discard("a negative step index"));
+    };
+    // Waiting for an acceptance, and the deadline has come: ask the network once more (its
+    // signal can be late), then exit.
+    if enrollment.invited_at.is_some() && enrollment.accepted_at.is_none() {
+        let accepted = match (&enrollment.sender_id, load_person(&mut tx, &enrollment.prospect_id).await?) {
+            (Some(sender_id), Some(Person { profile_url: Some(url), .. })) => {
+                let network = network_for(job.config(), job.db(), job.clock())?;
+                let account = Account {
+                    workspace_id: &enrollment.workspace_id,
+                    sender_id,
+                };
+                matches!(
+                    network.connection_state(account, &url).await,
+                    Ok(crate::network::ConnectionState::Connected)
+                )
+            }
+            _ => false,
+        };
+        if !accepted {
+            finish(&mut tx, &enrollment, "not_accepted", now).await?;
+            return Ok(Plan::Outcome(JobOutcome::Done));
+        }
+        sqlx::query("update enrollments set accepted_at = $2 where id = $1")
+            .bind(&enrollment.id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let Some(step) = sequence.steps.get(index).cloned() else {
+        finish(&mut tx, &enrollment, "completed_steps", now).await?;
+        return Ok(Plan::Outcome(JobOutcome::Done));
+    };
+    let Some(person) = load_person(&mut tx, &enrollment.prospect_id).await? else {
+        return Ok(Plan::Outcome(JobOutcome::Done));
+    };
+    if person.do_not_contact {
+        finish(&mut tx, &enrollment, "do_not_contact", now).await?;
+        return Ok(Plan::Outcome(JobOutcome::Done));
+    }
+    let (Some(sender_id), Some(profile_url)) = (enrollment.sender_id.clone(), person.profile_url.clone()) else {
+        return Err(JobError::discard("the enrollment has no sender or the prospect no profile URL"));
+    };
+    let sender = match senders::load(&mut tx, &enrollment.workspace_id, &sender_id).await {
+        Ok(sender) => sender,
+        Err(_) => {
+            // A deleted sender: its enrollments cannot go on.
+            fail(&mut tx, &enrollment, &NetworkError::AccountDisconnected, now).await?;
+            return Ok(Plan::Outcome(JobOutcome::Done));
+        }
+    };
+
+    // A run that died after its intent committed: settle that intent, never a second one.
+    if let Some(intent) = intents::of_step(&mut tx, &enrollment.id, enrollment.step_index).await? {
+        if intent.status == IntentStatus::Pending {
+            let text = text_of(&mut tx, &enrollment, &step).await?;
+            return Ok(Plan::Send {
+                enrollment,
+                step,
+                text,
+                profile_url,
+                sender_id,
+                intent_id: intent.id,
+                reconcile: true,
+            });
+        }
+        return Err(JobError::discard(format!(
+            "step {index} already has a completed intent `{}`",
+            intent.id
+        )));
+    }
+
+    let prospect_zone = if sequence.schedule.respect_prospect_timezone {
+        person
+            .timezone
+            .as_deref()
+            .and_then(|name| jiff::tz::TimeZone::get(name).ok())
+    } else {
+        None
+    };
+    let usage_id = match gate(&mut tx, &sender, prospect_zone.as_ref(), quota_kind(step.kind), now).await? {
+        Ok(usage_id) => usage_id,
+        Err(until) => {
+            wait_until(&mut tx, &enrollment.id, until).await?;
+            return Ok(Plan::Outcome(JobOutcome::Snooze { until_ms: until }));
+        }
+    };
+    let text = text_of(&mut tx, &enrollment, &step).await?;
+    let intent_id = intents::insert(
+        &mut tx,
+        &NewIntent {
+            workspace_id: &enrollment.workspace_id,
+            sender_id: &sender_id,
+            prospect_id: &enrollment.prospect_id,
+            kind: network_kind(step.kind).as_str(),
+            enrollment_id: Some(&enrollment.id),
+            step_index: Some(enrollment.step_index),
+            message_id: None,
+            text: text.as_deref(),
+            usage_id: Some(&usage_id),
+        },
+        now,
+    )
+    .await?;
+    Ok(Plan::Send {
+        enrollment,
+        step,
+        text,
+        profile_url,
+        sender_id,
+        intent_id,
+        reconcile: false,
+    })
+}
+
+/// Whether `sender` may act now: connected, inside its working hours (and the prospect's, when
+/// given), clear of every limit and far enough from its last action. When it may, one quota unit
+/// is taken in `tx` (the sender row is locked first, so workers on every instance count one after
+/// the other) and its id returned; when not, the time to try again.
+pub(crate) async fn gate(
+    tx: &mut AnyConnection,
+    sender: &SenderRow,
+    prospect_zone: Option<&jiff::tz::TimeZone>,
+    kind: QuotaKind,
+    now: i64,
+) -> Result<Result<String, i64>, ApiError> {
+    if sender.status != SenderStatus::Connected {
+        return Ok(Err(now + BLOCKED_RETRY_MS));
+    }
+    let Some(window) = next_window(sender, prospect_zone, now) else {
+        return Ok(Err(now + DAY_MS));
+    };
+    if window > now {
+        return Ok(Err(window + jitter()));
+    }
+    let usage_id = match senders::take_quota(tx, &sender.id, kind, now).await? {
+        Ok(usage_id) => usage_id,
+        Err(refusal) => {
+            let until = refusal.until_ms.unwrap_or(now + BLOCKED_RETRY_MS).max(now + 1);
+            let until = next_window(sender, prospect_zone, until).unwrap_or(until) + jitter();
+            return Ok(Err(until));
+        }
+    };
+    if let Some(last) = last_action_at_before(tx, &sender.id, &usage_id).await?
+        && last + *GAP_MS.start() > now
+    {
+        // Too soon after this sender's last action: the unit goes back, the action waits.
+        senders::release_quota(tx, &usage_id).await?;
+        return Ok(Err(last + jitter()));
+    }
+    Ok(Ok(usage_id))
+}
+
+/// What a refusal for the account means for the sender (paused after a limit signal, marked
+/// disconnected or restricted), and when to try again. `None` for refusals that concern the
+/// person, not the account.
+pub(crate) async fn account_refusal(
+    tx: &mut AnyConnection,
+    sender_id: &str,
+    error: &NetworkError,
+    now: i64,
+) -> Result<Option<i64>, ApiError> {
+    Ok(Some(match error {
+        NetworkError::LimitExceeded { retry_at_ms } => {
+            let until = retry_at_ms.unwrap_or(now + DAY_MS);
+            senders::pause_sender(tx, sender_id, until, "the network signalled its limit for this account", now).await?;
+            until
+        }
+        NetworkError::AccountRestricted => {
+            senders::set_sender_status(tx, sender_id, SenderStatus::Restricted, now).await?;
+            now + BLOCKED_RETRY_MS
+        }
+        NetworkError::AccountDisconnected => {
+            senders::set_sender_status(tx, sender_id, SenderStatus::Disconnected, now).await?;
+            now + BLOCKED_RETRY_MS
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// The sender's last counted action other than `except` (the unit just taken).
+async fn last_action_at_before(
+    conn: &mut AnyConnection,
+    sender_id: &str,
+    except: &str,
+) -> Result<Option<i64>, ApiError> {
+    let row = sqlx::query("select max(at) as last from sender_usage where sender_id = $1 and id <> $2")
+        .bind(sender_id)
+        .bind(except)
+        .fetch_one(conn)
+        .await?;
+    Ok(row.try_get("last")?)
+}
+
+/// The approved text of a step (a note or a message), if it has one.
+async fn text_of(
+    conn: &mut AnyConnection,
+    enrollment: &EnrollmentRow,
+    step: &Step,
+) -> Result<Option<String>, ApiError> {
+    if step.kind == StepType::ViewProfile {
+        return Ok(None);
+    }
+    let texts = approved_texts(conn, &enrollment.workspace_id, &enrollment.id).await?;
+    Ok(texts
+        .into_iter()
+        .find(|text| i64::from(text.step_index) == enrollment.step_index)
+        .map(|text| text.text))
+}
+
+/// Step 4 of the module header: what came of the call, in the job's second transaction.
+#[allow(clippy::too_many_arguments)]
+async fn record_outcome(
+    tx: &mut AnyConnection,
+    job: &JobCtx,
+    enrollment: &EnrollmentRow,
+    step: &Step,
+    text: Option<&str>,
+    sender_id: &str,
+    intent_id: &str,
+    result: Result<Sent, NetworkError>,
+) -> Result<JobOutcome, ApiError> {
+    let now = job.now_ms();
+    let usage_id: Option<String> =
+        sqlx::query("select usage_id from outbound_intents where id = $1")
+            .bind(intent_id)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("usage_id")?;
+    let step_index = enrollment.step_index;
+    let kind = step.kind.as_str();
+    let sent_at = match result {
+        Ok(sent) => sent.at_ms,
+        // Already connected: the invitation is not needed; the next step may go.
+        Err(NetworkError::AlreadyConnected) if step.kind == StepType::ConnectionRequest => {
+            intents::complete(tx, intent_id, IntentStatus::Failed, "already_connected", now).await?;
+            if let Some(usage_id) = &usage_id {
+                senders::release_quota(tx, usage_id).await?;
+            }
+            record_event(tx, &enrollment.workspace_id, &enrollment.id, now, kind, Some(step_index), text, Some("already_connected")).await?;
+            sqlx::query("update enrollments set accepted_at = $2 where id = $1")
+                .bind(&enrollment.id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            return advance(tx, job, enrollment, step, now, false).await;
+        }
+        // Refusals for the account: the unit goes back, the intent is forgotten, the step waits.
+        Err(error) if matches!(error, NetworkError::LimitExceeded { .. } | NetworkError::AccountDisconnected | NetworkError::AccountRestricted) => {
+            intents::forget(tx, intent_id).await?;
+            if let Some(usage_id) = &usage_id {
+                senders::release_quota(tx, usage_id).await?;
+            }
+            let until = account_refusal(tx, sender_id, &error, now).await?.unwrap_or(now + BLOCKED_RETRY_MS);
+            record_event(tx, &enrollment.workspace_id, &enrollment.id, now, kind, Some(step_index), None, Some(error_code(&error))).await?;
+            wait_until(tx, &enrollment.id, until).await?;
+            return Ok(JobOutcome::Snooze { until_ms: until });
+        }
+        // Refusals for the person: the enrollment fails with the network's words.
+        Err(error) => {
+            intents::complete(tx, intent_id, IntentStatus::Failed, error_code(&error), now).await?;
+            if let Some(usage_id) = &usage_id {
+                senders::release_quota(tx, usage_id).await?;
+            }
+            record_event(tx, &enrollment.workspace_id, &enrollment.id, now, kind, Some(step_index), text, Some(error_code(&error))).await?;
+            fail(tx, enrollment, &error, now).await?;
+            return Ok(JobOutcome::Done);
+        }
+    };
+    intents::complete(tx, intent_id, IntentStatus::Sent, "sent", now).await?;
+    record_event(tx, &enrollment.workspace_id, &enrollment.id, sent_at, kind, Some(step_index), text, Some("sent")).await?;
+    if step.kind != StepType::ViewProfile {
+        sqlx::query("update prospects set last_contacted_at = $2 where id = $1")
+            .bind(&enrollment.prospect_id)
+            .bind(sent_at)
+            .execute(&mut *tx)
+            .await?;
+    }
+    if step.kind == StepType::Message {
+        crate::conversations::record_outbound(
+            tx,
+            &crate::conversations::Outbound {
+                workspace_id: &enrollment.workspace_id,
+                sender_id,
+                prospect_id: &enrollment.prospect_id,
+                sequence_id: Some(&enrollment.sequence_id),
+                enrollment_id: Some(&enrollment.id),
+                step_index: Some(step_index),
+                created_by: None,
+                text: text.unwrap_or(""),
+                status: crate::conversations::MessageStatus::Sent,
+                at_ms: sent_at,
+            },
+            now,
+        )
+        .await?;
+    }
+    let invited = step.kind == StepType::ConnectionRequest;
+    if invited {
+        sqlx::query("update enrollments set invited_at = $2 where id = $1")
+            .bind(&enrollment.id)
+            .bind(sent_at)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("update prospects set connection_state = 'pending' where id = $1 and (connection_state is null or connection_state = 'not_connected')")
+            .bind(&enrollment.prospect_id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    advance(tx, job, enrollment, step, sent_at, invited).await
+}
+
+fn error_code(error: &NetworkError) -> &'static str {
+    error.code().as_str()
+}
+
+/// Moves an enrollment past the step just done: to the next step's time, to the acceptance
+/// deadline after a connection request, or to `finished` after the last step.
+async fn advance(
+    tx: &mut AnyConnection,
+    job: &JobCtx,
+    enrollment: &EnrollmentRow,
+    _step: &Step,
+    done_at: i64,
+    invited: bool,
+) -> Result<JobOutcome, ApiError> {
+    let now = job.now_ms();
+    let sequence =
+        crate::sequences::fetch_row(tx, &enrollment.workspace_id, &enrollment.sequence_id).await?;
+    let next_index = enrollment.step_index + 1;
+    let Some(next) = usize::try_from(next_index)
+        .ok()
+        .and_then(|index| sequence.steps.get(index))
+    else {
+        sqlx::query(
+            "update enrollments set status = 'finished', exit_reason = 'completed_steps', step_index = $2, \
+             next_step_at = null, updated_at = $3 where id = $1",
+        )
+        .bind(&enrollment.id)
+        .bind(next_index)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        record_event(tx, &enrollment.workspace_id, &enrollment.id, now, "finished", None, None, Some("completed_steps")).await?;
+        return Ok(JobOutcome::Done);
+    };
+    let waits_for_acceptance = invited && enrollment.accepted_at.is_none();
+    let next_at = if waits_for_acceptance {
+        // The acceptance moves it to `accepted_at + delay`; without one, this is the deadline.
+        done_at + i64::from(sequence.settings.exit_after_days_without_acceptance) * DAY_MS
+    } else {
+        done_at + i64::from(next.delay_hours) * HOUR_MS
+    };
+    sqlx::query(
+        "update enrollments set status = 'active', step_index = $2, next_step_at = $3, updated_at = $4 where id = $1",
+    )
+    .bind(&enrollment.id)
+    .bind(next_index)
+    .bind(next_at)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    Ok(JobOutcome::Snooze { until_ms: next_at.max(now) })
+}
+
+outreach_runtime::prelude::job!("outreach_step", run_step);
+
+/// The earliest time `sender_id` may act at or after `after_ms`: inside its working hours, and
+/// not before a limit or pause it is under lifts. What `approve_outreach`'s dry run shows.
+pub async fn first_send_time(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    sender_id: &str,
+    after_ms: i64,
+) -> Result<Option<i64>, ApiError> {
+    let sender = senders::load(conn, workspace_id, sender_id).await?;
+    let at = match senders::limits::standing_refusal(&sender, after_ms) {
+        // Disconnected or restricted: no time can be promised.
+        Some(refusal) => match refusal.until_ms {
+            Some(until) => until.max(after_ms),
+            None => return Ok(None),
+        },
+        None => after_ms,
+    };
+    Ok(next_window(&sender, None, at))
+}
