@@ -760,8 +760,9 @@ enum SandboxWrite {
     ),
 }
 
+/// An action's refusal as the CLI reports it: `code: sentence`.
 fn api_error(error: outreach_runtime::ApiError) -> anyhow::Error {
-    anyhow::anyhow!("{} ({})", error.message, error.code)
+    anyhow::Error::new(error)
 }
 
 /// `key: value` lines for people at a terminal.
