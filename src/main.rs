@@ -435,6 +435,8 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             "--test-clock is for testing and demos; it is refused when OUTREACH_ENV=production, where time is the system's"
         );
     }
+    outreach_actions::network::check_network_setting(args.network.as_deref(), &environment)
+        .map_err(anyhow::Error::msg)?;
     let starter_credits = starter_credits(&environment)?;
     let clock = if args.test_clock {
         Clock::shared()
@@ -476,7 +478,6 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     config.prices = prices;
     config.network = args.network;
     config.sandbox_seed = args.sandbox_seed;
-    outreach_actions::network::check_network_setting(&config).map_err(anyhow::Error::msg)?;
     // Take the stored offset before the first request, for the lines printed below too.
     clock
         .sync(&db)
