@@ -144,8 +144,11 @@ struct NetworkArgs {
 }
 
 impl NetworkArgs {
-    /// The clock these flags ask for, refused in production when it is the test clock.
+    /// The clock these flags ask for, after checking both flags against the environment (the
+    /// test clock and the sandbox are refused in production, before anything is written).
     fn clock(&self, environment: &Environment) -> anyhow::Result<Clock> {
+        outreach_actions::network::check_network_setting(self.network.as_deref(), environment)
+            .map_err(anyhow::Error::msg)?;
         if !self.test_clock {
             return Ok(Clock::default());
         }
@@ -157,11 +160,10 @@ impl NetworkArgs {
         Ok(Clock::shared())
     }
 
-    /// Writes the network choice into `config` and checks it against the environment.
-    fn apply(&self, config: &mut Config) -> anyhow::Result<()> {
+    /// Writes the network choice into `config`.
+    fn apply(&self, config: &mut Config) {
         config.network = self.network.clone();
         config.sandbox_seed = self.sandbox_seed;
-        outreach_actions::network::check_network_setting(config).map_err(anyhow::Error::msg)
     }
 }
 
@@ -552,7 +554,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     config.metrics_token = args.metrics_token.filter(|token| !token.is_empty());
     config.prices = prices;
     config.jobs = args.jobs.config(!args.no_worker);
-    args.network.apply(&mut config)?;
+    args.network.apply(&mut config);
     // Take the stored offset before the first request, for the lines printed below too.
     clock
         .sync(&db)
@@ -591,7 +593,7 @@ async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         .context("could not migrate the database")?;
     let mut config = Config::new(&args.base_url, environment);
     config.jobs = args.jobs.config(true);
-    args.network.apply(&mut config)?;
+    args.network.apply(&mut config);
     clock
         .sync(&db)
         .await
@@ -865,8 +867,9 @@ enum SandboxWrite {
     ),
 }
 
+/// An action's refusal as the CLI reports it: `code: sentence`.
 fn api_error(error: outreach_runtime::ApiError) -> anyhow::Error {
-    anyhow::anyhow!("{} ({})", error.message, error.code)
+    anyhow::Error::new(error)
 }
 
 /// `key: value` lines for people at a terminal.

@@ -742,3 +742,82 @@ async fn outside_production_the_helpers_are_listed_and_documented() {
         );
     }
 }
+
+#[tokio::test]
+async fn outreach_admin_sandbox_runs_the_helpers_from_a_script() {
+    use crate::helpers::{TestDatabase, admin, admin_ok, field, outreach};
+    let database = TestDatabase::create().await;
+    let created = admin_ok(
+        &database,
+        &[
+            "workspace",
+            "create",
+            "--name",
+            "Demo",
+            "--owner-email",
+            "demo@acme.test",
+        ],
+    )
+    .await;
+    let workspace = field(&created, "workspace_id");
+    let status = admin_ok(
+        &database,
+        &[
+            "sandbox",
+            "set-sender-status",
+            "--workspace",
+            &workspace,
+            "--sender",
+            SENDER,
+            "--status",
+            "restricted",
+        ],
+    )
+    .await;
+    assert_eq!(status["status"], json!("restricted"), "{status}");
+    let log = admin_ok(&database, &["sandbox", "log", "--workspace", &workspace]).await;
+    assert_eq!(log["total"], json!(0), "{log}");
+    let moved = admin_ok(
+        &database,
+        &["sandbox", "advance-clock", "--seconds", "3600"],
+    )
+    .await;
+    let now = outreach_runtime::clock::parse_rfc3339(&field(&moved, "now")).expect("a time");
+    assert!(now >= Clock::default().now_ms() + 3_500_000, "{moved}");
+    let refused = admin(
+        &database,
+        &[
+            "sandbox",
+            "accept",
+            "--workspace",
+            &workspace,
+            "--prospect",
+            "prs_00000000000NoSuchOne",
+            "--sender",
+            SENDER,
+        ],
+    )
+    .await;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stdout).contains("No prospect with id"),
+        "{}",
+        String::from_utf8_lossy(&refused.stdout)
+    );
+
+    let mut command = outreach();
+    command.env("OUTREACH_ENV", "production").args([
+        "admin",
+        "--database-url",
+        database.url(),
+        "--json",
+        "sandbox",
+        "advance-clock",
+        "--seconds",
+        "60",
+    ]);
+    let output = command.output().await.expect("run outreach");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("do not exist in production"), "{stderr}");
+}

@@ -23,7 +23,7 @@ pub mod sandbox;
 use std::future::Future;
 
 use outreach_runtime::prelude::{
-    ApiError, Clock, Config, Db, ErrorCode, Timestamp, ids, rfc3339, text_enum,
+    ApiError, Clock, Config, Db, Environment, ErrorCode, Timestamp, ids, rfc3339, text_enum,
 };
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -374,10 +374,13 @@ pub fn network_for(config: &Config, db: &Db, clock: &Clock) -> Result<Network, A
 
 /// Checks an `OUTREACH_NETWORK` value at start-up: a sentence for the operator when it cannot
 /// work in `environment`.
-pub fn check_network_setting(config: &Config) -> Result<(), String> {
-    match config.network.as_deref().map(str::trim).filter(|c| !c.is_empty()) {
+pub fn check_network_setting(
+    network: Option<&str>,
+    environment: &Environment,
+) -> Result<(), String> {
+    match network.map(str::trim).filter(|c| !c.is_empty()) {
         None => Ok(()),
-        Some(SANDBOX) if config.environment.is_production() => Err(
+        Some(SANDBOX) if environment.is_production() => Err(
             "OUTREACH_NETWORK=sandbox is refused with OUTREACH_ENV=production: the sandbox is a simulation, and \
              production never sends through it"
                 .to_owned(),

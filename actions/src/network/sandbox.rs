@@ -13,7 +13,7 @@
 //!
 //! Time moves only through the [`Clock`]. An acceptance or a reply "happens" when its time has
 //! come: reads treat an invitation whose acceptance time passed as a connection, and
-//! [`Sandbox::poll`] writes what fell due and delivers it through [`ingest`], as a real
+//! [`Sandbox::deliver_due`] (the sandbox's `poll`) writes what fell due and delivers it through [`ingest`], as a real
 //! provider's late signal would arrive.
 
 use outreach_runtime::prelude::{ApiError, Clock, Db, ids};
@@ -25,6 +25,10 @@ use super::{
     MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, NetworkError, NetworkProvider, OUTCOME_OK, Outbound,
     OutboundKind, OutboundRecord, Sent, ingest,
 };
+
+/// One outbound call's own transaction: the sandbox is the other side of the network, so it
+/// commits on its own, never inside the caller's.
+type Tx = sqlx::Transaction<'static, sqlx::Any>;
 
 const HOUR_MS: i64 = 3_600_000;
 const DAY_MS: i64 = 24 * HOUR_MS;
@@ -337,14 +341,7 @@ impl Sandbox {
     async fn begin(
         &self,
         account: Account<'_>,
-    ) -> Result<
-        (
-            sqlx::Transaction<'static, sqlx::Any>,
-            i64,
-            Result<(), NetworkError>,
-        ),
-        NetworkError,
-    > {
+    ) -> Result<(Tx, i64, Result<(), NetworkError>), NetworkError> {
         let mut tx = self.db.begin_write().await?;
         let now = self.clock.now_ms();
         let usable = refuse_unusable(stored_status(&mut tx, account).await?);
@@ -355,7 +352,7 @@ impl Sandbox {
     /// and its log line, a refusal's included, commit together. A fault of ours (`Transient`)
     /// is not a refusal of the network's: it is not logged and nothing commits.
     async fn finish(
-        mut tx: sqlx::Transaction<'static, sqlx::Any>,
+        mut tx: Tx,
         to: &Outbound<'_>,
         line: (OutboundKind, Option<&str>),
         decided: Result<Option<String>, NetworkError>,
@@ -391,7 +388,7 @@ impl Sandbox {
     /// Writes what fell due by `now` for the workspace and delivers each event through
     /// [`ingest`] in the same transaction: invitations accepted, then replies. Two pollers at once
     /// cannot deliver an event twice: each change is a compare-and-set on the row.
-    pub async fn poll_at(&self, workspace_id: &str) -> Result<u64, ApiError> {
+    pub async fn deliver_due(&self, workspace_id: &str) -> Result<u64, ApiError> {
         let mut tx = self.db.begin_write().await?;
         let now = self.clock.now_ms();
         let mut delivered = 0;
@@ -609,18 +606,8 @@ async fn withdraw_in(
         Some(ConnectionState::Connected) => return Err(NetworkError::AlreadyConnected),
         _ => return Err(NetworkError::NotInvited),
     }
-    put_relation(conn, to, "withdrawn", None, None, None, Some(now), now).await?;
     // The three weeks count from the latest withdrawal.
-    sqlx::query(
-        "update sandbox_connections set withdrawn_at = $4 \
-         where workspace_id = $1 and sender_id = $2 and profile_url = $3",
-    )
-    .bind(to.account.workspace_id)
-    .bind(to.account.sender_id)
-    .bind(to.profile_url)
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
+    put_relation(conn, to, "withdrawn", None, None, None, Some(now), now).await?;
     Ok(None)
 }
 
@@ -813,7 +800,7 @@ impl NetworkProvider for Sandbox {
     }
 
     async fn poll(&self, workspace_id: &str) -> Result<u64, NetworkError> {
-        Ok(self.poll_at(workspace_id).await?)
+        Ok(self.deliver_due(workspace_id).await?)
     }
 }
 
