@@ -755,12 +755,12 @@ async fn run_sandbox(db: &Db, command: SandboxCommand) -> anyhow::Result<Value> 
         let mut tx = db.begin_write().await?;
         let value = match work {
             SandboxWrite::Accept(workspace, input) => serde_json::to_value(
-                helpers::accept_invitation(&mut tx, &workspace, &input, now)
+                helpers::accept_invitation(&mut tx, &clock, &workspace, &input)
                     .await
                     .map_err(api_error)?,
             )?,
             SandboxWrite::Reply(workspace, input) => serde_json::to_value(
-                helpers::reply(&mut tx, &workspace, &input, now)
+                helpers::reply(&mut tx, &clock, &workspace, &input)
                     .await
                     .map_err(api_error)?,
             )?,

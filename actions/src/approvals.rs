@@ -21,7 +21,7 @@ use crate::enrollments::{self, LIVE_SQL};
 use crate::lists::placeholders;
 use crate::sequences::{self, RenderedText, SequenceStatus};
 use outreach_runtime::prelude::{
-    ApiError, CredentialKind, Ctx, ErrorCode, Page, PageParams, Timestamp, action, paged,
+    ApiError, Clock, CredentialKind, Ctx, ErrorCode, Page, PageParams, Timestamp, action, paged,
 };
 
 /// The most item ids one decision takes.
@@ -581,7 +581,9 @@ pub async fn approve_outreach(ctx: Ctx, input: DecideInput) -> Result<ApproveOut
     }
     let mut senders = Vec::with_capacity(per_sender.len());
     for (sender_id, (enrollments, earliest)) in per_sender {
-        let first_send_at = first_send_time(&mut tx, &sender_id, earliest).await?;
+        let first_send_at =
+            crate::delivery::first_send_time(&mut tx, ctx.workspace_id(), &sender_id, earliest)
+                .await?;
         senders.push(SenderPlan {
             sender_id,
             enrollments,
@@ -632,29 +634,25 @@ async fn do_not_contact(
     Ok(blocked)
 }
 
-/// The earliest time `sender_id` may send at or after `after_ms`.
-///
-/// LEAD: replace with the senders module's `next_send_at` (working hours in the sender's zone,
-/// its pause and quota) when the pieces merge; until then it is `after_ms`.
-async fn first_send_time(
-    _conn: &mut sqlx::AnyConnection,
-    _sender_id: &str,
-    after_ms: i64,
-) -> Result<Option<i64>, ApiError> {
-    Ok(Some(after_ms))
-}
-
-/// Hands newly scheduled enrollments to the scheduler, in the approval's transaction.
-///
-/// LEAD: enqueue the durable job of each enrollment's first step here (`jobs::enqueue` with
-/// `run_at_ms` = its `next_step_at`, unique key per enrollment and step), so the job commits with
-/// the approval or not at all. Until then the enrollments wait as `scheduled`.
+/// Hands newly scheduled enrollments to the scheduler, in the approval's transaction: each
+/// enrollment's step job, due at its `next_step_at`, commits with the approval or not at all.
 pub async fn schedule_first_steps(
-    _conn: &mut sqlx::AnyConnection,
-    _workspace_id: &str,
-    _items: &[ApprovedItem],
+    conn: &mut sqlx::AnyConnection,
+    clock: &Clock,
+    workspace_id: &str,
+    items: &[ApprovedItem],
 ) -> Result<(), ApiError> {
-    Ok(())
+    for item in items {
+        crate::delivery::schedule(
+            conn,
+            clock,
+            workspace_id,
+            &item.enrollment_id,
+            item.next_step_at.ms(),
+        )
+        .await?;
+    }
+    crate::delivery::inbound::ensure_polling(conn, clock).await
 }
 
 async fn apply_approval(
@@ -724,7 +722,7 @@ async fn apply_approval(
         .map(|item| item.enrollment_id.clone())
         .collect();
     enrollments::record_events(tx, workspace_id, &ids, now, "approved", None).await?;
-    schedule_first_steps(tx, workspace_id, items).await
+    schedule_first_steps(tx, ctx.clock(), workspace_id, items).await
 }
 
 async fn expire(

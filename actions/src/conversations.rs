@@ -146,6 +146,23 @@ pub async fn fetch(
     Conversation::from_row(&row)
 }
 
+/// Reads one message of a workspace, or 404.
+pub async fn fetch_message(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<Message, ApiError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "select {MESSAGE_COLUMNS} from messages where workspace_id = $1 and id = $2"
+    )))
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_optional(conn)
+    .await?
+    .ok_or_else(|| ApiError::not_found("message", id))?;
+    Message::from_row(&row)
+}
+
 /// The conversation of (sender, prospect), made if there is none yet; its id.
 pub async fn conversation_for(
     conn: &mut AnyConnection,

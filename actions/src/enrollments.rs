@@ -504,6 +504,7 @@ async fn change(ctx: &Ctx, id: &str, change: Change) -> Result<EnrollmentDetail,
                 .execute(&mut *tx)
                 .await?;
             record_event(&mut tx, workspace_id, id, now, "resumed", None, None, None).await?;
+            crate::delivery::schedule(&mut tx, ctx.clock(), workspace_id, id, next).await?;
         }
         Change::Stop => {
             sqlx::query(

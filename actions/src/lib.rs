@@ -9,6 +9,7 @@ pub mod common;
 pub mod conversations;
 pub mod credits;
 pub mod dashboard;
+pub mod delivery;
 pub mod enrollments;
 mod examples;
 pub mod imports;

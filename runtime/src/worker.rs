@@ -228,7 +228,9 @@ async fn run(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
 /// the shared offset here and move `shared.clock` to it, so the due check below sees the time
 /// the test moved to.
 async fn sync_test_clock(shared: &Shared) {
-    let _ = shared;
+    if let Err(error) = shared.clock.sync(&shared.db).await {
+        tracing::warn!(%error, "could not read the shared test clock");
+    }
 }
 
 /// Aborts a task when dropped, so a handler dropped at shutdown stops with its worker.

@@ -25,6 +25,7 @@ mod mcp;
 mod oauth;
 mod oauth_tokens;
 mod openapi;
+mod outreach;
 mod owners;
 mod paging;
 mod parity;

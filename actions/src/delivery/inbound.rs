@@ -57,7 +57,10 @@ pub async fn apply(
                 at_ms: *at_ms,
                 provider_message_id,
             };
-            if record_inbound(conn, &inbound, clock.now_ms()).await?.is_none() {
+            if record_inbound(conn, &inbound, clock.now_ms())
+                .await?
+                .is_none()
+            {
                 return Ok(());
             }
             replied(conn, clock, workspace_id, &prospect_id, *at_ms).await
@@ -75,7 +78,9 @@ async fn prospect_of(
         .bind(profile_url)
         .fetch_optional(conn)
         .await?;
-    row.map(|row| row.try_get("id")).transpose().map_err(Into::into)
+    row.map(|row| row.try_get("id"))
+        .transpose()
+        .map_err(Into::into)
 }
 
 async fn accepted(
@@ -166,7 +171,17 @@ async fn replied(
         .bind(now)
         .execute(&mut *conn)
         .await?;
-        record_event(conn, workspace_id, &id, at_ms, "finished", None, None, Some("replied")).await?;
+        record_event(
+            conn,
+            workspace_id,
+            &id,
+            at_ms,
+            "finished",
+            None,
+            None,
+            Some("replied"),
+        )
+        .await?;
         jobs::cancel_unique(&mut *conn, clock, super::STEP_JOB, &super::step_key(&id)).await?;
     }
     Ok(())
@@ -186,9 +201,10 @@ pub async fn ensure_polling(conn: &mut AnyConnection, clock: &Clock) -> Result<(
 
 async fn poll(job: JobCtx) -> JobResult {
     let workspaces: Vec<String> = {
-        let rows = sqlx::query("select distinct workspace_id from senders where deleted_at is null")
-            .fetch_all(job.db().pool())
-            .await?;
+        let rows =
+            sqlx::query("select distinct workspace_id from senders where deleted_at is null")
+                .fetch_all(job.db().pool())
+                .await?;
         rows.iter()
             .map(|row| row.try_get("workspace_id"))
             .collect::<Result<_, _>>()?

@@ -77,12 +77,39 @@ pub async fn schedule(
     enqueue(
         conn,
         clock,
-        NewJob::new(STEP_JOB, serde_json::json!({"enrollment_id": enrollment_id}))
-            .workspace(workspace_id)
-            .run_at(run_at_ms)
-            .unique_key(key),
+        NewJob::new(
+            STEP_JOB,
+            serde_json::json!({"enrollment_id": enrollment_id}),
+        )
+        .workspace(workspace_id)
+        .run_at(run_at_ms)
+        .unique_key(key),
     )
     .await?;
+    Ok(())
+}
+
+/// Enqueues the step jobs of a sequence's approved enrollments (on activation and resumption).
+pub async fn schedule_sequence(
+    conn: &mut AnyConnection,
+    clock: &Clock,
+    workspace_id: &str,
+    sequence_id: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    let rows = sqlx::query(
+        "select id, next_step_at from enrollments where workspace_id = $1 and sequence_id = $2 \
+         and status in ('scheduled', 'active')",
+    )
+    .bind(workspace_id)
+    .bind(sequence_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in rows {
+        let id: String = row.try_get("id")?;
+        let at: Option<i64> = row.try_get("next_step_at")?;
+        schedule(conn, clock, workspace_id, &id, at.unwrap_or(now).max(now)).await?;
+    }
     Ok(())
 }
 
@@ -142,12 +169,11 @@ async fn load_person(
     conn: &mut AnyConnection,
     prospect_id: &str,
 ) -> Result<Option<Person>, ApiError> {
-    let row = sqlx::query(
-        "select profile_url, timezone, do_not_contact from prospects where id = $1",
-    )
-    .bind(prospect_id)
-    .fetch_optional(conn)
-    .await?;
+    let row =
+        sqlx::query("select profile_url, timezone, do_not_contact from prospects where id = $1")
+            .bind(prospect_id)
+            .fetch_optional(conn)
+            .await?;
     let Some(row) = row else { return Ok(None) };
     Ok(Some(Person {
         profile_url: row.try_get("profile_url")?,
@@ -171,8 +197,9 @@ async fn approved_texts(
     .fetch_optional(conn)
     .await?;
     match row {
-        Some(row) => serde_json::from_str(&row.try_get::<String, _>("texts")?)
-            .map_err(ApiError::internal),
+        Some(row) => {
+            serde_json::from_str(&row.try_get::<String, _>("texts")?).map_err(ApiError::internal)
+        }
         None => Ok(Vec::new()),
     }
 }
@@ -237,7 +264,11 @@ async fn fail(
 }
 
 /// Moves an enrollment's next step to `at` (and says why, for `get_enrollment`).
-async fn wait_until(conn: &mut AnyConnection, enrollment_id: &str, at: i64) -> Result<(), ApiError> {
+async fn wait_until(
+    conn: &mut AnyConnection,
+    enrollment_id: &str,
+    at: i64,
+) -> Result<(), ApiError> {
     sqlx::query("update enrollments set next_step_at = $2 where id = $1")
         .bind(enrollment_id)
         .bind(at)
@@ -248,7 +279,11 @@ async fn wait_until(conn: &mut AnyConnection, enrollment_id: &str, at: i64) -> R
 
 /// The first instant at or after `after` inside the sender's working hours and, when the sequence
 /// asks for it, inside the same hours in the prospect's zone.
-pub fn next_window(sender: &SenderRow, prospect_zone: Option<&jiff::tz::TimeZone>, after: i64) -> Option<i64> {
+pub fn next_window(
+    sender: &SenderRow,
+    prospect_zone: Option<&jiff::tz::TimeZone>,
+    after: i64,
+) -> Option<i64> {
     let mut at = after;
     for _ in 0..64 {
         let in_sender = senders::next_send_at(sender, at)?;
@@ -333,7 +368,10 @@ async fn run_step(job: JobCtx) -> JobResult {
         intent: &intent_id,
     };
     let earlier = if reconcile {
-        network.find_outbound(to.account, &intent_id).await.map_err(network_fault)?
+        network
+            .find_outbound(to.account, &intent_id)
+            .await
+            .map_err(network_fault)?
     } else {
         None
     };
@@ -345,7 +383,11 @@ async fn run_step(job: JobCtx) -> JobResult {
                 at_ms: job.now_ms(),
             }),
             StepType::ConnectionRequest => network.invite(to, text.as_deref()).await,
-            StepType::Message => network.send_message(to, text.as_deref().unwrap_or("")).await,
+            StepType::Message => {
+                network
+                    .send_message(to, text.as_deref().unwrap_or(""))
+                    .await
+            }
         },
     };
     if let Err(NetworkError::Transient(cause)) = &result {
@@ -353,9 +395,18 @@ async fn run_step(job: JobCtx) -> JobResult {
         return Err(JobError::retry(format!("the network failed: {cause}")));
     }
     let mut tx = job.tx().await?;
-    record_outcome(&mut tx, &job, &enrollment, &step, text.as_deref(), &sender_id, &intent_id, result)
-        .await
-        .map_err(JobError::from)
+    record_outcome(
+        &mut tx,
+        &job,
+        &enrollment,
+        &step,
+        text.as_deref(),
+        &sender_id,
+        &intent_id,
+        result,
+    )
+    .await
+    .map_err(JobError::from)
 }
 
 /// A recorded outbound action as the result of the call it stands for.
@@ -413,8 +464,17 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
     // Waiting for an acceptance, and the deadline has come: ask the network once more (its
     // signal can be late), then exit.
     if enrollment.invited_at.is_some() && enrollment.accepted_at.is_none() {
-        let accepted = match (&enrollment.sender_id, load_person(&mut tx, &enrollment.prospect_id).await?) {
-            (Some(sender_id), Some(Person { profile_url: Some(url), .. })) => {
+        let accepted = match (
+            &enrollment.sender_id,
+            load_person(&mut tx, &enrollment.prospect_id).await?,
+        ) {
+            (
+                Some(sender_id),
+                Some(Person {
+                    profile_url: Some(url),
+                    ..
+                }),
+            ) => {
                 let network = network_for(job.config(), job.db(), job.clock())?;
                 let account = Account {
                     workspace_id: &enrollment.workspace_id,
@@ -448,14 +508,24 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
         finish(&mut tx, &enrollment, "do_not_contact", now).await?;
         return Ok(Plan::Outcome(JobOutcome::Done));
     }
-    let (Some(sender_id), Some(profile_url)) = (enrollment.sender_id.clone(), person.profile_url.clone()) else {
-        return Err(JobError::discard("the enrollment has no sender or the prospect no profile URL"));
+    let (Some(sender_id), Some(profile_url)) =
+        (enrollment.sender_id.clone(), person.profile_url.clone())
+    else {
+        return Err(JobError::discard(
+            "the enrollment has no sender or the prospect no profile URL",
+        ));
     };
     let sender = match senders::load(&mut tx, &enrollment.workspace_id, &sender_id).await {
         Ok(sender) => sender,
         Err(_) => {
             // A deleted sender: its enrollments cannot go on.
-            fail(&mut tx, &enrollment, &NetworkError::AccountDisconnected, now).await?;
+            fail(
+                &mut tx,
+                &enrollment,
+                &NetworkError::AccountDisconnected,
+                now,
+            )
+            .await?;
             return Ok(Plan::Outcome(JobOutcome::Done));
         }
     };
@@ -488,7 +558,15 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
     } else {
         None
     };
-    let usage_id = match gate(&mut tx, &sender, prospect_zone.as_ref(), quota_kind(step.kind), now).await? {
+    let usage_id = match gate(
+        &mut tx,
+        &sender,
+        prospect_zone.as_ref(),
+        quota_kind(step.kind),
+        now,
+    )
+    .await?
+    {
         Ok(usage_id) => usage_id,
         Err(until) => {
             wait_until(&mut tx, &enrollment.id, until).await?;
@@ -546,7 +624,10 @@ pub(crate) async fn gate(
     let usage_id = match senders::take_quota(tx, &sender.id, kind, now).await? {
         Ok(usage_id) => usage_id,
         Err(refusal) => {
-            let until = refusal.until_ms.unwrap_or(now + BLOCKED_RETRY_MS).max(now + 1);
+            let until = refusal
+                .until_ms
+                .unwrap_or(now + BLOCKED_RETRY_MS)
+                .max(now + 1);
             let until = next_window(sender, prospect_zone, until).unwrap_or(until) + jitter();
             return Ok(Err(until));
         }
@@ -573,7 +654,14 @@ pub(crate) async fn account_refusal(
     Ok(Some(match error {
         NetworkError::LimitExceeded { retry_at_ms } => {
             let until = retry_at_ms.unwrap_or(now + DAY_MS);
-            senders::pause_sender(tx, sender_id, until, "the network signalled its limit for this account", now).await?;
+            senders::pause_sender(
+                tx,
+                sender_id,
+                until,
+                "the network signalled its limit for this account",
+                now,
+            )
+            .await?;
             until
         }
         NetworkError::AccountRestricted => {
@@ -594,11 +682,12 @@ async fn last_action_at_before(
     sender_id: &str,
     except: &str,
 ) -> Result<Option<i64>, ApiError> {
-    let row = sqlx::query("select max(at) as last from sender_usage where sender_id = $1 and id <> $2")
-        .bind(sender_id)
-        .bind(except)
-        .fetch_one(conn)
-        .await?;
+    let row =
+        sqlx::query("select max(at) as last from sender_usage where sender_id = $1 and id <> $2")
+            .bind(sender_id)
+            .bind(except)
+            .fetch_one(conn)
+            .await?;
     Ok(row.try_get("last")?)
 }
 
@@ -643,11 +732,28 @@ async fn record_outcome(
         Ok(sent) => sent.at_ms,
         // Already connected: the invitation is not needed; the next step may go.
         Err(NetworkError::AlreadyConnected) if step.kind == StepType::ConnectionRequest => {
-            intents::complete(tx, intent_id, IntentStatus::Failed, "already_connected", now).await?;
+            intents::complete(
+                tx,
+                intent_id,
+                IntentStatus::Failed,
+                "already_connected",
+                now,
+            )
+            .await?;
             if let Some(usage_id) = &usage_id {
                 senders::release_quota(tx, usage_id).await?;
             }
-            record_event(tx, &enrollment.workspace_id, &enrollment.id, now, kind, Some(step_index), text, Some("already_connected")).await?;
+            record_event(
+                tx,
+                &enrollment.workspace_id,
+                &enrollment.id,
+                now,
+                kind,
+                Some(step_index),
+                text,
+                Some("already_connected"),
+            )
+            .await?;
             sqlx::query("update enrollments set accepted_at = $2 where id = $1")
                 .bind(&enrollment.id)
                 .bind(now)
@@ -656,13 +762,32 @@ async fn record_outcome(
             return advance(tx, job, enrollment, step, now, false).await;
         }
         // Refusals for the account: the unit goes back, the intent is forgotten, the step waits.
-        Err(error) if matches!(error, NetworkError::LimitExceeded { .. } | NetworkError::AccountDisconnected | NetworkError::AccountRestricted) => {
+        Err(error)
+            if matches!(
+                error,
+                NetworkError::LimitExceeded { .. }
+                    | NetworkError::AccountDisconnected
+                    | NetworkError::AccountRestricted
+            ) =>
+        {
             intents::forget(tx, intent_id).await?;
             if let Some(usage_id) = &usage_id {
                 senders::release_quota(tx, usage_id).await?;
             }
-            let until = account_refusal(tx, sender_id, &error, now).await?.unwrap_or(now + BLOCKED_RETRY_MS);
-            record_event(tx, &enrollment.workspace_id, &enrollment.id, now, kind, Some(step_index), None, Some(error_code(&error))).await?;
+            let until = account_refusal(tx, sender_id, &error, now)
+                .await?
+                .unwrap_or(now + BLOCKED_RETRY_MS);
+            record_event(
+                tx,
+                &enrollment.workspace_id,
+                &enrollment.id,
+                now,
+                kind,
+                Some(step_index),
+                None,
+                Some(error_code(&error)),
+            )
+            .await?;
             wait_until(tx, &enrollment.id, until).await?;
             return Ok(JobOutcome::Snooze { until_ms: until });
         }
@@ -672,13 +797,33 @@ async fn record_outcome(
             if let Some(usage_id) = &usage_id {
                 senders::release_quota(tx, usage_id).await?;
             }
-            record_event(tx, &enrollment.workspace_id, &enrollment.id, now, kind, Some(step_index), text, Some(error_code(&error))).await?;
+            record_event(
+                tx,
+                &enrollment.workspace_id,
+                &enrollment.id,
+                now,
+                kind,
+                Some(step_index),
+                text,
+                Some(error_code(&error)),
+            )
+            .await?;
             fail(tx, enrollment, &error, now).await?;
             return Ok(JobOutcome::Done);
         }
     };
     intents::complete(tx, intent_id, IntentStatus::Sent, "sent", now).await?;
-    record_event(tx, &enrollment.workspace_id, &enrollment.id, sent_at, kind, Some(step_index), text, Some("sent")).await?;
+    record_event(
+        tx,
+        &enrollment.workspace_id,
+        &enrollment.id,
+        sent_at,
+        kind,
+        Some(step_index),
+        text,
+        Some("sent"),
+    )
+    .await?;
     if step.kind != StepType::ViewProfile {
         sqlx::query("update prospects set last_contacted_at = $2 where id = $1")
             .bind(&enrollment.prospect_id)
@@ -751,7 +896,17 @@ async fn advance(
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        record_event(tx, &enrollment.workspace_id, &enrollment.id, now, "finished", None, None, Some("completed_steps")).await?;
+        record_event(
+            tx,
+            &enrollment.workspace_id,
+            &enrollment.id,
+            now,
+            "finished",
+            None,
+            None,
+            Some("completed_steps"),
+        )
+        .await?;
         return Ok(JobOutcome::Done);
     };
     let waits_for_acceptance = invited && enrollment.accepted_at.is_none();
@@ -770,7 +925,9 @@ async fn advance(
     .bind(now)
     .execute(&mut *tx)
     .await?;
-    Ok(JobOutcome::Snooze { until_ms: next_at.max(now) })
+    Ok(JobOutcome::Snooze {
+        until_ms: next_at.max(now),
+    })
 }
 
 outreach_runtime::prelude::job!("outreach_step", run_step);

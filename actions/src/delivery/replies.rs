@@ -145,7 +145,10 @@ struct QueuedReply {
     status: String,
 }
 
-async fn load_reply(conn: &mut AnyConnection, message_id: &str) -> Result<Option<QueuedReply>, ApiError> {
+async fn load_reply(
+    conn: &mut AnyConnection,
+    message_id: &str,
+) -> Result<Option<QueuedReply>, ApiError> {
     let row = sqlx::query(
         "select m.workspace_id, c.sender_id, c.prospect_id, m.text, m.status from messages m \
          join conversations c on c.id = m.conversation_id where m.id = $1",
@@ -202,7 +205,8 @@ async fn send_reply(job: JobCtx) -> JobResult {
         } else {
             let Ok(sender) = senders::load(&mut tx, &reply.workspace_id, &reply.sender_id).await
             else {
-                settle_outbound(&mut tx, &message_id, Err("the sender account was deleted")).await?;
+                settle_outbound(&mut tx, &message_id, Err("the sender account was deleted"))
+                    .await?;
                 return Ok(JobOutcome::Done);
             };
             let usage_id = match gate(&mut tx, &sender, None, QuotaKind::Message, now).await? {
@@ -259,11 +263,12 @@ async fn send_reply(job: JobCtx) -> JobResult {
         return Err(JobError::retry(format!("the network failed: {cause}")));
     }
     let mut tx = job.tx().await?;
-    let usage_id: Option<String> = sqlx::query("select usage_id from outbound_intents where id = $1")
-        .bind(&intent_id)
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get("usage_id")?;
+    let usage_id: Option<String> =
+        sqlx::query("select usage_id from outbound_intents where id = $1")
+            .bind(&intent_id)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("usage_id")?;
     match result {
         Ok(sent) => {
             intents::complete(&mut tx, &intent_id, IntentStatus::Sent, "sent", now).await?;
@@ -285,7 +290,14 @@ async fn send_reply(job: JobCtx) -> JobResult {
                 return Ok(JobOutcome::Snooze { until_ms: until });
             }
             let code = error.code();
-            intents::complete(&mut tx, &intent_id, IntentStatus::Failed, code.as_str(), now).await?;
+            intents::complete(
+                &mut tx,
+                &intent_id,
+                IntentStatus::Failed,
+                code.as_str(),
+                now,
+            )
+            .await?;
             let api: ApiError = error.into();
             settle_outbound(&mut tx, &message_id, Err(&api.message)).await?;
             Ok(JobOutcome::Done)

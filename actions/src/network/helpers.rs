@@ -289,7 +289,18 @@ pub async fn set_sender_status(
     .bind(sender_id)
     .bind(input.status.as_str())
     .bind(now_ms)
-    .execute(conn)
+    .execute(&mut *conn)
+    .await?;
+    // The account's status as the network reports it is the sender's status on our side (a real
+    // provider's account event does the same).
+    sqlx::query(
+        "update senders set status = $3, updated_at = $4 where workspace_id = $1 and id = $2",
+    )
+    .bind(workspace_id)
+    .bind(sender_id)
+    .bind(input.status.as_str())
+    .bind(now_ms)
+    .execute(&mut *conn)
     .await?;
     Ok(SandboxAccount {
         sender_id: sender_id.to_owned(),

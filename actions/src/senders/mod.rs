@@ -231,8 +231,16 @@ pub async fn live_enrollments_of(
     tx: &mut sqlx::AnyConnection,
     sender_id: &str,
 ) -> Result<Vec<String>, ApiError> {
-    let _ = (tx, sender_id);
-    Ok(Vec::new())
+    let rows = sqlx::query(
+        "select id from enrollments where sender_id = $1 \
+         and status in ('awaiting_approval', 'scheduled', 'active', 'paused') order by created_at, id limit 20",
+    )
+    .bind(sender_id)
+    .fetch_all(tx)
+    .await?;
+    rows.iter()
+        .map(|row| row.try_get("id").map_err(ApiError::from))
+        .collect()
 }
 
 /// Why a sender is or is not sending now.
@@ -458,6 +466,8 @@ pub async fn create_sender(ctx: Ctx, input: CreateSenderInput) -> Result<Sender,
     .bind(now)
     .execute(&mut *tx)
     .await?;
+    // The network is polled for this sender's acceptances and replies from now on.
+    crate::delivery::inbound::ensure_polling(&mut tx, ctx.clock()).await?;
     let row = load(&mut tx, ctx.workspace_id(), &id).await?;
     view(&mut tx, row, now).await
 }

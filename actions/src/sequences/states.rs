@@ -173,6 +173,12 @@ async fn transition(ctx: &Ctx, id: &str, transition: Transition) -> Result<Seque
     if transition == Transition::Stop {
         crate::enrollments::stop_all_of_sequence(&mut tx, workspace_id, &sequence.id, now).await?;
     }
+    if matches!(transition, Transition::Activate | Transition::Resume) {
+        // Approved enrollments get their step jobs back (a job that ran while the sequence was
+        // not active ended itself).
+        crate::delivery::schedule_sequence(&mut tx, ctx.clock(), workspace_id, &sequence.id, now)
+            .await?;
+    }
     fetch(&mut tx, workspace_id, &sequence.id).await
 }
 

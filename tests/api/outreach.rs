@@ -1,0 +1,339 @@
+//! The outreach engine end to end, through the API and the sandbox network with a moved clock:
+//! nothing reaches a person before approval, an invitation waits for its acceptance, messages
+//! follow their delays, a reply stops the sequence, a person's reply is sent once, and every step
+//! reaches the network exactly once (read from the sandbox's own log).
+
+use std::sync::Arc;
+
+use outreach_actions::network::sandbox::fate;
+use outreach_runtime::config::DEFAULT_SANDBOX_SEED;
+use outreach_runtime::{Config, worker};
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, spawn_app_with_test_clock};
+use crate::sequences::send_key;
+
+const HOUR_S: i64 = 3600;
+
+/// Runs every job that is due, until none is (the in-process worker may run some too).
+pub async fn settle(app: &TestApp) {
+    let config = Arc::new(Config::new(&app.base_url, app.environment.clone()));
+    for _ in 0..50 {
+        let ran = worker::drain(&app.db, &app.clock, config.clone()).await;
+        let running: i64 = sqlx::Row::get(
+            &sqlx::query("select count(*) from jobs where state = 'running'")
+                .fetch_one(app.db.pool())
+                .await
+                .expect("count running jobs"),
+            0,
+        );
+        if ran.is_empty() && running == 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("the jobs did not settle");
+}
+
+/// Moves the shared clock forward, then lets due work run.
+pub async fn advance(app: &TestApp, seconds: i64) {
+    app.post_json(
+        "/sandbox/clock/advance",
+        &app.key,
+        json!({"seconds": seconds}),
+    )
+    .await
+    .expect(200);
+    settle(app).await;
+}
+
+/// A profile URL the sandbox leaves alone (reachable, never accepts or replies by itself), so
+/// the test helpers decide what the person does.
+pub fn quiet_profile(name: &str) -> String {
+    (0..)
+        .map(|n| format!("linkedin.com/in/{name}-{n}"))
+        .find(|url| {
+            let fate = fate(DEFAULT_SANDBOX_SEED, url);
+            !fate.unreachable && fate.accepts_after_ms.is_none() && fate.replies_after_ms.is_none()
+        })
+        .expect("a quiet profile")
+}
+
+/// Every day, all day: the tests decide time, not office hours.
+pub fn always() -> Value {
+    let day = json!([{"start": "00:00", "end": "24:00"}]);
+    json!({"monday": day, "tuesday": day, "wednesday": day, "thursday": day, "friday": day, "saturday": day, "sunday": day})
+}
+
+async fn log(app: &TestApp) -> Vec<Value> {
+    let page = app.get("/sandbox/log?limit=200", &app.key).await;
+    page.expect(200)["items"].as_array().expect("items").clone()
+}
+
+fn kinds(log: &[Value]) -> Vec<(String, String)> {
+    log.iter()
+        .map(|entry| {
+            (
+                entry["kind"].as_str().unwrap_or_default().to_owned(),
+                entry["text"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn approved_outreach_is_invited_accepted_messaged_and_stopped_by_a_reply() {
+    let app = spawn_app_with_test_clock().await;
+    let send = send_key(&app).await;
+    let sender = app
+        .post_json(
+            "/senders",
+            &app.key,
+            json!({"name": "Ada's account", "timezone": "Europe/Berlin", "working_hours": always()}),
+        )
+        .await;
+    let sender = sender.expect(201)["id"].as_str().expect("id").to_owned();
+    let url = quiet_profile("grace");
+    let prospect = app
+        .post_json(
+            "/prospects",
+            &app.key,
+            json!({"first_name": "Grace", "company_name": "Navy", "profile_url": format!("https://www.{url}")}),
+        )
+        .await;
+    let prospect = prospect.expect(201)["id"].as_str().expect("id").to_owned();
+    let sequence = app
+        .post_json(
+            "/sequences",
+            &app.key,
+            json!({
+                "name": "Navy outreach",
+                "sender_ids": [sender],
+                "steps": [
+                    {"type": "connection_request", "delay_hours": 0, "note": "Hi {{first_name}}, glad to connect."},
+                    {"type": "message", "delay_hours": 24, "text": "Thanks {{first_name|there}}! How is {{company_name}}?"},
+                    {"type": "message", "delay_hours": 72, "text": "Following up, {{first_name}}."},
+                ],
+            }),
+        )
+        .await;
+    let sequence = sequence.expect(201)["id"].as_str().expect("id").to_owned();
+    app.post_json(
+        &format!("/sequences/{sequence}/enrollments"),
+        &app.key,
+        json!({"prospect_ids": [prospect]}),
+    )
+    .await
+    .expect(200);
+    app.post_json(&format!("/sequences/{sequence}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+
+    // Active, but not approved: a day passes and nothing reaches the person.
+    advance(&app, 24 * HOUR_S).await;
+    assert!(log(&app).await.is_empty(), "sent before approval");
+
+    let preview = app
+        .post_json(
+            "/approvals/approve",
+            &send,
+            json!({"sequence_id": sequence, "dry_run": true}),
+        )
+        .await;
+    let preview = preview.expect(200).clone();
+    assert!(preview.to_string().contains("first_send_at"), "{preview}");
+    settle(&app).await;
+    assert!(log(&app).await.is_empty(), "a dry run sent something");
+
+    app.post_json(
+        "/approvals/approve",
+        &send,
+        json!({"sequence_id": sequence}),
+    )
+    .await
+    .expect(200);
+    settle(&app).await;
+    assert_eq!(
+        kinds(&log(&app).await),
+        [(
+            "invitation".to_owned(),
+            "Hi Grace, glad to connect.".to_owned()
+        )]
+    );
+
+    // Nobody accepts for a day: nothing more goes out.
+    advance(&app, 24 * HOUR_S).await;
+    assert_eq!(log(&app).await.len(), 1);
+
+    app.post_json(
+        "/sandbox/invitations/accept",
+        &app.key,
+        json!({"prospect_id": prospect, "sender_id": sender}),
+    )
+    .await
+    .expect(200);
+    settle(&app).await;
+    assert_eq!(
+        log(&app).await.len(),
+        1,
+        "the message went before its delay"
+    );
+    advance(&app, 25 * HOUR_S).await;
+    let sent = kinds(&log(&app).await);
+    assert_eq!(
+        sent[1],
+        (
+            "message".to_owned(),
+            "Thanks Grace! How is Navy?".to_owned()
+        )
+    );
+
+    // The person answers: the sequence stops for them, the conversation shows it.
+    app.post_json(
+        "/sandbox/replies",
+        &app.key,
+        json!({"prospect_id": prospect, "sender_id": sender, "text": "Interested, tell me more"}),
+    )
+    .await
+    .expect(200);
+    settle(&app).await;
+    advance(&app, 100 * HOUR_S).await;
+    assert_eq!(log(&app).await.len(), 2, "a follow-up went after the reply");
+    let enrollments = app
+        .get(&format!("/enrollments?sequence_id={sequence}"), &app.key)
+        .await;
+    let enrollment = enrollments.expect(200)["items"][0].clone();
+    assert_eq!(enrollment["status"], "finished", "{enrollment}");
+    assert_eq!(enrollment["exit_reason"], "replied", "{enrollment}");
+
+    let conversations = app.get("/conversations?unread=true", &app.key).await;
+    let conversation = conversations.expect(200)["items"][0].clone();
+    assert_eq!(conversation["prospect_id"], prospect);
+    assert_eq!(conversation["sender_id"], sender);
+    let id = conversation["id"].as_str().expect("id").to_owned();
+
+    // A person's reply: queued, then sent once, even when the call is repeated with its key.
+    let reply = json!({"text": "Great! Does Tuesday work?"});
+    let first = app
+        .post_idempotent(
+            &format!("/conversations/{id}/messages"),
+            &send,
+            "reply-1",
+            &reply,
+        )
+        .await;
+    let first = first.expect(200).clone();
+    assert_eq!(first["status"], "queued", "{first}");
+    let again = app
+        .post_idempotent(
+            &format!("/conversations/{id}/messages"),
+            &send,
+            "reply-1",
+            &reply,
+        )
+        .await;
+    assert_eq!(again.expect(200)["id"], first["id"]);
+    settle(&app).await;
+    let sent = kinds(&log(&app).await);
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    assert_eq!(sent[2].1, "Great! Does Tuesday work?");
+    let messages = app
+        .get(&format!("/conversations/{id}/messages"), &app.key)
+        .await;
+    let statuses: Vec<(String, String)> = messages.expect(200)["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|m| {
+            (
+                m["direction"].as_str().unwrap_or_default().to_owned(),
+                m["status"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("outbound".to_owned(), "sent".to_owned()),
+            ("inbound".to_owned(), "received".to_owned()),
+            ("outbound".to_owned(), "sent".to_owned()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_reply_from_a_disconnected_sender_is_refused_and_nothing_is_queued() {
+    let app = spawn_app_with_test_clock().await;
+    let send = send_key(&app).await;
+    let sender = app
+        .post_json(
+            "/senders",
+            &app.key,
+            json!({"name": "Account", "timezone": "UTC", "working_hours": always()}),
+        )
+        .await;
+    let sender = sender.expect(201)["id"].as_str().expect("id").to_owned();
+    let url = quiet_profile("linus");
+    let prospect = app
+        .post_json(
+            "/prospects",
+            &app.key,
+            json!({"first_name": "Linus", "profile_url": url}),
+        )
+        .await;
+    let prospect = prospect.expect(201)["id"].as_str().expect("id").to_owned();
+    // A conversation the person started.
+    let mut conn = app.db.pool().acquire().await.expect("connection");
+    outreach_actions::conversations::record_inbound(
+        &mut conn,
+        &outreach_actions::conversations::Inbound {
+            workspace_id: &app.workspace_id,
+            sender_id: &sender,
+            prospect_id: &prospect,
+            text: "Hello?",
+            at_ms: app.clock.now_ms(),
+            provider_message_id: "m-1",
+        },
+        app.clock.now_ms(),
+    )
+    .await
+    .expect("inbound");
+    drop(conn);
+    let conversations = app.get("/conversations", &app.key).await;
+    let id = conversations.expect(200)["items"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+
+    app.post_json(
+        &format!("/sandbox/senders/{sender}/status"),
+        &app.key,
+        json!({"status": "disconnected"}),
+    )
+    .await
+    .expect(200);
+    let refused = app
+        .post_json(
+            &format!("/conversations/{id}/messages"),
+            &send,
+            json!({"text": "Anyone there?"}),
+        )
+        .await;
+    let sentence = refused.expect_error(409, "invalid_state").to_owned();
+    assert!(sentence.contains("disconnected"), "{sentence}");
+    // A write key cannot reply at all.
+    let refused = app
+        .post_json(
+            &format!("/conversations/{id}/messages"),
+            &app.key,
+            json!({"text": "Anyone there?"}),
+        )
+        .await;
+    assert_eq!(refused.status.as_u16(), 403, "{}", refused.body);
+    let messages = app
+        .get(&format!("/conversations/{id}/messages"), &app.key)
+        .await;
+    assert_eq!(messages.expect(200)["total"], 1);
+    settle(&app).await;
+    assert!(log(&app).await.is_empty());
+}
