@@ -125,7 +125,6 @@ impl World {
             )
             .await;
         let run = id_of(&run, "scoring run");
-        let conversation = world_conversation(app, &prospect).await;
         let sender = app
             .post_json(
                 "/senders",
@@ -134,6 +133,7 @@ impl World {
             )
             .await;
         let sender = id_of(&sender, "sender");
+        let conversation = world_conversation(app, &sender, &prospect).await;
         let (contact, profile_url) = sandbox_contact(app, number).await;
         Self {
             tag,
@@ -168,13 +168,13 @@ impl World {
 }
 
 /// A conversation with one inbound message, stored the way the network's ingestion stores one.
-async fn world_conversation(app: &TestApp, prospect: &str) -> String {
+async fn world_conversation(app: &TestApp, sender: &str, prospect: &str) -> String {
     use outreach_actions::conversations::{Inbound, record_inbound};
     let mut conn = app.db.pool().acquire().await.expect("a connection");
     let now = app.clock.now_ms();
     let inbound = Inbound {
         workspace_id: &app.workspace_id,
-        sender_id: "snd_WorldSenderAccount1",
+        sender_id: sender,
         prospect_id: prospect,
         text: "Happy to talk next week.",
         at_ms: now,
@@ -331,6 +331,11 @@ fn fixture(name: &str) -> Option<Fixture> {
         "list_messages" => read(
             |w| json!({"id": w.conversation, "limit": 10}),
             |_| json!({"id": missing("cnv")}),
+            NOT_FOUND,
+        ),
+        "reply_to_conversation" => write(
+            |w| json!({"id": w.conversation, "text": "Thanks, Ada. Does Tuesday suit you?"}),
+            |_| json!({"id": missing("cnv"), "text": "Hello"}),
             NOT_FOUND,
         ),
         "mark_conversation_read" => write(
