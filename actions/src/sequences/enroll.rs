@@ -63,6 +63,7 @@ pub struct AddToSequenceInput {
 
 /// One enrollment made.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "EnrollmentAdded")]
 pub struct Added {
     pub prospect_id: String,
     pub enrollment_id: String,
@@ -74,6 +75,7 @@ pub struct Added {
 
 /// One prospect not enrolled, and why.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "ProspectSkipped")]
 pub struct Skipped {
     pub prospect_id: String,
     pub reason: SkipReason,

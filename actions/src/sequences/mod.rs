@@ -67,6 +67,7 @@ outreach_runtime::prelude::text_enum! {
 /// One step of a sequence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "SequenceStep")]
 pub struct Step {
     /// `view_profile`, `connection_request` or `message`.
     #[serde(rename = "type")]
@@ -97,6 +98,7 @@ impl Step {
 /// When a sequence sends.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "SequenceSchedule")]
 pub struct Schedule {
     /// Send only when the sender's working hours overlap the prospect's working day in the
     /// prospect's time zone (when it is known). Default false: the sender's hours alone.
@@ -107,6 +109,7 @@ pub struct Schedule {
 /// How a sequence treats its prospects.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "SequenceSettings")]
 pub struct Settings {
     /// Finish an enrollment (`replied`) when the prospect replies. Default true.
     pub stop_on_reply: bool,
@@ -134,6 +137,7 @@ impl Default for Settings {
 /// Settings to change; fields left out keep their value (or the default, on create).
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "SequenceSettingsInput")]
 pub struct SettingsInput {
     /// Default true.
     pub stop_on_reply: Option<bool>,
@@ -200,6 +204,7 @@ impl EnrollmentCounts {
 
 /// Whether a sequence is sending now, and if not, why.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(rename = "SendingStatus")]
 pub struct Sending {
     /// True when the sequence is active and has enrollments waiting for their next step.
     pub sending: bool,
