@@ -354,7 +354,7 @@ async fn load_prospects(
     let mut found = HashMap::with_capacity(ids.len());
     for chunk in ids.chunks(CHUNK) {
         let sql = format!(
-            "select {}, last_contacted_at from prospects where workspace_id = $1 and id in {}",
+            "select {} from prospects where workspace_id = $1 and id in {}",
             *COLUMNS,
             placeholders(2, chunk.len())
         );
@@ -366,7 +366,7 @@ async fn load_prospects(
         }
         for row in query.fetch_all(&mut *conn).await? {
             let prospect = Prospect::from_row(&row)?;
-            let last: Option<i64> = row.try_get("last_contacted_at")?;
+            let last = prospect.last_contacted_at.map(|at| at.ms());
             found.insert(prospect.id.clone(), (prospect, last));
         }
     }
