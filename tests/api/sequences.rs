@@ -690,3 +690,53 @@ async fn every_send_action_refuses_a_write_key_and_a_workspace_without_terms_on_
         "the send-scoped actions of sequences, enrollments and approvals"
     );
 }
+
+#[tokio::test]
+async fn new_steps_rerender_the_queue_or_are_refused_naming_the_prospects_they_do_not_fit() {
+    let app = spawn_app().await;
+    let sender = insert_sender(&app, &app.workspace_id, "A", "connected").await;
+    let id = sequence(&app, &[&sender]).await;
+    let ada = prospect(&app, "Ada", "Engines").await;
+    app.post_json(
+        &format!("/sequences/{id}/enrollments"),
+        &app.key,
+        json!({"prospect_ids": [ada]}),
+    )
+    .await
+    .expect(200);
+
+    let refused = app
+        .patch_json(
+            &format!("/sequences/{id}"),
+            &app.key,
+            json!({"steps": [{"type": "connection_request", "note": "Hi {{title}}"}]}),
+        )
+        .await;
+    let message = refused.expect_error(400, "invalid_request");
+    assert!(
+        message.contains(&ada) && message.contains("{{title}}"),
+        "{message}"
+    );
+    let queue = app
+        .get(&format!("/approvals?sequence_id={id}"), &app.key)
+        .await;
+    assert_eq!(
+        queue.expect(200)["items"][0]["texts"][0]["text"],
+        json!("Hi Ada, I work with teams like Engines.")
+    );
+
+    app.patch_json(
+        &format!("/sequences/{id}"),
+        &app.key,
+        json!({"steps": [{"type": "connection_request", "note": "Hello {{first_name}} at {{company_name}}"}]}),
+    )
+    .await
+    .expect(200);
+    let queue = app
+        .get(&format!("/approvals?sequence_id={id}"), &app.key)
+        .await;
+    assert_eq!(
+        queue.expect(200)["items"][0]["texts"],
+        json!([{"step_index": 0, "type": "connection_request", "text": "Hello Ada at Engines"}])
+    );
+}
