@@ -482,4 +482,9 @@ async fn a_pending_intent_is_reconciled_with_the_network_never_sent_twice() {
         assert_eq!(enrollment["status"], "finished", "{enrollment}");
         assert_eq!(enrollment["exit_reason"], "completed_steps", "{enrollment}");
     }
+    // Nobody is left in it: the sequence is completed.
+    let sequence = app.get(&format!("/sequences/{sequence}"), &app.key).await;
+    let sequence = sequence.expect(200).clone();
+    assert_eq!(sequence["status"], "completed", "{sequence}");
+    assert!(sequence["finished_at"].is_string(), "{sequence}");
 }
