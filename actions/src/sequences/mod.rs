@@ -204,7 +204,7 @@ impl EnrollmentCounts {
 
 /// Whether a sequence is sending now, and if not, why.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-#[schemars(rename = "SendingStatus")]
+#[schemars(rename = "SequenceSendingStatus")]
 pub struct Sending {
     /// True when the sequence is active and has enrollments waiting for their next step.
     pub sending: bool,
