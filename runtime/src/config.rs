@@ -76,6 +76,10 @@ pub struct Config {
     pub rate_limit: RateLimit,
     /// When set, `/metrics` needs `Authorization: Bearer <this>`; otherwise it is public.
     pub metrics_token: Option<String>,
+    /// Whether the MCP face answers `initialize`, `ping`, `tools/list` and `tools/call` itself,
+    /// in front of rmcp's per-request service (`mcp/fast.rs`). On by default; the tests turn it
+    /// off to check that both paths give the same answers.
+    pub mcp_fast_path: bool,
 }
 
 /// What a connection may hold, and for how long, before it is closed.
@@ -171,6 +175,7 @@ impl Config {
             http: HttpLimits::default(),
             rate_limit: RateLimit::default(),
             metrics_token: None,
+            mcp_fast_path: true,
         }
     }
 
