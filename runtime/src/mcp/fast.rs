@@ -35,6 +35,12 @@ use super::McpFace;
 /// The header a client names its protocol version in (rmcp's constant is private).
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 
+/// What became of a request: answered here, or handed back for rmcp.
+pub(super) enum Answer {
+    Answered(Response),
+    Declined(Request),
+}
+
 /// What the fast path keeps from start-up: the `tools/list` result, serialised once.
 pub(super) struct FastPath {
     tools_result: Bytes,
@@ -50,22 +56,18 @@ impl FastPath {
     }
 
     /// Answers `request` if it is one of the requests above; gives it back otherwise.
-    pub(super) async fn answer(
-        &self,
-        face: &McpFace,
-        request: Request,
-    ) -> Result<Response, Request> {
+    pub(super) async fn answer(&self, face: &McpFace, request: Request) -> Answer {
         if !legacy_version_header(request.headers().get(PROTOCOL_VERSION_HEADER)) {
-            return Err(request);
+            return Answer::Declined(request);
         }
         let (parts, body) = request.into_parts();
         // The guard in front has read the body already: this is the bytes it put back.
         let bytes = match axum::body::to_bytes(body, usize::MAX).await {
             Ok(bytes) => bytes,
-            Err(_) => return Err(Request::from_parts(parts, Body::empty())),
+            Err(_) => return Answer::Declined(Request::from_parts(parts, Body::empty())),
         };
         let decline = |parts: http::request::Parts, bytes: Bytes| {
-            Err(Request::from_parts(parts, Body::from(bytes)))
+            Answer::Declined(Request::from_parts(parts, Body::from(bytes)))
         };
         let Ok(JsonRpcMessage::Request(JsonRpcRequest { id, request, .. })) =
             serde_json::from_slice::<ClientJsonRpcMessage>(&bytes)
@@ -90,7 +92,7 @@ impl FastPath {
             }
             ClientRequest::PingRequest(_) => Ok(ServerResult::empty(())),
             ClientRequest::ListToolsRequest(_) if !self.tools_result.is_empty() => {
-                return Ok(json_response(envelope(&id, &self.tools_result)));
+                return Answer::Answered(json_response(envelope(&id, &self.tools_result)));
             }
             ClientRequest::CallToolRequest(call) => face
                 .call(call.params, Some(&parts))
@@ -105,7 +107,7 @@ impl FastPath {
             }
             Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
         };
-        Ok(match serde_json::to_vec(&message) {
+        Answer::Answered(match serde_json::to_vec(&message) {
             Ok(body) => json_response(body),
             Err(error) => {
                 crate::error::ApiError::internal(format!("MCP answer: {error}")).into_response()

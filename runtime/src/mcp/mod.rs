@@ -89,8 +89,8 @@ pub fn service(state: Arc<AppState>) -> Router {
                 let request = match fast {
                     Some(fast) if request.method() == http::Method::POST => {
                         match fast.path.answer(&fast.face, request).await {
-                            Ok(response) => return response,
-                            Err(request) => request,
+                            fast::Answer::Answered(response) => return response,
+                            fast::Answer::Declined(request) => request,
                         }
                     }
                     _ => request,
