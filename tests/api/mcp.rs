@@ -839,7 +839,11 @@ async fn fast_path_answers_as_rmcp_does() {
         headers.sort();
         let status = response.status().as_u16();
         // Refusals name the server's own address, which differs between the two apps.
-        let body = response.text().await.expect("text").replace(&app.url(""), "BASE");
+        let body = response
+            .text()
+            .await
+            .expect("text")
+            .replace(&app.url(""), "BASE");
         (status, headers, body)
     }
     let fast = spawn_app().await;
