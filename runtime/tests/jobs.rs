@@ -315,7 +315,7 @@ async fn claims_take_due_jobs_oldest_first_and_wait_for_run_at_on_the_service_cl
         .await;
 
     let (first, _) = jobs::claim(&app.db, &app.clock, 1).await.expect("claim");
-    assert_eq!(ids(&first), [oldest.clone()]);
+    assert_eq!(ids(&first), std::slice::from_ref(&oldest));
     assert_eq!(first[0].attempt, 1);
     let (second, _) = jobs::claim(&app.db, &app.clock, 10).await.expect("claim");
     assert_eq!(ids(&second), [older]);
@@ -591,7 +591,7 @@ async fn three_worker_loops_on_one_database_run_each_effect_exactly_once() {
         metrics.iter().all(|m| m.get("completed") > 0),
         "every loop took part"
     );
-    eprintln!(
+    println!(
         "chaos rounds {}, rescued by loops {rescued}, runs that lost their lease {lost}, attempts {}",
         chaos_rounds.load(Ordering::Relaxed),
         app.count("select cast(sum(attempt) as bigint) from jobs")
@@ -673,7 +673,7 @@ async fn only_a_job_that_has_not_started_can_be_cancelled() {
         .await;
     let started = app.enqueue(NewJob::new("test.effect", json!({}))).await;
     let (claimed, _) = jobs::claim(&app.db, &app.clock, 10).await.expect("claim");
-    assert_eq!(ids(&claimed), [started.clone()]);
+    assert_eq!(ids(&claimed), std::slice::from_ref(&started));
     let mut tx = app.db.begin_write().await.expect("a transaction");
     assert!(
         jobs::cancel(&mut tx, &app.clock, &waiting)

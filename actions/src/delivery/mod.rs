@@ -346,22 +346,29 @@ enum Plan {
     /// Nothing to send now; the job's outcome.
     Outcome(JobOutcome),
     /// Call the network with this intent (fresh, or pending from a run that died).
-    Send {
-        enrollment: EnrollmentRow,
-        step: Step,
-        text: Option<String>,
-        profile_url: String,
-        sender_id: String,
-        intent_id: String,
-        /// The intent was pending already: ask the network whether it happened first.
-        reconcile: bool,
-    },
+    Send(Box<Call>),
+}
+
+/// A network call about to be made for a step, and what it needs.
+struct Call {
+    enrollment: EnrollmentRow,
+    step: Step,
+    text: Option<String>,
+    profile_url: String,
+    sender_id: String,
+    intent_id: String,
+    /// The intent was pending already: ask the network whether it happened first.
+    reconcile: bool,
 }
 
 async fn run_step(job: JobCtx) -> JobResult {
     let payload: StepPayload = job.payload_as()?;
     let plan = prepare(&job, &payload.enrollment_id).await?;
-    let Plan::Send {
+    let call = match plan {
+        Plan::Outcome(outcome) => return Ok(outcome),
+        Plan::Send(call) => *call,
+    };
+    let Call {
         enrollment,
         step,
         text,
@@ -369,13 +376,7 @@ async fn run_step(job: JobCtx) -> JobResult {
         sender_id,
         intent_id,
         reconcile,
-    } = plan
-    else {
-        let Plan::Outcome(outcome) = plan else {
-            unreachable!()
-        };
-        return Ok(outcome);
-    };
+    } = call;
     // The intent and its quota unit are durable before the network hears of it.
     job.commit().await?;
 
@@ -393,7 +394,7 @@ async fn run_step(job: JobCtx) -> JobResult {
         network
             .find_outbound(to.account, &intent_id)
             .await
-            .map_err(network_fault)?
+            .map_err(|error| network_fault(&error))?
     } else {
         None
     };
@@ -453,7 +454,7 @@ fn outcome_of(record: OutboundRecord) -> Result<Sent, NetworkError> {
     }
 }
 
-fn network_fault(error: NetworkError) -> JobError {
+fn network_fault(error: &NetworkError) -> JobError {
     JobError::retry(format!("asking the network: {error:?}"))
 }
 
@@ -556,7 +557,7 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
     if let Some(intent) = intents::of_step(&mut tx, &enrollment.id, enrollment.step_index).await? {
         if intent.status == IntentStatus::Pending {
             let text = text_of(&mut tx, &enrollment, &step).await?;
-            return Ok(Plan::Send {
+            return Ok(Plan::Send(Box::new(Call {
                 enrollment,
                 step,
                 text,
@@ -564,7 +565,7 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
                 sender_id,
                 intent_id: intent.id,
                 reconcile: true,
-            });
+            })));
         }
         return Err(JobError::discard(format!(
             "step {index} already has a completed intent `{}`",
@@ -612,7 +613,7 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
         now,
     )
     .await?;
-    Ok(Plan::Send {
+    Ok(Plan::Send(Box::new(Call {
         enrollment,
         step,
         text,
@@ -620,7 +621,7 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
         sender_id,
         intent_id,
         reconcile: false,
-    })
+    })))
 }
 
 /// Whether `sender` may act now: connected, inside its working hours (and the prospect's, when
