@@ -58,9 +58,10 @@ class Assistant:
     async def log(self) -> list[dict]:
         return (await self.call("list_sandbox_log", {"limit": 200}))["items"]
 
-    async def wait_for(self, what: str, condition, timeout: float = 60.0):
-        """Polls (real time) until `condition()` returns something truthy: the worker runs in the
-        server, beside the calls."""
+    async def wait_for(self, what: str, condition, timeout: float = 90.0):
+        """Polls until `condition()` returns something truthy: the worker runs in the server,
+        beside the calls. Each turn moves the clock two minutes, as time would pass: a sender
+        waits 30 to 90 seconds between two actions, so its work is spread, never a burst."""
         deadline = time.monotonic() + timeout
         while True:
             value = await condition()
@@ -68,6 +69,7 @@ class Assistant:
                 return value
             if time.monotonic() > deadline:
                 raise CheckFailed(f"timed out waiting for {what}")
+            await self.call("advance_clock", {"seconds": 120})
             await anyio.sleep(0.2)
 
 

@@ -187,6 +187,79 @@ await named("ts-every-tool-success-path", async () => {
   await okCall("service_get_dashboard", {});
   await okCall("service_list_credit_transactions", { limit: 5 });
 
+  // Outreach: a sender, sequences, the approval queue, the sandbox network, a conversation. The
+  // send-scoped tools go through a `send` key; the server's clock is a test clock moved here.
+  const sender_ = await connect(config.send_key, "send");
+  const sendCall = async (name, args) => {
+    const out = await ok(sender_, name, args);
+    called.add(name);
+    return out.body;
+  };
+  const allDay = [{ start: "00:00", end: "24:00" }];
+  const week = Object.fromEntries(
+    ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"].map((day) => [day, allDay]),
+  );
+  const account = await okCall("service_create_sender", { name: `TS sender ${run}`, timezone: "UTC", working_hours: week });
+  await okCall("service_get_sender", { id: account.id });
+  await okCall("service_update_sender", { id: account.id, name: `TS sender ${run} (renamed)` });
+  await okCall("service_list_senders", { limit: 5 });
+  const spare = await okCall("service_create_sender", { name: `TS spare ${run}`, timezone: "Europe/Berlin" });
+  await okCall("service_delete_sender", { id: spare.id });
+  const people = [];
+  for (const name of ["edsger", "barbara", "donald"]) {
+    const made = await okCall("service_create_prospect", {
+      first_name: name, profile_url: `https://www.linkedin.com/in/${name}-ts-${run}/`,
+    });
+    people.push(made.id);
+  }
+  const steps = [
+    { type: "connection_request", delay_hours: 0, note: "Hi {{first_name}}, glad to connect." },
+    { type: "message", delay_hours: 24, text: "Thanks {{first_name|there}}!" },
+  ];
+  const draft = await okCall("service_create_sequence", { name: `TS draft ${run}`, steps });
+  await okCall("service_delete_sequence", { id: draft.id });
+  const sequence = await okCall("service_create_sequence", { name: `TS sequence ${run}`, steps, sender_ids: [account.id] });
+  await okCall("service_get_sequence", { id: sequence.id });
+  await okCall("service_update_sequence", { id: sequence.id, name: `TS sequence ${run} (renamed)` });
+  await okCall("service_list_sequences", { limit: 5 });
+  const added = await okCall("service_add_to_sequence", { sequence_id: sequence.id, prospect_ids: people });
+  check(added.enrollments.length === 3, `three enrollments: ${show(added)}`);
+  const byProspect = Object.fromEntries(added.enrollments.map((e) => [e.prospect_id, e]));
+  await okCall("service_list_approvals", { sequence_id: sequence.id });
+  await okCall("service_reject_outreach", { ids: [byProspect[people[1]].approval_id] });
+  await sendCall("service_approve_outreach", { ids: [byProspect[people[0]].approval_id, byProspect[people[2]].approval_id] });
+  await sendCall("service_activate_sequence", { id: sequence.id });
+  const first = byProspect[people[0]].enrollment_id;
+  await okCall("service_list_enrollments", { sequence_id: sequence.id, limit: 5 });
+  await okCall("service_get_enrollment", { id: first });
+  await sendCall("service_pause_enrollment", { id: byProspect[people[2]].enrollment_id });
+  await sendCall("service_resume_enrollment", { id: byProspect[people[2]].enrollment_id });
+  await sendCall("service_stop_enrollment", { id: byProspect[people[2]].enrollment_id });
+  await sendCall("service_pause_sequence", { id: sequence.id });
+  await sendCall("service_resume_sequence", { id: sequence.id });
+  // The scheduler runs in the server: move the clock until the first person's invitation is in
+  // the sandbox's log.
+  let invited = false;
+  for (let turn = 0; turn < 120 && !invited; turn += 1) {
+    await okCall("service_advance_clock", { seconds: 120 });
+    const log = await okCall("service_list_sandbox_log", { prospect_id: people[0], kind: "invitation" });
+    invited = log.items.length === 1;
+    if (!invited) await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  check(invited, "the approved person's invitation never reached the sandbox network");
+  await okCall("service_sandbox_accept_invitation", { prospect_id: people[0], sender_id: account.id });
+  await okCall("service_sandbox_reply", { prospect_id: people[0], sender_id: account.id, text: "Hello from the TS check" });
+  await okCall("service_sandbox_set_sender_status", { sender_id: account.id, status: "connected" });
+  const conversations = await okCall("service_list_conversations", { sender_id: account.id });
+  check(conversations.items.length === 1, `one conversation: ${show(conversations)}`);
+  const conversation = conversations.items[0].id;
+  await okCall("service_get_conversation", { id: conversation });
+  await okCall("service_list_messages", { id: conversation });
+  await sendCall("service_reply_to_conversation", { id: conversation, text: "Thanks! Talk soon." });
+  await okCall("service_mark_conversation_read", { id: conversation });
+  await sendCall("service_stop_sequence", { id: sequence.id });
+  await sender_.close();
+
   // Undo.
   await okCall("service_remove_prospects_from_list", { id: state.list, prospect_ids: [state.prospect] });
   await okCall("service_delete_list", { id: state.list });

@@ -99,16 +99,22 @@ def main() -> int:
                              "--email", owner, "--name", "ts read", "--scopes", "read")
             admin(binary, database_url, "credits", "grant", "--workspace", rich["workspace_id"], "--amount", "1000",
                   "--reason", "TS SDK checks")
+            # The send-scoped tools (approve, activate, reply, ...) need a `send` key in a workspace
+            # whose sending terms are accepted; the server runs on a test clock the check moves.
+            admin(binary, database_url, "terms", "accept", "--workspace", rich["workspace_id"], "--email", owner)
+            send_key = admin(binary, database_url, "key", "create", "--workspace", rich["workspace_id"],
+                             "--email", owner, "--name", "ts send", "--scopes", "read,write,send")
             poor = admin(binary, database_url, "workspace", "create", "--name", "CI TS SDK, no credits",
                          "--owner-email", owner)
             poor_key = admin(binary, database_url, "key", "create", "--workspace", poor["workspace_id"],
                              "--email", owner, "--name", "ts poor", "--scopes", "read,write")
-            server = Server(binary, database_url, work / "server.log")
+            server = Server(binary, database_url, work / "server.log", ["--test-clock"])
             with server:
                 config = work / "config.json"
                 config.write_text(json.dumps({
                     "base_url": server.base_url,
                     "write_key": write_key["key"],
+                    "send_key": send_key["key"],
                     "read_key": read_key["key"],
                     "poor_key": poor_key["key"],
                 }))
