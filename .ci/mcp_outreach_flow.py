@@ -6,7 +6,8 @@ Needs a server started with `--test-clock` (the sandbox network, a clock the flo
 with `send` in a workspace whose sending terms are accepted. Every step is a tool call:
 
 1. create a sender account (all hours, so the moved clock decides), three prospects and a list;
-2. create a sequence (a connection request, then a message a day later) and add the list: three
+2. create a sequence (a connection request, a message a day later, a follow-up three days after
+   that) and add the list: three
    enrollments wait in the approval queue;
 3. a dry run of `service_approve_outreach` shows what would happen and changes nothing;
 4. approve, activate, move the clock: the sandbox's log shows exactly three invitations;
@@ -103,6 +104,7 @@ async def flow(base: str, key: str) -> None:
                 "steps": [
                     {"type": "connection_request", "delay_hours": 0, "note": "Hi {{first_name}}, glad to connect."},
                     {"type": "message", "delay_hours": 24, "text": "Thanks {{first_name|there}}! How is {{company_name}}?"},
+                    {"type": "message", "delay_hours": 72, "text": "Following up, {{first_name}}."},
                 ],
             })
             added = await me.call("add_to_sequence", {"sequence_id": sequence["id"], "list_id": listed["id"]})
@@ -157,6 +159,10 @@ async def flow(base: str, key: str) -> None:
                 [e["exit_reason"] for e in enrollments["items"]] == ["replied"],
                 f"the reply finished that enrollment: {enrollments}",
             )
+            await me.call("advance_clock", {"seconds": 80 * 3600})
+            await anyio.sleep(1.0)
+            follow_ups = [e for e in await me.log() if e["text"].startswith("Following up")]
+            check(follow_ups == [], f"no follow-up after the reply: {follow_ups}")
             messages = await me.call("list_messages", {"id": conversation["id"]})
             check([m["direction"] for m in messages["items"]] == ["outbound", "inbound"], f"the chat so far: {messages}")
 

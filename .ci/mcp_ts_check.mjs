@@ -257,7 +257,10 @@ await named("ts-every-tool-success-path", async () => {
   await okCall("service_list_messages", { id: conversation });
   await sendCall("service_reply_to_conversation", { id: conversation, text: "Thanks! Talk soon." });
   await okCall("service_mark_conversation_read", { id: conversation });
-  await sendCall("service_stop_sequence", { id: sequence.id });
+  // Everyone in the first sequence is done, so it completed; a second one is started and stopped.
+  const second = await okCall("service_create_sequence", { name: `TS second ${run}`, steps, sender_ids: [account.id] });
+  await sendCall("service_activate_sequence", { id: second.id });
+  await sendCall("service_stop_sequence", { id: second.id });
   await sender_.close();
 
   // Undo.
