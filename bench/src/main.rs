@@ -22,6 +22,7 @@ mod issue3;
 mod load;
 mod oauth_token;
 mod procfs;
+mod scheduler;
 mod seed;
 mod service;
 
@@ -116,6 +117,8 @@ enum PhaseKind {
     /// Issue 3: a CSV import of `--prospects` rows against a plain batched insert, then scoring
     /// them (see `issue3.rs`). Not a load phase: it runs after the others, on its own databases.
     Issue3,
+    /// Issue 11: the scheduler and the sandbox network (see `scheduler.rs`). Not a load phase.
+    Scheduler,
 }
 
 impl PhaseKind {
@@ -128,6 +131,7 @@ impl PhaseKind {
             Self::List => "REST GET /api/v1/prospects?limit=200",
             Self::ListLast => "REST GET /api/v1/prospects?limit=200, the last page",
             Self::Issue3 => "issue 3: CSV import vs batched insert, scoring",
+            Self::Scheduler => "issue 11: the scheduler with the sandbox network",
         }
     }
 }
@@ -249,13 +253,19 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         shell_line("uname", &["-sr"])
     );
     println!("load average before: {}", load_average());
-    let load_phases = args.phases.iter().any(|&kind| kind != PhaseKind::Issue3);
+    let load_phases = args
+        .phases
+        .iter()
+        .any(|&kind| !matches!(kind, PhaseKind::Issue3 | PhaseKind::Scheduler));
     let mut result = Ok(());
     if load_phases {
         result = measure(&args, &bin, &dir).await;
     }
     if result.is_ok() && args.phases.contains(&PhaseKind::Issue3) {
         result = issue3::run(&bin, &dir, usize::try_from(args.prospects)?, load_average).await;
+    }
+    if result.is_ok() && args.phases.contains(&PhaseKind::Scheduler) {
+        result = scheduler::run(&bin, &dir, usize::try_from(args.prospects)?).await;
     }
     if args.keep || result.is_err() {
         println!("» kept {} (database and server.log)", dir.display());
@@ -408,7 +418,7 @@ async fn measure(args: &RunArgs, bin: &Path, dir: &Path) -> anyhow::Result<()> {
             PhaseKind::McpOauth => (&mcp_oauth, server.pid),
             PhaseKind::List => (&list, server.pid),
             PhaseKind::ListLast => (&list_last, server.pid),
-            PhaseKind::Issue3 => continue,
+            PhaseKind::Issue3 | PhaseKind::Scheduler => continue,
         };
         println!("» {}", kind.title());
         let outcome = load::run(target, settings, pid).await?;
@@ -591,7 +601,7 @@ fn report(phases: &[Phase], hwm_kib: u64, rss_kib: u64, baseline_hwm_kib: u64) -
     };
     for phase in phases {
         let floor = match phase.kind {
-            PhaseKind::Baseline | PhaseKind::Issue3 => continue,
+            PhaseKind::Baseline | PhaseKind::Issue3 | PhaseKind::Scheduler => continue,
             PhaseKind::Rest => Some(0.30),
             // The MCP aim holds whatever the credential is.
             PhaseKind::Mcp | PhaseKind::McpOauth => Some(0.25),
