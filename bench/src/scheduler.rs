@@ -150,6 +150,21 @@ pub async fn run(bin: &Path, dir: &Path, enrollments: usize) -> anyhow::Result<(
         report.push_str(&claim(bin, backend).await?);
     }
     println!("\n{report}");
+    if let Ok(admin_url) = std::env::var("BENCH_POSTGRES_URL") {
+        let mut conn = AnyConnection::connect(&admin_url).await?;
+        for backend in backends.iter().chain(&claim_backends) {
+            if let Some((_, name)) = backend.url.rsplit_once('/')
+                && backend.name == "PostgreSQL"
+            {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "drop database if exists {name}"
+                )))
+                .execute(&mut conn)
+                .await?;
+            }
+        }
+        conn.close().await?;
+    }
     Ok(())
 }
 
@@ -635,10 +650,11 @@ async fn scheduler(
     let follow_runs = claimed_1 - claimed_0;
     let follow_sent = sent_1 - sent_0;
     println!(
-        "  follow: {advances} advances of 90 s in {:.1} s: {follow_sent} sends ({:.0}/s), {follow_runs} runs ({:.0}/s)",
+        "  follow: {advances} advances of 90 s in {:.1} s: {follow_sent} sends ({:.0}/s), {follow_runs} runs ({:.0}/s); server peak RSS {:.1} MiB",
         followed.as_secs_f64(),
         follow_sent as f64 / followed.as_secs_f64(),
-        follow_runs as f64 / followed.as_secs_f64()
+        follow_runs as f64 / followed.as_secs_f64(),
+        hwm_kib as f64 / 1024.0
     );
     let aim = if backend.name == "SQLite" {
         format!(
