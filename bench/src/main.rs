@@ -28,6 +28,7 @@ mod oauth_token;
 mod peers;
 mod pg;
 mod procfs;
+mod scheduler;
 mod seed;
 mod service;
 
@@ -137,6 +138,8 @@ enum PhaseKind {
     /// Issue 3: a CSV import of `--prospects` rows against a plain batched insert, then scoring
     /// them (see `issue3.rs`). Not a load phase: it runs after the others, on its own databases.
     Issue3,
+    /// Issue 11: the scheduler and the sandbox network (see `scheduler.rs`). Not a load phase.
+    Scheduler,
 }
 
 impl PhaseKind {
@@ -154,6 +157,7 @@ impl PhaseKind {
             Self::PeerPython => peers::Sdk::Python.title(),
             Self::PeerTypescript => peers::Sdk::TypeScript.title(),
             Self::Issue3 => "issue 3: CSV import vs batched insert, scoring",
+            Self::Scheduler => "issue 11: the scheduler with the sandbox network",
         }
     }
 }
@@ -277,13 +281,19 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         shell_line("uname", &["-sr"])
     );
     println!("load average before: {}", load_average());
-    let load_phases = args.phases.iter().any(|&kind| kind != PhaseKind::Issue3);
+    let load_phases = args
+        .phases
+        .iter()
+        .any(|&kind| !matches!(kind, PhaseKind::Issue3 | PhaseKind::Scheduler));
     let mut result = Ok(());
     if load_phases {
         result = measure(&args, &root, &bin, &dir).await;
     }
     if result.is_ok() && args.phases.contains(&PhaseKind::Issue3) {
         result = issue3::run(&bin, &dir, usize::try_from(args.prospects)?, load_average).await;
+    }
+    if result.is_ok() && args.phases.contains(&PhaseKind::Scheduler) {
+        result = scheduler::run(&bin, &dir, usize::try_from(args.prospects)?).await;
     }
     if args.keep || result.is_err() {
         println!("» kept {} (database and server.log)", dir.display());
@@ -774,6 +784,7 @@ fn report(phases: &[Phase], hwm_kib: u64, rss_kib: u64, baseline_hwm_kib: u64) -
         let (floor, p99_ms) = match phase.kind {
             PhaseKind::Baseline
             | PhaseKind::Issue3
+            | PhaseKind::Scheduler
             | PhaseKind::Peers
             | PhaseKind::PeerPython
             | PhaseKind::PeerTypescript => continue,

@@ -644,6 +644,15 @@ pub(crate) async fn gate(
     if window > now {
         return Ok(Err(window + jitter()));
     }
+    // Too soon after this sender's last action: wait, before locking the sender and counting its
+    // quota (most runs of a busy sender end here). Read without the lock, this can only make a run
+    // wait (a sender's last action only gets later), never let one through: the check under the
+    // lock below decides.
+    if let Some(last) = last_action_at_before(tx, &sender.id, "").await?
+        && last + *GAP_MS.start() > now
+    {
+        return Ok(Err(last + jitter()));
+    }
     let usage_id = match senders::take_quota(tx, &sender.id, kind, now).await? {
         Ok(usage_id) => usage_id,
         Err(refusal) => {
