@@ -243,6 +243,11 @@ pub async fn spawn_app_with_test_clock() -> TestApp {
     spawn_app_configured(Environment::new("development"), Clock::shared(), |_| {}).await
 }
 
+/// An app on a shared test clock whose configuration `configure` adjusts (e.g. no worker).
+pub async fn spawn_app_with_test_clock_and(configure: impl FnOnce(&mut Config)) -> TestApp {
+    spawn_app_configured(Environment::new("development"), Clock::shared(), configure).await
+}
+
 /// Another server over the same database, as a second instance behind a load balancer would be.
 pub struct Instance {
     pub base_url: String,

@@ -12,7 +12,9 @@ use outreach_runtime::config::DEFAULT_SANDBOX_SEED;
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use crate::helpers::{Served, TestApp, spawn_app_with_test_clock, start_serve_with};
+use crate::helpers::{
+    Served, TestApp, spawn_app_with_test_clock, spawn_app_with_test_clock_and, start_serve_with,
+};
 use crate::outreach::always;
 use crate::sequences::send_key;
 
@@ -355,16 +357,25 @@ async fn serve_process(app: &TestApp) -> Served {
     start_serve_with(app.database(), &["--test-clock"]).await
 }
 
+/// How many times the victim is killed while an intent is pending.
+const KILLS: usize = 3;
+
 #[tokio::test]
 async fn an_instance_killed_while_sending_is_reconciled_after_its_restart() {
-    let app = spawn_app_with_test_clock().await;
+    // The test's own server runs no worker: the two processes do all the sending.
+    let app = spawn_app_with_test_clock_and(|config| config.jobs.workers = 0).await;
     let sequence = prepare(&app, "killed").await;
     assert!(!sequence.is_empty());
-    let mut processes = vec![serve_process(&app).await, serve_process(&app).await];
-    let mut killed = false;
-    let mut restarted = false;
+    let mut victim = Some(serve_process(&app).await);
+    let survivor = serve_process(&app).await;
+    let mut kills = 0;
+    let mut done = false;
     for round in 0..600 {
-        let base = processes[round % processes.len()].base_url.clone();
+        let base = if round % 2 == 0 {
+            survivor.base_url.clone()
+        } else {
+            victim.as_ref().expect("the victim runs").base_url.clone()
+        };
         post(
             &app,
             &base,
@@ -373,15 +384,28 @@ async fn an_instance_killed_while_sending_is_reconciled_after_its_restart() {
             json!({"seconds": STEP_S}),
         )
         .await;
-        let sent = scalar(&app, "select count(*) from sandbox_log", 0).await;
-        if !killed && sent >= (PEOPLE as i64) {
-            // In the middle of sending: the first process dies with whatever it holds.
-            let victim = processes.remove(0);
-            victim.kill().await;
-            killed = true;
-            // The survivors and the restarted one must not resend what it was doing.
-            processes.insert(0, serve_process(&app).await);
-            restarted = true;
+        if kills < KILLS && round % 7 == 3 {
+            // In the middle of sending: as soon as an intent is pending, the victim dies with
+            // whatever it holds, and starts again.
+            let mut pending = 0;
+            for _ in 0..400 {
+                pending = scalar(
+                    &app,
+                    "select count(*) from outbound_intents where status = 'pending'",
+                    0,
+                )
+                .await;
+                if pending > 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            if pending > 0 {
+                victim.take().expect("the victim runs").kill().await;
+                kills += 1;
+                println!("kill {kills} with {pending} intents pending");
+                victim = Some(serve_process(&app).await);
+            }
         }
         wait_idle(&app).await;
         if steps_in_log(&app).await.len() == PEOPLE * STEPS
@@ -393,15 +417,21 @@ async fn an_instance_killed_while_sending_is_reconciled_after_its_restart() {
             .await
                 == 0
         {
+            done = true;
             break;
         }
     }
-    assert!(killed && restarted, "the kill never happened");
-    // A lease held by the killed process ends with time; the restarted instance picks it up.
+    assert!(kills > 0, "no kill landed while an intent was pending");
+    assert!(
+        done,
+        "the steps did not all go out: {}",
+        diagnose(&app).await
+    );
+    // A lease held by a killed process ends with time; a worker picks its job up again.
     for _ in 0..10 {
         post(
             &app,
-            &processes[0].base_url.clone(),
+            &survivor.base_url.clone(),
             &app.key,
             "/sandbox/clock/advance",
             json!({"seconds": 600}),
@@ -410,7 +440,8 @@ async fn an_instance_killed_while_sending_is_reconciled_after_its_restart() {
         wait_idle(&app).await;
     }
     assert_exactly_once(&app, "a process killed with SIGKILL and restarted").await;
-    for process in processes {
-        process.terminate().await;
+    survivor.terminate().await;
+    if let Some(victim) = victim {
+        victim.terminate().await;
     }
 }
