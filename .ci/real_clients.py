@@ -9,7 +9,10 @@ The clients are ones nobody here wrote (DESIGN.md section 12), pinned in `.ci/re
 
 1. openapi-spec-validator validates the served `/api/v1/openapi.json` as OpenAPI 3.1;
 2. the official MCP Python SDK talks to `/api/mcp` (see `mcp_client_check.py`);
-3. schemathesis fuzzes the served OpenAPI document with a key.
+3. schemathesis fuzzes the served OpenAPI document with a key;
+4. the MCP Python SDK drives the outreach engine as an assistant would (see
+   `mcp_outreach_flow.py`), against a second server started with `--test-clock` on a database of
+   its own, with a `send` key in a workspace whose sending terms are accepted.
 
 The script makes its own fresh database (a SQLite file in a temporary folder, or a PostgreSQL
 database `outreach_ci_<random>` that it drops afterwards), creates a workspace and a key with
@@ -112,6 +115,26 @@ def check_schemathesis(base_url: str, key: str, work: Path, max_examples: int) -
         raise CheckFailed(f"schemathesis found failures (exit {done.returncode}); replay with the seed above")
 
 
+def check_outreach_flow(binary: str, args, work: Path) -> None:
+    section("MCP Python SDK: the outreach flow (sandbox network, --test-clock)")
+    flow_work = work / "outreach-flow"
+    flow_work.mkdir(exist_ok=True)
+    with fresh_database(args.database, flow_work, args.postgres_url) as database_url:
+        owner = "ci-flow-owner@example.com"
+        created = admin(binary, database_url, "workspace", "create", "--name", "CI outreach flow", "--owner-email", owner)
+        admin(binary, database_url, "terms", "accept", "--workspace", created["workspace_id"], "--email", owner)
+        key = admin(binary, database_url, "key", "create", "--workspace", created["workspace_id"],
+                    "--email", owner, "--name", "ci outreach flow", "--scopes", "read,write,send")
+        server = Server(binary, database_url, flow_work / "server.log", ["--test-clock"])
+        with server:
+            done = run([sys.executable, str(HERE / "mcp_outreach_flow.py"), server.base_url, key["key"]], timeout=300)
+            internal = server.internal_errors()
+            if done.returncode != 0 or internal:
+                print("\n".join(internal[:20]))
+                server.print_log()
+                raise CheckFailed("the MCP outreach flow failed (see above)")
+
+
 def main() -> int:
     parser = argument_parser(__doc__, "logs, openapi.json, reports")
     parser.add_argument("--max-examples", type=int, default=int(os.environ.get("CI_SCHEMATHESIS_MAX_EXAMPLES", "100")))
@@ -145,6 +168,7 @@ def main() -> int:
                 if internal:
                     print("\n".join(internal[:20]))
                     raise CheckFailed(f"the server logged {len(internal)} internal error(s) during the checks")
+            check_outreach_flow(binary, args, work)
     except (CheckFailed, subprocess.TimeoutExpired) as failure:
         failed = True
         print(f"\nFAILED: {failure}", file=sys.stderr, flush=True)

@@ -10,6 +10,10 @@
 //! 3. MCP `tools/call service_get_workspace` at `/api/mcp`;
 //! 4. `GET /api/v1/prospects?limit=200` over the seeded prospects.
 //!
+//! `--phases peers` measures the official MCP Python and TypeScript SDKs' stateless servers with
+//! one equivalent tool (see `peers.rs`), and `--phases pg-rest,pg-mcp` the first two requests on a
+//! second server over a fresh PostgreSQL database, all against the same baseline.
+//!
 //! `--phases issue3` adds the benchmark of issue 3 (see `issue3.rs`): a CSV import against a plain
 //! batched insert of the same rows, and a scoring run over them.
 //!
@@ -21,6 +25,8 @@ mod baseline;
 mod issue3;
 mod load;
 mod oauth_token;
+mod peers;
+mod pg;
 mod procfs;
 mod seed;
 mod service;
@@ -88,6 +94,10 @@ struct RunArgs {
     /// Keep the temporary directory (database, server log) instead of removing it.
     #[arg(long)]
     keep: bool,
+    /// The PostgreSQL server of the `pg-rest` and `pg-mcp` phases (a fresh database is created
+    /// beside the one named, and dropped at the end).
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
+    postgres_url: String,
     /// Which phases to run, in this order (e.g. `--phases rest` to profile one of them).
     #[arg(
         long,
@@ -113,6 +123,17 @@ enum PhaseKind {
     List,
     /// The last page of the same listing (`offset` = seeded - 200).
     ListLast,
+    /// `GET /api/v1/workspace` on a second server over a fresh PostgreSQL database.
+    PgRest,
+    /// MCP `tools/call service_get_workspace` on the PostgreSQL server.
+    PgMcp,
+    /// The official MCP Python and TypeScript SDKs' stateless servers with one equivalent tool
+    /// (installed into target/bench-peers on first use); our MCP as a multiple of each.
+    Peers,
+    #[value(skip)]
+    PeerPython,
+    #[value(skip)]
+    PeerTypescript,
     /// Issue 3: a CSV import of `--prospects` rows against a plain batched insert, then scoring
     /// them (see `issue3.rs`). Not a load phase: it runs after the others, on its own databases.
     Issue3,
@@ -127,6 +148,11 @@ impl PhaseKind {
             Self::McpOauth => "MCP tools/call service_get_workspace, OAuth token",
             Self::List => "REST GET /api/v1/prospects?limit=200",
             Self::ListLast => "REST GET /api/v1/prospects?limit=200, the last page",
+            Self::PgRest => "PostgreSQL: REST GET /api/v1/workspace",
+            Self::PgMcp => "PostgreSQL: MCP tools/call service_get_workspace",
+            Self::Peers => "peers: the official MCP SDKs' servers",
+            Self::PeerPython => peers::Sdk::Python.title(),
+            Self::PeerTypescript => peers::Sdk::TypeScript.title(),
             Self::Issue3 => "issue 3: CSV import vs batched insert, scoring",
         }
     }
@@ -169,10 +195,12 @@ fn workspace_root() -> PathBuf {
     manifest.parent().unwrap_or(manifest).to_path_buf()
 }
 
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
+}
+
 fn default_server_bin(root: &Path) -> PathBuf {
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    target.join("release").join("outreach")
+    target_dir(root).join("release").join("outreach")
 }
 
 fn build_release(root: &Path) -> anyhow::Result<()> {
@@ -252,7 +280,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let load_phases = args.phases.iter().any(|&kind| kind != PhaseKind::Issue3);
     let mut result = Ok(());
     if load_phases {
-        result = measure(&args, &bin, &dir).await;
+        result = measure(&args, &root, &bin, &dir).await;
     }
     if result.is_ok() && args.phases.contains(&PhaseKind::Issue3) {
         result = issue3::run(&bin, &dir, usize::try_from(args.prospects)?, load_average).await;
@@ -273,24 +301,45 @@ struct Phase {
     server_hwm_kib: u64,
 }
 
-async fn measure(args: &RunArgs, bin: &Path, dir: &Path) -> anyhow::Result<()> {
-    let settings = Settings {
-        connections: args.connections,
-        warmup: Duration::from_secs(args.warmup),
-        duration: Duration::from_secs(args.duration),
-    };
-    let db_path = dir.join("bench.db");
-    let database_url = format!("sqlite://{}", db_path.display());
-    println!("server: {} with {database_url}", bin.display());
-    println!(
-        "load: {} connections, {} s warm-up + {} s measured per phase, client on one tokio current-thread runtime",
-        args.connections, args.warmup, args.duration
-    );
+/// The phases in the order they run: `peers` stands for its two SDKs, after our own MCP phase
+/// (added when the run does not name it, since the peers are reported as its multiples).
+fn expand_phases(phases: &[PhaseKind]) -> Vec<PhaseKind> {
+    let mut out = Vec::new();
+    for &kind in phases {
+        if kind == PhaseKind::Peers {
+            if !phases.contains(&PhaseKind::Mcp) {
+                out.push(PhaseKind::Mcp);
+            }
+            out.extend([PhaseKind::PeerPython, PhaseKind::PeerTypescript]);
+        } else {
+            out.push(kind);
+        }
+    }
+    out
+}
 
-    println!("» creating a workspace and a key with the admin CLI");
+/// `tools/call service_get_workspace` at `path`, with the headers every MCP client sends.
+fn mcp_target(addr: SocketAddr, path: &str) -> anyhow::Result<Target> {
+    Target {
+        method: Method::POST,
+        body: Bytes::from(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": "service_get_workspace", "arguments": {}}})
+            .to_string(),
+        ),
+        error_markers: vec![b"\"isError\":true", b"\"error\":{"],
+        ..Target::get(addr, path)
+    }
+    .header("content-type", "application/json")?
+    .header("accept", "application/json, text/event-stream")?
+    .header("mcp-protocol-version", "2025-06-18")
+}
+
+/// A workspace and a read+write key made with the admin CLI on `database_url`.
+async fn workspace_and_key(bin: &Path, database_url: &str) -> anyhow::Result<(String, String)> {
     let created = service::admin(
         bin,
-        &database_url,
+        database_url,
         &[
             "workspace",
             "create",
@@ -307,7 +356,7 @@ async fn measure(args: &RunArgs, bin: &Path, dir: &Path) -> anyhow::Result<()> {
         .to_owned();
     let key = service::admin(
         bin,
-        &database_url,
+        database_url,
         &[
             "key",
             "create",
@@ -323,6 +372,104 @@ async fn measure(args: &RunArgs, bin: &Path, dir: &Path) -> anyhow::Result<()> {
     )
     .await?;
     let key = key["key"].as_str().context("no key")?.to_owned();
+    Ok((workspace_id, key))
+}
+
+/// The PostgreSQL side of a run: its database, its server and its two requests.
+struct PgServer {
+    database: pg::FreshDatabase,
+    server: service::Running,
+    rest: Target,
+    mcp: Target,
+}
+
+async fn start_pg(args: &RunArgs, bin: &Path, dir: &Path) -> anyhow::Result<PgServer> {
+    println!(
+        "» PostgreSQL: a fresh database beside {}",
+        args.postgres_url
+    );
+    let database = pg::FreshDatabase::create(&args.postgres_url).await?;
+    let (_, key) = workspace_and_key(bin, &database.url).await?;
+    let server = service::start_server(bin, &database.url, &dir.join("server-pg.log")).await?;
+    println!(
+        "  pid {} at http://{} on {}",
+        server.pid, server.addr, database.url
+    );
+    let bearer = format!("Bearer {key}");
+    let rest = Target::get(server.addr, "/api/v1/workspace").header("authorization", &bearer)?;
+    let mcp = mcp_target(server.addr, "/api/mcp")?.header("authorization", &bearer)?;
+    let rest_body = check_rest(&rest).await?;
+    check_mcp(&mcp, &rest_body).await?;
+    Ok(PgServer {
+        database,
+        server,
+        rest,
+        mcp,
+    })
+}
+
+/// The two SDK peers, started and checked.
+struct PeerServers {
+    python: service::Running,
+    typescript: service::Running,
+    python_target: Target,
+    typescript_target: Target,
+}
+
+async fn start_peers(
+    root: &Path,
+    dir: &Path,
+    body_file: &Path,
+    rest_body: &[u8],
+) -> anyhow::Result<PeerServers> {
+    let peers = peers::Peers::install(root, &target_dir(root)).await?;
+    let python = peers
+        .start(peers::Sdk::Python, body_file, &dir.join("peer-python.log"))
+        .await?;
+    let typescript = peers
+        .start(
+            peers::Sdk::TypeScript,
+            body_file,
+            &dir.join("peer-typescript.log"),
+        )
+        .await?;
+    let python_target = mcp_target(python.addr, "/mcp")?;
+    let typescript_target = mcp_target(typescript.addr, "/mcp")?;
+    for (sdk, target) in [
+        (peers::Sdk::Python, &python_target),
+        (peers::Sdk::TypeScript, &typescript_target),
+    ] {
+        let (status, body) = load::probe(target).await?;
+        peers::check_answer(sdk, status, &body, rest_body)?;
+        println!(
+            "  {sdk:?} SDK peer at http://{}: the same structuredContent",
+            target.addr
+        );
+    }
+    Ok(PeerServers {
+        python,
+        typescript,
+        python_target,
+        typescript_target,
+    })
+}
+
+async fn measure(args: &RunArgs, root: &Path, bin: &Path, dir: &Path) -> anyhow::Result<()> {
+    let settings = Settings {
+        connections: args.connections,
+        warmup: Duration::from_secs(args.warmup),
+        duration: Duration::from_secs(args.duration),
+    };
+    let db_path = dir.join("bench.db");
+    let database_url = format!("sqlite://{}", db_path.display());
+    println!("server: {} with {database_url}", bin.display());
+    println!(
+        "load: {} connections, {} s warm-up + {} s measured per phase, client on one tokio current-thread runtime",
+        args.connections, args.warmup, args.duration
+    );
+
+    println!("» creating a workspace and a key with the admin CLI");
+    let (workspace_id, key) = workspace_and_key(bin, &database_url).await?;
 
     let listing = args
         .phases
@@ -343,20 +490,7 @@ async fn measure(args: &RunArgs, bin: &Path, dir: &Path) -> anyhow::Result<()> {
     let bearer = format!("Bearer {key}");
 
     let rest = Target::get(server.addr, "/api/v1/workspace").header("authorization", &bearer)?;
-    let mcp = Target {
-        method: Method::POST,
-        body: Bytes::from(
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                   "params": {"name": "service_get_workspace", "arguments": {}}})
-            .to_string(),
-        ),
-        error_markers: vec![b"\"isError\":true", b"\"error\":{"],
-        ..Target::get(server.addr, "/api/mcp")
-    }
-    .header("authorization", &bearer)?
-    .header("content-type", "application/json")?
-    .header("accept", "application/json, text/event-stream")?
-    .header("mcp-protocol-version", "2025-06-18")?;
+    let mcp = mcp_target(server.addr, "/api/mcp")?.header("authorization", &bearer)?;
     let list =
         Target::get(server.addr, "/api/v1/prospects?limit=200").header("authorization", &bearer)?;
     let last_page = format!(
@@ -399,16 +533,34 @@ async fn measure(args: &RunArgs, bin: &Path, dir: &Path) -> anyhow::Result<()> {
         body.len()
     );
 
+    let order = expand_phases(&args.phases);
+    let pg = if order.contains(&PhaseKind::PgRest) || order.contains(&PhaseKind::PgMcp) {
+        Some(start_pg(args, bin, dir).await?)
+    } else {
+        None
+    };
+    let peer_servers = if order.contains(&PhaseKind::PeerPython) {
+        Some(start_peers(root, dir, &body_file, &rest_body).await?)
+    } else {
+        None
+    };
+
     let mut phases = Vec::new();
-    for &kind in &args.phases {
-        let (target, pid) = match kind {
-            PhaseKind::Baseline => (&baseline_target, baseline.pid),
-            PhaseKind::Rest => (&rest, server.pid),
-            PhaseKind::Mcp => (&mcp, server.pid),
-            PhaseKind::McpOauth => (&mcp_oauth, server.pid),
-            PhaseKind::List => (&list, server.pid),
-            PhaseKind::ListLast => (&list_last, server.pid),
-            PhaseKind::Issue3 => continue,
+    for &kind in &order {
+        let (target, pid) = match (kind, &pg, &peer_servers) {
+            (PhaseKind::Baseline, _, _) => (&baseline_target, baseline.pid),
+            (PhaseKind::Rest, _, _) => (&rest, server.pid),
+            (PhaseKind::Mcp, _, _) => (&mcp, server.pid),
+            (PhaseKind::McpOauth, _, _) => (&mcp_oauth, server.pid),
+            (PhaseKind::List, _, _) => (&list, server.pid),
+            (PhaseKind::ListLast, _, _) => (&list_last, server.pid),
+            (PhaseKind::PgRest, Some(pg), _) => (&pg.rest, pg.server.pid),
+            (PhaseKind::PgMcp, Some(pg), _) => (&pg.mcp, pg.server.pid),
+            (PhaseKind::PeerPython, _, Some(peers)) => (&peers.python_target, peers.python.pid),
+            (PhaseKind::PeerTypescript, _, Some(peers)) => {
+                (&peers.typescript_target, peers.typescript.pid)
+            }
+            _ => continue,
         };
         println!("» {}", kind.title());
         let outcome = load::run(target, settings, pid).await?;
@@ -434,6 +586,14 @@ async fn measure(args: &RunArgs, bin: &Path, dir: &Path) -> anyhow::Result<()> {
     let (baseline_hwm_kib, _) = procfs::rss_kib(baseline.pid)?;
     baseline.stop().await?;
     server.stop().await?;
+    if let Some(peers) = peer_servers {
+        peers.python.stop().await?;
+        peers.typescript.stop().await?;
+    }
+    if let Some(pg) = pg {
+        pg.server.stop().await?;
+        pg.database.drop_database().await?;
+    }
     println!("load average at the end: {}", load_average());
 
     println!();
@@ -589,13 +749,39 @@ fn report(phases: &[Phase], hwm_kib: u64, rss_kib: u64, baseline_hwm_kib: u64) -
     let mut aim = |ok: bool, text: String| {
         let _ = writeln!(out, "- [{}] {text}", if ok { "met" } else { "MISSED" });
     };
+    let rps = |kind: PhaseKind| {
+        phases
+            .iter()
+            .find(|phase| phase.kind == kind)
+            .map(|phase| phase.outcome.requests_per_second())
+    };
+    for (peer, floor) in [
+        (PhaseKind::PeerPython, 25.0),
+        (PhaseKind::PeerTypescript, 20.0),
+    ] {
+        if let (Some(ours), Some(theirs)) = (rps(PhaseKind::Mcp), rps(peer)) {
+            let multiple = ours / theirs.max(f64::MIN_POSITIVE);
+            aim(
+                multiple >= floor,
+                format!(
+                    "MCP tools/call >= {floor:.0}x the {}: {multiple:.1}x ({ours:.0} vs {theirs:.0} req/s)",
+                    peer.title().trim_start_matches("peer: ")
+                ),
+            );
+        }
+    }
     for phase in phases {
-        let floor = match phase.kind {
-            PhaseKind::Baseline | PhaseKind::Issue3 => continue,
-            PhaseKind::Rest => Some(0.30),
+        let (floor, p99_ms) = match phase.kind {
+            PhaseKind::Baseline
+            | PhaseKind::Issue3
+            | PhaseKind::Peers
+            | PhaseKind::PeerPython
+            | PhaseKind::PeerTypescript => continue,
+            PhaseKind::Rest => (Some(0.40), 5),
+            PhaseKind::PgRest => (Some(0.25), 10),
             // The MCP aim holds whatever the credential is.
-            PhaseKind::Mcp | PhaseKind::McpOauth => Some(0.25),
-            PhaseKind::List | PhaseKind::ListLast => None,
+            PhaseKind::Mcp | PhaseKind::McpOauth => (Some(0.30), 10),
+            PhaseKind::PgMcp | PhaseKind::List | PhaseKind::ListLast => (None, 10),
         };
         if let (Some(floor), Some(ratio)) = (floor, ratio(phase)) {
             aim(
@@ -608,8 +794,8 @@ fn report(phases: &[Phase], hwm_kib: u64, rss_kib: u64, baseline_hwm_kib: u64) -
         }
         let p99 = phase.outcome.percentile(99.0);
         aim(
-            p99 < Duration::from_millis(10),
-            format!("{} p99 < 10 ms: {}", phase.kind.title(), ms(p99)),
+            p99 < Duration::from_millis(p99_ms),
+            format!("{} p99 < {p99_ms} ms: {}", phase.kind.title(), ms(p99)),
         );
     }
     let rate = |kind: PhaseKind| {

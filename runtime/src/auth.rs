@@ -13,7 +13,7 @@ use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use sqlx::Row;
+use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
 use crate::config::Config;
@@ -134,39 +134,150 @@ fn challenge(state: &AppState, face: Face, error: ApiError, credential_sent: boo
     error.with_header(header::WWW_AUTHENTICATE, &value)
 }
 
+/// The columns both credential queries start with, in this order; [`CredentialRow`] reads them
+/// by position.
+const PRINCIPAL_COLUMNS: &str = "p.email, m.role, w.terms_accepted_at, w.name, w.created_at, \
+                                 w.credits_balance";
+
+/// An API key with its person, membership and workspace, in one query. The columns after the
+/// shared ones: `expires_at`, `revoked_at`.
+fn api_key_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        format!(
+            "select k.id, k.name, k.scopes, k.last_used_at, k.workspace_id, k.person_id, \
+                    {PRINCIPAL_COLUMNS}, k.expires_at, k.revoked_at \
+             from api_keys k \
+             join people p on p.id = k.person_id \
+             join workspaces w on w.id = k.workspace_id \
+             left join memberships m on m.workspace_id = k.workspace_id and m.person_id = k.person_id \
+             where k.key_hash = $1 and k.environment = $2"
+        )
+    })
+}
+
+/// An OAuth access token with its grant, person, membership and workspace. The columns after
+/// the shared ones: `expires_at`, the token's `revoked_at`, the grant's `revoked_at`, `resource`.
+fn oauth_token_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        format!(
+            "select g.id, g.client_name, coalesce(t.scopes, g.scopes), g.last_used_at, \
+                    g.workspace_id, g.person_id, {PRINCIPAL_COLUMNS}, \
+                    t.expires_at, t.revoked_at, g.revoked_at, g.resource \
+             from oauth_tokens t \
+             join oauth_grants g on g.id = t.grant_id \
+             join people p on p.id = g.person_id \
+             join workspaces w on w.id = g.workspace_id \
+             left join memberships m on m.workspace_id = g.workspace_id and m.person_id = g.person_id \
+             where t.token_hash = $1 and t.kind = 'access'"
+        )
+    })
+}
+
+/// One credential's row, typed: what both queries return, however they were run.
+struct CredentialRow {
+    credential_id: String,
+    credential_name: String,
+    scopes: String,
+    last_used_at: Option<i64>,
+    workspace_id: String,
+    person_id: String,
+    email: String,
+    role: Option<String>,
+    terms_accepted_at: Option<i64>,
+    workspace_name: String,
+    workspace_created_at: i64,
+    credits_balance: i64,
+    /// `expires_at`, then the credential's own `revoked_at`; for a token also the grant's
+    /// `revoked_at` and the resource it is bound to.
+    expires_at: Option<i64>,
+    revoked_at: Option<i64>,
+    grant_revoked_at: Option<i64>,
+    resource: Option<String>,
+}
+
+/// Reads a credential row by position from either driver's row type.
+macro_rules! credential_row {
+    ($row:expr, $get:ident, $kind:expr) => {{
+        let row = $row;
+        let oauth = matches!($kind, CredentialKind::OauthToken);
+        CredentialRow {
+            credential_id: row.$get(0)?,
+            credential_name: row.$get(1)?,
+            scopes: row.$get(2)?,
+            last_used_at: row.$get(3)?,
+            workspace_id: row.$get(4)?,
+            person_id: row.$get(5)?,
+            email: row.$get(6)?,
+            role: row.$get(7)?,
+            terms_accepted_at: row.$get(8)?,
+            workspace_name: row.$get(9)?,
+            workspace_created_at: row.$get(10)?,
+            credits_balance: row.$get(11)?,
+            expires_at: row.$get(12)?,
+            revoked_at: row.$get(13)?,
+            grant_revoked_at: if oauth { row.$get(14)? } else { None },
+            resource: if oauth { row.$get(15)? } else { None },
+        }
+    }};
+}
+
+/// Reads a credential by its hash: on the calling thread where the database allows it (SQLite
+/// on a file, see [`crate::db`]), else through the pool. Either way it is read afresh.
+async fn read_credential(
+    state: &AppState,
+    kind: CredentialKind,
+    hash: String,
+) -> Result<Option<CredentialRow>, ApiError> {
+    let (sql, environment) = match kind {
+        CredentialKind::ApiKey => (api_key_sql(), Some(state.config.environment.key_tag())),
+        CredentialKind::OauthToken => (oauth_token_sql(), None),
+    };
+    let in_place = state.db.read_in_place(|connection| {
+        use rusqlite::OptionalExtension;
+        let mut statement = connection.prepare_cached(sql)?;
+        let read = |row: &rusqlite::Row<'_>| Ok(credential_row!(row, get, kind));
+        let row = match environment {
+            Some(environment) => statement.query_row((&hash, environment), read),
+            None => statement.query_row((&hash,), read),
+        };
+        row.optional()
+    });
+    if let Some(row) = in_place {
+        return row.map_err(|error| ApiError::internal(format!("database: {error}")));
+    }
+    let mut query = sqlx::query(sql).bind(hash);
+    if let Some(environment) = environment {
+        query = query.bind(environment);
+    }
+    let Some(row) = query.fetch_optional(state.db.pool()).await? else {
+        return Ok(None);
+    };
+    let row: &AnyRow = &row;
+    Ok(Some(credential_row!(row, try_get, kind)))
+}
+
 /// The outer `Result` is a database failure; the inner one a refused credential.
 async fn lookup_api_key(
     state: &AppState,
     token: &str,
 ) -> Result<Result<Principal, ApiError>, ApiError> {
-    let row = sqlx::query(
-        "select k.id as credential_id, k.name as credential_name, k.scopes, k.expires_at, k.revoked_at, k.last_used_at, \
-                k.workspace_id, k.person_id, p.email, m.role, w.terms_accepted_at, \
-                w.name as workspace_name, w.created_at as workspace_created_at, w.credits_balance \
-         from api_keys k \
-         join people p on p.id = k.person_id \
-         join workspaces w on w.id = k.workspace_id \
-         left join memberships m on m.workspace_id = k.workspace_id and m.person_id = k.person_id \
-         where k.key_hash = $1 and k.environment = $2",
-    )
-    .bind(ids::hash_secret(token))
-    .bind(state.config.environment.key_tag())
-    .fetch_optional(state.db.pool())
-    .await?;
-    let Some(row) = row else {
+    let kind = CredentialKind::ApiKey;
+    let Some(row) = read_credential(state, kind, ids::hash_secret(token)).await? else {
         return Ok(Err(ApiError::new(
             ErrorCode::InvalidCredential,
             "Unknown API key.",
         )));
     };
     let now = state.clock.now_ms();
-    if row.try_get::<Option<i64>, _>("revoked_at")?.is_some() {
+    if row.revoked_at.is_some() {
         return Ok(Err(ApiError::new(
             ErrorCode::CredentialRevoked,
             "This API key has been revoked.",
         )));
     }
-    if let Some(expires_at) = row.try_get::<Option<i64>, _>("expires_at")?
+    if let Some(expires_at) = row.expires_at
         && expires_at <= now
     {
         return Ok(Err(ApiError::new(
@@ -177,7 +288,7 @@ async fn lookup_api_key(
             ),
         )));
     }
-    principal_from_row(state, &row, CredentialKind::ApiKey, now)
+    principal_from_row(state, row, kind, now)
 }
 
 /// An OAuth access token: the token row, its grant, and the grant's person, membership and
@@ -188,43 +299,27 @@ async fn lookup_oauth_token(
     state: &AppState,
     token: &str,
 ) -> Result<Result<Principal, ApiError>, ApiError> {
-    let row = sqlx::query(
-        "select t.expires_at, t.revoked_at as token_revoked_at, g.id as credential_id, \
-                g.client_name as credential_name, \
-                coalesce(t.scopes, g.scopes) as scopes, g.resource, \
-                g.revoked_at as grant_revoked_at, g.last_used_at, \
-                g.workspace_id, g.person_id, p.email, m.role, w.terms_accepted_at, \
-                w.name as workspace_name, w.created_at as workspace_created_at, w.credits_balance \
-         from oauth_tokens t \
-         join oauth_grants g on g.id = t.grant_id \
-         join people p on p.id = g.person_id \
-         join workspaces w on w.id = g.workspace_id \
-         left join memberships m on m.workspace_id = g.workspace_id and m.person_id = g.person_id \
-         where t.token_hash = $1 and t.kind = 'access'",
-    )
-    .bind(ids::hash_secret(token))
-    .fetch_optional(state.db.pool())
-    .await?;
-    let Some(row) = row else {
+    let kind = CredentialKind::OauthToken;
+    let Some(row) = read_credential(state, kind, ids::hash_secret(token)).await? else {
         return Ok(Err(ApiError::new(
             ErrorCode::InvalidCredential,
             "Unknown OAuth access token.",
         )));
     };
     let now = state.clock.now_ms();
-    if row.try_get::<Option<i64>, _>("grant_revoked_at")?.is_some() {
+    if row.grant_revoked_at.is_some() {
         return Ok(Err(ApiError::new(
             ErrorCode::CredentialRevoked,
             "This app has been disconnected from the workspace; connect it again to get a new token.",
         )));
     }
-    if row.try_get::<Option<i64>, _>("token_revoked_at")?.is_some() {
+    if row.revoked_at.is_some() {
         return Ok(Err(ApiError::new(
             ErrorCode::CredentialRevoked,
             "This OAuth access token has been revoked.",
         )));
     }
-    let expires_at: i64 = row.try_get("expires_at")?;
+    let expires_at = row.expires_at.unwrap_or(0);
     if expires_at <= now {
         return Ok(Err(ApiError::new(
             ErrorCode::CredentialExpired,
@@ -234,7 +329,7 @@ async fn lookup_oauth_token(
             ),
         )));
     }
-    let resource: String = row.try_get("resource")?;
+    let resource = row.resource.clone().unwrap_or_default();
     if resource != state.config.mcp_url() {
         return Ok(Err(ApiError::new(
             ErrorCode::InvalidCredential,
@@ -244,24 +339,19 @@ async fn lookup_oauth_token(
             ),
         )));
     }
-    principal_from_row(state, &row, CredentialKind::OauthToken, now)
+    principal_from_row(state, row, kind, now)
 }
 
 /// What both credentials share once their own checks passed: the person must still be a member,
 /// the effective scope is the credential's capped by the role and the sending terms, and the use
-/// is recorded. The row carries `credential_id`, `credential_name`, `scopes`, `last_used_at`,
-/// the person, the role and the workspace columns.
+/// is recorded.
 fn principal_from_row(
     state: &AppState,
-    row: &AnyRow,
+    row: CredentialRow,
     kind: CredentialKind,
     now: i64,
 ) -> Result<Result<Principal, ApiError>, ApiError> {
-    let Some(role) = row
-        .try_get::<Option<String>, _>("role")?
-        .as_deref()
-        .and_then(Role::parse)
-    else {
+    let Some(role) = row.role.as_deref().and_then(Role::parse) else {
         let credential = match kind {
             CredentialKind::ApiKey => "key",
             CredentialKind::OauthToken => "token",
@@ -271,31 +361,30 @@ fn principal_from_row(
             format!("The person this {credential} acts as is no longer a member of its workspace."),
         )));
     };
-    let granted =
-        Scope::parse_list(&row.try_get::<String, _>("scopes")?).map_err(ApiError::internal)?;
-    let terms_accepted_at: Option<i64> = row.try_get("terms_accepted_at")?;
-    let terms_accepted = terms_accepted_at.is_some();
-    let credential_id: String = row.try_get("credential_id")?;
-    let last_used_at: Option<i64> = row.try_get("last_used_at")?;
-    if last_used_at.is_none_or(|at| now - at >= LAST_USED_RESOLUTION_MS) {
-        record_last_use(state, kind, credential_id.clone(), now);
+    let granted = Scope::parse_list(&row.scopes).map_err(ApiError::internal)?;
+    let terms_accepted = row.terms_accepted_at.is_some();
+    if row
+        .last_used_at
+        .is_none_or(|at| now - at >= LAST_USED_RESOLUTION_MS)
+    {
+        record_last_use(state, kind, row.credential_id.clone(), now);
     }
     Ok(Ok(Principal {
-        workspace_id: row.try_get("workspace_id")?,
-        person_id: row.try_get("person_id")?,
-        email: row.try_get("email")?,
+        workspace_id: row.workspace_id,
+        person_id: row.person_id,
+        email: row.email,
         role,
         credential_kind: kind,
-        credential_name: row.try_get("credential_name")?,
-        credential_id,
+        credential_name: row.credential_name,
+        credential_id: row.credential_id,
         granted,
         effective: granted.min(role.scope_cap(terms_accepted)),
         terms_accepted,
         workspace: WorkspaceSnapshot {
-            name: row.try_get("workspace_name")?,
-            created_at: row.try_get("workspace_created_at")?,
-            terms_accepted_at,
-            credits_balance: row.try_get("credits_balance")?,
+            name: row.workspace_name,
+            created_at: row.workspace_created_at,
+            terms_accepted_at: row.terms_accepted_at,
+            credits_balance: row.credits_balance,
         },
     }))
 }

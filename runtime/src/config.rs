@@ -83,6 +83,10 @@ pub struct Config {
     pub network: Option<String>,
     /// The sandbox network's seed (`OUTREACH_SANDBOX_SEED`).
     pub sandbox_seed: u64,
+    /// Whether the MCP face answers `initialize`, `ping`, `tools/list` and `tools/call` itself,
+    /// in front of rmcp's per-request service (`mcp/fast.rs`). On by default; the tests turn it
+    /// off to check that both paths give the same answers.
+    pub mcp_fast_path: bool,
 }
 
 /// How many jobs this instance runs at once, and how often it looks for due ones.
@@ -203,6 +207,7 @@ impl Config {
             jobs: JobsConfig::default(),
             network: None,
             sandbox_seed: DEFAULT_SANDBOX_SEED,
+            mcp_fast_path: true,
         }
     }
 

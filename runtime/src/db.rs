@@ -5,13 +5,26 @@
 //! backends need different SQL ask [`Db::backend`] and keep both versions side by side. SQLite is
 //! the default so `serve` works on a fresh machine: the file is created, put in WAL mode and
 //! migrated on start. Each backend has its own migration folder because DDL types differ.
+//!
+//! One exception to "every query through the pool": on SQLite, sqlx runs each connection on its
+//! own thread, so every statement is a message to that thread and back (two context switches
+//! and two futex wakes). For the one read every request makes, the credential, that hand-off
+//! cost several times the indexed lookup itself. [`Db::read_in_place`] runs such a short read on
+//! the calling thread instead, on a small set of query-only `rusqlite` connections to the same
+//! file (rusqlite links the same `libsqlite3-sys` as sqlx, so there is one SQLite in the
+//! binary). WAL lets them read beside the writer, and each statement runs in its own read
+//! transaction, so it sees everything committed before it began: nothing is cached. Writes, and
+//! every other read, stay on the pool.
 
+use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
-use sqlx::{AnyPool, Executor};
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{AnyPool, Connection as _, Executor};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
@@ -28,6 +41,8 @@ pub enum Backend {
 pub struct Db {
     pool: AnyPool,
     backend: Backend,
+    /// SQLite on a file only: the connections [`Db::read_in_place`] reads with.
+    in_place: Option<Arc<InPlaceReaders>>,
 }
 
 impl Db {
@@ -73,12 +88,32 @@ impl Db {
             Backend::Postgres => {
                 AnyPoolOptions::new()
                     .max_connections(16)
+                    // sqlx pings a connection before every checkout by default: a second round
+                    // trip to the server for every query. Only a connection idle long enough for
+                    // a server restart or a dropped TCP session to be likely is pinged now.
+                    .test_before_acquire(false)
+                    .before_acquire(|conn, meta| {
+                        Box::pin(async move {
+                            if meta.idle_for >= PING_AFTER_IDLE {
+                                conn.ping().await?;
+                            }
+                            Ok(true)
+                        })
+                    })
                     .acquire_timeout(Duration::from_secs(30))
                     .connect_with(options)
                     .await?
             }
         };
-        Ok(Self { pool, backend })
+        let in_place = match backend {
+            Backend::Sqlite => InPlaceReaders::for_url(url).map(Arc::new),
+            Backend::Postgres => None,
+        };
+        Ok(Self {
+            pool,
+            backend,
+            in_place,
+        })
     }
 
     /// Applies the pending migrations of this backend.
@@ -108,8 +143,78 @@ impl Db {
         self.backend
     }
 
+    /// Runs a short read on the calling thread, on SQLite (see the module header); `None` on
+    /// PostgreSQL and in-memory SQLite, where the caller uses the pool. It blocks the thread for
+    /// as long as the statement runs, so keep it to indexed lookups of a row or two.
+    pub fn read_in_place<T>(
+        &self,
+        read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
+    ) -> Option<Result<T, rusqlite::Error>> {
+        let readers = self.in_place.as_ref()?;
+        let idle = readers
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let connection = match idle {
+            Some(connection) => connection,
+            None => match readers.open() {
+                Ok(connection) => connection,
+                Err(error) => return Some(Err(error)),
+            },
+        };
+        let result = read(&connection);
+        let mut idle = readers.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < IN_PLACE_READERS {
+            idle.push(connection);
+        }
+        Some(result)
+    }
+
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// A PostgreSQL connection idle at least this long is pinged before it is handed out.
+const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
+
+/// At most this many idle in-place readers are kept: one per thread that reads at the same
+/// moment (the runtime's workers), with room to spare.
+const IN_PLACE_READERS: usize = 8;
+
+/// The query-only SQLite connections of [`Db::read_in_place`], opened as they are first needed.
+#[derive(Debug)]
+struct InPlaceReaders {
+    path: PathBuf,
+    idle: Mutex<Vec<rusqlite::Connection>>,
+}
+
+impl InPlaceReaders {
+    /// The file behind a SQLite URL, or `None` for an in-memory database (which a second
+    /// connection would not see).
+    fn for_url(url: &str) -> Option<Self> {
+        if url.contains(":memory:") || url.contains("mode=memory") {
+            return None;
+        }
+        let options = SqliteConnectOptions::from_str(url).ok()?;
+        Some(Self {
+            path: options.get_filename().to_path_buf(),
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn open(&self) -> rusqlite::Result<rusqlite::Connection> {
+        use rusqlite::OpenFlags;
+        // Read-write flags with `query_only`, rather than a read-only open: a read-only
+        // connection cannot recover the WAL index if it is the first to open the file.
+        let connection = rusqlite::Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        connection.busy_timeout(Duration::from_secs(10))?;
+        connection.pragma_update(None, "query_only", true)?;
+        Ok(connection)
     }
 }
 

@@ -243,8 +243,9 @@ pub async fn spawn_app_with_test_clock() -> TestApp {
     spawn_app_configured(Environment::new("development"), Clock::shared(), |_| {}).await
 }
 
-/// An app on a shared test clock whose configuration `configure` adjusts (e.g. no worker).
-pub async fn spawn_app_with_test_clock_and(configure: impl FnOnce(&mut Config)) -> TestApp {
+/// An app on a shared test clock with its configuration adjusted first (the parity test runs it
+/// without a job worker, so nothing it approves is sent while both faces are compared).
+pub async fn spawn_app_on_test_clock_with(configure: impl FnOnce(&mut Config)) -> TestApp {
     spawn_app_configured(Environment::new("development"), Clock::shared(), configure).await
 }
 

@@ -823,3 +823,99 @@ async fn a_replayed_call_says_so_in_structured_content_and_meta() {
     stored.as_object_mut().expect("object").remove("replayed");
     assert_eq!(stored, first["structuredContent"], "the same answer");
 }
+
+/// The requests the MCP face answers in front of rmcp (`mcp/fast.rs`) get the answer rmcp's own
+/// stateless path gives, status, headers and body: the same request to an app with the fast path
+/// and to one without it, with each kind of protocol version header.
+#[tokio::test]
+async fn fast_path_answers_as_rmcp_does() {
+    async fn post(
+        app: &crate::helpers::TestApp,
+        request: &Value,
+        version: Option<&str>,
+    ) -> (u16, Vec<(String, String)>, String) {
+        let mut builder = app
+            .client
+            .post(app.url("/api/mcp"))
+            .bearer_auth(&app.key)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(request.to_string());
+        if let Some(version) = version {
+            builder = builder.header("mcp-protocol-version", version);
+        }
+        let response = builder.send().await.expect("send");
+        let mut headers: Vec<(String, String)> = response
+            .headers()
+            .iter()
+            .filter(|(name, _)| {
+                !["date", "x-request-id", "content-length", "ratelimit"].contains(&name.as_str())
+            })
+            .map(|(name, value)| (name.to_string(), value.to_str().unwrap_or("?").to_owned()))
+            .collect();
+        headers.sort();
+        let status = response.status().as_u16();
+        // Refusals name the server's own address, which differs between the two apps.
+        let body = response
+            .text()
+            .await
+            .expect("text")
+            .replace(&app.url(""), "BASE");
+        (status, headers, body)
+    }
+    let fast = spawn_app().await;
+    let rmcp = crate::helpers::spawn_app_with(|config| config.mcp_fast_path = false).await;
+    let initialize = |version: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "e2e", "version": "1.0"}}})
+    };
+    let requests = [
+        initialize("2025-06-18"),
+        initialize("2024-11-05"),
+        initialize("2025-11-25"),
+        initialize("2026-07-28"),
+        initialize("1999-01-01"),
+        json!({"jsonrpc": "2.0", "id": "ping-1", "method": "ping"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"cursor": "x"}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "service_nope", "arguments": {}}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "service_get_prospect", "arguments": {}}}),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "service_get_prospect", "arguments": {"id": "prs_nope"}}}),
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "service_get_prospect", "arguments": {"id": 1}, "_meta": {"progressToken": 1}}}),
+        json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
+            "name": "service_get_prospect", "arguments": {"id": "prs_nope"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2025-06-18"}}}),
+        json!({"jsonrpc": "2.0", "id": 9, "method": "resources/list"}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ];
+    for request in &requests {
+        for version in [
+            None,
+            Some("2025-06-18"),
+            Some("2025-03-26"),
+            Some("2026-07-28"),
+            Some("2031-01-01"),
+        ] {
+            let ours = post(&fast, request, version).await;
+            let theirs = post(&rmcp, request, version).await;
+            assert_eq!(ours, theirs, "{request} with {version:?}");
+        }
+    }
+    // A success carries each app's own workspace: the same shape, and the REST body.
+    let call = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "service_get_workspace"}});
+    for app in [&fast, &rmcp] {
+        let (status, _, body) = app.mcp_raw(Some(&app.key), &call).await;
+        assert_eq!(status.as_u16(), 200, "{body}");
+        let keys: Vec<&str> = body["result"]
+            .as_object()
+            .expect("a result")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["content", "isError", "structuredContent"], "{body}");
+        assert_eq!(
+            body["result"]["structuredContent"],
+            app.get("/workspace", &app.key).await.expect(200).clone()
+        );
+    }
+}

@@ -337,3 +337,154 @@ async fn a_reply_from_a_disconnected_sender_is_refused_and_nothing_is_queued() {
     settle(&app).await;
     assert!(log(&app).await.is_empty());
 }
+
+/// A crash between the network call and the commit of its outcome leaves a `pending` intent. The
+/// next run asks the network (the sandbox answers from its log) and records what happened: an
+/// invitation that went out is not sent again, one that never reached the network is sent once.
+#[tokio::test]
+async fn a_pending_intent_is_reconciled_with_the_network_never_sent_twice() {
+    use outreach_actions::network::{Account, NetworkProvider, Outbound, Sandbox};
+
+    let app = spawn_app_with_test_clock().await;
+    let send = send_key(&app).await;
+    let sender = app
+        .post_json(
+            "/senders",
+            &app.key,
+            json!({"name": "Account", "timezone": "UTC", "working_hours": always()}),
+        )
+        .await;
+    let sender = sender.expect(201)["id"].as_str().expect("id").to_owned();
+    let mut people = Vec::new();
+    for name in ["went", "lost"] {
+        let url = quiet_profile(name);
+        let made = app
+            .post_json(
+                "/prospects",
+                &app.key,
+                json!({"first_name": name, "profile_url": url}),
+            )
+            .await;
+        people.push((made.expect(201)["id"].as_str().expect("id").to_owned(), url));
+    }
+    let sequence = app
+        .post_json(
+            "/sequences",
+            &app.key,
+            json!({"name": "Crash", "sender_ids": [sender], "steps": [
+                {"type": "connection_request", "delay_hours": 0, "note": "Hello {{first_name}}"},
+            ]}),
+        )
+        .await;
+    let sequence = sequence.expect(201)["id"].as_str().expect("id").to_owned();
+    let ids: Vec<&str> = people.iter().map(|(id, _)| id.as_str()).collect();
+    app.post_json(
+        &format!("/sequences/{sequence}/enrollments"),
+        &app.key,
+        json!({"prospect_ids": ids}),
+    )
+    .await
+    .expect(200);
+    app.post_json(&format!("/sequences/{sequence}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    // The account is down while the steps fall due: they wait (snoozed), nothing is sent.
+    app.post_json(
+        &format!("/sandbox/senders/{sender}/status"),
+        &app.key,
+        json!({"status": "disconnected"}),
+    )
+    .await
+    .expect(200);
+    app.post_json(
+        "/approvals/approve",
+        &send,
+        json!({"sequence_id": sequence}),
+    )
+    .await
+    .expect(200);
+    settle(&app).await;
+    assert!(log(&app).await.is_empty());
+    app.post_json(
+        &format!("/sandbox/senders/{sender}/status"),
+        &app.key,
+        json!({"status": "connected"}),
+    )
+    .await
+    .expect(200);
+
+    // What a run that died would leave: an intent per step, and for the first person the call it
+    // made before dying.
+    let now = app.clock.now_ms();
+    for (index, (prospect, url)) in people.iter().enumerate() {
+        let row = sqlx::query("select id from enrollments where prospect_id = $1")
+            .bind(prospect)
+            .fetch_one(app.db.pool())
+            .await
+            .expect("enrollment");
+        let enrollment: String = sqlx::Row::get(&row, "id");
+        let intent = format!("int_crashed{index}");
+        sqlx::query(
+            "insert into outbound_intents (id, workspace_id, sender_id, prospect_id, kind, enrollment_id, step_index, \
+             text, status, created_at) values ($1, $2, $3, $4, 'invitation', $5, 0, $6, 'pending', $7)",
+        )
+        .bind(&intent)
+        .bind(&app.workspace_id)
+        .bind(&sender)
+        .bind(prospect)
+        .bind(&enrollment)
+        .bind(format!("Hello {}", ["went", "lost"][index]))
+        .bind(now)
+        .execute(app.db.pool())
+        .await
+        .expect("a pending intent");
+        if index == 0 {
+            let sandbox = Sandbox::new(app.db.clone(), app.clock.clone(), DEFAULT_SANDBOX_SEED);
+            let to = Outbound {
+                account: Account {
+                    workspace_id: &app.workspace_id,
+                    sender_id: &sender,
+                },
+                profile_url: url,
+                prospect_id: Some(prospect),
+                intent: &intent,
+            };
+            sandbox
+                .invite(to, Some("Hello went"))
+                .await
+                .expect("the call the dead run made");
+        }
+    }
+    assert_eq!(log(&app).await.len(), 1);
+
+    advance(&app, 2 * HOUR_S).await;
+    let sent = log(&app).await;
+    assert_eq!(
+        kinds(&sent),
+        [
+            ("invitation".to_owned(), "Hello went".to_owned()),
+            ("invitation".to_owned(), "Hello lost".to_owned()),
+        ],
+        "each person invited exactly once"
+    );
+    let pending: i64 = sqlx::Row::get(
+        &sqlx::query("select count(*) from outbound_intents where status <> 'sent'")
+            .fetch_one(app.db.pool())
+            .await
+            .expect("count"),
+        0,
+    );
+    assert_eq!(pending, 0, "every intent settled as sent");
+    let enrollments = app
+        .get(&format!("/enrollments?sequence_id={sequence}"), &app.key)
+        .await;
+    for enrollment in enrollments.expect(200)["items"].as_array().expect("items") {
+        assert_eq!(enrollment["status"], "finished", "{enrollment}");
+        assert_eq!(enrollment["exit_reason"], "completed_steps", "{enrollment}");
+    }
+    // Nobody is left in it: the sequence is completed.
+    let sequence = app.get(&format!("/sequences/{sequence}"), &app.key).await;
+    let sequence = sequence.expect(200).clone();
+    assert_eq!(sequence["status"], "completed", "{sequence}");
+    assert!(sequence["finished_at"].is_string(), "{sequence}");
+}

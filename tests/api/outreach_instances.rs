@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use sqlx::Row;
 
 use crate::helpers::{
-    Served, TestApp, spawn_app_with_test_clock, spawn_app_with_test_clock_and, start_serve_with,
+    Served, TestApp, spawn_app_on_test_clock_with, spawn_app_with_test_clock, start_serve_with,
 };
 use crate::outreach::always;
 use crate::sequences::send_key;
@@ -363,7 +363,7 @@ const KILLS: usize = 3;
 #[tokio::test]
 async fn an_instance_killed_while_sending_is_reconciled_after_its_restart() {
     // The test's own server runs no worker: the two processes do all the sending.
-    let app = spawn_app_with_test_clock_and(|config| config.jobs.workers = 0).await;
+    let app = spawn_app_on_test_clock_with(|config| config.jobs.workers = 0).await;
     let sequence = prepare(&app, "killed").await;
     assert!(!sequence.is_empty());
     let mut victim = Some(serve_process(&app).await);

@@ -1,8 +1,8 @@
 //! Sequences: create and edit with `write`, start, pause, resume and stop with `send`; steps and
 //! templates checked when written; `add_to_sequence` reporting every prospect it skips.
 //!
-//! Senders are rows made here with SQL (the senders actions live elsewhere), with the columns of
-//! the shared contract.
+//! Senders are rows made here with SQL, so a test can give one any status (and any workspace)
+//! directly; their hours and limits are the senders module's defaults, stored as it stores them.
 
 use outreach_runtime::Scope;
 use outreach_runtime::admin;
@@ -12,16 +12,19 @@ use crate::helpers::{OWNER_EMAIL, TestApp, spawn_app};
 
 /// Inserts a sender of this app's workspace with the given status; returns its id.
 pub async fn insert_sender(app: &TestApp, workspace_id: &str, name: &str, status: &str) -> String {
+    use outreach_actions::senders::{WorkingHours, limits::DEFAULT_LIMITS};
     let id = outreach_runtime::ids::new_id("snd");
     let now = app.clock.now_ms();
     sqlx::query(
         "insert into senders (id, workspace_id, name, status, timezone, working_hours, limits, created_at, updated_at) \
-         values ($1, $2, $3, $4, 'Europe/Berlin', '{}', '{}', $5, $5)",
+         values ($1, $2, $3, $4, 'Europe/Berlin', $5, $6, $7, $7)",
     )
     .bind(&id)
     .bind(workspace_id)
     .bind(name)
     .bind(status)
+    .bind(serde_json::to_string(&WorkingHours::office()).expect("hours"))
+    .bind(serde_json::to_string(&DEFAULT_LIMITS).expect("limits"))
     .bind(now)
     .execute(app.db.pool())
     .await
@@ -668,6 +671,7 @@ async fn every_send_action_refuses_a_write_key_and_a_workspace_without_terms_on_
         let input = json!({"id": "seq_00000000000NoSuchOne", "ids": ["apr_00000000000NoSuchOne"]});
         let input = match name {
             "approve_outreach" => json!({"ids": ["apr_00000000000NoSuchOne"]}),
+            "reply_to_conversation" => json!({"id": "cnv_00000000000NoSuchOne", "text": "Hi"}),
             n if n.ends_with("_enrollment") => json!({"id": "enr_00000000000NoSuchOne"}),
             n if n.ends_with("_sequence") => json!({"id": "seq_00000000000NoSuchOne"}),
             _ => input,
@@ -686,7 +690,57 @@ async fn every_send_action_refuses_a_write_key_and_a_workspace_without_terms_on_
         }
     }
     assert_eq!(
-        checked, 8,
-        "the send-scoped actions of sequences, enrollments and approvals"
+        checked, 9,
+        "the send-scoped actions of sequences, enrollments, approvals and conversations"
+    );
+}
+
+#[tokio::test]
+async fn new_steps_rerender_the_queue_or_are_refused_naming_the_prospects_they_do_not_fit() {
+    let app = spawn_app().await;
+    let sender = insert_sender(&app, &app.workspace_id, "A", "connected").await;
+    let id = sequence(&app, &[&sender]).await;
+    let ada = prospect(&app, "Ada", "Engines").await;
+    app.post_json(
+        &format!("/sequences/{id}/enrollments"),
+        &app.key,
+        json!({"prospect_ids": [ada]}),
+    )
+    .await
+    .expect(200);
+
+    let refused = app
+        .patch_json(
+            &format!("/sequences/{id}"),
+            &app.key,
+            json!({"steps": [{"type": "connection_request", "note": "Hi {{title}}"}]}),
+        )
+        .await;
+    let message = refused.expect_error(400, "invalid_request");
+    assert!(
+        message.contains(&ada) && message.contains("{{title}}"),
+        "{message}"
+    );
+    let queue = app
+        .get(&format!("/approvals?sequence_id={id}"), &app.key)
+        .await;
+    assert_eq!(
+        queue.expect(200)["items"][0]["texts"][0]["text"],
+        json!("Hi Ada, I work with teams like Engines.")
+    );
+
+    app.patch_json(
+        &format!("/sequences/{id}"),
+        &app.key,
+        json!({"steps": [{"type": "connection_request", "note": "Hello {{first_name}} at {{company_name}}"}]}),
+    )
+    .await
+    .expect(200);
+    let queue = app
+        .get(&format!("/approvals?sequence_id={id}"), &app.key)
+        .await;
+    assert_eq!(
+        queue.expect(200)["items"][0]["texts"],
+        json!([{"step_index": 0, "type": "connection_request", "text": "Hello Ada at Engines"}])
     );
 }

@@ -147,7 +147,7 @@ async fn replied(
         .execute(&mut *conn)
         .await?;
     let live = sqlx::query(
-        "select e.id, s.settings from enrollments e join sequences s on s.id = e.sequence_id \
+        "select e.id, e.sequence_id, s.settings from enrollments e join sequences s on s.id = e.sequence_id \
          where e.workspace_id = $1 and e.prospect_id = $2 and e.status in ('scheduled', 'active', 'paused')",
     )
     .bind(workspace_id)
@@ -157,6 +157,7 @@ async fn replied(
     let now = clock.now_ms();
     for row in live {
         let id: String = row.try_get("id")?;
+        let sequence_id: String = row.try_get("sequence_id")?;
         let settings: crate::sequences::Settings =
             serde_json::from_str(&row.try_get::<String, _>("settings")?)
                 .map_err(ApiError::internal)?;
@@ -183,6 +184,7 @@ async fn replied(
         )
         .await?;
         jobs::cancel_unique(&mut *conn, clock, super::STEP_JOB, &super::step_key(&id)).await?;
+        super::complete_sequence_if_done(conn, &sequence_id, now).await?;
     }
     Ok(())
 }

@@ -230,7 +230,28 @@ async fn finish(
         None,
         Some(exit_reason),
     )
-    .await
+    .await?;
+    complete_sequence_if_done(conn, &enrollment.sequence_id, now).await
+}
+
+/// Completes an active sequence once none of its enrollments is live any more: every approved
+/// person went through its steps or left it. (Adding people is for `draft`, `active` and
+/// `paused` sequences; a completed one is done.)
+pub(crate) async fn complete_sequence_if_done(
+    conn: &mut AnyConnection,
+    sequence_id: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update sequences set status = 'completed', finished_at = $2, updated_at = $2 \
+         where id = $1 and status = 'active' and not exists (select 1 from enrollments e \
+         where e.sequence_id = $1 and e.status in ('awaiting_approval', 'scheduled', 'active', 'paused'))",
+    )
+    .bind(sequence_id)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 /// Fails an enrollment with the network's refusal.
@@ -260,7 +281,8 @@ async fn fail(
         None,
         Some(api.code.as_str()),
     )
-    .await
+    .await?;
+    complete_sequence_if_done(conn, &enrollment.sequence_id, now).await
 }
 
 /// Moves an enrollment's next step to `at` (and says why, for `get_enrollment`).
@@ -907,6 +929,7 @@ async fn advance(
             Some("completed_steps"),
         )
         .await?;
+        complete_sequence_if_done(tx, &enrollment.sequence_id, now).await?;
         return Ok(JobOutcome::Done);
     };
     let waits_for_acceptance = invited && enrollment.accepted_at.is_none();

@@ -60,6 +60,12 @@ pub struct Prospect {
     pub scored_at: Option<Timestamp>,
     /// Never contact this person.
     pub do_not_contact: bool,
+    /// What the network last said of the connection with this person (set by outreach).
+    pub connection_state: Option<String>,
+    /// When outreach last sent this person something (an invitation or a message).
+    pub last_contacted_at: Option<Timestamp>,
+    /// When this person last replied.
+    pub last_replied_at: Option<Timestamp>,
     /// Where the prospect came from: `api` for this endpoint, `import` for imports.
     pub source: ProspectSource,
     pub created_at: Timestamp,
@@ -119,6 +125,9 @@ const READ_ONLY: &[&str] = &[
     "targeting_version",
     "scored_at",
     "source",
+    "connection_state",
+    "last_contacted_at",
+    "last_replied_at",
     "created_at",
     "updated_at",
 ];
@@ -235,6 +244,13 @@ impl Prospect {
             targeting_version: row.try_get("targeting_version")?,
             scored_at: row.try_get::<Option<i64>, _>("scored_at")?.map(Timestamp),
             do_not_contact: row.try_get::<i64, _>("do_not_contact")? != 0,
+            connection_state: row.try_get("connection_state")?,
+            last_contacted_at: row
+                .try_get::<Option<i64>, _>("last_contacted_at")?
+                .map(Timestamp),
+            last_replied_at: row
+                .try_get::<Option<i64>, _>("last_replied_at")?
+                .map(Timestamp),
             source: ProspectSource::from_db(&row.try_get::<String, _>("source")?)?,
             created_at: Timestamp(row.try_get("created_at")?),
             updated_at: Timestamp(row.try_get("updated_at")?),
@@ -965,6 +981,7 @@ mod tests {
                 "company_industry",
                 "company_name",
                 "company_size",
+                "connection_state",
                 "country",
                 "created_at",
                 "custom_fields",
@@ -974,7 +991,9 @@ mod tests {
                 "first_name",
                 "headline",
                 "id",
+                "last_contacted_at",
                 "last_name",
+                "last_replied_at",
                 "location",
                 "phone",
                 "profile_url",

@@ -245,6 +245,7 @@ pub async fn live_enrollments_of(
 
 /// Why a sender is or is not sending now.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(rename = "SenderSendingStatus")]
 pub struct SendingStatus {
     pub state: SendingState,
     /// A sentence for people: why, and until when.

@@ -63,6 +63,7 @@ pub struct AddToSequenceInput {
 
 /// One enrollment made.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "EnrollmentAdded")]
 pub struct Added {
     pub prospect_id: String,
     pub enrollment_id: String,
@@ -74,6 +75,7 @@ pub struct Added {
 
 /// One prospect not enrolled, and why.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "ProspectSkipped")]
 pub struct Skipped {
     pub prospect_id: String,
     pub reason: SkipReason,
@@ -352,7 +354,7 @@ async fn load_prospects(
     let mut found = HashMap::with_capacity(ids.len());
     for chunk in ids.chunks(CHUNK) {
         let sql = format!(
-            "select {}, last_contacted_at from prospects where workspace_id = $1 and id in {}",
+            "select {} from prospects where workspace_id = $1 and id in {}",
             *COLUMNS,
             placeholders(2, chunk.len())
         );
@@ -364,7 +366,7 @@ async fn load_prospects(
         }
         for row in query.fetch_all(&mut *conn).await? {
             let prospect = Prospect::from_row(&row)?;
-            let last: Option<i64> = row.try_get("last_contacted_at")?;
+            let last = prospect.last_contacted_at.map(|at| at.ms());
             found.insert(prospect.id.clone(), (prospect, last));
         }
     }

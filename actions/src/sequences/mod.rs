@@ -67,6 +67,7 @@ outreach_runtime::prelude::text_enum! {
 /// One step of a sequence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "SequenceStep")]
 pub struct Step {
     /// `view_profile`, `connection_request` or `message`.
     #[serde(rename = "type")]
@@ -97,6 +98,7 @@ impl Step {
 /// When a sequence sends.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "SequenceSchedule")]
 pub struct Schedule {
     /// Send only when the sender's working hours overlap the prospect's working day in the
     /// prospect's time zone (when it is known). Default false: the sender's hours alone.
@@ -107,6 +109,7 @@ pub struct Schedule {
 /// How a sequence treats its prospects.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "SequenceSettings")]
 pub struct Settings {
     /// Finish an enrollment (`replied`) when the prospect replies. Default true.
     pub stop_on_reply: bool,
@@ -134,6 +137,7 @@ impl Default for Settings {
 /// Settings to change; fields left out keep their value (or the default, on create).
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "SequenceSettingsInput")]
 pub struct SettingsInput {
     /// Default true.
     pub stop_on_reply: Option<bool>,
@@ -200,6 +204,7 @@ impl EnrollmentCounts {
 
 /// Whether a sequence is sending now, and if not, why.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(rename = "SequenceSendingStatus")]
 pub struct Sending {
     /// True when the sequence is active and has enrollments waiting for their next step.
     pub sending: bool,
@@ -729,8 +734,9 @@ pub struct UpdateSequenceInput {
 ///
 /// The name may change in any status; steps, senders, schedule and settings only in `draft` and
 /// `paused` (otherwise 409 `invalid_state` naming the status: pause the sequence first). Steps are
-/// checked as on create. Prospects waiting for approval keep the texts they were added with; their
-/// next steps use the new step list. A sender that still has live enrollments in this sequence
+/// checked as on create. The texts of items waiting in the approval queue are rendered again with the
+/// new steps; if they no longer render for some prospect (too long, a value missing), the update is
+/// a 400 naming them and nothing changes. A sender that still has live enrollments in this sequence
 /// cannot be removed (409). Costs nothing.
 #[action(scope = "write", http = "PATCH /sequences/{id}")]
 pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Sequence, ApiError> {
@@ -793,6 +799,9 @@ pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Seq
         }
         write_senders(&mut tx, workspace_id, &current.id, &sender_ids).await?;
     }
+    if let Some(steps) = &steps {
+        rerender_pending(&mut tx, workspace_id, &current.id, steps).await?;
+    }
     sqlx::query(
         "update sequences set \
          name = coalesce($3, name), steps = coalesce($4, steps), schedule = coalesce($5, schedule), \
@@ -809,6 +818,67 @@ pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Seq
     .execute(&mut *tx)
     .await?;
     fetch(&mut tx, workspace_id, &current.id).await
+}
+
+/// Renders the pending approval items of a sequence again with new steps, so a person approves
+/// the texts that will be sent. Any prospect they no longer render for refuses the whole update.
+async fn rerender_pending(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sequence_id: &str,
+    steps: &[Step],
+) -> Result<(), ApiError> {
+    let sql = format!(
+        "select a.id as approval_id, {} from approvals a join prospects p on p.id = a.prospect_id \
+         where a.workspace_id = $1 and a.sequence_id = $2 and a.kind = 'enrollment' and a.status = 'pending'",
+        *crate::prospects::JOINED_COLUMNS
+    );
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .bind(workspace_id)
+        .bind(sequence_id)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut problems = Vec::new();
+    let mut rendered = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let approval_id: String = row.try_get("approval_id")?;
+        let prospect = Prospect::from_row(row)?;
+        match render_steps(steps, &prospect) {
+            Ok(texts) => rendered.push((approval_id, texts)),
+            Err(problem) => problems.push(format!(
+                "prospect `{}`: {}",
+                prospect.id,
+                problem.sentence()
+            )),
+        }
+    }
+    if !problems.is_empty() {
+        let shown = problems
+            .iter()
+            .take(10)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ");
+        let more = problems.len().saturating_sub(10);
+        let more = if more > 0 {
+            format!(" (and {more} more)")
+        } else {
+            String::new()
+        };
+        return Err(ApiError::invalid_request(format!(
+            "The new `steps` do not render for {} prospects waiting for approval: {shown}{more}. Add fallbacks, shorten the texts, or reject those items first.",
+            problems.len()
+        )));
+    }
+    for (approval_id, texts) in rendered {
+        sqlx::query("update approvals set texts = $3 where workspace_id = $1 and id = $2")
+            .bind(workspace_id)
+            .bind(&approval_id)
+            .bind(json_text(&texts)?)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
 }
 
 /// Delete a draft sequence.
@@ -1055,6 +1125,9 @@ mod tests {
             targeting_version: None,
             scored_at: None,
             do_not_contact: false,
+            connection_state: None,
+            last_contacted_at: None,
+            last_replied_at: None,
             source: ProspectSource::Api,
             created_at: Timestamp(0),
             updated_at: Timestamp(0),

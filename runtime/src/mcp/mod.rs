@@ -8,6 +8,12 @@
 //! body, success or error. The principal arrives from the shared auth middleware through the
 //! HTTP request parts rmcp puts in the request context.
 //!
+//! rmcp's stateless transport builds a whole service for every POST (see [`fast`]), so the four
+//! requests clients make all the time (`initialize`, `ping`, `tools/list`, `tools/call`) are
+//! answered in front of it with rmcp's own types and the same handler methods; everything else
+//! (other methods, notifications, `server/discover`, the per-request lifecycle of 2026-07-28)
+//! still goes through rmcp's transport.
+//!
 //! Two things happen at the HTTP level, before rmcp: an OAuth client calling a tool beyond its
 //! grant gets HTTP 403 with the `insufficient_scope` challenge (the MCP authorization spec's
 //! step-up signal, which an API key client would not act on, so keys keep the in-band tool
@@ -32,6 +38,7 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, service::RequestContext};
 use serde_json::Value;
 
+mod fast;
 mod guard;
 mod tools;
 
@@ -67,8 +74,30 @@ pub fn service(state: Arc<AppState>) -> Router {
         Arc::new(NeverSessionManager::default()),
         config,
     );
+    let fast = state.config.mcp_fast_path.then(|| {
+        fast::Fast::new(
+            McpFace {
+                state: state.clone(),
+            },
+            &state.tools,
+        )
+    });
     Router::new()
-        .fallback_service(transport)
+        .fallback(move |request: Request| {
+            let (fast, transport) = (fast.clone(), transport.clone());
+            async move {
+                let request = match fast {
+                    Some(fast) if request.method() == http::Method::POST => {
+                        match fast.path.answer(&fast.face, request).await {
+                            fast::Answer::Answered(response) => return response,
+                            fast::Answer::Declined(request) => request,
+                        }
+                    }
+                    _ => request,
+                };
+                transport.handle(request).await.map(Body::new)
+            }
+        })
         .layer(middleware::from_fn_with_state(state, guard::guard))
 }
 
@@ -111,6 +140,19 @@ impl ServerHandler for McpFace {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        self.call(request, context.extensions.get::<http::request::Parts>())
+            .await
+    }
+}
+
+impl McpFace {
+    /// A `tools/call`, from rmcp's handler or the fast path: `parts` are the HTTP request's,
+    /// whose extensions hold the principal the auth middleware found and the request id.
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        parts: Option<&http::request::Parts>,
+    ) -> Result<CallToolResponse, McpError> {
         let Some(action) = self.state.registry.by_tool_name(&request.name) else {
             return Err(McpError::invalid_params(
                 format!(
@@ -120,7 +162,6 @@ impl ServerHandler for McpFace {
                 None,
             ));
         };
-        let parts = context.extensions.get::<http::request::Parts>();
         let principal = parts
             .and_then(|parts| parts.extensions.get::<Arc<Principal>>())
             .cloned();

@@ -49,7 +49,8 @@ fn tool(action: &Action, actions: &BTreeSet<&str>) -> Tool {
     let read_only = action.is_read_only();
     let mut annotations = ToolAnnotations::with_title(def.summary.trim_end_matches('.'))
         .read_only(read_only)
-        .open_world(false);
+        // Send-scoped actions reach real people on the network.
+        .open_world(def.scope == crate::scope::Scope::Send);
     if !read_only {
         annotations = annotations
             .destructive(action.is_destructive())

@@ -3,7 +3,9 @@
 //! Every figure is a count or a sum over tables the other resources keep, so there is nothing to
 //! keep in sync: the dashboard can never disagree with the lists it summarises. Credits spent are
 //! net of releases and attributed to the action that spent them (a release is joined to its
-//! spend). Outreach figures will join when outreach exists.
+//! spend). The outreach figures are in [`outreach`].
+
+pub mod outreach;
 
 use crate::scoring::engine::Tier;
 use outreach_runtime::prelude::credits::TransactionKind;
@@ -61,6 +63,7 @@ pub struct Dashboard {
     pub imports: ImportFigures,
     pub scoring_runs: ScoringFigures,
     pub credits: CreditFigures,
+    pub outreach: outreach::OutreachFigures,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -139,8 +142,10 @@ pub struct SourceSpend {
 ///
 /// Prospects (total, new in the period, by tier), lists, imports (count and prospects created),
 /// scoring runs (count and prospects scored) and credits (balance, granted and spent in the
-/// period, spending by source). `period` is `24h`, `7d`, `30d` (default), `90d`, `365d` or `all`.
-/// Costs nothing.
+/// period, spending by source), and outreach (invitations sent and accepted, acceptance rate,
+/// messages sent, replies and reply rate, per sequence and per sender with each sender's usage
+/// against its limits). `period` is `24h`, `7d`, `30d` (default), `90d`, `365d` or `all`. Costs
+/// nothing.
 #[action(scope = "read", http = "GET /dashboard")]
 pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboard, ApiError> {
     let now = ctx.now_ms();
@@ -235,6 +240,10 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
         .filter(|spend| spend.credits != 0)
         .collect::<Vec<_>>();
     let balance = outreach_runtime::prelude::credits::balance(ctx.db(), workspace).await?;
+    let outreach = {
+        let mut conn = pool.acquire().await?;
+        outreach::figures(&mut conn, workspace, since, now).await?
+    };
 
     Ok(Dashboard {
         period: PeriodWindow {
@@ -265,5 +274,6 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
             spent: spent_by_source.iter().map(|spend| spend.credits).sum(),
             spent_by_source,
         },
+        outreach,
     })
 }

@@ -1,0 +1,206 @@
+//! The common MCP requests answered without building rmcp's service for each one.
+//!
+//! rmcp's stateless transport serves every POST by building a whole service around a one-shot
+//! transport: a peer, three channels, cancellation tokens, the server info, and three spawned
+//! tasks (the serve loop, the handler, the response send), then waits for the answer to come
+//! back through them. For a stateless server that is pure overhead: the bench measured it at
+//! about as much CPU as the rest of a `tools/call`.
+//!
+//! Here the four requests a client makes all the time (`initialize`, `ping`, `tools/list`,
+//! `tools/call`) are answered in place, with rmcp's own types and the same handler methods
+//! ([`McpFace::call`], [`ServerHandler::negotiate_initialize`]), exactly as rmcp's stateless
+//! path answers them for a client on a version with the `initialize` handshake: the result with
+//! `resultType` stripped, an error as a JSON-RPC error, both with HTTP 200. Everything else
+//! goes on to rmcp unchanged: other methods, notifications, `server/discover`, requests that
+//! carry their protocol version in `_meta` or name a version from 2026-07-28 on (the per-request
+//! lifecycle and its header checks), and anything rmcp's types do not parse (its error, not
+//! ours). A request is taken here only when rmcp would take the same path, so the answer is
+//! the same either way; `fast_path_answers_as_rmcp_does` in tests/api/mcp.rs holds them
+//! side by side.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rmcp::ServerHandler;
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcMessage, JsonRpcRequest, ListToolsResult,
+    ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult, Tool,
+};
+
+use super::McpFace;
+
+/// The header a client names its protocol version in (rmcp's constant is private).
+const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// What became of a request: answered here, or handed back for rmcp.
+pub(super) enum Answer {
+    Answered(Response),
+    Declined(Request),
+}
+
+/// What the fast path keeps from start-up: the `tools/list` result, serialised once.
+pub(super) struct FastPath {
+    tools_result: Bytes,
+}
+
+impl FastPath {
+    pub(super) fn new(tools: &[Tool]) -> Self {
+        let mut result =
+            ServerResult::ListToolsResult(ListToolsResult::with_all_items(tools.to_vec()));
+        result.strip_result_type_for_legacy_peer();
+        let tools_result = serde_json::to_vec(&result).map_or_else(|_| Bytes::new(), Bytes::from);
+        Self { tools_result }
+    }
+
+    /// Answers `request` if it is one of the requests above; gives it back otherwise.
+    pub(super) async fn answer(&self, face: &McpFace, request: Request) -> Answer {
+        if !legacy_version_header(request.headers().get(PROTOCOL_VERSION_HEADER)) {
+            return Answer::Declined(request);
+        }
+        let (parts, body) = request.into_parts();
+        // The guard in front has read the body already: this is the bytes it put back.
+        let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+            Ok(bytes) => bytes,
+            Err(_) => return Answer::Declined(Request::from_parts(parts, Body::empty())),
+        };
+        let decline = |parts: http::request::Parts, bytes: Bytes| {
+            Answer::Declined(Request::from_parts(parts, Body::from(bytes)))
+        };
+        let Ok(JsonRpcMessage::Request(JsonRpcRequest { id, request, .. })) =
+            serde_json::from_slice::<ClientJsonRpcMessage>(&bytes)
+        else {
+            return decline(parts, bytes);
+        };
+        if request.get_meta().protocol_version().is_some() {
+            return decline(parts, bytes);
+        }
+        let result = match request {
+            ClientRequest::InitializeRequest(initialize) => {
+                let requested = &initialize.params.protocol_version;
+                let header = parts.headers.get(PROTOCOL_VERSION_HEADER);
+                if !requested.has_initialize()
+                    || header
+                        .is_some_and(|header| header.as_bytes() != requested.as_str().as_bytes())
+                {
+                    return decline(parts, bytes);
+                }
+                face.negotiate_initialize(&initialize.params)
+                    .map(ServerResult::InitializeResult)
+            }
+            ClientRequest::PingRequest(_) => Ok(ServerResult::empty(())),
+            ClientRequest::ListToolsRequest(_) if !self.tools_result.is_empty() => {
+                return Answer::Answered(json_response(envelope(&id, &self.tools_result)));
+            }
+            ClientRequest::CallToolRequest(call) => face
+                .call(call.params, Some(&parts))
+                .await
+                .map(ServerResult::from),
+            _ => return decline(parts, bytes),
+        };
+        let message = match result {
+            Ok(mut result) => {
+                result.strip_result_type_for_legacy_peer();
+                ServerJsonRpcMessage::response(result, id)
+            }
+            Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+        };
+        Answer::Answered(match serde_json::to_vec(&message) {
+            Ok(body) => json_response(body),
+            Err(error) => {
+                crate::error::ApiError::internal(format!("MCP answer: {error}")).into_response()
+            }
+        })
+    }
+}
+
+/// Whether the request's protocol version (the header, or 2025-03-26 without one) is one rmcp
+/// serves on the path with the `initialize` handshake and no per-request header checks.
+fn legacy_version_header(header: Option<&HeaderValue>) -> bool {
+    let Some(header) = header else {
+        return true;
+    };
+    let Ok(version) = header.to_str() else {
+        return false;
+    };
+    ProtocolVersion::KNOWN_VERSIONS
+        .iter()
+        .any(|known| known.as_str() == version && known.has_initialize())
+}
+
+/// `{"jsonrpc":"2.0","id":<id>,"result":<result>}`, as serde writes a `JsonRpcResponse`.
+fn envelope(id: &RequestId, result: &[u8]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(result.len() + 48);
+    body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    if serde_json::to_writer(&mut body, id).is_err() {
+        body.extend_from_slice(b"null");
+    }
+    body.extend_from_slice(br#","result":"#);
+    body.extend_from_slice(result);
+    body.push(b'}');
+    body
+}
+
+fn json_response(body: Vec<u8>) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// Keeps the face and the fast path together for the router.
+pub(super) struct Fast {
+    pub(super) face: McpFace,
+    pub(super) path: FastPath,
+}
+
+impl Fast {
+    pub(super) fn new(face: McpFace, tools: &[Tool]) -> Arc<Self> {
+        Arc::new(Self {
+            path: FastPath::new(tools),
+            face,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{EmptyResult, NumberOrString};
+
+    #[test]
+    fn the_envelope_is_what_serde_writes_for_a_response() {
+        let result = ServerResult::EmptyResult(EmptyResult {});
+        let bytes = serde_json::to_vec(&result).unwrap();
+        for id in [
+            NumberOrString::Number(7),
+            NumberOrString::String("a\"b".into()),
+        ] {
+            let expected =
+                serde_json::to_vec(&ServerJsonRpcMessage::response(result.clone(), id.clone()))
+                    .unwrap();
+            assert_eq!(envelope(&id, &bytes), expected);
+        }
+    }
+
+    #[test]
+    fn only_versions_with_the_initialize_handshake_take_the_fast_path() {
+        assert!(legacy_version_header(None));
+        assert!(legacy_version_header(Some(&HeaderValue::from_static(
+            "2025-06-18"
+        ))));
+        assert!(!legacy_version_header(Some(&HeaderValue::from_static(
+            "2026-07-28"
+        ))));
+        assert!(!legacy_version_header(Some(&HeaderValue::from_static(
+            "1999-01-01"
+        ))));
+    }
+}
