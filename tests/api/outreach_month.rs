@@ -502,8 +502,10 @@ async fn check(
             line.prospect_id
         );
     }
+    // (Stopping B ended them; none was ever approved.)
     let waiting: i64 = sqlx::query(
-        "select count(*) as n from enrollments where sequence_id = $1 and status = 'awaiting_approval'",
+        "select count(*) as n from enrollments where sequence_id = $1 and approved_at is null \
+         and (status = 'awaiting_approval' or exit_reason = 'stopped')",
     )
     .bind(seq_b)
     .fetch_one(app.db.pool())
