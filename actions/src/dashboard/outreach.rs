@@ -108,7 +108,7 @@ pub async fn figures(
     .fetch_one(&mut *conn)
     .await?;
 
-    let by_sequence = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let by_sequence = sqlx::query(
         "select s.id, s.name, \
          (select count(*) from enrollments e where e.sequence_id = s.id and e.invited_at >= $2) as invited, \
          (select count(*) from enrollments e where e.sequence_id = s.id and e.invited_at >= $2 and e.accepted_at is not null) as accepted, \
@@ -117,8 +117,8 @@ pub async fn figures(
          (select count(distinct i.enrollment_id) from outbound_intents i join enrollments e on e.id = i.enrollment_id \
             where e.sequence_id = s.id and i.kind = 'message' and i.status = 'sent' and i.completed_at >= $2) as messaged, \
          (select count(*) from enrollments e where e.sequence_id = s.id and e.exit_reason = 'replied' and e.updated_at >= $2) as replied \
-         from sequences s where s.workspace_id = $1 and s.status <> 'draft' order by invited desc, s.created_at, s.id"
-    )))
+         from sequences s where s.workspace_id = $1 and s.status <> 'draft' order by invited desc, s.created_at, s.id",
+    )
     .bind(workspace_id)
     .bind(since)
     .fetch_all(&mut *conn)

@@ -341,7 +341,8 @@ fn network_kind(kind: StepType) -> OutboundKind {
     }
 }
 
-/// What the step's run decided before the network call.
+/// What the step's run decided before the network call (one value per run: its size is no cost).
+#[allow(clippy::large_enum_variant)]
 enum Plan {
     /// Nothing to send now; the job's outcome.
     Outcome(JobOutcome),
@@ -393,7 +394,7 @@ async fn run_step(job: JobCtx) -> JobResult {
         network
             .find_outbound(to.account, &intent_id)
             .await
-            .map_err(network_fault)?
+            .map_err(|error| network_fault(&error))?
     } else {
         None
     };
@@ -453,7 +454,7 @@ fn outcome_of(record: OutboundRecord) -> Result<Sent, NetworkError> {
     }
 }
 
-fn network_fault(error: NetworkError) -> JobError {
+fn network_fault(error: &NetworkError) -> JobError {
     JobError::retry(format!("asking the network: {error:?}"))
 }
 
