@@ -559,19 +559,27 @@ async fn check(
             );
         }
     }
-    let replied: i64 = sqlx::query(
-        "select count(*) as n from enrollments where workspace_id = $1 and exit_reason = 'replied'",
-    )
-    .bind(&app.workspace_id)
-    .fetch_one(app.db.pool())
-    .await
-    .expect("count")
-    .get("n");
-    assert_eq!(
-        replied as usize,
-        replies.len(),
-        "every reply finishes its enrollment"
-    );
+    // Each person who answered: their enrollment ended `replied`, or had ended before the answer.
+    for (prospect, at) in &replies {
+        let row = sqlx::query(
+            "select e.id, e.status, e.exit_reason, \
+             (select max(v.at) from enrollment_events v where v.enrollment_id = e.id and v.kind = 'finished') as finished_at \
+             from enrollments e where e.prospect_id = $1",
+        )
+        .bind(prospect)
+        .fetch_one(app.db.pool())
+        .await
+        .expect("the enrollment of a person who answered");
+        let id: String = row.get("id");
+        let status: String = row.get("status");
+        let reason: Option<String> = row.get("exit_reason");
+        let finished_at: Option<i64> = row.get("finished_at");
+        let ended_before = finished_at.is_some_and(|finished| finished <= *at);
+        assert!(
+            status == "finished" && (reason.as_deref() == Some("replied") || ended_before),
+            "{id} is `{status}` ({reason:?}) after its person answered"
+        );
+    }
 
     // Not accepted: A's invitations without acceptance end exactly after the deadline, never
     // for someone the sandbox has accept in time, and all that are due have ended.
