@@ -344,6 +344,11 @@ impl TestApp {
         .expect("grant credits");
     }
 
+    /// This app's database, for starting `outreach serve` processes on it.
+    pub(crate) fn database(&self) -> &TestDatabase {
+        &self._database
+    }
+
     /// The owner's read-only key.
     pub async fn read_key(&self) -> String {
         self.create_key(OWNER_EMAIL, Scope::Read).await.key

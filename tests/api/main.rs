@@ -26,6 +26,8 @@ mod oauth;
 mod oauth_tokens;
 mod openapi;
 mod outreach;
+mod outreach_instances;
+mod outreach_month;
 mod owners;
 mod paging;
 mod parity;

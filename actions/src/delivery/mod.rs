@@ -341,7 +341,8 @@ fn network_kind(kind: StepType) -> OutboundKind {
     }
 }
 
-/// What the step's run decided before the network call.
+/// What the step's run decided before the network call (one value per run: its size is no cost).
+#[allow(clippy::large_enum_variant)]
 enum Plan {
     /// Nothing to send now; the job's outcome.
     Outcome(JobOutcome),
