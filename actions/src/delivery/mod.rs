@@ -264,7 +264,7 @@ async fn fail(
     let api: ApiError = error.clone().into();
     sqlx::query(
         "update enrollments set status = 'failed', last_error = $2, next_step_at = null, updated_at = $3 \
-         where id = $1",
+         where id = $1 and status in ('scheduled', 'active', 'paused')",
     )
     .bind(&enrollment.id)
     .bind(format!("{}: {}", api.code, api.message))
@@ -922,7 +922,7 @@ async fn advance(
     else {
         sqlx::query(
             "update enrollments set status = 'finished', exit_reason = 'completed_steps', step_index = $2, \
-             next_step_at = null, updated_at = $3 where id = $1",
+             next_step_at = null, updated_at = $3 where id = $1 and status in ('scheduled', 'active', 'paused')",
         )
         .bind(&enrollment.id)
         .bind(next_index)
@@ -950,15 +950,22 @@ async fn advance(
     } else {
         done_at + i64::from(next.delay_hours) * HOUR_MS
     };
-    sqlx::query(
-        "update enrollments set status = 'active', step_index = $2, next_step_at = $3, updated_at = $4 where id = $1",
+    // A person may have paused or stopped the enrollment while the call was in flight: the step
+    // is recorded, the status they set stays, and the job ends (resuming enqueues it again).
+    let status: String = sqlx::query(
+        "update enrollments set status = case when status in ('scheduled', 'active') then 'active' else status end, \
+         step_index = $2, next_step_at = $3, updated_at = $4 where id = $1 returning status",
     )
     .bind(&enrollment.id)
     .bind(next_index)
     .bind(next_at)
     .bind(now)
-    .execute(&mut *tx)
-    .await?;
+    .fetch_one(&mut *tx)
+    .await?
+    .try_get("status")?;
+    if status != "active" {
+        return Ok(JobOutcome::Done);
+    }
     Ok(JobOutcome::Snooze {
         until_ms: next_at.max(now),
     })
