@@ -10,12 +10,18 @@ use outreach_runtime::config::DEFAULT_SANDBOX_SEED;
 use outreach_runtime::{Config, worker};
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, spawn_app_with_test_clock};
+use crate::helpers::{TestApp, spawn_app_on_test_clock_with};
 use crate::sequences::send_key;
 
 const HOUR_S: i64 = 3600;
 
-/// Runs every job that is due, until none is (the in-process worker may run some too).
+/// An app on a shared test clock whose jobs run only when a test calls [`settle`]: one runner,
+/// so what a step leaves behind is known when `settle` returns.
+pub async fn no_worker_app() -> TestApp {
+    spawn_app_on_test_clock_with(|config| config.jobs.workers = 0).await
+}
+
+/// Runs every job that is due, until none is.
 pub async fn settle(app: &TestApp) {
     let config = Arc::new(Config::new(&app.base_url, app.environment.clone()));
     for _ in 0..50 {
@@ -83,7 +89,7 @@ fn kinds(log: &[Value]) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn approved_outreach_is_invited_accepted_messaged_and_stopped_by_a_reply() {
-    let app = spawn_app_with_test_clock().await;
+    let app = no_worker_app().await;
     let send = send_key(&app).await;
     let sender = app
         .post_json(
@@ -263,7 +269,7 @@ async fn approved_outreach_is_invited_accepted_messaged_and_stopped_by_a_reply()
 
 #[tokio::test]
 async fn a_reply_from_a_disconnected_sender_is_refused_and_nothing_is_queued() {
-    let app = spawn_app_with_test_clock().await;
+    let app = no_worker_app().await;
     let send = send_key(&app).await;
     let sender = app
         .post_json(
@@ -345,7 +351,7 @@ async fn a_reply_from_a_disconnected_sender_is_refused_and_nothing_is_queued() {
 async fn a_pending_intent_is_reconciled_with_the_network_never_sent_twice() {
     use outreach_actions::network::{Account, NetworkProvider, Outbound, Sandbox};
 
-    let app = spawn_app_with_test_clock().await;
+    let app = no_worker_app().await;
     let send = send_key(&app).await;
     let sender = app
         .post_json(

@@ -15,8 +15,8 @@ use outreach_runtime::config::DEFAULT_SANDBOX_SEED;
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use crate::helpers::{TestApp, spawn_app_with_test_clock};
-use crate::outreach::{advance, settle};
+use crate::helpers::TestApp;
+use crate::outreach::{advance, no_worker_app, settle};
 use crate::sequences::send_key;
 
 const MINUTE_MS: i64 = 60_000;
@@ -158,7 +158,7 @@ struct Interventions {
 
 #[tokio::test]
 async fn a_month_of_outreach_keeps_every_limit_hour_and_approval() {
-    let app = spawn_app_with_test_clock().await;
+    let app = no_worker_app().await;
     let send = send_key(&app).await;
     app.grant_credits(10_000).await;
     let to_start = (START_MS - app.clock.now_ms()) / 1000;

@@ -204,22 +204,26 @@ async fn approved_texts(
     }
 }
 
-/// Ends an enrollment with an exit reason (and its history entry).
+/// Ends a live enrollment with an exit reason (and its history entry). One a person stopped
+/// meanwhile keeps their ending.
 async fn finish(
     conn: &mut AnyConnection,
     enrollment: &EnrollmentRow,
     exit_reason: &str,
     now: i64,
 ) -> Result<(), ApiError> {
-    sqlx::query(
+    let ended = sqlx::query(
         "update enrollments set status = 'finished', exit_reason = $2, next_step_at = null, updated_at = $3 \
-         where id = $1",
+         where id = $1 and status in ('scheduled', 'active', 'paused')",
     )
     .bind(&enrollment.id)
     .bind(exit_reason)
     .bind(now)
     .execute(&mut *conn)
     .await?;
+    if ended.rows_affected() == 0 {
+        return Ok(());
+    }
     record_event(
         conn,
         &enrollment.workspace_id,
@@ -920,27 +924,12 @@ async fn advance(
         .ok()
         .and_then(|index| sequence.steps.get(index))
     else {
-        sqlx::query(
-            "update enrollments set status = 'finished', exit_reason = 'completed_steps', step_index = $2, \
-             next_step_at = null, updated_at = $3 where id = $1 and status in ('scheduled', 'active', 'paused')",
-        )
-        .bind(&enrollment.id)
-        .bind(next_index)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        record_event(
-            tx,
-            &enrollment.workspace_id,
-            &enrollment.id,
-            now,
-            "finished",
-            None,
-            None,
-            Some("completed_steps"),
-        )
-        .await?;
-        complete_sequence_if_done(tx, &enrollment.sequence_id, now).await?;
+        sqlx::query("update enrollments set step_index = $2 where id = $1")
+            .bind(&enrollment.id)
+            .bind(next_index)
+            .execute(&mut *tx)
+            .await?;
+        finish(tx, enrollment, "completed_steps", now).await?;
         return Ok(JobOutcome::Done);
     };
     let waits_for_acceptance = invited && enrollment.accepted_at.is_none();
