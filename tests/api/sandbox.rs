@@ -359,18 +359,23 @@ async fn the_log_records_every_call_and_answers_reconciliation() {
     let url = urls(1, |fate| !fate.unreachable)[0].clone();
     let prospect_id = prospect(&app, &url).await;
     let target = |intent| to(&app, &url, Some(&prospect_id), intent);
+    // A millisecond between calls: the log is ordered by time, and calls within one millisecond
+    // have no order between them.
     assert_eq!(
         network.view_profile(target("int_view")).await,
         Ok(ConnectionState::NotConnected)
     );
+    app.clock.advance_ms(1);
     network
         .invite(target("int_invite"), Some("Hello Ada"))
         .await
         .expect("invite");
+    app.clock.advance_ms(1);
     assert_eq!(
         network.send_message(target("int_early"), "Too soon").await,
         Err(NetworkError::NotConnected)
     );
+    app.clock.advance_ms(1);
     network
         .withdraw(target("int_withdraw"))
         .await
