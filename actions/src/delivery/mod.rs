@@ -767,73 +767,53 @@ async fn record_outcome(
     let kind = step.kind.as_str();
     let sent_at = match result {
         Ok(sent) => sent.at_ms,
-        // Already connected: the invitation is not needed; the next step may go.
-        Err(NetworkError::AlreadyConnected) if step.kind == StepType::ConnectionRequest => {
-            intents::complete(
-                tx,
-                intent_id,
-                IntentStatus::Failed,
-                "already_connected",
-                now,
-            )
-            .await?;
-            if let Some(usage_id) = &usage_id {
-                senders::release_quota(tx, usage_id).await?;
-            }
-            record_event(
-                tx,
-                &enrollment.workspace_id,
-                &enrollment.id,
-                now,
-                kind,
-                Some(step_index),
-                text,
-                Some("already_connected"),
-            )
-            .await?;
-            sqlx::query("update enrollments set accepted_at = $2 where id = $1")
-                .bind(&enrollment.id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            return advance(tx, job, enrollment, step, now, false).await;
-        }
-        // Refusals for the account: the unit goes back, the intent is forgotten, the step waits.
-        Err(error)
-            if matches!(
-                error,
-                NetworkError::LimitExceeded { .. }
-                    | NetworkError::AccountDisconnected
-                    | NetworkError::AccountRestricted
-            ) =>
-        {
-            intents::forget(tx, intent_id).await?;
-            if let Some(usage_id) = &usage_id {
-                senders::release_quota(tx, usage_id).await?;
-            }
-            let until = account_refusal(tx, sender_id, &error, now)
-                .await?
-                .unwrap_or(now + BLOCKED_RETRY_MS);
-            record_event(
-                tx,
-                &enrollment.workspace_id,
-                &enrollment.id,
-                now,
-                kind,
-                Some(step_index),
-                None,
-                Some(error_code(&error)),
-            )
-            .await?;
-            wait_until(tx, &enrollment.id, until).await?;
-            return Ok(JobOutcome::Snooze { until_ms: until });
-        }
-        // Refusals for the person: the enrollment fails with the network's words.
         Err(error) => {
-            intents::complete(tx, intent_id, IntentStatus::Failed, error_code(&error), now).await?;
+            // Nothing reached the person: the quota unit goes back, whatever the refusal.
             if let Some(usage_id) = &usage_id {
                 senders::release_quota(tx, usage_id).await?;
             }
+            let code = error_code(&error);
+            // Already connected: the invitation is not needed; the next step may go.
+            if error == NetworkError::AlreadyConnected && step.kind == StepType::ConnectionRequest {
+                intents::complete(tx, intent_id, IntentStatus::Failed, code, now).await?;
+                record_event(
+                    tx,
+                    &enrollment.workspace_id,
+                    &enrollment.id,
+                    now,
+                    kind,
+                    Some(step_index),
+                    text,
+                    Some(code),
+                )
+                .await?;
+                sqlx::query("update enrollments set accepted_at = $2 where id = $1")
+                    .bind(&enrollment.id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                return advance(tx, job, enrollment, step, now, false).await;
+            }
+            // Refusals for the account: the intent is forgotten, the sender paused or marked,
+            // the step waits.
+            if let Some(until) = account_refusal(tx, sender_id, &error, now).await? {
+                intents::forget(tx, intent_id).await?;
+                record_event(
+                    tx,
+                    &enrollment.workspace_id,
+                    &enrollment.id,
+                    now,
+                    kind,
+                    Some(step_index),
+                    None,
+                    Some(code),
+                )
+                .await?;
+                wait_until(tx, &enrollment.id, until).await?;
+                return Ok(JobOutcome::Snooze { until_ms: until });
+            }
+            // Refusals for the person: the enrollment fails with the network's words.
+            intents::complete(tx, intent_id, IntentStatus::Failed, code, now).await?;
             record_event(
                 tx,
                 &enrollment.workspace_id,
@@ -842,7 +822,7 @@ async fn record_outcome(
                 kind,
                 Some(step_index),
                 text,
-                Some(error_code(&error)),
+                Some(code),
             )
             .await?;
             fail(tx, enrollment, &error, now).await?;
