@@ -494,3 +494,102 @@ async fn a_pending_intent_is_reconciled_with_the_network_never_sent_twice() {
     assert_eq!(sequence["status"], "completed", "{sequence}");
     assert!(sequence["finished_at"].is_string(), "{sequence}");
 }
+
+/// The next step times of a sequence's waiting enrollments, earliest first (epoch ms).
+async fn waiting_slots(app: &TestApp, sequence: &str) -> Vec<i64> {
+    sqlx::query_scalar(
+        "select next_step_at from enrollments where sequence_id = $1 and status = 'scheduled' \
+         order by next_step_at",
+    )
+    .bind(sequence)
+    .fetch_all(app.db.pool())
+    .await
+    .expect("read the waiting enrollments")
+}
+
+#[tokio::test]
+async fn steps_waiting_for_one_busy_sender_take_its_slots_one_after_another() {
+    let app = no_worker_app().await;
+    let send = send_key(&app).await;
+    let sender = app
+        .post_json(
+            "/senders",
+            &app.key,
+            json!({"name": "Busy", "timezone": "UTC", "working_hours": always()}),
+        )
+        .await;
+    let sender = sender.expect(201)["id"].as_str().expect("id").to_owned();
+    let mut prospects = Vec::new();
+    for n in 0..5 {
+        let url = quiet_profile(&format!("slot{n}"));
+        let prospect = app
+            .post_json(
+                "/prospects",
+                &app.key,
+                json!({"first_name": format!("P{n}"), "profile_url": format!("https://www.{url}")}),
+            )
+            .await;
+        prospects.push(prospect.expect(201)["id"].as_str().expect("id").to_owned());
+    }
+    let sequence = app
+        .post_json(
+            "/sequences",
+            &app.key,
+            json!({"name": "Views", "sender_ids": [sender],
+                   "steps": [{"type": "view_profile", "delay_hours": 0}]}),
+        )
+        .await;
+    let sequence = sequence.expect(201)["id"].as_str().expect("id").to_owned();
+    app.post_json(
+        &format!("/sequences/{sequence}/enrollments"),
+        &app.key,
+        json!({"prospect_ids": prospects}),
+    )
+    .await
+    .expect(200);
+    app.post_json(&format!("/sequences/{sequence}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    app.post_json(
+        "/approvals/approve",
+        &send,
+        json!({"sequence_id": sequence}),
+    )
+    .await
+    .expect(200);
+    settle(&app).await;
+
+    // One went; the four others queued behind it, each 30 to 90 s after the one before, not all
+    // at the end of the same gap.
+    assert_eq!(log(&app).await.len(), 1);
+    let slots = waiting_slots(&app, &sequence).await;
+    assert_eq!(slots.len(), 4, "{slots:?}");
+    for pair in slots.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!((30_000..=90_000).contains(&gap), "slots {slots:?}");
+    }
+
+    // Each slot, when it comes, lets exactly its own step go; the later ones keep theirs.
+    for sent in 2..=5 {
+        let now = app.clock.now_ms();
+        let wait_s = (slots[sent - 2] - now + 999) / 1000;
+        advance(&app, wait_s.max(1)).await;
+        // The step before may have gone up to a second after its own slot (the clock moves in
+        // whole seconds): this one then waits out the rest of the gap.
+        advance(&app, 2).await;
+        assert_eq!(log(&app).await.len(), sent, "at slot {}", sent - 2);
+        assert_eq!(
+            waiting_slots(&app, &sequence).await,
+            slots[sent - 1..],
+            "a later step lost its slot"
+        );
+    }
+    let finished: i64 = sqlx::query_scalar(
+        "select count(*) from enrollments where sequence_id = $1 and status = 'finished'",
+    )
+    .bind(&sequence)
+    .fetch_one(app.db.pool())
+    .await
+    .expect("count finished");
+    assert_eq!(finished, 5);
+}

@@ -123,6 +123,7 @@ struct EnrollmentRow {
     status: String,
     step_index: i64,
     next_step_at: Option<i64>,
+    slot_at: Option<i64>,
     invited_at: Option<i64>,
     accepted_at: Option<i64>,
 }
@@ -138,7 +139,7 @@ async fn load_enrollment(
     };
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "select id, workspace_id, sequence_id, prospect_id, sender_id, status, step_index, next_step_at, \
-         invited_at, accepted_at from enrollments where id = $1{lock}"
+         slot_at, invited_at, accepted_at from enrollments where id = $1{lock}"
     )))
     .bind(id)
     .fetch_optional(conn)
@@ -153,6 +154,7 @@ async fn load_enrollment(
         status: row.try_get("status")?,
         step_index: row.try_get("step_index")?,
         next_step_at: row.try_get("next_step_at")?,
+        slot_at: row.try_get("slot_at")?,
         invited_at: row.try_get("invited_at")?,
         accepted_at: row.try_get("accepted_at")?,
     }))
@@ -289,15 +291,16 @@ async fn fail(
     complete_sequence_if_done(conn, &enrollment.sequence_id, now).await
 }
 
-/// Moves an enrollment's next step to `at` (and says why, for `get_enrollment`).
+/// Moves an enrollment's next step to `wait.until`, holding `wait.slot` in its sender's queue.
 async fn wait_until(
     conn: &mut AnyConnection,
     enrollment_id: &str,
-    at: i64,
+    wait: Wait,
 ) -> Result<(), ApiError> {
-    sqlx::query("update enrollments set next_step_at = $2 where id = $1")
+    sqlx::query("update enrollments set next_step_at = $2, slot_at = $3 where id = $1")
         .bind(enrollment_id)
-        .bind(at)
+        .bind(wait.until)
+        .bind(wait.slot)
         .execute(conn)
         .await?;
     Ok(())
@@ -586,19 +589,27 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
     } else {
         None
     };
+    // A slot taken earlier has come when the job runs (it snoozed until it).
+    let turn = match enrollment.slot_at {
+        Some(slot) if slot <= now => Turn::Holds(slot),
+        _ => Turn::Queue,
+    };
     let usage_id = match gate(
         &mut tx,
         &sender,
         prospect_zone.as_ref(),
         quota_kind(step.kind),
+        turn,
         now,
     )
     .await?
     {
         Ok(usage_id) => usage_id,
-        Err(until) => {
-            wait_until(&mut tx, &enrollment.id, until).await?;
-            return Ok(Plan::Outcome(JobOutcome::Snooze { until_ms: until }));
+        Err(wait) => {
+            wait_until(&mut tx, &enrollment.id, wait).await?;
+            return Ok(Plan::Outcome(JobOutcome::Snooze {
+                until_ms: wait.until,
+            }));
         }
     };
     let text = text_of(&mut tx, &enrollment, &step).await?;
@@ -629,34 +640,66 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
     })))
 }
 
+/// Where a step stands in its sender's queue of send slots, for [`gate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// No slot: behind every slot already handed out, and queued when the sender is busy.
+    Queue,
+    /// The slot it holds (epoch ms) has come: it goes once the sender is free. Just after its
+    /// slot (the step before went a little late) it waits for the gap to end; long after (the
+    /// clock jumped, and other slots came due with it) it queues again.
+    Holds(i64),
+    /// A person's reply: it goes at the sender's next free moment, ahead of queued steps.
+    First,
+}
+
+/// The gate's "not now": when to run again, and the slot taken in the sender's queue, if one was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Wait {
+    pub until: i64,
+    pub slot: Option<i64>,
+}
+
+impl Wait {
+    fn until(until: i64) -> Self {
+        Self { until, slot: None }
+    }
+}
+
 /// Whether `sender` may act now: connected, inside its working hours (and the prospect's, when
-/// given), clear of every limit and far enough from its last action. When it may, one quota unit
-/// is taken in `tx` (the sender row is locked first, so workers on every instance count one after
-/// the other) and its id returned; when not, the time to try again.
+/// given), clear of every limit, far enough from its last action and, for a step without a slot,
+/// with no step queued ahead. When it may, one quota unit is taken in `tx` (the sender row is
+/// locked first, so workers on every instance count one after the other) and its id returned.
+/// When it is only busy, a step takes the next slot in the sender's queue, 30-90 s after the
+/// last one handed out, so the steps waiting for one sender wake one at a time instead of all
+/// together.
 pub(crate) async fn gate(
     tx: &mut AnyConnection,
     sender: &SenderRow,
     prospect_zone: Option<&jiff::tz::TimeZone>,
     kind: QuotaKind,
+    turn: Turn,
     now: i64,
-) -> Result<Result<String, i64>, ApiError> {
+) -> Result<Result<String, Wait>, ApiError> {
     if sender.status != SenderStatus::Connected {
-        return Ok(Err(now + BLOCKED_RETRY_MS));
+        return Ok(Err(Wait::until(now + BLOCKED_RETRY_MS)));
     }
     let Some(window) = next_window(sender, prospect_zone, now) else {
-        return Ok(Err(now + DAY_MS));
+        return Ok(Err(Wait::until(now + DAY_MS)));
     };
     if window > now {
-        return Ok(Err(window + jitter()));
+        return Ok(Err(Wait::until(window + jitter())));
     }
-    // Too soon after this sender's last action: wait, before locking the sender and counting its
-    // quota (most runs of a busy sender end here). Read without the lock, this can only make a run
-    // wait (a sender's last action only gets later), never let one through: the check under the
-    // lock below decides.
-    if let Some(last) = last_action_at_before(tx, &sender.id, "").await?
-        && last + *GAP_MS.start() > now
-    {
-        return Ok(Err(last + jitter()));
+    // Busy, or steps queued ahead: wait, before locking the sender and counting its quota (most
+    // runs of a busy sender end here). Read without the lock, this can only make a run wait (a
+    // sender's last action and its queue only get later), never let one through: the check
+    // under the lock below decides.
+    let pace = pace(tx, &sender.id).await?;
+    let queued_ahead = turn == Turn::Queue && pace.queued_until.is_some_and(|at| at > now);
+    if queued_ahead || pace.busy(now) {
+        return Ok(Err(
+            wait_turn(tx, sender, prospect_zone, turn, pace, now).await?
+        ));
     }
     let usage_id = match senders::take_quota(tx, &sender.id, kind, now).await? {
         Ok(usage_id) => usage_id,
@@ -666,17 +709,95 @@ pub(crate) async fn gate(
                 .unwrap_or(now + BLOCKED_RETRY_MS)
                 .max(now + 1);
             let until = next_window(sender, prospect_zone, until).unwrap_or(until) + jitter();
-            return Ok(Err(until));
+            return Ok(Err(Wait::until(until)));
         }
     };
-    if let Some(last) = last_action_at_before(tx, &sender.id, &usage_id).await?
-        && last + *GAP_MS.start() > now
-    {
-        // Too soon after this sender's last action: the unit goes back, the action waits.
+    let last_action_at = last_action_at_before(tx, &sender.id, &usage_id).await?;
+    let pace = Pace {
+        last_action_at,
+        ..pace
+    };
+    if pace.busy(now) {
+        // Another worker acted between the read above and the lock: the unit goes back.
         senders::release_quota(tx, &usage_id).await?;
-        return Ok(Err(last + jitter()));
+        return Ok(Err(
+            wait_turn(tx, sender, prospect_zone, turn, pace, now).await?
+        ));
     }
     Ok(Ok(usage_id))
+}
+
+/// A sender's pace: its last counted action and the last slot handed out in its queue.
+#[derive(Debug, Clone, Copy)]
+struct Pace {
+    last_action_at: Option<i64>,
+    queued_until: Option<i64>,
+}
+
+impl Pace {
+    /// Inside the gap after the sender's last action.
+    fn busy(&self, now: i64) -> bool {
+        self.last_action_at
+            .is_some_and(|last| last + *GAP_MS.start() > now)
+    }
+}
+
+async fn pace(conn: &mut AnyConnection, sender_id: &str) -> Result<Pace, ApiError> {
+    let row = sqlx::query(
+        "select queued_until, (select max(at) from sender_usage where sender_id = $1) as last \
+         from senders where id = $1",
+    )
+    .bind(sender_id)
+    .fetch_one(conn)
+    .await?;
+    Ok(Pace {
+        last_action_at: row.try_get("last")?,
+        queued_until: row.try_get("queued_until")?,
+    })
+}
+
+/// A busy sender's answer to a step: a reply waits for the end of the gap; a step takes the
+/// next slot in the queue (in `tx`, one statement, so two workers never take the same slot),
+/// or, when that slot falls outside the working hours, the next window without a slot.
+async fn wait_turn(
+    tx: &mut AnyConnection,
+    sender: &SenderRow,
+    prospect_zone: Option<&jiff::tz::TimeZone>,
+    turn: Turn,
+    pace: Pace,
+    now: i64,
+) -> Result<Wait, ApiError> {
+    let last = pace.last_action_at.unwrap_or(now);
+    match turn {
+        Turn::First => return Ok(Wait::until(last + jitter())),
+        // At most one slot lies within a gap before now, so only one step waits this way.
+        Turn::Holds(slot) if now - slot < *GAP_MS.start() => {
+            return Ok(Wait {
+                until: last + *GAP_MS.start(),
+                slot: Some(slot),
+            });
+        }
+        Turn::Holds(_) | Turn::Queue => {}
+    }
+    let slot: i64 = sqlx::query(
+        "update senders set queued_until = \
+         (case when coalesce(queued_until, 0) > $2 then queued_until else $2 end) + $3 \
+         where id = $1 returning queued_until",
+    )
+    .bind(&sender.id)
+    .bind(last)
+    .bind(jitter())
+    .fetch_one(tx)
+    .await?
+    .try_get("queued_until")?;
+    Ok(match next_window(sender, prospect_zone, slot) {
+        Some(at) if at == slot => Wait {
+            until: slot,
+            slot: Some(slot),
+        },
+        Some(at) => Wait::until(at + jitter()),
+        None => Wait::until(now + DAY_MS),
+    })
 }
 
 /// What a refusal for the account means for the sender (paused after a limit signal, marked
@@ -809,7 +930,7 @@ async fn record_outcome(
                     Some(code),
                 )
                 .await?;
-                wait_until(tx, &enrollment.id, until).await?;
+                wait_until(tx, &enrollment.id, Wait::until(until)).await?;
                 return Ok(JobOutcome::Snooze { until_ms: until });
             }
             // Refusals for the person: the enrollment fails with the network's words.
@@ -923,7 +1044,7 @@ async fn advance(
     // is recorded, the status they set stays, and the job ends (resuming enqueues it again).
     let status: String = sqlx::query(
         "update enrollments set status = case when status in ('scheduled', 'active') then 'active' else status end, \
-         step_index = $2, next_step_at = $3, updated_at = $4 where id = $1 returning status",
+         step_index = $2, next_step_at = $3, slot_at = null, updated_at = $4 where id = $1 returning status",
     )
     .bind(&enrollment.id)
     .bind(next_index)

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{AnyConnection, Row};
 
 use super::intents::{self, IntentStatus, NewIntent};
-use super::{account_refusal, gate, next_window};
+use super::{Turn, account_refusal, gate, next_window};
 use crate::conversations::{self, MessageStatus, Outbound as OutboundMessage, settle_outbound};
 use crate::network::{Account, NetworkError, NetworkProvider, Outbound, network_for};
 use crate::senders::{self, QuotaKind, SenderStatus};
@@ -209,13 +209,16 @@ async fn send_reply(job: JobCtx) -> JobResult {
                     .await?;
                 return Ok(JobOutcome::Done);
             };
-            let usage_id = match gate(&mut tx, &sender, None, QuotaKind::Message, now).await? {
-                Ok(usage_id) => usage_id,
-                Err(until) => {
-                    postpone(&mut tx, &message_id, until).await?;
-                    return Ok(JobOutcome::Snooze { until_ms: until });
-                }
-            };
+            let usage_id =
+                match gate(&mut tx, &sender, None, QuotaKind::Message, Turn::First, now).await? {
+                    Ok(usage_id) => usage_id,
+                    Err(wait) => {
+                        postpone(&mut tx, &message_id, wait.until).await?;
+                        return Ok(JobOutcome::Snooze {
+                            until_ms: wait.until,
+                        });
+                    }
+                };
             let intent_id = intents::insert(
                 &mut tx,
                 &NewIntent {
