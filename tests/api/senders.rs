@@ -50,7 +50,10 @@ async fn take(
     now_ms: i64,
 ) -> Result<String, senders::QuotaRefusal> {
     let mut tx = app.db.begin_write().await.expect("begin");
-    let taken = senders::take_quota(&mut tx, sender, kind, now_ms)
+    let sender = senders::load_locked(&mut tx, sender)
+        .await
+        .expect("read the sender");
+    let taken = senders::take_quota(&mut tx, &sender, kind, now_ms)
         .await
         .expect("take_quota");
     tx.commit().await.expect("commit");
@@ -457,6 +460,9 @@ async fn concurrent_quota_takers_never_overshoot() {
         let sender = sender.clone();
         tasks.push(tokio::spawn(async move {
             let mut tx = db.begin_write().await.expect("begin");
+            let sender = senders::load_locked(&mut tx, &sender)
+                .await
+                .expect("read the sender");
             let taken = senders::take_quota(&mut tx, &sender, QuotaKind::Message, now + offset)
                 .await
                 .expect("take_quota");

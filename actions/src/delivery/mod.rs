@@ -365,6 +365,8 @@ struct Call {
     profile_url: String,
     sender_id: String,
     intent_id: String,
+    /// The quota unit the intent holds.
+    usage_id: Option<String>,
     /// The intent was pending already: ask the network whether it happened first.
     reconcile: bool,
 }
@@ -383,6 +385,7 @@ async fn run_step(job: JobCtx) -> JobResult {
         profile_url,
         sender_id,
         intent_id,
+        usage_id,
         reconcile,
     } = call;
     // The intent and its quota unit are durable before the network hears of it.
@@ -433,7 +436,7 @@ async fn run_step(job: JobCtx) -> JobResult {
         &step,
         text.as_deref(),
         &sender_id,
-        &intent_id,
+        (&intent_id, usage_id.as_deref()),
         result,
     )
     .await
@@ -561,8 +564,16 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
         }
     };
 
-    // A run that died after its intent committed: settle that intent, never a second one.
-    if let Some(intent) = intents::of_step(&mut tx, &enrollment.id, enrollment.step_index).await? {
+    // A run that died after its intent committed: settle that intent, never a second one. Such
+    // a run never ended cleanly, so its job comes back on a later attempt (a clean end gives the
+    // attempt back); a first attempt has no intent to look for, and the unique (enrollment, step)
+    // index refuses a second intent if one were there.
+    let earlier = if job.attempt() > 1 {
+        intents::of_step(&mut tx, &enrollment.id, enrollment.step_index).await?
+    } else {
+        None
+    };
+    if let Some(intent) = earlier {
         if intent.status == IntentStatus::Pending {
             let text = text_of(&mut tx, &enrollment, &step).await?;
             return Ok(Plan::Send(Box::new(Call {
@@ -572,6 +583,7 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
                 profile_url,
                 sender_id,
                 intent_id: intent.id,
+                usage_id: intent.usage_id,
                 reconcile: true,
             })));
         }
@@ -636,6 +648,7 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
         profile_url,
         sender_id,
         intent_id,
+        usage_id: Some(usage_id),
         reconcile: false,
     })))
 }
@@ -701,7 +714,7 @@ pub(crate) async fn gate(
             wait_turn(tx, sender, prospect_zone, turn, pace, now).await?
         ));
     }
-    let usage_id = match senders::take_quota(tx, &sender.id, kind, now).await? {
+    let usage_id = match senders::take_quota(tx, sender, kind, now).await? {
         Ok(usage_id) => usage_id,
         Err(refusal) => {
             let until = refusal
@@ -712,6 +725,9 @@ pub(crate) async fn gate(
             return Ok(Err(Wait::until(until)));
         }
     };
+    if !reads_may_be_stale(tx) {
+        return Ok(Ok(usage_id));
+    }
     let last_action_at = last_action_at_before(tx, &sender.id, &usage_id).await?;
     let pace = Pace {
         last_action_at,
@@ -725,6 +741,13 @@ pub(crate) async fn gate(
         ));
     }
     Ok(Ok(usage_id))
+}
+
+/// Whether what the job's transaction read before [`senders::take_quota`] locked the sender may
+/// be out of date: on PostgreSQL, where rows are locked one by one; not on SQLite, whose write
+/// transaction (`BEGIN IMMEDIATE`, from the job's fence on) holds the whole database.
+fn reads_may_be_stale(tx: &AnyConnection) -> bool {
+    tx.backend_name().eq_ignore_ascii_case("postgresql")
 }
 
 /// A sender's pace: its last counted action and the last slot handed out in its queue.
@@ -874,23 +897,17 @@ async fn record_outcome(
     step: &Step,
     text: Option<&str>,
     sender_id: &str,
-    intent_id: &str,
+    (intent_id, usage_id): (&str, Option<&str>),
     result: Result<Sent, NetworkError>,
 ) -> Result<JobOutcome, ApiError> {
     let now = job.now_ms();
-    let usage_id: Option<String> =
-        sqlx::query("select usage_id from outbound_intents where id = $1")
-            .bind(intent_id)
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("usage_id")?;
     let step_index = enrollment.step_index;
     let kind = step.kind.as_str();
     let sent_at = match result {
         Ok(sent) => sent.at_ms,
         Err(error) => {
             // Nothing reached the person: the quota unit goes back, whatever the refusal.
-            if let Some(usage_id) = &usage_id {
+            if let Some(usage_id) = usage_id {
                 senders::release_quota(tx, usage_id).await?;
             }
             let code = error_code(&error);

@@ -341,18 +341,26 @@ async fn weekly_release(
 /// Checks every limit that applies to `kind` for the sender, and counts one action in `tx` when
 /// none refuses. Call it in the transaction that claims the work, before the provider call: the
 /// sender row is locked first, so concurrent callers on any instance are counted one after the
-/// other and never overshoot. Returns the usage row's id, for [`release_quota`].
+/// other and never overshoot. `sender` is as the caller read it in `tx`: on PostgreSQL it is read
+/// again under the lock; on SQLite, whose write transaction holds the whole database, it is
+/// current already. Returns the usage row's id, for [`release_quota`].
 ///
 /// The outer error is a fault (or a sender that does not exist: 404); the inner one is a refusal
 /// the caller snoozes until `until_ms`.
 pub async fn take_quota(
     tx: &mut sqlx::AnyConnection,
-    sender_id: &str,
+    sender: &SenderRow,
     kind: QuotaKind,
     now_ms: i64,
 ) -> Result<Result<String, QuotaRefusal>, ApiError> {
-    let sender = super::load_locked(tx, sender_id).await?;
-    if let Some(refusal) = refusal(&mut *tx, &sender, kind, now_ms).await? {
+    let locked;
+    let sender = if tx.backend_name().eq_ignore_ascii_case("postgresql") {
+        locked = super::load_locked(tx, &sender.id).await?;
+        &locked
+    } else {
+        sender
+    };
+    if let Some(refusal) = refusal(&mut *tx, sender, kind, now_ms).await? {
         return Ok(Err(refusal));
     }
     let id = ids::new_id("usg");

@@ -147,7 +147,7 @@ pub async fn load(
 
 /// Reads a sender by id (deleted or not) and locks its row until `tx` ends: `FOR UPDATE` on
 /// PostgreSQL; on SQLite the write transaction already holds the database.
-pub(crate) async fn load_locked(
+pub async fn load_locked(
     tx: &mut sqlx::AnyConnection,
     id: &str,
 ) -> Result<SenderRow, ApiError> {
