@@ -40,7 +40,7 @@ pub type Tx<'a> = MappedMutexGuard<'a, sqlx::AnyConnection>;
 /// The transaction of one call and the charge that opens it.
 #[derive(Default)]
 struct Work {
-    tx: Mutex<Option<sqlx::Transaction<'static, sqlx::Any>>>,
+    tx: Mutex<Option<crate::db::WriteTx>>,
     charge: Option<Charge>,
     reservation: std::sync::Mutex<Option<Reservation>>,
     settled: std::sync::atomic::AtomicBool,
@@ -167,7 +167,7 @@ impl Ctx {
     pub(crate) async fn take_tx(
         &self,
     ) -> Option<(
-        sqlx::Transaction<'static, sqlx::Any>,
+        crate::db::WriteTx,
         Option<Reservation>,
         bool,
     )> {

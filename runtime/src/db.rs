@@ -36,6 +36,48 @@ pub enum Backend {
     Postgres,
 }
 
+/// How long a write transaction waits for its turn in this process before it fails as busy: the
+/// same as SQLite's `busy_timeout`, which it stands in front of.
+const WRITER_TURN_WAIT: Duration = Duration::from_secs(10);
+
+/// A transaction begun by [`Db::begin_write`]. It derefs to the connection, as a
+/// `sqlx::Transaction` does, so `&mut *tx` is an executor; on SQLite it also holds this process's
+/// writer turn until it commits, rolls back or is dropped.
+pub struct WriteTx {
+    tx: sqlx::Transaction<'static, sqlx::Any>,
+    _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl WriteTx {
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        self.tx.commit().await
+    }
+
+    pub async fn rollback(self) -> Result<(), sqlx::Error> {
+        self.tx.rollback().await
+    }
+}
+
+impl std::ops::Deref for WriteTx {
+    type Target = sqlx::AnyConnection;
+
+    fn deref(&self) -> &Self::Target {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.tx
+    }
+}
+
+impl std::fmt::Debug for WriteTx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteTx").finish_non_exhaustive()
+    }
+}
+
 /// A cheap, cloneable handle on the connection pool.
 #[derive(Debug, Clone)]
 pub struct Db {
@@ -43,6 +85,9 @@ pub struct Db {
     backend: Backend,
     /// SQLite on a file only: the connections [`Db::read_in_place`] reads with.
     in_place: Option<Arc<InPlaceReaders>>,
+    /// SQLite only: this process's write transactions take turns here, first come first served
+    /// (see [`Db::begin_write`]).
+    writer_turn: Option<Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl Db {
@@ -109,10 +154,15 @@ impl Db {
             Backend::Sqlite => InPlaceReaders::for_url(url).map(Arc::new),
             Backend::Postgres => None,
         };
+        let writer_turn = match backend {
+            Backend::Sqlite => Some(Arc::new(tokio::sync::Mutex::new(()))),
+            Backend::Postgres => None,
+        };
         Ok(Self {
             pool,
             backend,
             in_place,
+            writer_turn,
         })
     }
 
@@ -132,11 +182,27 @@ impl Db {
     /// Begins a transaction that will write. On SQLite it takes the write lock at once
     /// (`BEGIN IMMEDIATE`): a transaction that read first could not upgrade its snapshot while
     /// another writer is active, and would fail instead of waiting its turn.
-    pub async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
-        match self.backend {
-            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
-            Backend::Postgres => self.pool.begin().await,
-        }
+    ///
+    /// SQLite admits one writer at a time, and a connection that finds the write lock taken
+    /// polls for it under `busy_timeout` with growing sleeps (1, 2, 5, 10 ms...): while several
+    /// writers wait, the lock sits free most of the time and they wake late. So this process's
+    /// write transactions first wait for their turn on an async mutex, which hands the turn to
+    /// the next waiter the moment a transaction ends; `busy_timeout` still arbitrates between
+    /// processes. A turn not given within the busy timeout fails like a busy database.
+    pub async fn begin_write(&self) -> Result<WriteTx, sqlx::Error> {
+        let turn = match &self.writer_turn {
+            Some(turn) => Some(
+                tokio::time::timeout(WRITER_TURN_WAIT, turn.clone().lock_owned())
+                    .await
+                    .map_err(|_| sqlx::Error::PoolTimedOut)?,
+            ),
+            None => None,
+        };
+        let tx = match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        };
+        Ok(WriteTx { tx, _turn: turn })
     }
 
     pub fn backend(&self) -> Backend {

@@ -456,7 +456,7 @@ struct Inner {
     config: Arc<Config>,
     job: Job,
     token: String,
-    tx: Mutex<Option<sqlx::Transaction<'static, sqlx::Any>>>,
+    tx: Mutex<Option<crate::db::WriteTx>>,
 }
 
 impl JobCtx {
@@ -548,7 +548,7 @@ impl JobCtx {
         drop(self.0.tx.lock().await.take());
     }
 
-    async fn begin_fenced(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, JobError> {
+    async fn begin_fenced(&self) -> Result<crate::db::WriteTx, JobError> {
         let mut tx = self.0.db.begin_write().await?;
         let fenced = sqlx::query(sql::FENCE)
             .bind(&self.0.job.id)
@@ -630,7 +630,7 @@ impl JobCtx {
 
     async fn apply(
         &self,
-        tx: Option<sqlx::Transaction<'static, sqlx::Any>>,
+        tx: Option<crate::db::WriteTx>,
         transition: &Transition,
     ) -> Result<Finished, JobError> {
         let mut tx = match tx {
