@@ -164,13 +164,7 @@ impl Ctx {
 
     /// Takes the call's transaction for dispatch to finish (settle what the action did not,
     /// store the answer, commit); `None` when the action never began one.
-    pub(crate) async fn take_tx(
-        &self,
-    ) -> Option<(
-        crate::db::WriteTx,
-        Option<Reservation>,
-        bool,
-    )> {
+    pub(crate) async fn take_tx(&self) -> Option<(crate::db::WriteTx, Option<Reservation>, bool)> {
         let tx = self.work.tx.lock().await.take()?;
         let settled = self.work.settled.load(std::sync::atomic::Ordering::Relaxed);
         Some((tx, self.reservation(), settled))

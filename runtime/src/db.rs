@@ -36,47 +36,8 @@ pub enum Backend {
     Postgres,
 }
 
-/// How long a write transaction waits for its turn in this process before it fails as busy: the
-/// same as SQLite's `busy_timeout`, which it stands in front of.
-const WRITER_TURN_WAIT: Duration = Duration::from_secs(10);
-
-/// A transaction begun by [`Db::begin_write`]. It derefs to the connection, as a
-/// `sqlx::Transaction` does, so `&mut *tx` is an executor; on SQLite it also holds this process's
-/// writer turn until it commits, rolls back or is dropped.
-pub struct WriteTx {
-    tx: sqlx::Transaction<'static, sqlx::Any>,
-    _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-impl WriteTx {
-    pub async fn commit(self) -> Result<(), sqlx::Error> {
-        self.tx.commit().await
-    }
-
-    pub async fn rollback(self) -> Result<(), sqlx::Error> {
-        self.tx.rollback().await
-    }
-}
-
-impl std::ops::Deref for WriteTx {
-    type Target = sqlx::AnyConnection;
-
-    fn deref(&self) -> &Self::Target {
-        &self.tx
-    }
-}
-
-impl std::ops::DerefMut for WriteTx {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.tx
-    }
-}
-
-impl std::fmt::Debug for WriteTx {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WriteTx").finish_non_exhaustive()
-    }
-}
+/// A transaction begun by [`Db::begin_write`].
+pub type WriteTx = sqlx::Transaction<'static, sqlx::Any>;
 
 /// A cheap, cloneable handle on the connection pool.
 #[derive(Debug, Clone)]
@@ -85,9 +46,9 @@ pub struct Db {
     backend: Backend,
     /// SQLite on a file only: the connections [`Db::read_in_place`] reads with.
     in_place: Option<Arc<InPlaceReaders>>,
-    /// SQLite only: this process's write transactions take turns here, first come first served
-    /// (see [`Db::begin_write`]).
-    writer_turn: Option<Arc<tokio::sync::Mutex<()>>>,
+    /// SQLite on a file only: the one connection this process's write transactions run on, one
+    /// after the other (see [`Db::begin_write`]).
+    writer: Option<AnyPool>,
 }
 
 impl Db {
@@ -107,29 +68,9 @@ impl Db {
             Backend::Postgres => AnyConnectOptions::from_str(url)?,
         };
         let pool = match backend {
-            Backend::Sqlite => {
-                AnyPoolOptions::new()
-                    // SQLite has one writer at a time; a handful of connections serve readers
-                    // in parallel while `busy_timeout` queues writers instead of failing them.
-                    .max_connections(8)
-                    .min_connections(1)
-                    // A local file does not drop connections; the liveness ping sqlx sends before
-                    // each checkout is a round trip to the connection's thread on every query.
-                    .test_before_acquire(false)
-                    .acquire_timeout(Duration::from_secs(30))
-                    .after_connect(|conn, _meta| {
-                        Box::pin(async move {
-                            conn.execute(
-                                "pragma journal_mode = wal; pragma synchronous = normal; \
-                                 pragma foreign_keys = on; pragma busy_timeout = 10000;",
-                            )
-                            .await?;
-                            Ok(())
-                        })
-                    })
-                    .connect_with(options)
-                    .await?
-            }
+            // SQLite has one writer at a time; a handful of connections serve readers in
+            // parallel.
+            Backend::Sqlite => sqlite_pool(8, options.clone()).await?,
             Backend::Postgres => {
                 AnyPoolOptions::new()
                     .max_connections(16)
@@ -146,7 +87,7 @@ impl Db {
                         })
                     })
                     .acquire_timeout(Duration::from_secs(30))
-                    .connect_with(options)
+                    .connect_with(options.clone())
                     .await?
             }
         };
@@ -154,15 +95,15 @@ impl Db {
             Backend::Sqlite => InPlaceReaders::for_url(url).map(Arc::new),
             Backend::Postgres => None,
         };
-        let writer_turn = match backend {
-            Backend::Sqlite => Some(Arc::new(tokio::sync::Mutex::new(()))),
-            Backend::Postgres => None,
+        let writer = match backend {
+            Backend::Sqlite if !is_memory(url) => Some(sqlite_pool(1, options).await?),
+            _ => None,
         };
         Ok(Self {
             pool,
             backend,
             in_place,
-            writer_turn,
+            writer,
         })
     }
 
@@ -186,23 +127,17 @@ impl Db {
     /// SQLite admits one writer at a time, and a connection that finds the write lock taken
     /// polls for it under `busy_timeout` with growing sleeps (1, 2, 5, 10 ms...): while several
     /// writers wait, the lock sits free most of the time and they wake late. So this process's
-    /// write transactions first wait for their turn on an async mutex, which hands the turn to
-    /// the next waiter the moment a transaction ends; `busy_timeout` still arbitrates between
-    /// processes. A turn not given within the busy timeout fails like a busy database.
+    /// write transactions run on a pool of their own with one connection, whose checkout queue
+    /// hands it to the next waiter the moment a transaction ends (`busy_timeout` still arbitrates
+    /// between processes). Its page cache also stays warm: SQLite empties a connection's cache
+    /// whenever another connection wrote, which with writes spread over the reading pool was
+    /// every transaction.
     pub async fn begin_write(&self) -> Result<WriteTx, sqlx::Error> {
-        let turn = match &self.writer_turn {
-            Some(turn) => Some(
-                tokio::time::timeout(WRITER_TURN_WAIT, turn.clone().lock_owned())
-                    .await
-                    .map_err(|_| sqlx::Error::PoolTimedOut)?,
-            ),
-            None => None,
-        };
-        let tx = match self.backend {
-            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
-            Backend::Postgres => self.pool.begin().await?,
-        };
-        Ok(WriteTx { tx, _turn: turn })
+        match (self.backend, &self.writer) {
+            (Backend::Sqlite, Some(writer)) => writer.begin_with("BEGIN IMMEDIATE").await,
+            (Backend::Sqlite, None) => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            (Backend::Postgres, _) => self.pool.begin().await,
+        }
     }
 
     pub fn backend(&self) -> Backend {
@@ -260,7 +195,7 @@ impl InPlaceReaders {
     /// The file behind a SQLite URL, or `None` for an in-memory database (which a second
     /// connection would not see).
     fn for_url(url: &str) -> Option<Self> {
-        if url.contains(":memory:") || url.contains("mode=memory") {
+        if is_memory(url) {
             return None;
         }
         let options = SqliteConnectOptions::from_str(url).ok()?;
@@ -285,6 +220,33 @@ impl InPlaceReaders {
 }
 
 /// Adds `mode=rwc` so a missing SQLite file is created rather than refused.
+fn is_memory(url: &str) -> bool {
+    url.contains(":memory:") || url.contains("mode=memory")
+}
+
+/// A pool of `connections` to a SQLite database, each in WAL mode with a busy timeout.
+async fn sqlite_pool(connections: u32, options: AnyConnectOptions) -> Result<AnyPool, sqlx::Error> {
+    AnyPoolOptions::new()
+        .max_connections(connections)
+        .min_connections(1)
+        // A local file does not drop connections; the liveness ping sqlx sends before each
+        // checkout is a round trip to the connection's thread on every query.
+        .test_before_acquire(false)
+        .acquire_timeout(Duration::from_secs(30))
+        .after_connect(|conn, _meta| {
+            Box::pin(async move {
+                conn.execute(
+                    "pragma journal_mode = wal; pragma synchronous = normal; \
+                     pragma foreign_keys = on; pragma busy_timeout = 10000;",
+                )
+                .await?;
+                Ok(())
+            })
+        })
+        .connect_with(options)
+        .await
+}
+
 fn sqlite_url(url: &str) -> String {
     if url.contains(":memory:") || url.contains("mode=") {
         url.to_owned()

@@ -147,10 +147,7 @@ pub async fn load(
 
 /// Reads a sender by id (deleted or not) and locks its row until `tx` ends: `FOR UPDATE` on
 /// PostgreSQL; on SQLite the write transaction already holds the database.
-pub async fn load_locked(
-    tx: &mut sqlx::AnyConnection,
-    id: &str,
-) -> Result<SenderRow, ApiError> {
+pub async fn load_locked(tx: &mut sqlx::AnyConnection, id: &str) -> Result<SenderRow, ApiError> {
     let lock = if tx.backend_name().eq_ignore_ascii_case("postgresql") {
         " for update"
     } else {
