@@ -925,3 +925,26 @@ impl Served {
             .expect("wait");
     }
 }
+
+/// Creates a sender through the API and gives it the fixed id `id`, for tests whose sandbox
+/// calls name the sender before the app exists (the sandbox helpers take only the workspace's
+/// own senders).
+pub async fn sender_with_id(app: &TestApp, id: &str) {
+    let created = app
+        .post_json(
+            "/senders",
+            &app.key,
+            serde_json::json!({"name": id, "timezone": "UTC"}),
+        )
+        .await;
+    let created = created.expect(201)["id"]
+        .as_str()
+        .expect("a sender id")
+        .to_owned();
+    sqlx::query("update senders set id = $1 where id = $2")
+        .bind(id)
+        .bind(&created)
+        .execute(app.db.pool())
+        .await
+        .expect("give the sender its fixed id");
+}

@@ -1,8 +1,7 @@
 //! A simulated month of outreach through the real API and the sandbox network, with the shared
 //! test clock moved from 2027-03-01 (the month spans the US and the EU spring DST changes):
 //! three senders in three zones with office hours and the default limits (so the warm-up ramp
-//! applies), 450 imported prospects (fewer than the 600 to keep the test near 2-3 minutes
-//! in debug builds), two sequences, one approved whole and one in part. Every
+//! applies), 600 imported prospects, two sequences, one approved whole and one in part. Every
 //! assertion reads the sandbox's own log, so it checks what reached the network, not what the
 //! engine believes it did.
 
@@ -26,10 +25,10 @@ const DAY_MS: i64 = 24 * HOUR_MS;
 const START_MS: i64 = 1_803_859_200_000;
 const DAYS: i64 = 31;
 /// Prospects of sequence A (two senders, all approved) and of sequence B (one sender).
-const A_PROSPECTS: usize = 300;
-const B_PROSPECTS: usize = 150;
+const A_PROSPECTS: usize = 400;
+const B_PROSPECTS: usize = 200;
 /// How many of B's enrollments are approved; the rest wait and must never be contacted.
-const B_APPROVED: usize = 90;
+const B_APPROVED: usize = 120;
 /// Sequence A lets an invitation wait this long for its acceptance.
 const EXIT_DAYS: i64 = 7;
 /// The clock's step inside anyone's working hours, and outside them.

@@ -17,11 +17,6 @@ use serde_json::{Value, json};
 
 use crate::helpers::{ApiResponse, Auth, TestApp, spawn_app_on_test_clock_with};
 
-/// The sender with a pending invitation to each world's `contact` on the sandbox network.
-const PENDING_SENDER: &str = "snd_parityPendingSender";
-/// The sender each world's `contact` is connected with.
-const CONNECTED_SENDER: &str = "snd_parityConnectSender";
-
 /// A well-formed id of the given kind (`prs`, `lst`, ...) that names nothing.
 fn missing(prefix: &str) -> String {
     format!("{prefix}_00000000000NoSuchOne")
@@ -39,10 +34,15 @@ struct World {
     import: String,
     run: String,
     conversation: String,
-    /// A prospect with a profile URL, invited on the sandbox network by both senders and
-    /// connected with [`CONNECTED_SENDER`].
+    /// A prospect with a profile URL, invited on the sandbox network by `pending_sender` and
+    /// `connected_sender`, and connected with the second.
     contact: String,
     profile_url: String,
+    pending_sender: String,
+    connected_sender: String,
+    /// A sender whose sandbox account `sandbox_set_sender_status` may change (the others must
+    /// stay connected).
+    status_sender: String,
     /// A sender that nothing uses (what `delete_sender` may delete).
     spare_sender: String,
     /// A connected sender, and sequences in `draft` (with the sender and steps), `active` and
@@ -155,7 +155,21 @@ impl World {
             )
             .await;
         let spare_sender = id_of(&spare_sender, "spare sender");
-        let (contact, profile_url) = sandbox_contact(app, number).await;
+        let new_sender = async |name: &str| {
+            let created = app
+                .post_json(
+                    "/senders",
+                    key,
+                    json!({"name": format!("{name} {tag}"), "timezone": "UTC"}),
+                )
+                .await;
+            id_of(&created, name)
+        };
+        let pending_sender = new_sender("Pending sender").await;
+        let connected_sender = new_sender("Connected sender").await;
+        let status_sender = new_sender("Status sender").await;
+        let (contact, profile_url) =
+            sandbox_contact(app, number, &pending_sender, &connected_sender).await;
         let send = crate::sequences::send_key(app).await;
         let sequence = |name: &str| {
             json!({"name": format!("{name} {tag}"), "steps": crate::sequences::steps(), "sender_ids": [sender],
@@ -231,6 +245,9 @@ impl World {
             conversation,
             contact,
             profile_url,
+            pending_sender,
+            connected_sender,
+            status_sender,
             spare_sender,
             sender,
             draft,
@@ -248,6 +265,9 @@ impl World {
         vec![
             (self.conversation.as_str(), "<conversation>"),
             (self.spare_sender.as_str(), "<spare sender>"),
+            (self.pending_sender.as_str(), "<pending sender>"),
+            (self.connected_sender.as_str(), "<connected sender>"),
+            (self.status_sender.as_str(), "<status sender>"),
             (self.contact.as_str(), "<contact>"),
             (self.profile_url.as_str(), "<profile_url>"),
             (self.prospect.as_str(), "<prospect>"),
@@ -296,7 +316,12 @@ async fn world_conversation(app: &TestApp, sender: &str, prospect: &str) -> Stri
 
 /// A prospect with a profile URL the sandbox can reach, invited by both senders; the
 /// connected sender's invitation is accepted.
-async fn sandbox_contact(app: &TestApp, number: usize) -> (String, String) {
+async fn sandbox_contact(
+    app: &TestApp,
+    number: usize,
+    pending_sender: &str,
+    connected_sender: &str,
+) -> (String, String) {
     let mut suffix = 0;
     let profile_url = loop {
         let url = format!("linkedin.com/in/babbage-world-{number}-{suffix}");
@@ -314,7 +339,7 @@ async fn sandbox_contact(app: &TestApp, number: usize) -> (String, String) {
         .await;
     let contact = id_of(&contact, "contact");
     let sandbox = Sandbox::new(app.db.clone(), app.clock.clone(), DEFAULT_SANDBOX_SEED);
-    for sender_id in [PENDING_SENDER, CONNECTED_SENDER] {
+    for sender_id in [pending_sender, connected_sender] {
         let to = Outbound {
             account: Account {
                 workspace_id: &app.workspace_id,
@@ -329,7 +354,7 @@ async fn sandbox_contact(app: &TestApp, number: usize) -> (String, String) {
     let mut tx = app.db.begin_write().await.expect("begin");
     let input = AcceptInvitationInput {
         prospect_id: contact.clone(),
-        sender_id: CONNECTED_SENDER.to_owned(),
+        sender_id: connected_sender.to_owned(),
     };
     accept_invitation(&mut tx, &app.clock, &app.workspace_id, &input)
         .await
@@ -592,23 +617,23 @@ fn fixture(name: &str) -> Option<Fixture> {
         ),
 
         "sandbox_accept_invitation" => write(
-            |w| json!({"prospect_id": w.contact, "sender_id": PENDING_SENDER}),
-            |_| json!({"prospect_id": missing("prs"), "sender_id": PENDING_SENDER}),
+            |w| json!({"prospect_id": w.contact, "sender_id": w.pending_sender}),
+            |w| json!({"prospect_id": missing("prs"), "sender_id": w.pending_sender}),
             NOT_FOUND,
         ),
         "sandbox_reply" => write(
-            |w| json!({"prospect_id": w.contact, "sender_id": CONNECTED_SENDER, "text": "Interested, tell me more."}),
-            |w| json!({"prospect_id": w.contact, "sender_id": CONNECTED_SENDER, "text": ""}),
+            |w| json!({"prospect_id": w.contact, "sender_id": w.connected_sender, "text": "Interested, tell me more."}),
+            |w| json!({"prospect_id": w.contact, "sender_id": w.connected_sender, "text": ""}),
             INVALID,
         ),
         "sandbox_set_sender_status" => write(
             // A sender of its own: the world's senders must stay connected to invite.
-            |_| json!({"sender_id": "snd_parityStatusSender0", "status": "restricted"}),
+            |w| json!({"sender_id": w.status_sender, "status": "restricted"}),
             |_| json!({"sender_id": "snd_x", "status": "banned"}),
             INVALID,
         ),
         "list_sandbox_log" => read(
-            |_| json!({"sender_id": PENDING_SENDER, "kind": "invitation", "limit": 5}),
+            |w| json!({"sender_id": w.pending_sender, "kind": "invitation", "limit": 5}),
             |_| json!({"kind": "poke"}),
             INVALID,
         ),

@@ -10,11 +10,11 @@ use outreach_runtime::{Clock, Config, Environment};
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use crate::helpers::{TestApp, spawn_app, spawn_app_in, spawn_app_with_test_clock};
+use crate::helpers::{TestApp, sender_with_id, spawn_app, spawn_app_in, spawn_app_with_test_clock};
 
 const SEED: u64 = 42;
 const HOUR_MS: i64 = 3_600_000;
-const SENDER: &str = "snd_sandboxTestSender01";
+const SENDER: &str = "snd_sandboxTestSender001";
 
 fn sandbox(app: &TestApp) -> Sandbox {
     Sandbox::new(app.db.clone(), app.clock.clone(), SEED)
@@ -203,6 +203,7 @@ async fn a_withdrawn_person_cannot_be_invited_again_for_three_weeks() {
 #[tokio::test]
 async fn messages_go_to_connections_only_and_long_texts_are_refused() {
     let app = spawn_app().await;
+    sender_with_id(&app, SENDER).await;
     let network = sandbox(&app);
     let url = urls(1, |fate| !fate.unreachable)[0].clone();
     let prospect_id = prospect(&app, &url).await;
@@ -299,6 +300,7 @@ async fn the_sandbox_enforces_its_own_daily_cap_per_sender() {
 #[tokio::test]
 async fn a_disconnected_or_restricted_account_is_refused_and_the_refusal_logged() {
     let app = spawn_app().await;
+    sender_with_id(&app, SENDER).await;
     let network = sandbox(&app);
     let url = urls(1, |fate| !fate.unreachable)[0].clone();
     let target = to(&app, &url, None, "status");
@@ -355,6 +357,7 @@ async fn a_disconnected_or_restricted_account_is_refused_and_the_refusal_logged(
 #[tokio::test]
 async fn the_log_records_every_call_and_answers_reconciliation() {
     let app = spawn_app().await;
+    sender_with_id(&app, SENDER).await;
     let network = sandbox(&app);
     let url = urls(1, |fate| !fate.unreachable)[0].clone();
     let prospect_id = prospect(&app, &url).await;
@@ -450,6 +453,7 @@ async fn the_log_records_every_call_and_answers_reconciliation() {
 #[tokio::test]
 async fn the_helpers_accept_and_reply_only_in_the_right_state_on_both_faces() {
     let app = spawn_app().await;
+    sender_with_id(&app, SENDER).await;
     let network = sandbox(&app);
     let url = urls(1, |fate| !fate.unreachable)[0].clone();
     let prospect_id = prospect(&app, &url).await;
@@ -597,6 +601,7 @@ async fn polling_delivers_due_acceptances_and_replies_once() {
 #[tokio::test]
 async fn advance_clock_moves_every_instance_on_the_database() {
     let app = spawn_app_with_test_clock().await;
+    sender_with_id(&app, SENDER).await;
     let second = app.second_instance_with_clock(Clock::shared()).await;
     let before = app.clock.now_ms();
     let (is_error, moved) = app
@@ -765,7 +770,8 @@ async fn outreach_admin_sandbox_runs_the_helpers_from_a_script() {
     )
     .await;
     let workspace = field(&created, "workspace_id");
-    let status = admin_ok(
+    // The sandbox plays the network of the workspace's own senders only.
+    let refused = admin(
         &database,
         &[
             "sandbox",
@@ -779,7 +785,12 @@ async fn outreach_admin_sandbox_runs_the_helpers_from_a_script() {
         ],
     )
     .await;
-    assert_eq!(status["status"], json!("restricted"), "{status}");
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stdout).contains("No sender with id"),
+        "{}",
+        String::from_utf8_lossy(&refused.stdout)
+    );
     let log = admin_ok(&database, &["sandbox", "log", "--workspace", &workspace]).await;
     assert_eq!(log["total"], json!(0), "{log}");
     let moved = admin_ok(
@@ -805,7 +816,7 @@ async fn outreach_admin_sandbox_runs_the_helpers_from_a_script() {
     .await;
     assert!(!refused.status.success());
     assert!(
-        String::from_utf8_lossy(&refused.stdout).contains("No prospect with id"),
+        String::from_utf8_lossy(&refused.stdout).contains("No sender with id"),
         "{}",
         String::from_utf8_lossy(&refused.stdout)
     );

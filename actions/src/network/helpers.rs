@@ -25,19 +25,20 @@ use super::{
 };
 use crate::common::IdKind;
 
-/// The longest sender id the helpers take.
-const MAX_SENDER_ID_CHARS: usize = 200;
 /// The most `advance_clock` moves at once: a year.
 const MAX_ADVANCE_SECONDS: i64 = 366 * 24 * 3600;
 
-fn check_sender_id(sender_id: &str) -> Result<&str, ApiError> {
-    let sender_id = sender_id.trim();
-    if sender_id.is_empty() || sender_id.chars().count() > MAX_SENDER_ID_CHARS {
-        return Err(ApiError::invalid_request(format!(
-            "`sender_id` must be 1 to {MAX_SENDER_ID_CHARS} characters, such as `snd_...`."
-        )));
-    }
-    Ok(sender_id)
+/// The id of a sender of the workspace: 400 for an id of the wrong shape, 404 for one the
+/// workspace has no (live) sender with. The sandbox plays the network of the workspace's own
+/// accounts only.
+async fn sender_of(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sender_id: &str,
+) -> Result<String, ApiError> {
+    Ok(crate::senders::load(conn, workspace_id, sender_id.trim())
+        .await?
+        .id)
 }
 
 /// The normalised profile URL of a prospect of the workspace: 404 if there is no such prospect,
@@ -93,7 +94,7 @@ pub async fn accept_invitation(
     input: &AcceptInvitationInput,
 ) -> Result<SandboxConnection, ApiError> {
     let now_ms = clock.now_ms();
-    let sender_id = check_sender_id(&input.sender_id)?;
+    let sender_id = &sender_of(conn, workspace_id, &input.sender_id).await?;
     let profile_url = profile_url_of(conn, workspace_id, &input.prospect_id).await?;
     let found = relation(conn, workspace_id, sender_id, &profile_url).await?;
     let state = found
@@ -189,7 +190,7 @@ pub async fn reply(
     input: &SandboxReplyInput,
 ) -> Result<SandboxMessage, ApiError> {
     let now_ms = clock.now_ms();
-    let sender_id = check_sender_id(&input.sender_id)?;
+    let sender_id = &sender_of(conn, workspace_id, &input.sender_id).await?;
     let text = input.text.trim();
     if text.is_empty() || text.chars().count() > MAX_MESSAGE_CHARS {
         return Err(ApiError::invalid_request(format!(
@@ -280,7 +281,7 @@ pub async fn set_sender_status(
     input: &SetSenderStatusInput,
     now_ms: i64,
 ) -> Result<SandboxAccount, ApiError> {
-    let sender_id = check_sender_id(&input.sender_id)?;
+    let sender_id = &sender_of(conn, workspace_id, &input.sender_id).await?;
     sqlx::query(
         "insert into sandbox_accounts (workspace_id, sender_id, status, updated_at) values ($1, $2, $3, $4) \
          on conflict (workspace_id, sender_id) do update set status = excluded.status, updated_at = excluded.updated_at",
