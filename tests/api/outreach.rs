@@ -411,6 +411,14 @@ async fn a_pending_intent_is_reconciled_with_the_network_never_sent_twice() {
     .expect(200);
     settle(&app).await;
     assert!(log(&app).await.is_empty());
+    let waiting = app.get(&format!("/sequences/{sequence}"), &app.key).await;
+    let sending = &waiting.expect(200)["sending"];
+    assert_eq!(sending["sending"], json!(false), "{sending}");
+    let reason = sending["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!("`{sender}` is `disconnected`")),
+        "{sending}"
+    );
     app.post_json(
         &format!("/sandbox/senders/{sender}/status"),
         &app.key,
@@ -418,6 +426,8 @@ async fn a_pending_intent_is_reconciled_with_the_network_never_sent_twice() {
     )
     .await
     .expect(200);
+    let sending = app.get(&format!("/sequences/{sequence}"), &app.key).await;
+    assert_eq!(sending.expect(200)["sending"]["sending"], json!(true));
 
     // What a run that died would leave: an intent per step, and for the first person the call it
     // made before dying.

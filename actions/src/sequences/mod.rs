@@ -285,16 +285,32 @@ async fn complete(
         query
     };
     let mut senders: HashMap<String, Vec<String>> = HashMap::new();
+    // Per sequence, its senders that cannot send at all (not connected, or deleted).
+    let mut unable: HashMap<String, Vec<String>> = HashMap::new();
     for row in bind_all(format!(
-        "select sequence_id, sender_id from sequence_senders where sequence_id in {list} order by position, sender_id"
+        "select ss.sequence_id, ss.sender_id, s.status, s.deleted_at from sequence_senders ss \
+         left join senders s on s.id = ss.sender_id \
+         where ss.sequence_id in {list} order by ss.position, ss.sender_id"
     ))
     .fetch_all(&mut *conn)
     .await?
     {
-        senders
-            .entry(row.try_get("sequence_id")?)
-            .or_default()
-            .push(row.try_get("sender_id")?);
+        let sequence_id: String = row.try_get("sequence_id")?;
+        let sender_id: String = row.try_get("sender_id")?;
+        let status: Option<String> = row.try_get("status")?;
+        let deleted = row.try_get::<Option<i64>, _>("deleted_at")?.is_some();
+        match status.as_deref() {
+            Some("connected") if !deleted => {}
+            Some(status) if !deleted => unable
+                .entry(sequence_id.clone())
+                .or_default()
+                .push(format!("`{sender_id}` is `{status}`")),
+            _ => unable
+                .entry(sequence_id.clone())
+                .or_default()
+                .push(format!("`{sender_id}` was deleted")),
+        }
+        senders.entry(sequence_id).or_default().push(sender_id);
     }
     let mut counts: HashMap<String, EnrollmentCounts> = HashMap::new();
     for row in bind_all(format!(
@@ -326,14 +342,26 @@ async fn complete(
     for sequence in sequences {
         sequence.sender_ids = senders.remove(&sequence.id).unwrap_or_default();
         sequence.enrollment_counts = counts.remove(&sequence.id).unwrap_or_default();
-        sequence.sending = sending_status(sequence, next.get(&sequence.id).copied());
+        let unable = unable.remove(&sequence.id).unwrap_or_default();
+        let all_unable = !unable.is_empty() && unable.len() == sequence.sender_ids.len();
+        sequence.sending = sending_status(
+            sequence,
+            next.get(&sequence.id).copied(),
+            all_unable.then_some(unable.as_slice()),
+        );
     }
     Ok(())
 }
 
-/// Whether a sequence sends now and why not. The lead's scheduler refines `reason` and
-/// `next_send_at` per sender (working hours, limits, a sender's pause) when it is wired in.
-pub fn sending_status(sequence: &Sequence, next_step_at: Option<i64>) -> Sending {
+/// Whether a sequence sends now and why not. `next_step_at` is the earliest time an enrollment
+/// waits for: the scheduler moves it past what holds a step back (the sender's working hours
+/// and limits, a pause after a network limit signal, the gap between a sender's actions), so it
+/// is the next send time. `unable` names each sender when none of them can send at all.
+pub fn sending_status(
+    sequence: &Sequence,
+    next_step_at: Option<i64>,
+    unable: Option<&[String]>,
+) -> Sending {
     let not = |reason: String| Sending {
         sending: false,
         reason: Some(reason),
@@ -349,6 +377,10 @@ pub fn sending_status(sequence: &Sequence, next_step_at: Option<i64>) -> Sending
         SequenceStatus::Completed => not("The sequence is completed.".into()),
         SequenceStatus::Stopped => not("The sequence is stopped.".into()),
         SequenceStatus::Active => match next_step_at {
+            Some(_) if let Some(unable) = unable => not(format!(
+                "No sender of the sequence can send: {}. Its steps wait until one is connected again.",
+                unable.join("; ")
+            )),
             Some(at) => Sending {
                 sending: true,
                 reason: None,
