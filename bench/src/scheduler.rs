@@ -12,10 +12,13 @@
 //!    prospect (senders round robin), its `approved` approval row and its `outreach_step` job, due
 //!    now.
 //! 3. **Drain:** the server started again (`serve --test-clock`, default 4 workers) runs every job
-//!    once: the first run of each sender's jobs sends (the sandbox logs it) and the others snooze
-//!    (the 30-90 s gap between one sender's actions). Measured: job runs per second (the worker's
-//!    `claimed` counter on `/metrics` over the wall time until no job is left unrun), sends and
-//!    snoozes.
+//!    once: the first run of each sender's jobs sends (the sandbox logs it) and the others take
+//!    the next slots in the sender's queue, 30-90 s apart, and snooze until theirs (a sender acts
+//!    once per 30-90 s: 100,000 sends cannot all happen at once). Every due step is decided in
+//!    this drain (sent, or given its slot, by its own run or by the run that queued its sender's
+//!    steps together). Measured: due steps decided per second (enrollments over the wall time
+//!    until no job is left that was neither run nor moved), sends, slots, and job runs (the
+//!    worker's `claimed` counter on `/metrics`).
 //! 4. **Follow:** for 30 s of wall time, the test clock is moved 90 s forward (`outreach admin
 //!    sandbox advance-clock`) whenever fewer than 1,000 jobs are due, so every sender's gap lapses
 //!    again and again; sends per second are sandbox-log rows per wall-clock second.
@@ -615,11 +618,20 @@ async fn scheduler(
         None,
     )
     .await?;
-    let rate = claimed as f64 / drained.as_secs_f64();
+    // Every due step was decided: sent, or given its slot in its sender's queue (by its own run
+    // or by the run that queued its sender's steps together).
+    let queued = count(
+        &mut conn,
+        "select count(*) from enrollments where slot_at is not null",
+        None,
+    )
+    .await?;
+    let rate = enrollments as f64 / drained.as_secs_f64();
+    let runs_rate = claimed as f64 / drained.as_secs_f64();
     println!(
-        "  drain: {claimed} runs in {:.1} s = {rate:.0} runs/s ({completed} completed, {snoozed} snoozed); {sent} sandbox-log rows, {events} enrollments finished; server CPU {:.0} µs/run",
+        "  drain: {enrollments} steps decided in {:.1} s = {rate:.0} steps/s ({sent} sent, {queued} queued); {claimed} runs ({runs_rate:.0}/s: {completed} completed, {snoozed} snoozed), {events} enrollments finished; server CPU {:.0} µs/step",
         drained.as_secs_f64(),
-        drain_cpu.as_secs_f64() * 1e6 / claimed.max(1) as f64
+        drain_cpu.as_secs_f64() * 1e6 / enrollments as f64
     );
 
     // Follow: the test clock moves 90 s whenever the due backlog is small.
@@ -666,14 +678,14 @@ async fn scheduler(
     };
     Ok(format!(
         "### {} ({senders} senders, {enrollments} enrollments)\n\n\
-         - drain: {claimed} job runs in {:.1} s = **{rate:.0} runs/s**{aim}; {completed} sent and completed, {snoozed} snoozed; \
-           {sent} sandbox-log rows; server CPU {:.0} µs per run\n\
+         - drain: {enrollments} due steps decided in {:.1} s = **{rate:.0} steps/s**{aim}: {sent} sent, {queued} queued behind their \
+           sender; {claimed} job runs ({runs_rate:.0}/s; {completed} completed, {snoozed} snoozed); server CPU {:.0} µs per step\n\
          - follow ({:.0} s wall, test clock +90 s x {advances}): {follow_sent} sends = **{:.1} sends/s**, {follow_runs} runs = {:.0} runs/s \
            ({:.1} runs per send)\n\
          - server peak RSS {:.1} MiB (aim < 100 MiB: {}), RSS at the end {:.1} MiB\n\n",
         backend.name,
         drained.as_secs_f64(),
-        drain_cpu.as_secs_f64() * 1e6 / claimed.max(1) as f64,
+        drain_cpu.as_secs_f64() * 1e6 / enrollments as f64,
         followed.as_secs_f64(),
         follow_sent as f64 / followed.as_secs_f64(),
         follow_runs as f64 / followed.as_secs_f64(),

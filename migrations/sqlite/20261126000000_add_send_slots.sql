@@ -7,3 +7,6 @@ alter table senders add column queued_until integer;
 
 -- the slot the enrollment's next step holds (epoch ms), set when it queued, cleared when it moves
 alter table enrollments add column slot_at integer;
+
+-- a busy sender's due steps without a slot, found to queue them together
+create index enrollments_sender_queue_idx on enrollments (sender_id) where slot_at is null and status in ('scheduled', 'active');

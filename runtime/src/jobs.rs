@@ -215,6 +215,26 @@ pub async fn cancel_unique(
     Ok(done.rows_affected() > 0)
 }
 
+/// Moves a waiting (`available`) job to `run_at_ms`, in the caller's transaction: for a handler
+/// that decides when other jobs of its kind are due (a step queueing its sender's other steps).
+/// A job that is running or done is left alone; returns whether the job moved.
+pub async fn move_waiting(
+    conn: &mut sqlx::AnyConnection,
+    clock: &Clock,
+    job_id: &str,
+    run_at_ms: i64,
+) -> Result<bool, ApiError> {
+    let done = sqlx::query(
+        "update jobs set run_at = $2, updated_at = $3 where id = $1 and state = 'available'",
+    )
+    .bind(job_id)
+    .bind(run_at_ms)
+    .bind(clock.now_ms())
+    .execute(&mut *conn)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
 /// A job as stored, for tests and for whoever shows a job's fate.
 #[derive(Debug, Clone)]
 pub struct JobRecord {

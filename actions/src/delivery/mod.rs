@@ -608,6 +608,8 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
     };
     let usage_id = match gate(
         &mut tx,
+        job.clock(),
+        Some(&enrollment.id),
         &sender,
         prospect_zone.as_ref(),
         quota_kind(step.kind),
@@ -686,8 +688,11 @@ impl Wait {
 /// When it is only busy, a step takes the next slot in the sender's queue, 30-90 s after the
 /// last one handed out, so the steps waiting for one sender wake one at a time instead of all
 /// together.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn gate(
     tx: &mut AnyConnection,
+    clock: &Clock,
+    enrollment_id: Option<&str>,
     sender: &SenderRow,
     prospect_zone: Option<&jiff::tz::TimeZone>,
     kind: QuotaKind,
@@ -710,9 +715,17 @@ pub(crate) async fn gate(
     let pace = pace(tx, &sender.id).await?;
     let queued_ahead = turn == Turn::Queue && pace.queued_until.is_some_and(|at| at > now);
     if queued_ahead || pace.busy(now) {
-        return Ok(Err(
-            wait_turn(tx, sender, prospect_zone, turn, pace, now).await?
-        ));
+        return Ok(Err(wait_turn(
+            tx,
+            clock,
+            enrollment_id,
+            sender,
+            prospect_zone,
+            turn,
+            pace,
+            now,
+        )
+        .await?));
     }
     let usage_id = match senders::take_quota(tx, sender, kind, now).await? {
         Ok(usage_id) => usage_id,
@@ -736,9 +749,17 @@ pub(crate) async fn gate(
     if pace.busy(now) {
         // Another worker acted between the read above and the lock: the unit goes back.
         senders::release_quota(tx, &usage_id).await?;
-        return Ok(Err(
-            wait_turn(tx, sender, prospect_zone, turn, pace, now).await?
-        ));
+        return Ok(Err(wait_turn(
+            tx,
+            clock,
+            enrollment_id,
+            sender,
+            prospect_zone,
+            turn,
+            pace,
+            now,
+        )
+        .await?));
     }
     Ok(Ok(usage_id))
 }
@@ -765,6 +786,72 @@ impl Pace {
     }
 }
 
+/// How many of a busy sender's other due steps one run queues.
+const QUEUE_BATCH: i64 = 200;
+
+/// Gives the sender's other steps that are due now and hold no slot the slots after `after`, one
+/// each, 30-90 s apart, in this transaction: one run queues them all, instead of each of them
+/// running only to find the sender busy. A slot is only when a step runs again; its run decides
+/// everything anew. (The query repeats the condition of the jobs' unique-key index, so SQLite
+/// finds each step's job through it rather than scanning every due job.) An enrollment waiting for an acceptance is left out: what is due for it is
+/// its deadline, which sends nothing and must not wait in the queue. On PostgreSQL, steps another worker holds are skipped (they queue
+/// themselves), so two runs never wait on each other's rows.
+async fn queue_due_steps(
+    tx: &mut AnyConnection,
+    clock: &Clock,
+    sender_id: &str,
+    except_enrollment: Option<&str>,
+    after: i64,
+    now: i64,
+) -> Result<(), ApiError> {
+    let lock = if reads_may_be_stale(tx) {
+        " for update of e, j skip locked"
+    } else {
+        ""
+    };
+    let due = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "select e.id as enrollment_id, j.id as job_id from enrollments e \
+         join jobs j on j.kind = '{STEP_JOB}' and j.unique_key = 'enrollment:' || e.id \
+         where e.sender_id = $1 and e.slot_at is null and e.status in ('scheduled', 'active') \
+         and not (e.invited_at is not null and e.accepted_at is null) \
+         and e.id <> $2 and j.state = 'available' and j.run_at <= $3 \
+         and j.state in ('available', 'running') and j.unique_key is not null \
+         order by j.run_at, j.id limit {QUEUE_BATCH}{lock}"
+    )))
+    .bind(sender_id)
+    .bind(except_enrollment.unwrap_or(""))
+    .bind(now)
+    .fetch_all(&mut *tx)
+    .await?;
+    if due.is_empty() {
+        return Ok(());
+    }
+    let mut slot = after;
+    for row in &due {
+        let enrollment_id: String = row.try_get("enrollment_id")?;
+        let job_id: String = row.try_get("job_id")?;
+        let at = slot + jitter();
+        if jobs::move_waiting(tx, clock, &job_id, at).await? {
+            wait_until(
+                tx,
+                &enrollment_id,
+                Wait {
+                    until: at,
+                    slot: Some(at),
+                },
+            )
+            .await?;
+            slot = at;
+        }
+    }
+    sqlx::query("update senders set queued_until = $2 where id = $1")
+        .bind(sender_id)
+        .bind(slot)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
 async fn pace(conn: &mut AnyConnection, sender_id: &str) -> Result<Pace, ApiError> {
     let row = sqlx::query(
         "select queued_until, (select max(at) from sender_usage where sender_id = $1) as last \
@@ -782,8 +869,11 @@ async fn pace(conn: &mut AnyConnection, sender_id: &str) -> Result<Pace, ApiErro
 /// A busy sender's answer to a step: a reply waits for the end of the gap; a step takes the
 /// next slot in the queue (in `tx`, one statement, so two workers never take the same slot),
 /// or, when that slot falls outside the working hours, the next window without a slot.
+#[allow(clippy::too_many_arguments)]
 async fn wait_turn(
     tx: &mut AnyConnection,
+    clock: &Clock,
+    enrollment_id: Option<&str>,
     sender: &SenderRow,
     prospect_zone: Option<&jiff::tz::TimeZone>,
     turn: Turn,
@@ -810,9 +900,10 @@ async fn wait_turn(
     .bind(&sender.id)
     .bind(last)
     .bind(jitter())
-    .fetch_one(tx)
+    .fetch_one(&mut *tx)
     .await?
     .try_get("queued_until")?;
+    queue_due_steps(tx, clock, &sender.id, enrollment_id, slot, now).await?;
     Ok(match next_window(sender, prospect_zone, slot) {
         Some(at) if at == slot => Wait {
             until: slot,

@@ -209,16 +209,26 @@ async fn send_reply(job: JobCtx) -> JobResult {
                     .await?;
                 return Ok(JobOutcome::Done);
             };
-            let usage_id =
-                match gate(&mut tx, &sender, None, QuotaKind::Message, Turn::First, now).await? {
-                    Ok(usage_id) => usage_id,
-                    Err(wait) => {
-                        postpone(&mut tx, &message_id, wait.until).await?;
-                        return Ok(JobOutcome::Snooze {
-                            until_ms: wait.until,
-                        });
-                    }
-                };
+            let usage_id = match gate(
+                &mut tx,
+                job.clock(),
+                None,
+                &sender,
+                None,
+                QuotaKind::Message,
+                Turn::First,
+                now,
+            )
+            .await?
+            {
+                Ok(usage_id) => usage_id,
+                Err(wait) => {
+                    postpone(&mut tx, &message_id, wait.until).await?;
+                    return Ok(JobOutcome::Snooze {
+                        until_ms: wait.until,
+                    });
+                }
+            };
             let intent_id = intents::insert(
                 &mut tx,
                 &NewIntent {
