@@ -174,3 +174,27 @@ async fn an_agent_missing_what_its_kind_needs_is_refused_and_nothing_is_saved() 
         &triage
     );
 }
+
+#[tokio::test]
+async fn approval_items_name_their_run_and_agent_and_filter_by_them() {
+    let app = spawn_app().await;
+    let (sequence, approvals) = crate::approvals::queued(&app, 2).await;
+    let all = app.get("/approvals", &app.key).await.expect(200).clone();
+    assert_eq!(all["total"], json!(2));
+    for item in all["items"].as_array().expect("items") {
+        assert!(approvals.iter().any(|id| item["id"] == json!(id)), "{item}");
+        assert_eq!(item["run_id"], Value::Null, "a person proposed it");
+        assert_eq!(item["agent_id"], Value::Null, "a person proposed it");
+    }
+    let by_run = app
+        .get("/approvals?run_id=run_00000000000NoSuchOne", &app.key)
+        .await;
+    assert_eq!(by_run.expect(200)["total"], json!(0));
+    let by_agent = app
+        .get(
+            &format!("/approvals?agent_id=agt_00000000000NoSuchOne&sequence_id={sequence}"),
+            &app.key,
+        )
+        .await;
+    assert_eq!(by_agent.expect(200)["total"], json!(0));
+}

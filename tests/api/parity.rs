@@ -735,7 +735,7 @@ fn fixture(name: &str) -> Option<Fixture> {
         ),
         "list_approvals" => read(
             |w| json!({"sequence_id": w.active, "kind": "enrollment", "limit": 5}),
-            |_| json!({"status": "waiting"}),
+            |w| json!({"agent_id": w.agent, "kind": "reply"}),
             INVALID,
         ),
         "approve_outreach" => write(
