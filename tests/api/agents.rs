@@ -197,4 +197,21 @@ async fn approval_items_name_their_run_and_agent_and_filter_by_them() {
         )
         .await;
     assert_eq!(by_agent.expect(200)["total"], json!(0));
+
+    let two_days = 2 * 24 * 60 * 60 * 1000_i64;
+    sqlx::query("update approvals set created_at = created_at - $1 where id = $2")
+        .bind(two_days)
+        .bind(&approvals[0])
+        .execute(app.db.pool())
+        .await
+        .expect("age one item");
+    let dashboard = app.get("/dashboard", &app.key).await.expect(200).clone();
+    let figures = &dashboard["approvals"];
+    assert_eq!(figures["waiting"], json!(2), "{figures}");
+    assert_eq!(figures["proposed_by_agents"], json!(0), "{figures}");
+    assert_eq!(
+        figures["by_age"],
+        json!({"under_1_day": 1, "from_1_to_3_days": 1, "over_3_days": 0})
+    );
+    assert_eq!(figures["oldest_age_hours"], json!(48), "{figures}");
 }
