@@ -107,6 +107,10 @@ pub struct ApprovalItem {
     /// The texts the prospect would receive, rendered for them, by step.
     pub texts: Vec<RenderedText>,
     pub proposed_by: ProposedBy,
+    /// The agent run (`run_...`) that proposed it; `null` when a person did.
+    pub run_id: Option<String>,
+    /// The agent (`agt_...`) whose run proposed it; `null` when a person did.
+    pub agent_id: Option<String>,
     pub created_at: Timestamp,
     pub decided_at: Option<Timestamp>,
     /// The person (`psn_...`) who approved or rejected it.
@@ -114,7 +118,7 @@ pub struct ApprovalItem {
 }
 
 const ITEM_COLUMNS: &str = "a.id, a.kind, a.status, a.subject_id, a.prospect_id, a.sequence_id, a.sender_id, a.texts, \
-     a.proposed_by, a.created_at, a.decided_at, a.decided_by, \
+     a.proposed_by, a.run_id, a.agent_id, a.created_at, a.decided_at, a.decided_by, \
      p.first_name, p.last_name, p.title, p.company_name, p.profile_url, s.name as sequence_name";
 
 const ITEM_FROM: &str = "approvals a left join prospects p on p.id = a.prospect_id \
@@ -145,6 +149,8 @@ impl ApprovalItem {
                 .map_err(ApiError::internal)?,
             proposed_by: serde_json::from_str(&row.try_get::<String, _>("proposed_by")?)
                 .map_err(ApiError::internal)?,
+            run_id: row.try_get("run_id")?,
+            agent_id: row.try_get("agent_id")?,
             created_at: Timestamp(row.try_get("created_at")?),
             decided_at: row.try_get::<Option<i64>, _>("decided_at")?.map(Timestamp),
             decided_by: row.try_get("decided_by")?,
@@ -161,6 +167,8 @@ pub struct NewApproval<'a> {
     pub prospect_id: &'a str,
     pub sender_id: Option<&'a str>,
     pub texts: &'a [RenderedText],
+    /// The agent run that proposes it, with its agent; `None` for a person's proposal.
+    pub run: Option<(&'a str, &'a str)>,
 }
 
 /// Inserts pending items in the caller's transaction, in chunks.
@@ -175,21 +183,23 @@ pub async fn insert_pending(
     for chunk in items.chunks(100) {
         let values: Vec<String> = (0..chunk.len())
             .map(|i| {
-                let n = 4 + 7 * i;
+                let n = 4 + 9 * i;
                 format!(
-                    "(${}, $1, ${}, ${}, ${}, ${}, ${}, 'pending', ${}, $2, $3)",
+                    "(${}, $1, ${}, ${}, ${}, ${}, ${}, 'pending', ${}, $2, ${}, ${}, $3)",
                     n,
                     n + 1,
                     n + 2,
                     n + 3,
                     n + 4,
                     n + 5,
-                    n + 6
+                    n + 6,
+                    n + 7,
+                    n + 8
                 )
             })
             .collect();
         let sql = format!(
-            "insert into approvals (id, workspace_id, kind, subject_id, sequence_id, prospect_id, sender_id, status, texts, proposed_by, created_at) values {}",
+            "insert into approvals (id, workspace_id, kind, subject_id, sequence_id, prospect_id, sender_id, status, texts, proposed_by, run_id, agent_id, created_at) values {}",
             values.join(", ")
         );
         let mut query = sqlx::query(AssertSqlSafe(sql))
@@ -205,7 +215,9 @@ pub async fn insert_pending(
                 .bind(item.sequence_id)
                 .bind(item.prospect_id)
                 .bind(item.sender_id)
-                .bind(json_text(&item.texts)?);
+                .bind(json_text(&item.texts)?)
+                .bind(item.run.map(|(run_id, _)| run_id))
+                .bind(item.run.map(|(_, agent_id)| agent_id));
         }
         query.execute(&mut *conn).await?;
     }
@@ -219,6 +231,10 @@ pub struct ListApprovalsInput {
     pub sequence_id: Option<String>,
     /// Only items of this kind.
     pub kind: Option<ApprovalKind>,
+    /// Only items proposed by this agent run (`run_...`).
+    pub run_id: Option<String>,
+    /// Only items proposed by runs of this agent (`agt_...`).
+    pub agent_id: Option<String>,
     /// Only items in this status; default `pending`.
     pub status: Option<ApprovalStatus>,
     #[serde(flatten)]
@@ -229,7 +245,8 @@ pub struct ListApprovalsInput {
 ///
 /// Shows what waits for a person before it reaches the network (`status` defaults to `pending`):
 /// each item names the prospect (with name, title, company, profile), the sequence and sender, the
-/// texts the prospect would receive, and who proposed it. Filter by `sequence_id` and `kind`. Paged
+/// texts the prospect would receive, and who proposed it (with `run_id` and `agent_id` when an agent
+/// run did). Filter by `sequence_id`, `kind`, `run_id` and `agent_id`. Paged
 /// with `limit` (1 to 200, default 25) and `offset`. Costs nothing.
 #[action(scope = "read", http = "GET /approvals")]
 pub async fn list_approvals(
@@ -248,14 +265,26 @@ pub async fn list_approvals(
     } else {
         " and $4 = $4"
     });
+    filter.push_str(if input.run_id.is_some() {
+        " and a.run_id = $5"
+    } else {
+        " and $5 = $5"
+    });
+    filter.push_str(if input.agent_id.is_some() {
+        " and a.agent_id = $6"
+    } else {
+        " and $6 = $6"
+    });
     let sequence_id = input.sequence_id.clone().unwrap_or_default();
+    let run_id = input.run_id.clone().unwrap_or_default();
+    let agent_id = input.agent_id.clone().unwrap_or_default();
     let kind = input.kind.map_or("", ApprovalKind::as_str);
     paged(
         ctx.db().pool(),
         input.page,
         format!("select count(*) from approvals a where {filter}"),
         format!(
-            "select {ITEM_COLUMNS} from {ITEM_FROM} where {filter} order by a.created_at desc, a.id desc limit $5 offset $6"
+            "select {ITEM_COLUMNS} from {ITEM_FROM} where {filter} order by a.created_at desc, a.id desc limit $7 offset $8"
         ),
         |query| {
             query
@@ -263,6 +292,8 @@ pub async fn list_approvals(
                 .bind(status.as_str())
                 .bind(sequence_id.clone())
                 .bind(kind)
+                .bind(run_id.clone())
+                .bind(agent_id.clone())
         },
         ApprovalItem::from_row,
     )

@@ -27,6 +27,8 @@ pub enum IdKind {
     Enrollment,
     Approval,
     Sender,
+    Agent,
+    Run,
 }
 
 impl IdKind {
@@ -43,6 +45,8 @@ impl IdKind {
             IdKind::Enrollment => "enr",
             IdKind::Approval => "apr",
             IdKind::Sender => "snd",
+            IdKind::Agent => "agt",
+            IdKind::Run => "run",
         }
     }
 
@@ -59,6 +63,8 @@ impl IdKind {
             IdKind::Enrollment => "enrollment",
             IdKind::Approval => "approval item",
             IdKind::Sender => "sender",
+            IdKind::Agent => "agent",
+            IdKind::Run => "run",
         }
     }
 

@@ -4,6 +4,7 @@
 //! route, OpenAPI operation and MCP tool. To add a capability, write one annotated async function
 //! in the module of its resource (see the README, "Adding an action").
 
+pub mod agents;
 pub mod approvals;
 pub mod common;
 pub mod conversations;

@@ -7,7 +7,7 @@ use crate::helpers::{TestApp, spawn_app};
 use crate::sequences::{insert_sender, prospect, send_key, sequence};
 
 /// A sequence with two senders and `n` prospects added; returns (sequence, approval ids).
-async fn queued(app: &TestApp, n: usize) -> (String, Vec<String>) {
+pub async fn queued(app: &TestApp, n: usize) -> (String, Vec<String>) {
     let a = insert_sender(app, &app.workspace_id, "A", "connected").await;
     let b = insert_sender(app, &app.workspace_id, "B", "connected").await;
     let id = sequence(app, &[&a, &b]).await;

@@ -7,6 +7,7 @@
 
 mod helpers;
 
+mod agents;
 mod approvals;
 mod auth;
 mod bad_input;

@@ -57,6 +57,8 @@ struct World {
     scheduled: String,
     pending_approval: String,
     paused_enrollment: String,
+    /// A prospector agent over the world's targeting, list and draft sequence.
+    agent: String,
 }
 
 /// The prospect each world holds. It has no profile URL and no email (each is unique in a
@@ -234,6 +236,15 @@ impl World {
                 done.body
             );
         }
+        let agent = app
+            .post_json(
+                "/agents",
+                key,
+                json!({"name": format!("Finder {tag}"), "kind": "prospector", "targeting_id": targeting,
+                       "list_id": list, "sequence_id": draft}),
+            )
+            .await;
+        let agent = id_of(&agent, "agent");
         Self {
             tag,
             number,
@@ -257,12 +268,14 @@ impl World {
             scheduled,
             pending_approval,
             paused_enrollment,
+            agent,
         }
     }
 
     /// This world's ids and tag, with the symbols they stand for in a comparison.
     fn symbols(&self) -> Vec<(&str, &'static str)> {
         vec![
+            (self.agent.as_str(), "<agent>"),
             (self.conversation.as_str(), "<conversation>"),
             (self.spare_sender.as_str(), "<spare sender>"),
             (self.pending_sender.as_str(), "<pending sender>"),
@@ -486,6 +499,32 @@ fn fixture(name: &str) -> Option<Fixture> {
         "mark_conversation_read" => write(
             |w| json!({"id": w.conversation}),
             |_| json!({"id": missing("cnv")}),
+            NOT_FOUND,
+        ),
+
+        "create_agent" => write(
+            |w| json!({"name": format!("Writer {}", w.tag), "kind": "writer", "list_id": w.list, "sequence_id": w.draft, "min_tier": "b"}),
+            |w| json!({"name": "Writer", "kind": "writer", "list_id": w.list}),
+            INVALID,
+        ),
+        "get_agent" => read(
+            |w| json!({"id": w.agent}),
+            |_| json!({"id": missing("agt")}),
+            NOT_FOUND,
+        ),
+        "list_agents" => read(
+            |_| json!({"kind": "prospector", "limit": 5}),
+            |_| json!({"kind": "scout"}),
+            INVALID,
+        ),
+        "update_agent" => write(
+            |w| json!({"id": w.agent, "mode": "autonomous", "max_credits_per_run": 20}),
+            |w| json!({"id": w.agent, "sequence_id": null}),
+            INVALID,
+        ),
+        "delete_agent" => write(
+            |w| json!({"id": w.agent}),
+            |_| json!({"id": missing("agt")}),
             NOT_FOUND,
         ),
 
@@ -721,7 +760,7 @@ fn fixture(name: &str) -> Option<Fixture> {
         ),
         "list_approvals" => read(
             |w| json!({"sequence_id": w.active, "kind": "enrollment", "limit": 5}),
-            |_| json!({"status": "waiting"}),
+            |w| json!({"agent_id": w.agent, "kind": "reply"}),
             INVALID,
         ),
         "approve_outreach" => write(

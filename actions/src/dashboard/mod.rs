@@ -3,8 +3,9 @@
 //! Every figure is a count or a sum over tables the other resources keep, so there is nothing to
 //! keep in sync: the dashboard can never disagree with the lists it summarises. Credits spent are
 //! net of releases and attributed to the action that spent them (a release is joined to its
-//! spend). The outreach figures are in [`outreach`].
+//! spend). The outreach figures are in [`outreach`], the approval queue's in [`approvals`].
 
+pub mod approvals;
 pub mod outreach;
 
 use crate::scoring::engine::Tier;
@@ -64,6 +65,8 @@ pub struct Dashboard {
     pub scoring_runs: ScoringFigures,
     pub credits: CreditFigures,
     pub outreach: outreach::OutreachFigures,
+    /// The approval queue now (not bound to the period).
+    pub approvals: approvals::ApprovalFigures,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -144,7 +147,8 @@ pub struct SourceSpend {
 /// scoring runs (count and prospects scored) and credits (balance, granted and spent in the
 /// period, spending by source), and outreach (invitations sent and accepted, acceptance rate,
 /// messages sent, replies and reply rate, per sequence and per sender with each sender's usage
-/// against its limits). `period` is `24h`, `7d`, `30d` (default), `90d`, `365d` or `all`. Costs
+/// against its limits), and the approval queue now (items waiting, how many from agents, the oldest
+/// one's age, by age). `period` is `24h`, `7d`, `30d` (default), `90d`, `365d` or `all`. Costs
 /// nothing.
 #[action(scope = "read", http = "GET /dashboard")]
 pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboard, ApiError> {
@@ -244,6 +248,10 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
         let mut conn = pool.acquire().await?;
         outreach::figures(&mut conn, workspace, since, now).await?
     };
+    let approvals = {
+        let mut conn = pool.acquire().await?;
+        approvals::figures(&mut conn, workspace, now).await?
+    };
 
     Ok(Dashboard {
         period: PeriodWindow {
@@ -275,5 +283,6 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
             spent_by_source,
         },
         outreach,
+        approvals,
     })
 }

@@ -282,6 +282,7 @@ pub async fn add_to_sequence(
             prospect_id: &added.prospect_id,
             sender_id: added.sender_id.as_deref(),
             texts,
+            run: None,
         })
         .collect();
     approvals::insert_pending(&mut tx, workspace_id, &proposed_by, now, &approvals).await?;

@@ -1,0 +1,488 @@
+//! Agents: saved configurations that a run executes.
+//!
+//! An agent says whom to target (a targeting), where its prospects go or come from (a list),
+//! what to say through which sequence, how much one run may take (prospects and credits), and
+//! whether a person reviews its work (`review`, the default) or not (`autonomous`). It holds
+//! references, not copies: a targeting, list or sequence is checked to exist in the workspace when
+//! the agent names it, and is read again when a run starts, so editing the sequence changes what
+//! the next run drafts. A kind that cannot work without an input refuses to be saved without it,
+//! naming the field, rather than failing later in a run nobody is watching.
+
+use outreach_runtime::prelude::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids, paged};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
+
+use crate::common::{Deleted, IdKind};
+use crate::scoring::engine::Tier;
+
+pub const MAX_NAME_CHARS: usize = 200;
+/// The default and the ceiling of `max_prospects_per_run`.
+pub const DEFAULT_PROSPECTS_PER_RUN: i64 = 50;
+pub const MAX_PROSPECTS_PER_RUN: i64 = 1000;
+
+outreach_runtime::prelude::text_enum! {
+    /// What an agent's runs do.
+    pub enum AgentKind {
+        /// Selects prospects matching the targeting, scores them, adds those at or above
+        /// `min_tier` to the list and proposes them for the sequence. Needs `targeting_id`,
+        /// `list_id` and `sequence_id`.
+        Prospector => "prospector",
+        /// Renders the sequence's templates for the list's prospects and stores the drafts for
+        /// approval. Needs `list_id` and `sequence_id`.
+        Writer => "writer",
+        /// Classifies new inbound replies, marks unsubscribes do-not-contact and proposes reply
+        /// drafts for approval. Needs nothing.
+        InboxTriage => "inbox_triage",
+    }
+}
+
+outreach_runtime::prelude::text_enum! {
+    /// Whether a person reviews what the agent's runs propose.
+    pub enum AgentMode {
+        /// Everything a run proposes waits in the approval queue (the default).
+        Review => "review",
+        /// A run started by a caller holding `send` schedules its proposals itself; started by
+        /// anyone else, it behaves as `review`.
+        Autonomous => "autonomous",
+    }
+}
+
+/// An agent as the API shows it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Agent {
+    pub id: String,
+    pub name: String,
+    pub kind: AgentKind,
+    pub mode: AgentMode,
+    /// A disabled agent keeps its settings but cannot be run.
+    pub enabled: bool,
+    /// The targeting a prospector selects and scores by (`tgt_...`).
+    pub targeting_id: Option<String>,
+    /// The list a prospector adds to, or a writer drafts for (`lst_...`).
+    pub list_id: Option<String>,
+    /// The sequence proposals are for (`seq_...`).
+    pub sequence_id: Option<String>,
+    /// The lowest tier a prospector keeps (`a` is best).
+    pub min_tier: Tier,
+    /// The most prospects one run processes.
+    pub max_prospects_per_run: i64,
+    /// The most credits one run may reserve; `null` for no cap beyond the balance.
+    pub max_credits_per_run: Option<i64>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+// SQL built with format! here interpolates only constants and `$n` placeholders; values are bound.
+
+const COLUMNS: &str = "id, name, kind, mode, enabled, targeting_id, list_id, sequence_id, min_tier, \
+    max_prospects_per_run, max_credits_per_run, created_at, updated_at";
+
+impl Agent {
+    fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
+        let min_tier: String = row.try_get("min_tier")?;
+        Ok(Self {
+            id: row.try_get("id")?,
+            name: row.try_get("name")?,
+            kind: AgentKind::from_db(&row.try_get::<String, _>("kind")?)?,
+            mode: AgentMode::from_db(&row.try_get::<String, _>("mode")?)?,
+            enabled: row.try_get::<i64, _>("enabled")? != 0,
+            targeting_id: row.try_get("targeting_id")?,
+            list_id: row.try_get("list_id")?,
+            sequence_id: row.try_get("sequence_id")?,
+            min_tier: Tier::parse(&min_tier).ok_or_else(|| {
+                ApiError::internal(format!("stored min_tier `{min_tier}` is not a tier"))
+            })?,
+            max_prospects_per_run: row.try_get("max_prospects_per_run")?,
+            max_credits_per_run: row.try_get("max_credits_per_run")?,
+            created_at: Timestamp(row.try_get("created_at")?),
+            updated_at: Timestamp(row.try_get("updated_at")?),
+        })
+    }
+}
+
+/// Reads one agent of the workspace, or 404.
+pub(crate) async fn fetch(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<Agent, ApiError> {
+    IdKind::Agent.check(id)?;
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "select {COLUMNS} from agents where workspace_id = $1 and id = $2"
+    )))
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_optional(conn)
+    .await?
+    .ok_or_else(|| IdKind::Agent.not_found(id))?;
+    Agent::from_row(&row)
+}
+
+// ----- checks -----
+
+fn check_name(name: &str) -> Result<String, ApiError> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(ApiError::invalid_request("`name` must not be empty."));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::invalid_request(format!(
+            "`name` is longer than {MAX_NAME_CHARS} characters."
+        )));
+    }
+    Ok(name.to_owned())
+}
+
+fn check_tier(tier: Tier) -> Result<Tier, ApiError> {
+    if tier == Tier::Disqualified {
+        return Err(ApiError::invalid_request(
+            "`min_tier` must be `a`, `b`, `c` or `d`: a run never keeps disqualified prospects.",
+        ));
+    }
+    Ok(tier)
+}
+
+fn check_prospects(limit: i64) -> Result<i64, ApiError> {
+    if !(1..=MAX_PROSPECTS_PER_RUN).contains(&limit) {
+        return Err(ApiError::invalid_request(format!(
+            "`max_prospects_per_run` must be between 1 and {MAX_PROSPECTS_PER_RUN}; it is {limit}."
+        )));
+    }
+    Ok(limit)
+}
+
+fn check_credits(cap: Option<i64>) -> Result<Option<i64>, ApiError> {
+    match cap {
+        Some(cap) if cap < 0 => Err(ApiError::invalid_request(format!(
+            "`max_credits_per_run` must not be negative; it is {cap}."
+        ))),
+        cap => Ok(cap),
+    }
+}
+
+/// One reference an agent holds, to check against the workspace.
+async fn check_reference(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    kind: IdKind,
+    table: &str,
+    field: &str,
+    id: &str,
+) -> Result<(), ApiError> {
+    let found = kind.is_id(id)
+        && sqlx::query(AssertSqlSafe(format!(
+            "select 1 as found from {table} where workspace_id = $1 and id = $2"
+        )))
+        .bind(workspace_id)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?
+        .is_some();
+    if found {
+        return Ok(());
+    }
+    Err(IdKind::not_found(kind, id).with_extra("field", field.to_owned()))
+}
+
+/// Checks that every reference names an object of the workspace and that the kind has what
+/// it needs.
+async fn check_agent(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    agent: &Agent,
+) -> Result<(), ApiError> {
+    let needs: &[(&str, bool)] = match agent.kind {
+        AgentKind::Prospector => &[
+            ("targeting_id", agent.targeting_id.is_some()),
+            ("list_id", agent.list_id.is_some()),
+            ("sequence_id", agent.sequence_id.is_some()),
+        ],
+        AgentKind::Writer => &[
+            ("list_id", agent.list_id.is_some()),
+            ("sequence_id", agent.sequence_id.is_some()),
+        ],
+        AgentKind::InboxTriage => &[],
+    };
+    if let Some((field, _)) = needs.iter().find(|(_, present)| !present) {
+        return Err(ApiError::invalid_request(format!(
+            "A `{}` agent needs `{field}`.",
+            agent.kind
+        )));
+    }
+    let references = [
+        (
+            IdKind::Targeting,
+            "targetings",
+            "targeting_id",
+            &agent.targeting_id,
+        ),
+        (IdKind::List, "lists", "list_id", &agent.list_id),
+        (
+            IdKind::Sequence,
+            "sequences",
+            "sequence_id",
+            &agent.sequence_id,
+        ),
+    ];
+    for (kind, table, field, id) in references {
+        if let Some(id) = id {
+            check_reference(conn, workspace_id, kind, table, field, id).await?;
+        }
+    }
+    Ok(())
+}
+
+// ----- actions -----
+
+/// The input of `create_agent`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CreateAgentInput {
+    /// 1 to 200 characters.
+    pub name: String,
+    pub kind: AgentKind,
+    /// `review` (the default) or `autonomous`.
+    pub mode: Option<AgentMode>,
+    /// Default `true`.
+    pub enabled: Option<bool>,
+    /// The targeting (`tgt_...`); a `prospector` needs one.
+    pub targeting_id: Option<String>,
+    /// The list (`lst_...`); a `prospector` and a `writer` need one.
+    pub list_id: Option<String>,
+    /// The sequence (`seq_...`); a `prospector` and a `writer` need one.
+    pub sequence_id: Option<String>,
+    /// The lowest tier a prospector keeps; default `c`.
+    pub min_tier: Option<Tier>,
+    /// 1 to 1000; default 50.
+    pub max_prospects_per_run: Option<i64>,
+    /// The most credits one run may reserve; absent for no cap.
+    pub max_credits_per_run: Option<i64>,
+}
+
+/// Create an agent.
+///
+/// Saves a configuration that `run_agent` executes: its `kind`, inputs and per-run limits. A
+/// `prospector` needs `targeting_id`, `list_id` and `sequence_id`; a `writer` needs `list_id` and
+/// `sequence_id`; an `inbox_triage` needs none. A missing input is a 400 naming it; a reference to
+/// nothing in this workspace is a 404 naming it. Mode `review` (the default) means nothing a run
+/// proposes is sent before a person approves it. Costs nothing.
+#[action(scope = "write", http = "POST /agents")]
+pub async fn create_agent(ctx: Ctx, input: CreateAgentInput) -> Result<Agent, ApiError> {
+    let now = ctx.now_ms();
+    let agent = Agent {
+        id: ids::new_id("agt"),
+        name: check_name(&input.name)?,
+        kind: input.kind,
+        mode: input.mode.unwrap_or(AgentMode::Review),
+        enabled: input.enabled.unwrap_or(true),
+        targeting_id: input.targeting_id,
+        list_id: input.list_id,
+        sequence_id: input.sequence_id,
+        min_tier: check_tier(input.min_tier.unwrap_or(Tier::C))?,
+        max_prospects_per_run: check_prospects(
+            input
+                .max_prospects_per_run
+                .unwrap_or(DEFAULT_PROSPECTS_PER_RUN),
+        )?,
+        max_credits_per_run: check_credits(input.max_credits_per_run)?,
+        created_at: Timestamp(now),
+        updated_at: Timestamp(now),
+    };
+    let mut tx = ctx.tx().await?;
+    check_agent(&mut tx, ctx.workspace_id(), &agent).await?;
+    sqlx::query(AssertSqlSafe(format!(
+        "insert into agents (workspace_id, {COLUMNS}) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+    )))
+    .bind(ctx.workspace_id())
+    .bind(&agent.id)
+    .bind(&agent.name)
+    .bind(agent.kind.as_str())
+    .bind(agent.mode.as_str())
+    .bind(i64::from(agent.enabled))
+    .bind(&agent.targeting_id)
+    .bind(&agent.list_id)
+    .bind(&agent.sequence_id)
+    .bind(agent.min_tier.as_str())
+    .bind(agent.max_prospects_per_run)
+    .bind(agent.max_credits_per_run)
+    .bind(now)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    Ok(agent)
+}
+
+/// The input of `get_agent` and `delete_agent`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AgentId {
+    /// The agent's id (`agt_...`).
+    pub id: String,
+}
+
+/// Get an agent by id.
+///
+/// Returns its kind, mode, inputs and per-run limits. Costs nothing.
+#[action(scope = "read", http = "GET /agents/{id}")]
+pub async fn get_agent(ctx: Ctx, input: AgentId) -> Result<Agent, ApiError> {
+    let mut conn = ctx.db().pool().acquire().await?;
+    fetch(&mut conn, ctx.workspace_id(), &input.id).await
+}
+
+/// The input of `list_agents`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListAgentsInput {
+    /// Only agents of this kind.
+    pub kind: Option<AgentKind>,
+    #[serde(flatten)]
+    pub page: PageParams,
+}
+
+/// List agents, newest first.
+///
+/// Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while
+/// `has_more`. Filter by `kind`. Costs nothing.
+#[action(scope = "read", http = "GET /agents")]
+pub async fn list_agents(ctx: Ctx, input: ListAgentsInput) -> Result<Page<Agent>, ApiError> {
+    let kind = input.kind.map(AgentKind::as_str);
+    let mut filter = String::from("workspace_id = $1");
+    if kind.is_some() {
+        filter.push_str(" and kind = $2");
+    }
+    paged(
+        ctx.db().pool(),
+        input.page,
+        format!("select count(*) from agents where {filter}"),
+        format!(
+            "select {COLUMNS} from agents where {filter} order by created_at desc, id desc limit $3 offset $4"
+        ),
+        |query| query.bind(ctx.workspace_id()).bind(kind),
+        Agent::from_row,
+    )
+    .await
+}
+
+/// The input of `update_agent`: only the fields given change; `null` clears a reference or the
+/// credit cap.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct UpdateAgentInput {
+    /// The agent's id (`agt_...`).
+    pub id: String,
+    pub name: Option<String>,
+    pub mode: Option<AgentMode>,
+    pub enabled: Option<bool>,
+    /// A new targeting; `null` clears it (a `prospector` cannot be without one).
+    #[serde(default, deserialize_with = "crate::common::patch")]
+    pub targeting_id: Option<Option<String>>,
+    /// A new list; `null` clears it.
+    #[serde(default, deserialize_with = "crate::common::patch")]
+    pub list_id: Option<Option<String>>,
+    /// A new sequence; `null` clears it.
+    #[serde(default, deserialize_with = "crate::common::patch")]
+    pub sequence_id: Option<Option<String>>,
+    pub min_tier: Option<Tier>,
+    pub max_prospects_per_run: Option<i64>,
+    /// A new credit cap; `null` removes it.
+    #[serde(default, deserialize_with = "crate::common::patch")]
+    pub max_credits_per_run: Option<Option<i64>>,
+}
+
+/// Update an agent.
+///
+/// Changes its name, mode, enabled flag, inputs or limits; fields left out keep their value and
+/// `null` clears a reference or the credit cap. Its kind cannot change (create another agent).
+/// The result is checked like `create_agent`: a kind left without an input it needs is a 400
+/// naming it, a reference to nothing in this workspace a 404. A run already started keeps the
+/// settings it started with. Costs nothing.
+#[action(scope = "write", http = "PATCH /agents/{id}")]
+pub async fn update_agent(ctx: Ctx, input: UpdateAgentInput) -> Result<Agent, ApiError> {
+    IdKind::Agent.check(&input.id)?;
+    let mut tx = ctx.tx().await?;
+    let mut agent = fetch(&mut tx, ctx.workspace_id(), &input.id).await?;
+    if let Some(name) = &input.name {
+        agent.name = check_name(name)?;
+    }
+    if let Some(mode) = input.mode {
+        agent.mode = mode;
+    }
+    if let Some(enabled) = input.enabled {
+        agent.enabled = enabled;
+    }
+    if let Some(targeting_id) = input.targeting_id {
+        agent.targeting_id = targeting_id;
+    }
+    if let Some(list_id) = input.list_id {
+        agent.list_id = list_id;
+    }
+    if let Some(sequence_id) = input.sequence_id {
+        agent.sequence_id = sequence_id;
+    }
+    if let Some(tier) = input.min_tier {
+        agent.min_tier = check_tier(tier)?;
+    }
+    if let Some(limit) = input.max_prospects_per_run {
+        agent.max_prospects_per_run = check_prospects(limit)?;
+    }
+    if let Some(cap) = input.max_credits_per_run {
+        agent.max_credits_per_run = check_credits(cap)?;
+    }
+    check_agent(&mut tx, ctx.workspace_id(), &agent).await?;
+    agent.updated_at = Timestamp(ctx.now_ms());
+    sqlx::query(
+        "update agents set name = $3, mode = $4, enabled = $5, targeting_id = $6, list_id = $7, \
+         sequence_id = $8, min_tier = $9, max_prospects_per_run = $10, max_credits_per_run = $11, \
+         updated_at = $12 where workspace_id = $1 and id = $2",
+    )
+    .bind(ctx.workspace_id())
+    .bind(&agent.id)
+    .bind(&agent.name)
+    .bind(agent.mode.as_str())
+    .bind(i64::from(agent.enabled))
+    .bind(&agent.targeting_id)
+    .bind(&agent.list_id)
+    .bind(&agent.sequence_id)
+    .bind(agent.min_tier.as_str())
+    .bind(agent.max_prospects_per_run)
+    .bind(agent.max_credits_per_run)
+    .bind(agent.updated_at.0)
+    .execute(&mut *tx)
+    .await?;
+    Ok(agent)
+}
+
+/// Delete an agent.
+///
+/// Removes the agent. What its runs added (list members, approved enrollments) stays. Costs
+/// nothing.
+#[action(scope = "write", http = "DELETE /agents/{id}")]
+pub async fn delete_agent(ctx: Ctx, input: AgentId) -> Result<Deleted, ApiError> {
+    IdKind::Agent.check(&input.id)?;
+    let mut tx = ctx.tx().await?;
+    let deleted = sqlx::query("delete from agents where workspace_id = $1 and id = $2")
+        .bind(ctx.workspace_id())
+        .bind(&input.id)
+        .execute(&mut *tx)
+        .await?;
+    if deleted.rows_affected() == 0 {
+        return Err(IdKind::Agent.not_found(&input.id));
+    }
+    Ok(Deleted {
+        id: input.id,
+        deleted: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_and_modes_send_what_they_store() {
+        for kind in AgentKind::ALL {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+        }
+        for mode in AgentMode::ALL {
+            assert_eq!(serde_json::to_value(mode).unwrap(), mode.as_str());
+        }
+    }
+}
