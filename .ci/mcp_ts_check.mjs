@@ -263,6 +263,14 @@ await named("ts-every-tool-success-path", async () => {
   await sendCall("service_stop_sequence", { id: second.id });
   await sender_.close();
 
+  // Agents: a saved configuration, changed, listed and deleted.
+  const agent = await okCall("service_create_agent", { name: `TS triage ${run}`, kind: "inbox_triage" });
+  await okCall("service_get_agent", { id: agent.id });
+  await okCall("service_update_agent", { id: agent.id, enabled: false });
+  const agents = await okCall("service_list_agents", { kind: "inbox_triage" });
+  check(agents.items.some((item) => item.id === agent.id), `the agent is listed: ${show(agents)}`);
+  await okCall("service_delete_agent", { id: agent.id });
+
   // Undo.
   await okCall("service_remove_prospects_from_list", { id: state.list, prospect_ids: [state.prospect] });
   await okCall("service_delete_list", { id: state.list });
