@@ -28,7 +28,7 @@ use super::{
 
 /// One outbound call's own transaction: the sandbox is the other side of the network, so it
 /// commits on its own, never inside the caller's.
-type Tx = outreach_runtime::db::WriteTx;
+type Tx = sqlx::Transaction<'static, sqlx::Any>;
 
 const HOUR_MS: i64 = 3_600_000;
 const DAY_MS: i64 = 24 * HOUR_MS;
