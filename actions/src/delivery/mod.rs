@@ -73,6 +73,19 @@ pub async fn schedule(
     run_at_ms: i64,
 ) -> Result<(), ApiError> {
     let key = step_key(enrollment_id);
+    if conn.backend_name().eq_ignore_ascii_case("postgresql") {
+        // A run of the enrollment's job in flight holds its row (its fenced transaction) while
+        // it decides, and may be about to end the job because the sequence was not active yet:
+        // wait for it, so the job enqueued below is not dropped as a duplicate of one that then
+        // ends. (On SQLite the two transactions already run one after the other.)
+        sqlx::query(
+            "select id from jobs where kind = $1 and unique_key = $2 and state = 'running' for update",
+        )
+        .bind(STEP_JOB)
+        .bind(&key)
+        .fetch_all(&mut *conn)
+        .await?;
+    }
     jobs::cancel_unique(&mut *conn, clock, STEP_JOB, &key).await?;
     enqueue(
         conn,
