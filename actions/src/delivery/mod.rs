@@ -73,7 +73,7 @@ pub async fn schedule(
     run_at_ms: i64,
 ) -> Result<(), ApiError> {
     let key = step_key(enrollment_id);
-    if conn.backend_name().eq_ignore_ascii_case("postgresql") {
+    if locks_rows_one_by_one(conn) {
         // A run of the enrollment's job in flight holds its row (its fenced transaction) while
         // it decides, and may be about to end the job because the sequence was not active yet:
         // wait for it, so the job enqueued below is not dropped as a duplicate of one that then
@@ -727,60 +727,55 @@ pub(crate) async fn gate(
     // under the lock below decides.
     let pace = pace(tx, &sender.id).await?;
     let queued_ahead = turn == Turn::Queue && pace.queued_until.is_some_and(|at| at > now);
-    if queued_ahead || pace.busy(now) {
-        return Ok(Err(wait_turn(
-            tx,
-            clock,
-            enrollment_id,
-            sender,
-            prospect_zone,
-            turn,
-            pace,
-            now,
-        )
-        .await?));
-    }
-    let usage_id = match senders::take_quota(tx, sender, kind, now).await? {
-        Ok(usage_id) => usage_id,
-        Err(refusal) => {
-            let until = refusal
-                .until_ms
-                .unwrap_or(now + BLOCKED_RETRY_MS)
-                .max(now + 1);
-            let until = next_window(sender, prospect_zone, until).unwrap_or(until) + jitter();
-            return Ok(Err(Wait::until(until)));
+    let busy = 'decide: {
+        if queued_ahead || pace.busy(now) {
+            break 'decide pace;
         }
-    };
-    if !reads_may_be_stale(tx) {
-        return Ok(Ok(usage_id));
-    }
-    let last_action_at = last_action_at_before(tx, &sender.id, &usage_id).await?;
-    let pace = Pace {
-        last_action_at,
-        ..pace
-    };
-    if pace.busy(now) {
+        let usage_id = match senders::take_quota(tx, sender, kind, now).await? {
+            Ok(usage_id) => usage_id,
+            Err(refusal) => {
+                let until = refusal
+                    .until_ms
+                    .unwrap_or(now + BLOCKED_RETRY_MS)
+                    .max(now + 1);
+                let until = next_window(sender, prospect_zone, until).unwrap_or(until) + jitter();
+                return Ok(Err(Wait::until(until)));
+            }
+        };
+        if !locks_rows_one_by_one(tx) {
+            return Ok(Ok(usage_id));
+        }
+        let last_action_at = last_action_at_before(tx, &sender.id, &usage_id).await?;
+        let pace = Pace {
+            last_action_at,
+            ..pace
+        };
+        if !pace.busy(now) {
+            return Ok(Ok(usage_id));
+        }
         // Another worker acted between the read above and the lock: the unit goes back.
         senders::release_quota(tx, &usage_id).await?;
-        return Ok(Err(wait_turn(
-            tx,
-            clock,
-            enrollment_id,
-            sender,
-            prospect_zone,
-            turn,
-            pace,
-            now,
-        )
-        .await?));
-    }
-    Ok(Ok(usage_id))
+        pace
+    };
+    let wait = wait_turn(
+        tx,
+        clock,
+        enrollment_id,
+        sender,
+        prospect_zone,
+        turn,
+        busy,
+        now,
+    )
+    .await?;
+    Ok(Err(wait))
 }
 
-/// Whether what the job's transaction read before [`senders::take_quota`] locked the sender may
-/// be out of date: on PostgreSQL, where rows are locked one by one; not on SQLite, whose write
-/// transaction (`BEGIN IMMEDIATE`, from the job's fence on) holds the whole database.
-fn reads_may_be_stale(tx: &AnyConnection) -> bool {
+/// Whether transactions on this connection lock rows one by one (PostgreSQL), so a row read
+/// before it was locked may be out of date and a transaction in flight elsewhere must be waited
+/// for row by row; not on SQLite, whose write transaction (`BEGIN IMMEDIATE`, from a job's fence
+/// on) holds the whole database.
+fn locks_rows_one_by_one(tx: &AnyConnection) -> bool {
     tx.backend_name().eq_ignore_ascii_case("postgresql")
 }
 
@@ -817,7 +812,7 @@ async fn queue_due_steps(
     after: i64,
     now: i64,
 ) -> Result<(), ApiError> {
-    let lock = if reads_may_be_stale(tx) {
+    let lock = if locks_rows_one_by_one(tx) {
         " for update of e, j skip locked"
     } else {
         ""
