@@ -285,6 +285,14 @@ fn drafting_base_url(text: &str) -> Result<String, String> {
         )
     };
     let url = url::Url::parse(text).map_err(|error| refused(&format!("is not a URL ({error})")))?;
+    // The key travels as a bearer header; one in the URL would also be sent as basic auth, and
+    // would show wherever the URL is printed (this message does not echo it).
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(
+            "LLM_BASE_URL must not hold a user name or password; put the key in LLM_API_KEY"
+                .to_owned(),
+        );
+    }
     if !matches!(url.scheme(), "http" | "https") {
         return Err(refused(&format!("has the scheme `{}`", url.scheme())));
     }
@@ -447,6 +455,15 @@ mod tests {
             assert!(error.starts_with("LLM_BASE_URL must be"), "{url}: {error}");
             assert!(error.contains(url), "{url}: {error}");
         }
+        let error = parse(
+            Some("https://user:sk-secret@llm.example/v1"),
+            KEY,
+            MODEL,
+            None,
+        )
+        .unwrap_err();
+        assert!(error.starts_with("LLM_BASE_URL must not hold a user name or password"));
+        assert!(!error.contains("sk-secret"), "{error}");
     }
 
     #[test]
