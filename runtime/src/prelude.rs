@@ -7,14 +7,15 @@
 //! this list into the crate's modules. The list is what `actions/` imports today: the attribute,
 //! the context and its transaction, errors, paging, prices and their plans, price items and
 //! recoveries (declared beside the actions that need them), durable jobs and their handlers, the
-//! configuration (which network to use) and the shared test clock, leases for marks others must see
-//! while work runs, scopes and roles, ids, times and stored text enums, the backend switch for the
-//! few queries that differ, and the credit ledger that the credits actions show.
+//! configuration (which network to use, which drafting model) and the shared test clock, leases
+//! for marks others must see while work runs, scopes and roles, ids, times and stored text enums,
+//! the backend switch for the few queries that differ, and the credit ledger that the credits
+//! actions show.
 
 pub use outreach_macros::action;
 
 pub use crate::clock::{Clock, Timestamp, rfc3339};
-pub use crate::config::{Config, Environment};
+pub use crate::config::{Config, DraftingModel, Environment};
 pub use crate::credits::{self, Price, PriceItem, Priced};
 pub use crate::ctx::{Ctx, Tx};
 pub use crate::db::{Backend, Db, is_unique_violation};
