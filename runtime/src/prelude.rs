@@ -8,9 +8,9 @@
 //! the context and its transaction, errors, paging, prices and their plans, price items and
 //! recoveries (declared beside the actions that need them), durable jobs and their handlers, the
 //! configuration (which network to use, which drafting model) and the shared test clock, leases
-//! for marks others must see while work runs, scopes and roles, ids, times and stored text enums,
-//! the backend switch for the few queries that differ, and the credit ledger that the credits
-//! actions show.
+//! for marks others must see while work runs, scopes and roles (and a credential's scope read
+//! afresh, for a job acting on a person's behalf), ids, times and stored text enums, the backend
+//! switch for the few queries that differ, and the credit ledger that the credits actions show.
 
 pub use outreach_macros::action;
 
@@ -28,7 +28,7 @@ pub use crate::lease::{self, Heartbeat};
 pub use crate::paging::{
     AnyQuery, OrderTerm, Page, PageParams, SortedQuery, Total, paged, paged_sorted,
 };
-pub use crate::principal::CredentialKind;
+pub use crate::principal::{CredentialKind, scope_now};
 pub use crate::scope::{Role, Scope};
 pub use crate::test_clock;
 pub use crate::{example_table, job, price_item, recovery, text_body, text_enum};
