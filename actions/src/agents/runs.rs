@@ -13,11 +13,11 @@
 //! `awaiting_approval` until every one is approved, rejected or expired ([`proposals_decided`]).
 //! Only an `autonomous` agent started by a caller holding `send` approves its own proposals.
 
+use outreach_runtime::prelude::NewJob;
 use outreach_runtime::prelude::{
     ApiError, Ctx, ErrorCode, Page, PageParams, Priced, Scope, Timestamp, action, enqueue, ids,
     is_unique_violation, paged, price_item,
 };
-use outreach_runtime::prelude::NewJob;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
@@ -407,9 +407,14 @@ async fn price_run(ctx: &Ctx, input: &RunAgentInput) -> Result<Priced<RunPlan>, 
         limit,
         prospect_ids,
     };
-    let candidates =
-        execute::count_candidates(&mut conn, ctx.workspace_id(), &agent, &run_input, ctx.now_ms())
-            .await?;
+    let candidates = execute::count_candidates(
+        &mut conn,
+        ctx.workspace_id(),
+        &agent,
+        &run_input,
+        ctx.now_ms(),
+    )
+    .await?;
     let quantity = candidates.min(limit);
     Ok(ctx
         .price(AGENT_RUN_PROSPECT, quantity)
