@@ -5,6 +5,7 @@
 //! approved go out within the sender's hours and limits; an `inbox_triage` run reads the replies.
 
 use std::collections::HashSet;
+use std::str::FromStr;
 
 use serde_json::{Value, json};
 use sqlx::Row;
@@ -333,6 +334,22 @@ async fn a_prospector_run_proposes_the_matching_prospects_and_nothing_reaches_an
         sent.iter().all(|(kind, _)| kind == "invitation"),
         "{sent:?}"
     );
+    // Paced: the sender acts at most once every 30 seconds.
+    let log = app.get("/sandbox/log?limit=200", &app.key).await;
+    let times: Vec<i64> = log.expect(200)["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|entry| {
+            let at = entry["at"].as_str().expect("a time");
+            jiff::Timestamp::from_str(at)
+                .expect("RFC 3339")
+                .as_millisecond()
+        })
+        .collect();
+    for pair in times.windows(2) {
+        assert!(pair[1] - pair[0] >= 30_000, "a burst: {times:?}");
+    }
 }
 
 #[tokio::test]

@@ -438,10 +438,47 @@ async fn propose_or_approve(
         let scope = scope_now(work.db, work.now, run.credential_kind, &run.credential_id).await?;
         if scope.is_some_and(|scope| scope >= Scope::Send) {
             let count = ids.len();
-            let input = DecideInput {
+            let mut input = DecideInput {
                 ids: Some(ids),
+                dry_run: true,
                 ..DecideInput::default()
             };
+            // The dry run first: what a person's approval would refuse (a sender that cannot send,
+            // a sequence without senders) leaves the proposals for a person instead of failing
+            // the run.
+            let preview = decide::approve(
+                conn,
+                work.clock,
+                &run.workspace_id,
+                &run.person_id,
+                &input,
+                work.now,
+            )
+            .await;
+            if let Err(refusal) = preview {
+                if refusal.code == ErrorCode::InternalError {
+                    return Err(refusal);
+                }
+                runs::log(
+                    conn,
+                    &run.id,
+                    work.now,
+                    &format!(
+                        "Could not approve its proposals itself ({}); they wait for a person.",
+                        refusal.message
+                    ),
+                )
+                .await?;
+                return expiry::schedule(
+                    conn,
+                    work.clock,
+                    &run.workspace_id,
+                    &run.id,
+                    work.expires_at,
+                )
+                .await;
+            }
+            input.dry_run = false;
             let outcome = decide::approve(
                 conn,
                 work.clock,
