@@ -74,6 +74,7 @@ pub fn service(state: Arc<AppState>) -> Router {
         Arc::new(NeverSessionManager::default()),
         config,
     );
+    let transport = Arc::new(transport);
     let fast = state.config.mcp_fast_path.then(|| {
         fast::Fast::new(
             McpFace {
@@ -84,6 +85,7 @@ pub fn service(state: Arc<AppState>) -> Router {
     });
     Router::new()
         .fallback(move |request: Request| {
+            // Shared, not cloned: cloning rmcp's transport for every request showed in the profile.
             let (fast, transport) = (fast.clone(), transport.clone());
             async move {
                 let request = match fast {
@@ -98,7 +100,10 @@ pub fn service(state: Arc<AppState>) -> Router {
                 transport.handle(request).await.map(Body::new)
             }
         })
-        .layer(middleware::from_fn_with_state(state, guard::guard))
+        .layer(middleware::from_fn_with_state(
+            guard::Guard::new(state),
+            guard::guard,
+        ))
 }
 
 /// The MCP server handler over the registry.
