@@ -31,6 +31,7 @@ use serde_json::{Map, Value, json};
 
 use crate::config::Config;
 use crate::error::{ApiError, ErrorCode};
+use crate::rpc::ToolCall;
 use crate::state::AppState;
 
 /// The `Accept` value rmcp insists on; a request that accepts JSON is given it.
@@ -112,7 +113,10 @@ pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> 
         )
         .into_response();
     };
-    if let Err(error) = check_message(&bytes) {
+    // A call read plainly (see `crate::rpc`) is a message this would accept.
+    if ToolCall::of(&parts.extensions, &bytes).is_none()
+        && let Err(error) = check_message(&bytes)
+    {
         return error.into_response();
     }
     let response = next

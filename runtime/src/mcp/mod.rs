@@ -48,8 +48,10 @@ pub use tools::{input_schema, output_schema, tool_description, tools};
 use crate::auth::{self, CredentialKind, Principal};
 use crate::dispatch::Dispatcher;
 use crate::error::{ApiError, ErrorCode};
+use crate::json::JsonBody;
 use crate::registry::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD, Registry};
 use crate::request_id::{RequestId, request_id};
+use crate::rpc::ToolCall;
 use crate::scope::Scope;
 use crate::state::AppState;
 use axum::extract::FromRef;
@@ -150,14 +152,42 @@ impl ServerHandler for McpFace {
     }
 }
 
+/// What a `tools/call` answered: most often the action's output as it is (the fast path writes
+/// that as bytes), else a result made with rmcp's types.
+pub(crate) enum CallAnswer {
+    /// `structuredContent` and its text block: the action's output.
+    Output(JsonBody),
+    Result(CallToolResult),
+}
+
+impl CallAnswer {
+    fn into_result(self) -> CallToolResult {
+        match self {
+            CallAnswer::Output(body) => CallToolResult::structured(body.to_value()),
+            CallAnswer::Result(result) => result,
+        }
+    }
+}
+
 impl McpFace {
-    /// A `tools/call`, from rmcp's handler or the fast path: `parts` are the HTTP request's,
-    /// whose extensions hold the principal the auth middleware found and the request id.
+    /// A `tools/call` from rmcp's handler: `parts` are the HTTP request's, whose extensions hold
+    /// the principal the auth middleware found and the request id.
     async fn call(
         &self,
         request: CallToolRequestParams,
         parts: Option<&http::request::Parts>,
     ) -> Result<CallToolResponse, McpError> {
+        self.answer(request, parts)
+            .await
+            .map(|answer| answer.into_result().into())
+    }
+
+    /// A `tools/call`, from rmcp's handler or the fast path.
+    async fn answer(
+        &self,
+        request: CallToolRequestParams,
+        parts: Option<&http::request::Parts>,
+    ) -> Result<CallAnswer, McpError> {
         let Some(action) = self.state.registry.by_tool_name(&request.name) else {
             return Err(McpError::invalid_params(
                 format!(
@@ -188,16 +218,16 @@ impl McpFace {
                     "Unknown field `{IDEMPOTENCY_FIELD}`: `{}` does not take idempotency keys.",
                     request.name
                 ));
-                return Ok(error_result(&error.body()).into());
+                return Ok(CallAnswer::Result(error_result(&error.body())));
             }
             Some(_) => {
                 let error = ApiError::invalid_request(format!(
                     "Invalid field `{IDEMPOTENCY_FIELD}`: expected a string."
                 ));
-                return Ok(error_result(&error.body()).into());
+                return Ok(CallAnswer::Result(error_result(&error.body())));
             }
         };
-        let result = match Dispatcher::from_ref(&self.state)
+        let answer = match Dispatcher::from_ref(&self.state)
             .dispatch(
                 principal,
                 action,
@@ -207,12 +237,14 @@ impl McpFace {
             )
             .await
         {
-            Ok(reply) if reply.status.is_success() && reply.replayed => replayed_result(reply.body),
-            Ok(reply) if reply.status.is_success() => CallToolResult::structured(reply.body),
-            Ok(reply) => error_result(&reply.body),
-            Err(error) => error_result(&error.log(&request_id).body()),
+            Ok(reply) if reply.status.is_success() && reply.replayed => {
+                CallAnswer::Result(replayed_result(reply.body.to_value()))
+            }
+            Ok(reply) if reply.status.is_success() => CallAnswer::Output(reply.body),
+            Ok(reply) => CallAnswer::Result(error_result(&reply.body.to_value())),
+            Err(error) => CallAnswer::Result(error_result(&error.log(&request_id).body())),
         };
-        Ok(result.into())
+        Ok(answer)
     }
 }
 
@@ -257,7 +289,7 @@ pub async fn step_up(State(state): State<Arc<AppState>>, request: Request, next:
         return next.run(request).await;
     }
     let request_id = request_id(&request);
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, state.config.max_body_bytes).await else {
         return ApiError::new(
             ErrorCode::PayloadTooLarge,
@@ -268,7 +300,11 @@ pub async fn step_up(State(state): State<Arc<AppState>>, request: Request, next:
         )
         .into_response();
     };
-    if let Some(needed) = scope_of_tool_call(&state.registry, &bytes)
+    let needed = match ToolCall::of_or_read(&mut parts.extensions, &bytes) {
+        Some(call) => scope_of_call(&state.registry, &call),
+        None => scope_of_tool_call(&state.registry, &bytes),
+    };
+    if let Some(needed) = needed
         && !principal.allows(needed)
     {
         return auth::insufficient_scope(&state.config, &principal, needed)
@@ -277,6 +313,19 @@ pub async fn step_up(State(state): State<Arc<AppState>>, request: Request, next:
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// [`scope_of_tool_call`] of a call already read.
+fn scope_of_call(registry: &Registry, call: &ToolCall) -> Option<Scope> {
+    let def = registry.by_tool_name(&call.name)?.def;
+    let estimate = def.price.is_some()
+        && call
+            .arguments
+            .as_ref()
+            .and_then(|arguments| arguments.get(ESTIMATE_FIELD))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+    Some(if estimate { Scope::Read } else { def.scope })
 }
 
 /// The scope a JSON-RPC `tools/call` body needs, or `None` when it is anything else (rmcp
