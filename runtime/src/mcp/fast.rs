@@ -10,13 +10,13 @@
 //! `tools/call`) are answered in place, with rmcp's own types and the same handler methods
 //! ([`McpFace::call`], [`ServerHandler::negotiate_initialize`]), exactly as rmcp's stateless
 //! path answers them for a client on a version with the `initialize` handshake: the result with
-//! `resultType` stripped, an error as a JSON-RPC error, both with HTTP 200. Everything else
-//! goes on to rmcp unchanged: other methods, notifications, `server/discover`, requests that
-//! carry their protocol version in `_meta` or name a version from 2026-07-28 on (the per-request
-//! lifecycle and its header checks), and anything rmcp's types do not parse (its error, not
-//! ours). A request is taken here only when rmcp would take the same path, so the answer is
-//! the same either way; `fast_path_answers_as_rmcp_does` in tests/api/mcp.rs holds them
-//! side by side.
+//! `resultType` and any non-object tool output stripped, an error as a JSON-RPC error, both with
+//! HTTP 200. Everything else goes on to rmcp unchanged: other methods, notifications,
+//! `server/discover`, requests that carry their protocol version in `_meta` or name a version
+//! from 2026-07-28 on (the per-request lifecycle and its header checks), and anything rmcp's
+//! types do not parse (its error, not ours). A request is taken here only when rmcp would take
+//! the same path, so the answer is the same either way; `fast_path_answers_as_rmcp_does` in
+//! tests/api/mcp.rs holds them side by side.
 
 use std::sync::Arc;
 
@@ -50,7 +50,7 @@ impl FastPath {
     pub(super) fn new(tools: &[Tool]) -> Self {
         let mut result =
             ServerResult::ListToolsResult(ListToolsResult::with_all_items(tools.to_vec()));
-        result.strip_result_type_for_legacy_peer();
+        strip_for_legacy_peer(&mut result);
         let tools_result = serde_json::to_vec(&result).map_or_else(|_| Bytes::new(), Bytes::from);
         Self { tools_result }
     }
@@ -102,7 +102,7 @@ impl FastPath {
         };
         let message = match result {
             Ok(mut result) => {
-                result.strip_result_type_for_legacy_peer();
+                strip_for_legacy_peer(&mut result);
                 ServerJsonRpcMessage::response(result, id)
             }
             Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
@@ -114,6 +114,14 @@ impl FastPath {
             }
         })
     }
+}
+
+/// What rmcp's handler does to a result for a peer on a version with the `initialize` handshake:
+/// no `resultType: "complete"`, and no non-object tool output (SEP-2106; ours are objects, but
+/// the answer stays rmcp's whatever a tool declares).
+fn strip_for_legacy_peer(result: &mut ServerResult) {
+    result.strip_result_type_for_legacy_peer();
+    result.strip_non_object_output_for_legacy_peer();
 }
 
 /// Whether the request's protocol version (the header, or 2025-03-26 without one) is one rmcp
