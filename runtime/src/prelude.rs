@@ -6,7 +6,8 @@
 //! action that needs something else should ask for it to be added here rather than reach past
 //! this list into the crate's modules. The list is what `actions/` imports today: the attribute,
 //! the context and its transaction, errors, paging, prices and their plans, price items and
-//! recoveries (declared beside the actions that need them), durable jobs and their handlers, the
+//! recoveries (declared beside the actions that need them), the long calls the MCP face offers as
+//! tasks (`mcp_task!` and the view of their output), durable jobs and their handlers, the
 //! configuration (which network to use) and the shared test clock, leases for marks others must see
 //! while work runs, scopes and roles, ids, times and stored text enums, the backend switch for the
 //! few queries that differ, and the credit ledger that the credits actions show.
@@ -29,5 +30,6 @@ pub use crate::paging::{
 };
 pub use crate::principal::CredentialKind;
 pub use crate::scope::{Role, Scope};
+pub use crate::tasks::{TaskProgress, TaskState, TaskView};
 pub use crate::test_clock;
-pub use crate::{example_table, job, price_item, recovery, text_body, text_enum};
+pub use crate::{example_table, job, mcp_task, price_item, recovery, text_body, text_enum};

@@ -7,7 +7,8 @@
 //! about as much CPU as the rest of a `tools/call`.
 //!
 //! Here the four requests a client makes all the time (`initialize`, `ping`, `tools/list`,
-//! `tools/call`) are answered in place, with rmcp's own types and the same handler methods
+//! `tools/call`, but not a long call held open for its progress, whose answer is a stream) are
+//! answered in place, with rmcp's own types and the same handler methods
 //! ([`McpFace::call`], [`ServerHandler::negotiate_initialize`]), exactly as rmcp's stateless
 //! path answers them for a client on a version with the `initialize` handshake: the result with
 //! `resultType` and any non-object tool output stripped, an error as a JSON-RPC error, both with
@@ -74,7 +75,8 @@ impl FastPath {
         else {
             return decline(parts, bytes);
         };
-        if request.get_meta().protocol_version().is_some() {
+        let meta = request.get_meta().clone();
+        if meta.protocol_version().is_some() {
             return decline(parts, bytes);
         }
         let result = match request {
@@ -94,10 +96,23 @@ impl FastPath {
             ClientRequest::ListToolsRequest(_) if !self.tools_result.is_empty() => {
                 return Answer::Answered(json_response(envelope(&id, &self.tools_result)));
             }
-            ClientRequest::CallToolRequest(call) => face
-                .call(call.params, Some(&parts))
-                .await
-                .map(ServerResult::from),
+            // A long call held open for its progress is answered with a stream: rmcp's.
+            ClientRequest::CallToolRequest(call)
+                if face.holds_open(&call.params.name, &meta, Some(&parts)) =>
+            {
+                return decline(parts, bytes);
+            }
+            ClientRequest::CallToolRequest(call) => {
+                let asked = super::tasks::Asked {
+                    tasks: meta
+                        .client_capabilities()
+                        .is_some_and(|capabilities| capabilities.supports_tasks()),
+                    progress: None,
+                };
+                face.call(call.params, Some(&parts), asked)
+                    .await
+                    .map(ServerResult::from)
+            }
             _ => return decline(parts, bytes),
         };
         let message = match result {
