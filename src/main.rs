@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use outreach_runtime::clock::parse_rfc3339;
-use outreach_runtime::config::{HttpLimits, JobsConfig, RateLimit};
+use outreach_runtime::config::{DraftingModel, HttpLimits, JobsConfig, RateLimit};
 use outreach_runtime::credits::PriceTable;
 use outreach_runtime::registry::Registry;
 use outreach_runtime::server::{build_state, serve, shutdown_signal, work};
@@ -429,6 +429,24 @@ fn starter_credits(environment: &Environment) -> anyhow::Result<i64> {
         .map_err(anyhow::Error::msg)
 }
 
+/// The drafting model of `writer` agents: `LLM_BASE_URL`, `LLM_API_KEY` and `LLM_MODEL`
+/// (all or none) and `LLM_TIMEOUT_MS`. Read from the environment only, never from flags, so the
+/// key does not show in the process list.
+fn drafting_model() -> anyhow::Result<Option<DraftingModel>> {
+    let var = |name: &str| std::env::var(name).ok();
+    let model = DraftingModel::from_settings(
+        var("LLM_BASE_URL").as_deref(),
+        var("LLM_API_KEY").as_deref(),
+        var("LLM_MODEL").as_deref(),
+        var("LLM_TIMEOUT_MS").as_deref(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    if let Some(model) = &model {
+        tracing::info!(base_url = %model.base_url, model = %model.model, "writer drafts ask a model");
+    }
+    Ok(model)
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -520,6 +538,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let clock = args.network.clock(&environment)?;
     let starter_credits = starter_credits(&environment)?;
+    let drafting_model = drafting_model()?;
     let db = Db::connect(&args.database.database_url).await?;
     db.migrate()
         .await
@@ -554,6 +573,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     config.metrics_token = args.metrics_token.filter(|token| !token.is_empty());
     config.prices = prices;
     config.jobs = args.jobs.config(!args.no_worker);
+    config.drafting_model = drafting_model;
     args.network.apply(&mut config);
     // Take the stored offset before the first request, for the lines printed below too.
     clock
@@ -587,12 +607,14 @@ async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     Registry::build().map_err(anyhow::Error::msg)?;
     outreach_runtime::jobs::validate_kinds().map_err(anyhow::Error::msg)?;
     let clock = args.network.clock(&environment)?;
+    let drafting_model = drafting_model()?;
     let db = Db::connect(&args.database.database_url).await?;
     db.migrate()
         .await
         .context("could not migrate the database")?;
     let mut config = Config::new(&args.base_url, environment);
     config.jobs = args.jobs.config(true);
+    config.drafting_model = drafting_model;
     args.network.apply(&mut config);
     clock
         .sync(&db)

@@ -134,7 +134,13 @@ mod tests {
         check(SenderStatus::ALL, SenderStatus::as_str);
         check(SendingState::ALL, SendingState::as_str);
         check(QuotaKind::ALL, QuotaKind::as_str);
+        use crate::agents::runs::RunStatus as AgentRunStatus;
+        use crate::agents::triage::Classification;
         use crate::approvals::{ApprovalKind, ApprovalStatus};
+        use crate::drafting::DraftedBy;
+        check(AgentRunStatus::ALL, AgentRunStatus::as_str);
+        check(Classification::ALL, Classification::as_str);
+        check(DraftedBy::ALL, DraftedBy::as_str);
         use crate::enrollments::{EnrollmentStatus, ExitReason};
         use crate::sequences::enroll::SkipReason;
         use crate::sequences::{SequenceStatus, StepType};

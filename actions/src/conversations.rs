@@ -7,6 +7,7 @@
 //! counters on the conversation (unread, last message times) are kept in the same transaction as
 //! the message, and an inbound message the network reports twice is stored once.
 
+use crate::agents::triage::Classification;
 use outreach_runtime::prelude::{
     ApiError, Ctx, Page, PageParams, Timestamp, action, ids, paged, text_enum,
 };
@@ -106,10 +107,16 @@ pub struct Message {
     pub enrollment_id: Option<String>,
     /// The person (`psn_...`) who wrote an outbound reply.
     pub created_by: Option<String>,
+    /// An inbound message once an `inbox_triage` run read it: `unsubscribe`, `not_interested`,
+    /// `out_of_office`, `positive`, `question` or `unclear`.
+    pub classification: Option<Classification>,
+    /// The run (`run_...`) that classified it.
+    pub triaged_by: Option<String>,
     pub created_at: Timestamp,
 }
 
-const MESSAGE_COLUMNS: &str = "id, conversation_id, direction, text, status, at, error, enrollment_id, created_by, created_at";
+const MESSAGE_COLUMNS: &str = "id, conversation_id, direction, text, status, at, error, enrollment_id, created_by, \
+     classification, triaged_by, created_at";
 
 impl Message {
     fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
@@ -123,6 +130,11 @@ impl Message {
             error: row.try_get("error")?,
             enrollment_id: row.try_get("enrollment_id")?,
             created_by: row.try_get("created_by")?,
+            classification: row
+                .try_get::<Option<String>, _>("classification")?
+                .map(|text| Classification::from_db(&text))
+                .transpose()?,
+            triaged_by: row.try_get("triaged_by")?,
             created_at: Timestamp(row.try_get("created_at")?),
         })
     }

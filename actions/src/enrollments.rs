@@ -66,6 +66,12 @@ outreach_runtime::prelude::text_enum! {
         DoNotContact => "do_not_contact",
         /// Its approval item was rejected: nothing was ever sent.
         Rejected => "rejected",
+        /// The prospect asked to unsubscribe (read by an `inbox_triage` run): now do-not-contact.
+        Unsubscribed => "unsubscribed",
+        /// The prospect declined (read by an `inbox_triage` run).
+        NotInterested => "not_interested",
+        /// An agent's proposal waited 72 hours without a decision: nothing was ever sent.
+        Expired => "expired",
     }
 }
 

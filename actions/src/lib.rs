@@ -11,6 +11,7 @@ pub mod conversations;
 pub mod credits;
 pub mod dashboard;
 pub mod delivery;
+pub mod drafting;
 pub mod enrollments;
 mod examples;
 pub mod imports;

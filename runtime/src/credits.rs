@@ -465,20 +465,40 @@ pub fn insufficient(price: i64, balance: i64) -> ApiError {
     .with_extra("balance", balance)
 }
 
-/// Extends the hold of an open reservation (a durable job's heartbeat).
+/// Turns a reservation taken by [`reserve`] into a hold, in the transaction that took it: for a
+/// priced action whose work a durable job finishes. The spend records the object it pays for and
+/// stays open until the job calls [`settle`]; [`release_lapsed_holds`] returns it if `held_until`
+/// (epoch ms) passes without a [`renew_hold`].
+pub async fn keep_as_hold(
+    conn: &mut sqlx::AnyConnection,
+    reservation: &Reservation,
+    object_id: &str,
+    held_until: i64,
+) -> Result<(), ApiError> {
+    sqlx::query("update credit_ledger set object_id = $2, held_until = $3 where id = $1")
+        .bind(&reservation.id)
+        .bind(object_id)
+        .bind(held_until)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Extends the hold of an open reservation (a durable job's heartbeat). `false` when the hold is
+/// no longer open: settled already, or released by [`release_lapsed_holds`] after it lapsed.
 pub async fn renew_hold(
     conn: &mut sqlx::AnyConnection,
     reservation_id: &str,
     held_until: i64,
-) -> Result<(), ApiError> {
-    sqlx::query(
+) -> Result<bool, ApiError> {
+    let renewed = sqlx::query(
         "update credit_ledger set held_until = $2 where id = $1 and held_until is not null",
     )
     .bind(reservation_id)
     .bind(held_until)
     .execute(conn)
     .await?;
-    Ok(())
+    Ok(renewed.rows_affected() == 1)
 }
 
 /// How much of a reservation is still held (its amount minus what was released already).

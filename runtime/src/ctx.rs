@@ -146,6 +146,27 @@ impl Ctx {
         Ok(())
     }
 
+    /// Keeps this call's reservation open beyond its transaction, for work a durable job finishes
+    /// (committed with the job row in `tx`, from [`Ctx::tx`]): the spend is recorded against
+    /// `object_id` and held until `held_until` (epoch ms), which the job renews
+    /// ([`credits::renew_hold`]) until it settles what it used ([`credits::settle`]). Dispatch then
+    /// leaves the reservation to the job instead of charging it in full.
+    pub async fn hold(
+        &self,
+        tx: &mut sqlx::AnyConnection,
+        object_id: &str,
+        held_until: i64,
+    ) -> Result<Reservation, ApiError> {
+        let reservation = self.reservation().ok_or_else(|| {
+            ApiError::internal("hold called outside a priced action's transaction")
+        })?;
+        credits::keep_as_hold(tx, &reservation, object_id, held_until).await?;
+        self.work
+            .settled
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(reservation)
+    }
+
     /// Rolls back the call's transaction now, for an action that must record its failure outside
     /// it (a mark others can see) once the failed work is undone; dispatch would roll it back
     /// anyway when the action returns its error.

@@ -8,14 +8,15 @@
 //! the context and its transaction, errors, paging, prices and their plans, price items and
 //! recoveries (declared beside the actions that need them), the long calls the MCP face offers as
 //! tasks (`mcp_task!` and the view of their output), durable jobs and their handlers, the
-//! configuration (which network to use) and the shared test clock, leases for marks others must see
-//! while work runs, scopes and roles, ids, times and stored text enums, the backend switch for the
-//! few queries that differ, and the credit ledger that the credits actions show.
+//! configuration (which network to use, which drafting model) and the shared test clock, leases
+//! for marks others must see while work runs, scopes and roles (and a credential's scope read
+//! afresh, for a job acting on a person's behalf), ids, times and stored text enums, the backend
+//! switch for the few queries that differ, and the credit ledger that the credits actions show.
 
 pub use outreach_macros::action;
 
 pub use crate::clock::{Clock, Timestamp, rfc3339};
-pub use crate::config::{Config, Environment};
+pub use crate::config::{Config, DraftingModel, Environment};
 pub use crate::credits::{self, Price, PriceItem, Priced};
 pub use crate::ctx::{Ctx, Tx};
 pub use crate::db::{Backend, Db, is_unique_violation};
@@ -28,7 +29,7 @@ pub use crate::lease::{self, Heartbeat};
 pub use crate::paging::{
     AnyQuery, OrderTerm, Page, PageParams, SortedQuery, Total, paged, paged_sorted,
 };
-pub use crate::principal::CredentialKind;
+pub use crate::principal::{CredentialKind, scope_now};
 pub use crate::scope::{Role, Scope};
 pub use crate::tasks::{TaskProgress, TaskState, TaskView};
 pub use crate::test_clock;

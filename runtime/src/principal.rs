@@ -53,3 +53,52 @@ impl Principal {
         needed <= self.effective
     }
 }
+
+/// The scope a credential may use now, read afresh by its id: for work a durable job does on a
+/// person's behalf after the request that asked for it (an agent run that sends on its own), which
+/// must stop the moment the key is revoked, the app disconnected, the person removed or demoted,
+/// exactly as that person's next request would. `None` when the credential no longer acts at all.
+/// An OAuth credential is its grant (`Principal::credential_id` names the grant): a lapsed access
+/// token is refreshed by its client, so only a revoked grant ends it.
+pub async fn scope_now(
+    db: &crate::db::Db,
+    now_ms: i64,
+    kind: CredentialKind,
+    credential_id: &str,
+) -> Result<Option<Scope>, crate::error::ApiError> {
+    use sqlx::Row;
+    let sql = match kind {
+        CredentialKind::ApiKey => {
+            "select k.scopes, k.expires_at, k.revoked_at, m.role, w.terms_accepted_at from api_keys k \
+             join workspaces w on w.id = k.workspace_id \
+             left join memberships m on m.workspace_id = k.workspace_id and m.person_id = k.person_id \
+             where k.id = $1"
+        }
+        CredentialKind::OauthToken => {
+            "select g.scopes, cast(null as bigint) as expires_at, g.revoked_at, m.role, w.terms_accepted_at from oauth_grants g \
+             join workspaces w on w.id = g.workspace_id \
+             left join memberships m on m.workspace_id = g.workspace_id and m.person_id = g.person_id \
+             where g.id = $1"
+        }
+    };
+    let Some(row) = sqlx::query(sql)
+        .bind(credential_id)
+        .fetch_optional(db.pool())
+        .await?
+    else {
+        return Ok(None);
+    };
+    let expires_at: Option<i64> = row.try_get("expires_at")?;
+    let revoked_at: Option<i64> = row.try_get("revoked_at")?;
+    let role: Option<String> = row.try_get("role")?;
+    let Some(role) = role.as_deref().and_then(Role::parse) else {
+        return Ok(None);
+    };
+    if revoked_at.is_some() || expires_at.is_some_and(|at| at <= now_ms) {
+        return Ok(None);
+    }
+    let terms_accepted = row.try_get::<Option<i64>, _>("terms_accepted_at")?.is_some();
+    let granted = Scope::parse_list(&row.try_get::<String, _>("scopes")?)
+        .map_err(crate::error::ApiError::internal)?;
+    Ok(Some(granted.min(role.scope_cap(terms_accepted))))
+}

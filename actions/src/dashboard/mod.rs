@@ -3,8 +3,10 @@
 //! Every figure is a count or a sum over tables the other resources keep, so there is nothing to
 //! keep in sync: the dashboard can never disagree with the lists it summarises. Credits spent are
 //! net of releases and attributed to the action that spent them (a release is joined to its
-//! spend). The outreach figures are in [`outreach`], the approval queue's in [`approvals`].
+//! spend). The outreach figures are in [`outreach`], the approval queue's in [`approvals`], the
+//! agent runs' in [`agents`].
 
+pub mod agents;
 pub mod approvals;
 pub mod outreach;
 
@@ -67,6 +69,8 @@ pub struct Dashboard {
     pub outreach: outreach::OutreachFigures,
     /// The approval queue now (not bound to the period).
     pub approvals: approvals::ApprovalFigures,
+    /// Agent runs started in the period: by status, and what they processed and cost.
+    pub agents: agents::AgentFigures,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -252,6 +256,10 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
         let mut conn = pool.acquire().await?;
         approvals::figures(&mut conn, workspace, now).await?
     };
+    let agents = {
+        let mut conn = pool.acquire().await?;
+        agents::figures(&mut conn, workspace, since).await?
+    };
 
     Ok(Dashboard {
         period: PeriodWindow {
@@ -284,5 +292,6 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
         },
         outreach,
         approvals,
+        agents,
     })
 }

@@ -7,7 +7,8 @@
 //! `messages_per_day`, never exceeds it, and never goes twice.
 
 use outreach_runtime::prelude::{
-    ApiError, Ctx, ErrorCode, JobCtx, JobError, JobOutcome, JobResult, NewJob, action, enqueue,
+    ApiError, Clock, Ctx, ErrorCode, JobCtx, JobError, JobOutcome, JobResult, NewJob, action,
+    enqueue,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -56,8 +57,39 @@ pub async fn reply_to_conversation(
     }
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
-    let conversation = conversations::fetch(&mut tx, ctx.workspace_id(), &input.id).await?;
-    let sender = senders::load(&mut tx, ctx.workspace_id(), &conversation.sender_id)
+    let planned = plan_reply(&mut tx, ctx.workspace_id(), &input.id, now).await?;
+    let message_id = queue_reply(
+        &mut tx,
+        ctx.clock(),
+        ctx.workspace_id(),
+        &planned,
+        text,
+        Some(&ctx.principal().person_id),
+        now,
+    )
+    .await?;
+    conversations::fetch_message(&mut tx, ctx.workspace_id(), &message_id).await
+}
+
+/// A reply that may be queued: its conversation's sender can send, the prospect may be contacted.
+pub(crate) struct PlannedReply {
+    pub sender_id: String,
+    pub prospect_id: String,
+    /// When it is due: the start of the sender's next working window.
+    pub due: i64,
+}
+
+/// Checks that a reply can go out in a conversation, and when (reads only): a 404 for an
+/// unknown conversation, a 409 for a deleted or unconnected sender, a do-not-contact prospect or a
+/// sender without working hours.
+pub(crate) async fn plan_reply(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    conversation_id: &str,
+    now: i64,
+) -> Result<PlannedReply, ApiError> {
+    let conversation = conversations::fetch(conn, workspace_id, conversation_id).await?;
+    let sender = senders::load(conn, workspace_id, &conversation.sender_id)
         .await
         .map_err(|_| {
             ApiError::new(
@@ -81,7 +113,7 @@ pub async fn reply_to_conversation(
     }
     let do_not_contact: i64 = sqlx::query("select do_not_contact from prospects where id = $1")
         .bind(&conversation.prospect_id)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut *conn)
         .await?
         .try_get("do_not_contact")?;
     if do_not_contact != 0 {
@@ -102,33 +134,50 @@ pub async fn reply_to_conversation(
             ),
         ));
     };
+    Ok(PlannedReply {
+        sender_id: sender.id,
+        prospect_id: conversation.prospect_id,
+        due,
+    })
+}
+
+/// Queues a planned reply in the caller's transaction with the job that sends it; the message id.
+pub(crate) async fn queue_reply(
+    conn: &mut AnyConnection,
+    clock: &Clock,
+    workspace_id: &str,
+    planned: &PlannedReply,
+    text: &str,
+    created_by: Option<&str>,
+    now: i64,
+) -> Result<String, ApiError> {
     let message_id = conversations::record_outbound(
-        &mut tx,
+        conn,
         &OutboundMessage {
-            workspace_id: ctx.workspace_id(),
-            sender_id: &sender.id,
-            prospect_id: &conversation.prospect_id,
+            workspace_id,
+            sender_id: &planned.sender_id,
+            prospect_id: &planned.prospect_id,
             sequence_id: None,
             enrollment_id: None,
             step_index: None,
-            created_by: Some(&ctx.principal().person_id),
+            created_by,
             text,
             status: MessageStatus::Queued,
-            at_ms: due,
+            at_ms: planned.due,
         },
         now,
     )
     .await?;
     enqueue(
-        &mut tx,
-        ctx.clock(),
+        conn,
+        clock,
         NewJob::new(REPLY_JOB, serde_json::json!({"message_id": message_id}))
-            .workspace(ctx.workspace_id())
-            .run_at(due)
+            .workspace(workspace_id)
+            .run_at(planned.due)
             .unique_key(format!("message:{message_id}")),
     )
     .await?;
-    conversations::fetch_message(&mut tx, ctx.workspace_id(), &message_id).await
+    Ok(message_id)
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -518,7 +518,7 @@ async fn fetch(ctx: &Ctx, id: &str) -> Result<Prospect, ApiError> {
 }
 
 /// Like [`fetch`], on a given connection: inside the call's transaction, it sees its writes.
-async fn fetch_in(
+pub(crate) async fn fetch_in(
     conn: &mut sqlx::AnyConnection,
     workspace_id: &str,
     id: &str,

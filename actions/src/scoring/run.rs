@@ -54,9 +54,9 @@ impl Subject<'_> {
 /// Reading one value a row instead of eleven makes loading a run's prospects through sqlx's `Any`
 /// driver about twice as fast; strings are borrowed from the text unless they hold escapes.
 #[derive(Debug, Deserialize)]
-struct Packed<'a> {
+pub(crate) struct Packed<'a> {
     #[serde(borrow)]
-    id: Cow<'a, str>,
+    pub(crate) id: Cow<'a, str>,
     #[serde(borrow)]
     title: Option<Cow<'a, str>>,
     #[serde(borrow)]
@@ -80,7 +80,7 @@ struct Packed<'a> {
 }
 
 impl Packed<'_> {
-    fn fields(&self) -> ProspectFields<'_> {
+    pub(crate) fn fields(&self) -> ProspectFields<'_> {
         ProspectFields {
             title: self.title.as_deref(),
             headline: self.headline.as_deref(),
@@ -130,7 +130,7 @@ fn lenient_size<'de, D: serde::Deserializer<'de>>(
 }
 
 /// The select expression that packs a prospect (`p`) in the order of [`Packed`]'s fields.
-fn packed_prospect(backend: Backend) -> &'static str {
+pub(crate) fn packed_prospect(backend: Backend) -> &'static str {
     match backend {
         Backend::Sqlite => {
             "json_array(p.id, p.title, p.headline, p.seniority, p.department, p.company_name, p.company_domain, \

@@ -14,7 +14,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::{AssertSqlSafe, Row};
 
-use super::{Sequence, SequenceStatus, lock, render_steps};
+use super::{RenderedText, Sequence, SequenceStatus, lock, render_steps};
+use crate::drafting::DraftedBy;
 use crate::approvals::{self, ApprovalKind, NewApproval, ProposedBy};
 use crate::common::IdKind;
 use crate::enrollments::{self, LIVE_SQL};
@@ -118,6 +119,37 @@ pub async fn add_to_sequence(
     }
     let mut tx = ctx.tx().await?;
     let sequence = lock(&mut tx, workspace_id, &input.sequence_id, now).await?;
+    check_proposable(&sequence)?;
+    let asked = asked_ids(&mut tx, workspace_id, &input).await?;
+    let Checked { eligible, skipped } =
+        check_prospects(&mut tx, workspace_id, &sequence, &asked, now).await?;
+    let proposals: Vec<Proposal<'_>> = eligible
+        .iter()
+        .map(|eligible| Proposal {
+            prospect_id: &eligible.prospect.id,
+            texts: &eligible.texts,
+            drafted_by: None,
+            reasons: None,
+        })
+        .collect();
+    let source = ProposalSource {
+        proposed_by: ProposedBy::caller(&ctx),
+        run: None,
+        expires_at: None,
+    };
+    let added = propose(&mut tx, workspace_id, &sequence, &proposals, &source, now).await?;
+    let sequence = super::fetch(&mut tx, workspace_id, &sequence.id).await?;
+    Ok(AddedToSequence {
+        added: added.len() as u64,
+        enrollments: added,
+        skipped,
+        sequence,
+    })
+}
+
+/// Refuses a sequence that cannot take new enrollments: one that is `stopped` or `completed`
+/// (409), or has no steps to render texts from (409).
+pub(crate) fn check_proposable(sequence: &Sequence) -> Result<(), ApiError> {
     if !matches!(
         sequence.status,
         SequenceStatus::Draft | SequenceStatus::Active | SequenceStatus::Paused
@@ -141,7 +173,32 @@ pub async fn add_to_sequence(
         ));
     }
 
-    let asked = asked_ids(&mut tx, workspace_id, &input).await?;
+    Ok(())
+}
+
+/// A prospect that passed every check, with the sequence's texts rendered for them.
+pub(crate) struct Eligible {
+    pub prospect: Prospect,
+    pub texts: Vec<RenderedText>,
+}
+
+/// What [`check_prospects`] made of the prospects asked for.
+pub(crate) struct Checked {
+    pub eligible: Vec<Eligible>,
+    /// Every prospect asked for and not eligible, with the reason, in the order asked.
+    pub skipped: Vec<Skipped>,
+}
+
+/// Checks prospects for a sequence, in the order a person would ask: is the id known, may we
+/// contact this person at all, can we reach them, are they busy elsewhere or contacted lately,
+/// are they here already, and do the texts render within the network's limits. Reads only.
+pub(crate) async fn check_prospects(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sequence: &Sequence,
+    asked: &[String],
+    now: i64,
+) -> Result<Checked, ApiError> {
     let mut skipped = Vec::new();
     let mut skip = |prospect_id: &str, reason: SkipReason, detail: String| {
         skipped.push(Skipped {
@@ -156,10 +213,10 @@ pub async fn add_to_sequence(
         .map(String::as_str)
         .filter(|id| IdKind::Prospect.is_id(id))
         .collect();
-    let prospects = load_prospects(&mut tx, workspace_id, &shaped).await?;
+    let mut prospects = load_prospects(conn, workspace_id, &shaped).await?;
     let in_other = if sequence.settings.skip_if_in_other_live_sequence {
         prospects_where(
-            &mut tx,
+            conn,
             &format!(
                 "select distinct prospect_id as id from enrollments where workspace_id = $1 and sequence_id <> $2 \
                  and status in {LIVE_SQL} and prospect_id in"
@@ -173,7 +230,7 @@ pub async fn add_to_sequence(
         HashSet::new()
     };
     let here = prospects_where(
-        &mut tx,
+        conn,
         "select prospect_id as id from enrollments where workspace_id = $1 and sequence_id = $2 and prospect_id in",
         workspace_id,
         Some(&sequence.id),
@@ -183,9 +240,10 @@ pub async fn add_to_sequence(
     let recent_days = sequence.settings.skip_if_contacted_within_days;
     let recent_since = now - i64::from(recent_days) * 86_400_000;
 
-    let mut chosen: Vec<(&Prospect, Vec<super::RenderedText>)> = Vec::new();
-    for id in &asked {
-        let Some((prospect, last_contacted_at)) = prospects.get(id.as_str()) else {
+    let mut eligible = Vec::new();
+    for id in asked {
+        // `asked` holds each id once, so each prospect is taken once.
+        let Some((prospect, last_contacted_at)) = prospects.remove(id.as_str()) else {
             skip(
                 id,
                 SkipReason::UnknownProspect,
@@ -219,14 +277,14 @@ pub async fn add_to_sequence(
         }
         if recent_days > 0
             && let Some(at) = last_contacted_at
-            && *at >= recent_since
+            && at >= recent_since
         {
             skip(
                 id,
                 SkipReason::ContactedRecently,
                 format!(
                     "The prospect was contacted at {}, within {recent_days} days (setting `skip_if_contacted_within_days`).",
-                    outreach_runtime::prelude::rfc3339(*at)
+                    outreach_runtime::prelude::rfc3339(at)
                 ),
             );
             continue;
@@ -239,62 +297,92 @@ pub async fn add_to_sequence(
             );
             continue;
         }
-        match render_steps(&sequence.steps, prospect) {
-            Ok(texts) => chosen.push((prospect, texts)),
+        match render_steps(&sequence.steps, &prospect) {
+            Ok(texts) => eligible.push(Eligible { prospect, texts }),
             Err(problem) => {
-                let reason = match problem {
-                    super::RenderProblem::MissingValue { .. } => SkipReason::MissingValue,
-                    super::RenderProblem::TooLong { .. } => SkipReason::TextTooLong,
-                };
-                let mut detail = problem.sentence();
-                if let Some(first) = detail.get(..1) {
-                    detail = format!("{}{}.", first.to_uppercase(), &detail[1..]);
-                }
+                let (reason, detail) = render_skip(&problem);
                 skip(id, reason, detail);
             }
         }
     }
+    Ok(Checked { eligible, skipped })
+}
 
-    // Sender assignment: the least loaded first, counting what this call assigns.
-    let mut load = sender_load(&mut tx, workspace_id, &sequence.sender_ids).await?;
-    let proposed_by = ProposedBy::caller(&ctx);
-    let mut added = Vec::with_capacity(chosen.len());
-    let mut rows = Vec::with_capacity(chosen.len());
-    for (prospect, texts) in &chosen {
-        let sender_id = pick_sender(&mut load);
+/// The skip reason and sentence of texts that do not render for a prospect.
+pub(crate) fn render_skip(problem: &super::RenderProblem) -> (SkipReason, String) {
+    let reason = match problem {
+        super::RenderProblem::MissingValue { .. } => SkipReason::MissingValue,
+        super::RenderProblem::TooLong { .. } => SkipReason::TextTooLong,
+    };
+    let mut detail = problem.sentence();
+    if let Some(first) = detail.get(..1) {
+        detail = format!("{}{}.", first.to_uppercase(), &detail[1..]);
+    }
+    (reason, detail)
+}
+
+/// One enrollment to propose: the prospect and the texts a person will approve.
+pub(crate) struct Proposal<'a> {
+    pub prospect_id: &'a str,
+    pub texts: &'a [RenderedText],
+    /// Who wrote the texts, when an agent drafted them.
+    pub drafted_by: Option<DraftedBy>,
+    /// Why an agent chose the prospect, as JSON text.
+    pub reasons: Option<String>,
+}
+
+/// Who proposes, and for how long the proposals wait.
+pub(crate) struct ProposalSource<'a> {
+    pub proposed_by: ProposedBy,
+    /// The agent run that proposes, with its agent.
+    pub run: Option<(&'a str, &'a str)>,
+    /// When the proposals expire (an agent's do, after 72 hours); `None`: never.
+    pub expires_at: Option<i64>,
+}
+
+/// Enrolls checked prospects in a sequence, awaiting approval: each gets an enrollment, an item
+/// in the approval queue with its texts, and an `added` event, in the caller's transaction.
+/// Enrollments are spread over the sequence's senders by load, counting what this call assigns.
+pub(crate) async fn propose(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sequence: &Sequence,
+    proposals: &[Proposal<'_>],
+    source: &ProposalSource<'_>,
+    now: i64,
+) -> Result<Vec<Added>, ApiError> {
+    let mut load = sender_load(conn, workspace_id, &sequence.sender_ids).await?;
+    let mut added = Vec::with_capacity(proposals.len());
+    for proposal in proposals {
         added.push(Added {
-            prospect_id: prospect.id.clone(),
+            prospect_id: proposal.prospect_id.to_owned(),
             enrollment_id: ids::new_id("enr"),
             approval_id: ids::new_id("apr"),
-            sender_id,
+            sender_id: pick_sender(&mut load),
         });
-        rows.push(texts);
     }
-    insert_enrollments(&mut tx, workspace_id, &sequence.id, &added, now).await?;
+    insert_enrollments(conn, workspace_id, &sequence.id, &added, now).await?;
     let approvals: Vec<NewApproval<'_>> = added
         .iter()
-        .zip(&rows)
-        .map(|(added, texts)| NewApproval {
+        .zip(proposals)
+        .map(|(added, proposal)| NewApproval {
             id: &added.approval_id,
             kind: ApprovalKind::Enrollment,
             subject_id: &added.enrollment_id,
             sequence_id: Some(&sequence.id),
             prospect_id: &added.prospect_id,
             sender_id: added.sender_id.as_deref(),
-            texts,
-            run: None,
+            texts: proposal.texts,
+            run: source.run,
+            drafted_by: proposal.drafted_by,
+            reasons: proposal.reasons.as_deref(),
+            expires_at: source.expires_at,
         })
         .collect();
-    approvals::insert_pending(&mut tx, workspace_id, &proposed_by, now, &approvals).await?;
+    approvals::insert_pending(conn, workspace_id, &source.proposed_by, now, &approvals).await?;
     let enrollment_ids: Vec<String> = added.iter().map(|a| a.enrollment_id.clone()).collect();
-    enrollments::record_events(&mut tx, workspace_id, &enrollment_ids, now, "added", None).await?;
-    let sequence = super::fetch(&mut tx, workspace_id, &sequence.id).await?;
-    Ok(AddedToSequence {
-        added: added.len() as u64,
-        enrollments: added,
-        skipped,
-        sequence,
-    })
+    enrollments::record_events(conn, workspace_id, &enrollment_ids, now, "added", None).await?;
+    Ok(added)
 }
 
 /// The prospect ids asked for, without repeats, in order.

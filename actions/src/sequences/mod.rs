@@ -903,7 +903,12 @@ async fn rerender_pending(
         )));
     }
     for (approval_id, texts) in rendered {
-        sqlx::query("update approvals set texts = $3 where workspace_id = $1 and id = $2")
+        // An agent's drafts and a person's edits give way to the new steps' texts.
+        sqlx::query(
+            "update approvals set texts = $3, edited_at = null, edited_by = null, \
+             drafted_by = case when drafted_by is null then null else 'template' end \
+             where workspace_id = $1 and id = $2",
+        )
             .bind(workspace_id)
             .bind(&approval_id)
             .bind(json_text(&texts)?)
@@ -962,6 +967,12 @@ pub struct RenderedText {
     pub kind: StepType,
     /// The note or message as the prospect would receive it.
     pub text: String,
+    /// Who wrote it, on an agent's draft: `llm` (the drafting model) or `template`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drafted_by: Option<crate::drafting::DraftedBy>,
+    /// Why the template was used although a drafting model is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_reason: Option<String>,
 }
 
 /// Why a prospect's texts cannot be rendered.
@@ -1030,6 +1041,8 @@ pub fn render_steps(
             step_index: u32::try_from(index).unwrap_or(u32::MAX),
             kind: step.kind,
             text,
+            drafted_by: None,
+            fallback_reason: None,
         });
     }
     Ok(texts)

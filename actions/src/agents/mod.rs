@@ -1,12 +1,20 @@
 //! Agents: saved configurations that a run executes.
 //!
 //! An agent says whom to target (a targeting), where its prospects go or come from (a list),
-//! what to say through which sequence, how much one run may take (prospects and credits), and
-//! whether a person reviews its work (`review`, the default) or not (`autonomous`). It holds
-//! references, not copies: a targeting, list or sequence is checked to exist in the workspace when
-//! the agent names it, and is read again when a run starts, so editing the sequence changes what
-//! the next run drafts. A kind that cannot work without an input refuses to be saved without it,
-//! naming the field, rather than failing later in a run nobody is watching.
+//! what to say through which sequence (and, for `inbox_triage`, its reply templates), how much one
+//! run may take (prospects and credits), and whether a person reviews its work (`review`, the
+//! default) or not (`autonomous`). It holds references, not copies: a targeting, list or sequence
+//! is checked to exist in the workspace when the agent names it, and is read again when a run
+//! starts, so editing the sequence changes what the next run drafts. A kind that cannot work
+//! without an input refuses to be saved without it, naming the field, rather than failing later in
+//! a run nobody is watching. Runs are in [`runs`] (the actions) and [`execute`] (the job); what
+//! each kind does is in [`prospector`], [`writer`] and [`triage`].
+
+pub mod execute;
+pub mod prospector;
+pub mod runs;
+pub mod triage;
+pub mod writer;
 
 use outreach_runtime::prelude::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids, paged};
 use schemars::JsonSchema;
@@ -14,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::common::{Deleted, IdKind};
+use crate::common::{Deleted, IdKind, json_text};
 use crate::scoring::engine::Tier;
 
 pub const MAX_NAME_CHARS: usize = 200;
@@ -49,8 +57,8 @@ outreach_runtime::prelude::text_enum! {
     }
 }
 
-/// An agent as the API shows it.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+/// An agent as the API shows it (and as a run keeps its settings).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Agent {
     pub id: String,
     pub name: String,
@@ -70,14 +78,29 @@ pub struct Agent {
     pub max_prospects_per_run: i64,
     /// The most credits one run may reserve; `null` for no cap beyond the balance.
     pub max_credits_per_run: Option<i64>,
+    /// `inbox_triage`: the replies it drafts, by classification; `null` for the defaults.
+    pub templates: Option<ReplyTemplates>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+}
+
+/// The replies an `inbox_triage` agent drafts, as templates (`{{first_name|there}}`) filled in for
+/// the prospect. A classification without one gets the default shown in its description.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplyTemplates {
+    /// The reply to a positive answer; default: "Thanks, {{first_name|there}}! Glad to hear it.
+    /// Would a short call next week work for you?"
+    pub positive: Option<String>,
+    /// The reply to a question; default: "Thanks for asking, {{first_name|there}}. Happy to
+    /// explain: would a short call be easiest, or shall I answer here?"
+    pub question: Option<String>,
 }
 
 // SQL built with format! here interpolates only constants and `$n` placeholders; values are bound.
 
 const COLUMNS: &str = "id, name, kind, mode, enabled, targeting_id, list_id, sequence_id, min_tier, \
-    max_prospects_per_run, max_credits_per_run, created_at, updated_at";
+    max_prospects_per_run, max_credits_per_run, templates, created_at, updated_at";
 
 impl Agent {
     fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
@@ -96,6 +119,11 @@ impl Agent {
             })?,
             max_prospects_per_run: row.try_get("max_prospects_per_run")?,
             max_credits_per_run: row.try_get("max_credits_per_run")?,
+            templates: row
+                .try_get::<Option<String>, _>("templates")?
+                .map(|text| serde_json::from_str(&text))
+                .transpose()
+                .map_err(ApiError::internal)?,
             created_at: Timestamp(row.try_get("created_at")?),
             updated_at: Timestamp(row.try_get("updated_at")?),
         })
@@ -118,6 +146,22 @@ pub(crate) async fn fetch(
     .await?
     .ok_or_else(|| IdKind::Agent.not_found(id))?;
     Agent::from_row(&row)
+}
+
+/// Reads one agent and locks its row until the transaction ends (PostgreSQL; SQLite's write
+/// transaction holds the whole database), so a run and a delete of the same agent queue.
+pub(crate) async fn fetch_for_update(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<Agent, ApiError> {
+    IdKind::Agent.check(id)?;
+    sqlx::query("update agents set updated_at = updated_at where workspace_id = $1 and id = $2")
+        .bind(workspace_id)
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    fetch(conn, workspace_id, id).await
 }
 
 // ----- checks -----
@@ -211,6 +255,15 @@ async fn check_agent(
             agent.kind
         )));
     }
+    if let Some(templates) = &agent.templates {
+        if agent.kind != AgentKind::InboxTriage {
+            return Err(ApiError::invalid_request(format!(
+                "`templates` are the replies an `inbox_triage` agent drafts; a `{}` agent drafts from its sequence's steps.",
+                agent.kind
+            )));
+        }
+        triage::check_templates(templates)?;
+    }
     let references = [
         (
             IdKind::Targeting,
@@ -258,6 +311,8 @@ pub struct CreateAgentInput {
     pub max_prospects_per_run: Option<i64>,
     /// The most credits one run may reserve; absent for no cap.
     pub max_credits_per_run: Option<i64>,
+    /// `inbox_triage` only: the replies it drafts, by classification.
+    pub templates: Option<ReplyTemplates>,
 }
 
 /// Create an agent.
@@ -286,13 +341,14 @@ pub async fn create_agent(ctx: Ctx, input: CreateAgentInput) -> Result<Agent, Ap
                 .unwrap_or(DEFAULT_PROSPECTS_PER_RUN),
         )?,
         max_credits_per_run: check_credits(input.max_credits_per_run)?,
+        templates: input.templates,
         created_at: Timestamp(now),
         updated_at: Timestamp(now),
     };
     let mut tx = ctx.tx().await?;
     check_agent(&mut tx, ctx.workspace_id(), &agent).await?;
     sqlx::query(AssertSqlSafe(format!(
-        "insert into agents (workspace_id, {COLUMNS}) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+        "insert into agents (workspace_id, {COLUMNS}) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
     )))
     .bind(ctx.workspace_id())
     .bind(&agent.id)
@@ -306,6 +362,7 @@ pub async fn create_agent(ctx: Ctx, input: CreateAgentInput) -> Result<Agent, Ap
     .bind(agent.min_tier.as_str())
     .bind(agent.max_prospects_per_run)
     .bind(agent.max_credits_per_run)
+    .bind(agent.templates.as_ref().map(json_text).transpose()?)
     .bind(now)
     .bind(now)
     .execute(&mut *tx)
@@ -385,6 +442,9 @@ pub struct UpdateAgentInput {
     /// A new credit cap; `null` removes it.
     #[serde(default, deserialize_with = "crate::common::patch")]
     pub max_credits_per_run: Option<Option<i64>>,
+    /// New reply templates (`inbox_triage`); `null` returns to the defaults.
+    #[serde(default, deserialize_with = "crate::common::patch")]
+    pub templates: Option<Option<ReplyTemplates>>,
 }
 
 /// Update an agent.
@@ -426,12 +486,15 @@ pub async fn update_agent(ctx: Ctx, input: UpdateAgentInput) -> Result<Agent, Ap
     if let Some(cap) = input.max_credits_per_run {
         agent.max_credits_per_run = check_credits(cap)?;
     }
+    if let Some(templates) = input.templates {
+        agent.templates = templates;
+    }
     check_agent(&mut tx, ctx.workspace_id(), &agent).await?;
     agent.updated_at = Timestamp(ctx.now_ms());
     sqlx::query(
         "update agents set name = $3, mode = $4, enabled = $5, targeting_id = $6, list_id = $7, \
          sequence_id = $8, min_tier = $9, max_prospects_per_run = $10, max_credits_per_run = $11, \
-         updated_at = $12 where workspace_id = $1 and id = $2",
+         templates = $13, updated_at = $12 where workspace_id = $1 and id = $2",
     )
     .bind(ctx.workspace_id())
     .bind(&agent.id)
@@ -445,6 +508,7 @@ pub async fn update_agent(ctx: Ctx, input: UpdateAgentInput) -> Result<Agent, Ap
     .bind(agent.max_prospects_per_run)
     .bind(agent.max_credits_per_run)
     .bind(agent.updated_at.0)
+    .bind(agent.templates.as_ref().map(json_text).transpose()?)
     .execute(&mut *tx)
     .await?;
     Ok(agent)
@@ -452,12 +516,20 @@ pub async fn update_agent(ctx: Ctx, input: UpdateAgentInput) -> Result<Agent, Ap
 
 /// Delete an agent.
 ///
-/// Removes the agent. What its runs added (list members, approved enrollments) stays. Costs
+/// Removes the agent. Its runs stay readable (`get_run`, `list_runs`), and what they added (list
+/// members, proposals, approved enrollments) stays. An agent with a `queued` or `running` run is a
+/// 409 `invalid_state` naming the run: cancel it (`cancel_run`) or let it finish first. Costs
 /// nothing.
 #[action(scope = "write", http = "DELETE /agents/{id}")]
 pub async fn delete_agent(ctx: Ctx, input: AgentId) -> Result<Deleted, ApiError> {
     IdKind::Agent.check(&input.id)?;
     let mut tx = ctx.tx().await?;
+    // The agent row first: on PostgreSQL a run starting now waits for this delete (its insert
+    // reads the agent under a share lock), and one started before is seen here.
+    fetch_for_update(&mut tx, ctx.workspace_id(), &input.id).await?;
+    if let Some(run_id) = runs::live_run(&mut tx, ctx.workspace_id(), &input.id).await? {
+        return Err(runs::live_run_error(&input.id, &run_id, "deleted"));
+    }
     let deleted = sqlx::query("delete from agents where workspace_id = $1 and id = $2")
         .bind(ctx.workspace_id())
         .bind(&input.id)
@@ -484,5 +556,72 @@ mod tests {
         for mode in AgentMode::ALL {
             assert_eq!(serde_json::to_value(mode).unwrap(), mode.as_str());
         }
+    }
+}
+
+// ----- the inputs a run reads again -----
+
+/// The 404 for an input of the agent that is gone since it was saved.
+fn input_gone(agent: &Agent, kind: IdKind, field: &str, id: &str, error: ApiError) -> ApiError {
+    if error.code != outreach_runtime::prelude::ErrorCode::NotFound {
+        return error;
+    }
+    ApiError::new(
+        outreach_runtime::prelude::ErrorCode::NotFound,
+        format!(
+            "Agent `{}` names the {} `{id}` (`{field}`), which no longer exists in this workspace; point it at another with `update_agent`.",
+            agent.id,
+            kind.noun()
+        ),
+    )
+    .with_extra("field", field.to_owned())
+}
+
+/// The agent's targeting, read again (404 naming `targeting_id` if it is gone).
+pub(crate) async fn targeting_of(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    agent: &Agent,
+) -> Result<crate::targeting::Targeting, ApiError> {
+    let id = agent.targeting_id.as_deref().unwrap_or_default();
+    crate::targeting::fetch(&mut *conn, workspace_id, id)
+        .await
+        .map_err(|error| input_gone(agent, IdKind::Targeting, "targeting_id", id, error))
+}
+
+/// The agent's list, read again (404 naming `list_id` if it is gone).
+pub(crate) async fn list_of(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    agent: &Agent,
+) -> Result<crate::lists::List, ApiError> {
+    let id = agent.list_id.as_deref().unwrap_or_default();
+    crate::lists::fetch(conn, workspace_id, id)
+        .await
+        .map_err(|error| input_gone(agent, IdKind::List, "list_id", id, error))
+}
+
+/// The agent's sequence, read again: 404 naming `sequence_id` if it is gone, 409 if it can no
+/// longer take proposals (stopped, completed, or without steps).
+pub(crate) async fn sequence_of(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    agent: &Agent,
+) -> Result<crate::sequences::Sequence, ApiError> {
+    let id = agent.sequence_id.as_deref().unwrap_or_default();
+    let sequence = crate::sequences::fetch(conn, workspace_id, id)
+        .await
+        .map_err(|error| input_gone(agent, IdKind::Sequence, "sequence_id", id, error))?;
+    crate::sequences::enroll::check_proposable(&sequence)?;
+    Ok(sequence)
+}
+
+/// Who proposes what a run of `agent` proposes, started by `person_id`.
+pub(crate) fn proposer(agent: &Agent, person_id: &str) -> crate::approvals::ProposedBy {
+    crate::approvals::ProposedBy {
+        kind: "agent".to_owned(),
+        id: agent.id.clone(),
+        person_id: Some(person_id.to_owned()),
+        name: Some(agent.name.clone()),
     }
 }

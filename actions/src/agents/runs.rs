@@ -1,0 +1,719 @@
+//! Agent runs: `run_agent` starts one, `get_run`, `list_runs` and `cancel_run` follow it.
+//!
+//! A run is priced, reserved and queued in one transaction, and returned at once (`queued`): its
+//! price function counts what it may work on (at most the agent's or the call's prospect limit)
+//! and the reservation, the run row and its job commit together with the stored idempotent answer.
+//! The reservation then becomes a hold that the job settles when the run ends, keeping one credit
+//! unit per prospect actually processed and returning the rest ([`super::execute`]). One run per
+//! agent is live (`queued` or `running`) at a time, held by a unique index rather than a check, so
+//! two instances racing cannot both start one; a retry with the same `Idempotency-Key` replays the
+//! first answer instead of meeting that 409.
+//!
+//! A run's work waits for a person: its proposals go to the approval queue, and the run stays
+//! `awaiting_approval` until every one is approved, rejected or expired ([`proposals_decided`]).
+//! Only an `autonomous` agent started by a caller holding `send` approves its own proposals.
+
+use outreach_runtime::prelude::{
+    ApiError, Ctx, ErrorCode, Page, PageParams, Priced, Scope, Timestamp, action, enqueue, ids,
+    is_unique_violation, paged, price_item,
+};
+use outreach_runtime::prelude::NewJob;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
+
+use super::{Agent, AgentKind, AgentMode, execute};
+use crate::common::{IdKind, json_text};
+use crate::lists::placeholders;
+
+price_item! {
+    /// A prospect an agent run processed (selected, scored and proposed; drafted for; or, for
+    /// `inbox_triage`, a conversation whose replies it classified).
+    pub AGENT_RUN_PROSPECT = "agent_run.prospect", 1;
+}
+
+/// The most prospect ids a `writer` run takes.
+pub const MAX_RUN_PROSPECT_IDS: usize = 1000;
+
+outreach_runtime::prelude::text_enum! {
+    /// Where a run is.
+    pub enum RunStatus {
+        /// Created, its credits reserved; waiting for a worker.
+        Queued => "queued",
+        /// A worker is selecting and processing.
+        Running => "running",
+        /// Its work is done and its proposals wait in the approval queue.
+        AwaitingApproval => "awaiting_approval",
+        /// Done, and nothing of it waits for a person.
+        Succeeded => "succeeded",
+        /// Stopped by an error (`error` says which); what it processed is charged, the rest released.
+        Failed => "failed",
+        /// Canceled by a person; what it processed is charged, the rest released.
+        Canceled => "canceled",
+    }
+}
+
+impl RunStatus {
+    /// Queued or running: the agent cannot start another run, nor be deleted.
+    pub fn is_live(self) -> bool {
+        matches!(self, RunStatus::Queued | RunStatus::Running)
+    }
+}
+
+/// Why a run failed.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RunError {
+    /// An error code of the API's table (`not_found`, `invalid_state`, `internal_error`, ...).
+    pub code: String,
+    pub message: String,
+}
+
+/// One entry of a run's log.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RunLogEntry {
+    pub at: Timestamp,
+    pub message: String,
+}
+
+/// An agent run as the API shows it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Run {
+    pub id: String,
+    pub agent_id: String,
+    /// The agent's name when the run started.
+    pub agent_name: String,
+    pub kind: AgentKind,
+    pub status: RunStatus,
+    /// `autonomous` only when the agent is autonomous and the caller held `send` when starting it;
+    /// otherwise `review`: its proposals wait for a person.
+    pub mode: AgentMode,
+    /// Prospects (or, for `inbox_triage`, conversations) processed so far.
+    pub processed: i64,
+    /// How many it will process: the estimate while `queued`, the number selected from then on.
+    pub total: i64,
+    /// Approval items it proposed.
+    pub proposed: i64,
+    /// Of those, how many still wait for a person.
+    pub approvals_pending: i64,
+    /// Credits set aside when it started.
+    pub credits_reserved: i64,
+    /// Credits kept: one unit per prospect processed. The rest is released when it ends.
+    pub credits_charged: i64,
+    /// Set when `failed`.
+    pub error: Option<RunError>,
+    /// What it did, oldest first: what was selected and why, what was proposed or drafted, what
+    /// was charged.
+    pub log: Vec<RunLogEntry>,
+    /// The person (`psn_...`) who started it.
+    pub started_by: String,
+    pub created_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    pub updated_at: Timestamp,
+}
+
+const RUN_COLUMNS: &str = "id, agent_id, agent_name, kind, status, autonomous, total, processed, proposed, \
+     credits_reserved, credits_charged, error_code, error_message, person_id, created_at, started_at, finished_at, updated_at";
+
+impl Run {
+    fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
+        let error_code: Option<String> = row.try_get("error_code")?;
+        let error_message: Option<String> = row.try_get("error_message")?;
+        Ok(Self {
+            id: row.try_get("id")?,
+            agent_id: row.try_get("agent_id")?,
+            agent_name: row.try_get("agent_name")?,
+            kind: AgentKind::from_db(&row.try_get::<String, _>("kind")?)?,
+            status: RunStatus::from_db(&row.try_get::<String, _>("status")?)?,
+            mode: if row.try_get::<i64, _>("autonomous")? != 0 {
+                AgentMode::Autonomous
+            } else {
+                AgentMode::Review
+            },
+            processed: row.try_get("processed")?,
+            total: row.try_get("total")?,
+            proposed: row.try_get("proposed")?,
+            approvals_pending: 0,
+            credits_reserved: row.try_get("credits_reserved")?,
+            credits_charged: row.try_get("credits_charged")?,
+            error: error_code.map(|code| RunError {
+                code,
+                message: error_message.unwrap_or_default(),
+            }),
+            log: Vec::new(),
+            started_by: row.try_get("person_id")?,
+            created_at: Timestamp(row.try_get("created_at")?),
+            started_at: row.try_get::<Option<i64>, _>("started_at")?.map(Timestamp),
+            finished_at: row.try_get::<Option<i64>, _>("finished_at")?.map(Timestamp),
+            updated_at: Timestamp(row.try_get("updated_at")?),
+        })
+    }
+}
+
+/// Fills in the runs' logs and their pending approvals, two queries for the whole page.
+async fn attach(conn: &mut sqlx::AnyConnection, runs: &mut [Run]) -> Result<(), ApiError> {
+    if runs.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = runs.iter().map(|run| run.id.as_str()).collect();
+    let logs = sqlx::query(AssertSqlSafe(format!(
+        "select run_id, at, message from agent_run_log where run_id in {} order by run_id, seq",
+        placeholders(1, ids.len())
+    )));
+    let logs = ids
+        .iter()
+        .fold(logs.persistent(false), |query, id| query.bind(*id))
+        .fetch_all(&mut *conn)
+        .await?;
+    let pending = sqlx::query(AssertSqlSafe(format!(
+        "select run_id, count(*) as n from approvals where status = 'pending' and run_id in {} group by run_id",
+        placeholders(1, ids.len())
+    )));
+    let pending = ids
+        .iter()
+        .fold(pending.persistent(false), |query, id| query.bind(*id))
+        .fetch_all(&mut *conn)
+        .await?;
+    for run in runs.iter_mut() {
+        for row in &logs {
+            if row.try_get::<String, _>("run_id")? == run.id {
+                run.log.push(RunLogEntry {
+                    at: Timestamp(row.try_get("at")?),
+                    message: row.try_get("message")?,
+                });
+            }
+        }
+        for row in &pending {
+            if row.try_get::<String, _>("run_id")? == run.id {
+                run.approvals_pending = row.try_get("n")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads one run of the workspace with its log, or 404.
+pub(crate) async fn fetch(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<Run, ApiError> {
+    IdKind::Run.check(id)?;
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "select {RUN_COLUMNS} from agent_runs where workspace_id = $1 and id = $2"
+    )))
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or_else(|| IdKind::Run.not_found(id))?;
+    let mut runs = [Run::from_row(&row)?];
+    attach(conn, &mut runs).await?;
+    let [run] = runs;
+    Ok(run)
+}
+
+/// 404 unless the workspace has this run.
+pub(crate) async fn check_exists(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<(), ApiError> {
+    let found = IdKind::Run.is_id(id)
+        && sqlx::query("select 1 as found from agent_runs where workspace_id = $1 and id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .fetch_optional(conn)
+            .await?
+            .is_some();
+    if found {
+        Ok(())
+    } else {
+        Err(IdKind::Run.not_found(id))
+    }
+}
+
+/// The agent's run that is `queued` or `running`, if any.
+pub(crate) async fn live_run(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    agent_id: &str,
+) -> Result<Option<String>, ApiError> {
+    let row = sqlx::query(
+        "select id from agent_runs where workspace_id = $1 and agent_id = $2 and status in ('queued', 'running')",
+    )
+    .bind(workspace_id)
+    .bind(agent_id)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|row| row.try_get("id")).transpose()?)
+}
+
+/// The 409 for an agent whose run is still live: it cannot start another, nor be `verb`.
+pub(crate) fn live_run_error(agent_id: &str, run_id: &str, verb: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::InvalidState,
+        format!(
+            "Agent `{agent_id}` has a run in progress (`{run_id}`), so it cannot be {verb} now; wait for it \
+             (`get_run`) or cancel it (`cancel_run`). Nothing was done or charged."
+        ),
+    )
+    .with_extra("run_id", run_id.to_owned())
+}
+
+/// Appends a line to a run's log, in the caller's transaction.
+pub(crate) async fn log(
+    conn: &mut sqlx::AnyConnection,
+    run_id: &str,
+    at: i64,
+    message: &str,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "insert into agent_run_log (run_id, seq, at, message) \
+         select $1, coalesce(max(seq), 0) + 1, $2, $3 from agent_run_log where run_id = $1",
+    )
+    .bind(run_id)
+    .bind(at)
+    .bind(message)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Ends the runs of the workspace that were waiting for their proposals once none is pending
+/// (`succeeded`), in the transaction that decided the last of them.
+pub(crate) async fn proposals_decided(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    let done = sqlx::query(
+        "select id from agent_runs r where r.workspace_id = $1 and r.status = 'awaiting_approval' \
+         and not exists (select 1 from approvals a where a.run_id = r.id and a.status = 'pending')",
+    )
+    .bind(workspace_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in done {
+        let id: String = row.try_get("id")?;
+        let counts = sqlx::query(
+            "select cast(coalesce(sum(case when status = 'approved' then 1 else 0 end), 0) as bigint) as approved, \
+             cast(coalesce(sum(case when status = 'rejected' then 1 else 0 end), 0) as bigint) as rejected, \
+             cast(coalesce(sum(case when status = 'expired' then 1 else 0 end), 0) as bigint) as expired \
+             from approvals where run_id = $1",
+        )
+        .bind(&id)
+        .fetch_one(&mut *conn)
+        .await?;
+        let (approved, rejected, expired): (i64, i64, i64) = (
+            counts.try_get("approved")?,
+            counts.try_get("rejected")?,
+            counts.try_get("expired")?,
+        );
+        let ended = sqlx::query(
+            "update agent_runs set status = 'succeeded', updated_at = $2 where id = $1 and status = 'awaiting_approval'",
+        )
+        .bind(&id)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+        if ended.rows_affected() == 1 {
+            log(
+                conn,
+                &id,
+                now,
+                &format!(
+                    "Every proposal is decided: {approved} approved, {rejected} rejected, {expired} expired. The run succeeded."
+                ),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+// ----- run_agent -----
+
+/// The input of `run_agent`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunAgentInput {
+    /// The agent's id (`agt_...`).
+    pub id: String,
+    /// Process at most this many prospects this time: 1 to the agent's `max_prospects_per_run`
+    /// (its default).
+    pub max_prospects: Option<i64>,
+    /// `writer` only: draft for these prospects (1 to 1000 `prs_...` ids) instead of the agent's
+    /// list.
+    pub prospect_ids: Option<Vec<String>>,
+}
+
+/// What a run will do, worked out by its price function.
+pub struct RunPlan {
+    agent: Agent,
+    /// The most prospects it processes.
+    limit: i64,
+    /// What the reservation covers: `min(limit, candidates)`.
+    quantity: i64,
+    /// The run's own input, kept on the run.
+    input: RunInput,
+}
+
+/// What a run keeps of its call's input.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct RunInput {
+    pub limit: i64,
+    pub prospect_ids: Option<Vec<String>>,
+}
+
+async fn price_run(ctx: &Ctx, input: &RunAgentInput) -> Result<Priced<RunPlan>, ApiError> {
+    let mut conn = ctx.db().pool().acquire().await?;
+    let agent = super::fetch(&mut conn, ctx.workspace_id(), &input.id).await?;
+    let limit = match input.max_prospects {
+        None => agent.max_prospects_per_run,
+        Some(limit) if (1..=agent.max_prospects_per_run).contains(&limit) => limit,
+        Some(limit) => {
+            return Err(ApiError::invalid_request(format!(
+                "`max_prospects` must be between 1 and the agent's `max_prospects_per_run` ({}); it is {limit}.",
+                agent.max_prospects_per_run
+            )));
+        }
+    };
+    let prospect_ids = match &input.prospect_ids {
+        None => None,
+        Some(_) if agent.kind != AgentKind::Writer => {
+            return Err(ApiError::invalid_request(format!(
+                "`prospect_ids` is for `writer` agents; a `{}` agent selects its own prospects.",
+                agent.kind
+            )));
+        }
+        Some(ids) => {
+            let mut seen = std::collections::HashSet::new();
+            let ids: Vec<String> = ids
+                .iter()
+                .map(|id| id.trim().to_owned())
+                .filter(|id| seen.insert(id.clone()))
+                .collect();
+            if ids.is_empty() || ids.len() > MAX_RUN_PROSPECT_IDS {
+                return Err(ApiError::invalid_request(format!(
+                    "`prospect_ids` must hold 1 to {MAX_RUN_PROSPECT_IDS} ids; it holds {}.",
+                    ids.len()
+                )));
+            }
+            Some(ids)
+        }
+    };
+    let run_input = RunInput {
+        limit,
+        prospect_ids,
+    };
+    let candidates =
+        execute::count_candidates(&mut conn, ctx.workspace_id(), &agent, &run_input, ctx.now_ms())
+            .await?;
+    let quantity = candidates.min(limit);
+    Ok(ctx
+        .price(AGENT_RUN_PROSPECT, quantity)
+        .detail("candidates", candidates)
+        .detail("max_prospects", limit)
+        .detail("max_credits_per_run", agent.max_credits_per_run)
+        .plan(RunPlan {
+            agent,
+            limit,
+            quantity,
+            input: run_input,
+        }))
+}
+
+/// Run an agent: select, score and draft, and propose the results for approval.
+///
+/// Starts one run of the agent and returns it at once, `queued`; a worker then executes it in
+/// phases and it moves to `running`, then `awaiting_approval` (its proposals wait in the approval
+/// queue) or `succeeded`, or `failed`. Follow it with `get_run` (`processed` of `total`, and a log
+/// of what was selected and why, what was drafted and what was charged); cancel it with
+/// `cancel_run`.
+///
+/// What each kind does: a `prospector` selects prospects matching its targeting (not
+/// do-not-contact, reachable, not in a live sequence, not contacted within the sequence's
+/// `skip_if_contacted_within_days`), scores them, keeps those at `min_tier` or better, adds them to
+/// its list and proposes them for its sequence with their texts and the reasons they were chosen;
+/// a `writer` drafts the sequence's texts for its list (or `prospect_ids`) and proposes them; an
+/// `inbox_triage` classifies new replies, marks unsubscribes do-not-contact, stops their
+/// enrollments and drafts replies for approval.
+///
+/// **Nothing is sent before a person approves it** (`approve_outreach`, which needs `send`): every
+/// proposal waits in the approval queue, unless the agent is `autonomous` *and* the caller holds
+/// `send`, in which case the run approves its own proposals, which then go out within the senders'
+/// hours and limits.
+///
+/// Costs one `agent_run.prospect` unit (1 credit by default) per prospect processed. The price of
+/// the most it may process (`min(max_prospects, candidates)`) is reserved when it starts and what it
+/// did not use is released when it ends, fails or is canceled; `estimate_only` returns that price.
+/// A price over the agent's `max_credits_per_run` is a 400; a disabled agent, a sequence that is
+/// stopped or has no steps, or a second run while one is `queued` or `running` is a 409
+/// `invalid_state`. Honours `Idempotency-Key`: a retry with the same key replays the first answer
+/// and starts nothing.
+#[action(scope = "write", credits = price_run, idempotent, http = "POST /agents/{id}/run")]
+pub async fn run_agent(ctx: Ctx, _input: RunAgentInput, plan: RunPlan) -> Result<Run, ApiError> {
+    let RunPlan {
+        agent,
+        limit,
+        quantity,
+        input,
+    } = plan;
+    let unit_price = ctx.unit_price(AGENT_RUN_PROSPECT);
+    let price = quantity.saturating_mul(unit_price);
+    if let Some(cap) = agent.max_credits_per_run
+        && price > cap
+    {
+        return Err(ApiError::invalid_request(format!(
+            "This run would reserve {price} credits ({quantity} prospects at {unit_price}), over agent `{}`'s \
+             `max_credits_per_run` of {cap}; nothing was done or charged. Lower `max_prospects`, or raise the cap \
+             with `update_agent`.",
+            agent.id
+        ))
+        .with_extra("price", price)
+        .with_extra("max_credits_per_run", cap));
+    }
+    if !agent.enabled {
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "Agent `{}` is disabled; enable it with `update_agent` (`enabled: true`) to run it. Nothing was done or charged.",
+                agent.id
+            ),
+        ));
+    }
+    let principal = ctx.principal();
+    let autonomous = agent.mode == AgentMode::Autonomous && principal.allows(Scope::Send);
+    let workspace_id = ctx.workspace_id();
+    let now = ctx.now_ms();
+    let run_id = ids::new_id("run");
+
+    let mut tx = ctx.tx().await?;
+    // The agent row as it is now, locked against a concurrent delete; the run keeps its settings.
+    let agent = super::fetch_for_update(&mut tx, workspace_id, &agent.id).await?;
+    let inserted = sqlx::query(
+        "insert into agent_runs (id, workspace_id, agent_id, agent_name, kind, status, phase, settings, input, \
+         autonomous, person_id, credential_kind, credential_id, total, unit_price, \
+         credits_reserved, created_at, updated_at) \
+         values ($1, $2, $3, $4, $5, 'queued', 'select', $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)",
+    )
+    .bind(&run_id)
+    .bind(workspace_id)
+    .bind(&agent.id)
+    .bind(&agent.name)
+    .bind(agent.kind.as_str())
+    .bind(json_text(&agent)?)
+    .bind(json_text(&input)?)
+    .bind(i64::from(autonomous))
+    .bind(&principal.person_id)
+    .bind(match principal.credential_kind {
+        outreach_runtime::prelude::CredentialKind::ApiKey => "api_key",
+        outreach_runtime::prelude::CredentialKind::OauthToken => "oauth_token",
+    })
+    .bind(&principal.credential_id)
+    .bind(quantity)
+    .bind(unit_price)
+    .bind(price)
+    .bind(now)
+    .execute(&mut *tx)
+    .await;
+    if let Err(error) = inserted {
+        if is_unique_violation(&error, "agent_runs_live_key") {
+            // The transaction is spoiled on PostgreSQL; the live run is read outside it.
+            drop(tx);
+            let mut conn = ctx.db().pool().acquire().await?;
+            let live = live_run(&mut conn, workspace_id, &agent.id)
+                .await?
+                .unwrap_or_default();
+            return Err(live_run_error(&agent.id, &live, "run again"));
+        }
+        return Err(error.into());
+    }
+    let reservation = ctx.hold(&mut tx, &run_id, now + execute::HOLD_MS).await?;
+    sqlx::query("update agent_runs set reservation_id = $2 where id = $1")
+        .bind(&run_id)
+        .bind(&reservation.id)
+        .execute(&mut *tx)
+        .await?;
+    let mode = if autonomous {
+        "autonomous: it approves its own proposals".to_owned()
+    } else if agent.mode == AgentMode::Autonomous {
+        "review: the agent is autonomous, but the caller does not hold `send`, so its proposals wait for a person"
+            .to_owned()
+    } else {
+        "review: its proposals wait for a person".to_owned()
+    };
+    log(
+        &mut tx,
+        &run_id,
+        now,
+        &format!(
+            "Queued by {} ({}): up to {limit} prospects, {quantity} of them possible now; {price} credits reserved \
+             ({unit_price} per prospect processed, the rest released at the end). Mode {mode}.",
+            principal.email, principal.credential_name
+        ),
+    )
+    .await?;
+    enqueue(
+        &mut tx,
+        ctx.clock(),
+        NewJob::new(execute::RUN_JOB, serde_json::json!({ "run_id": run_id }))
+            .workspace(workspace_id)
+            .unique_key(format!("run:{run_id}"))
+            .max_attempts(execute::MAX_ATTEMPTS),
+    )
+    .await?;
+    fetch(&mut tx, workspace_id, &run_id).await
+}
+
+// ----- get_run, list_runs, cancel_run -----
+
+/// The input of `get_run` and `cancel_run`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunId {
+    /// The run's id (`run_...`).
+    pub id: String,
+}
+
+/// Get an agent run by id.
+///
+/// Returns its status, progress (`processed` of `total`), what it reserved and charged, how many
+/// of its proposals still wait for a person, and its log. Poll it after `run_agent` until the
+/// status is `awaiting_approval`, `succeeded`, `failed` or `canceled`. Costs nothing.
+#[action(scope = "read", http = "GET /runs/{id}")]
+pub async fn get_run(ctx: Ctx, input: RunId) -> Result<Run, ApiError> {
+    let mut conn = ctx.db().pool().acquire().await?;
+    fetch(&mut conn, ctx.workspace_id(), &input.id).await
+}
+
+/// The input of `list_runs`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListRunsInput {
+    /// Only runs of this agent (`agt_...`).
+    pub agent_id: Option<String>,
+    /// Only runs in this status.
+    pub status: Option<RunStatus>,
+    #[serde(flatten)]
+    pub page: PageParams,
+}
+
+/// List agent runs, newest first.
+///
+/// Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while `has_more`.
+/// Filter by `agent_id` and `status`. Each run comes with its log. Costs nothing.
+#[action(scope = "read", http = "GET /runs")]
+pub async fn list_runs(ctx: Ctx, input: ListRunsInput) -> Result<Page<Run>, ApiError> {
+    let mut filter = String::from("workspace_id = $1");
+    filter.push_str(if input.agent_id.is_some() {
+        " and agent_id = $2"
+    } else {
+        " and $2 = $2"
+    });
+    filter.push_str(if input.status.is_some() {
+        " and status = $3"
+    } else {
+        " and $3 = $3"
+    });
+    let agent_id = input.agent_id.clone().unwrap_or_default();
+    let status = input.status.map_or("", RunStatus::as_str);
+    let mut page = paged(
+        ctx.db().pool(),
+        input.page,
+        format!("select count(*) from agent_runs where {filter}"),
+        format!(
+            "select {RUN_COLUMNS} from agent_runs where {filter} order by created_at desc, id desc limit $4 offset $5"
+        ),
+        |query| {
+            query
+                .bind(ctx.workspace_id())
+                .bind(agent_id.clone())
+                .bind(status)
+        },
+        Run::from_row,
+    )
+    .await?;
+    let mut conn = ctx.db().pool().acquire().await?;
+    attach(&mut conn, &mut page.items).await?;
+    Ok(page)
+}
+
+/// Cancel an agent run.
+///
+/// A `queued` run is canceled before it starts, and its whole reservation is released. A
+/// `running` run stops after the batch it is on (a few prospects at most); what it processed is
+/// charged and the rest released, and its proposals so far stay in the approval queue for a person
+/// to decide. A run whose work is done (`awaiting_approval`, `succeeded`, `failed`, `canceled`)
+/// is a 409 `invalid_state`: reject its proposals with `reject_outreach` and `run_id` instead.
+/// Costs nothing.
+#[action(scope = "write", http = "POST /runs/{id}/cancel")]
+pub async fn cancel_run(ctx: Ctx, input: RunId) -> Result<Run, ApiError> {
+    IdKind::Run.check(&input.id)?;
+    let workspace_id = ctx.workspace_id();
+    let now = ctx.now_ms();
+    let mut tx = ctx.tx().await?;
+    let run = fetch(&mut tx, workspace_id, &input.id).await?;
+    if !run.status.is_live() {
+        let hint = if run.status == RunStatus::AwaitingApproval {
+            " Its work is done; reject its proposals with `reject_outreach` and `run_id` instead."
+        } else {
+            ""
+        };
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "Run `{}` is `{}`; only a `queued` or `running` run can be canceled.{hint}",
+                run.id, run.status
+            ),
+        )
+        .with_extra("status", run.status.as_str()));
+    }
+    let canceled = sqlx::query(
+        "update agent_runs set status = 'canceled', updated_at = $3 where workspace_id = $1 and id = $2 \
+         and status in ('queued', 'running')",
+    )
+    .bind(workspace_id)
+    .bind(&run.id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    if canceled.rows_affected() != 1 {
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "Run `{}` ended while it was being canceled; see `get_run`.",
+                run.id
+            ),
+        ));
+    }
+    log(
+        &mut tx,
+        &run.id,
+        now,
+        &format!("Canceled by {}.", ctx.principal().email),
+    )
+    .await?;
+    if run.status == RunStatus::Queued {
+        // Nothing was processed: end it here, releasing the whole reservation, and drop its job.
+        // (A job already claimed finds the run canceled and ends without working.)
+        execute::end_canceled(&mut tx, ctx.clock(), workspace_id, &run.id, now).await?;
+        outreach_runtime::prelude::jobs::cancel_unique(
+            &mut tx,
+            ctx.clock(),
+            execute::RUN_JOB,
+            &format!("run:{}", run.id),
+        )
+        .await?;
+    } else {
+        // The job settles what it processed at its next batch.
+        outreach_runtime::prelude::jobs::move_unique(
+            &mut tx,
+            ctx.clock(),
+            execute::RUN_JOB,
+            &format!("run:{}", run.id),
+            now,
+        )
+        .await?;
+    }
+    fetch(&mut tx, workspace_id, &run.id).await
+}

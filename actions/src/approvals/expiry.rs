@@ -1,0 +1,128 @@
+//! Agent proposals expire: what an agent run proposed waits at most 72 hours for a person.
+//!
+//! A stale proposal is worse than none: the prospect's situation, the texts and the sender's
+//! calendar have moved on, and an enrollment waiting for approval holds the prospect (no other
+//! run selects someone in a live sequence). So each agent proposal carries `expires_at`, deciding
+//! one past it is a 409 even before the expiry runs, and one `expire_proposals` job per run, due
+//! at its proposals' expiry on the service clock (which tests and demos move), marks what is still
+//! pending `expired`, finishes their enrollments (`exit_reason` `expired`) and lets the run end.
+//! Nothing is charged back: the run was charged for the work it did, not for the decision.
+
+use outreach_runtime::prelude::{
+    ApiError, Clock, JobCtx, JobOutcome, JobResult, NewJob, enqueue, job,
+};
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+
+use crate::enrollments;
+
+/// How long an agent's proposal waits for a decision.
+pub const EXPIRES_AFTER_MS: i64 = 72 * 3_600_000;
+
+/// The job kind that expires a run's proposals.
+pub const EXPIRY_JOB: &str = "expire_proposals";
+
+job!("expire_proposals", expire_proposals);
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ExpiryPayload {
+    run_id: String,
+}
+
+/// Enqueues (in the caller's transaction) the expiry of a run's proposals at `at_ms`; one job per
+/// run, which comes back for proposals made after it was enqueued.
+pub(crate) async fn schedule(
+    conn: &mut sqlx::AnyConnection,
+    clock: &Clock,
+    workspace_id: &str,
+    run_id: &str,
+    at_ms: i64,
+) -> Result<(), ApiError> {
+    enqueue(
+        conn,
+        clock,
+        NewJob::new(EXPIRY_JOB, serde_json::json!({ "run_id": run_id }))
+            .workspace(workspace_id)
+            .run_at(at_ms)
+            .unique_key(format!("run:{run_id}")),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn expire_proposals(job: JobCtx) -> JobResult {
+    let payload: ExpiryPayload = job.payload_as()?;
+    let now = job.now_ms();
+    let mut tx = job.tx().await?;
+    let rows = sqlx::query(
+        "select id, workspace_id, kind, subject_id, expires_at from approvals \
+         where run_id = $1 and status = 'pending' and expires_at is not null order by expires_at, id",
+    )
+    .bind(&payload.run_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut later = None;
+    let mut workspace = None;
+    for row in rows {
+        let expires_at: i64 = row.try_get("expires_at")?;
+        if expires_at > now {
+            later = Some(later.map_or(expires_at, |at: i64| at.min(expires_at)));
+            continue;
+        }
+        let id: String = row.try_get("id")?;
+        let workspace_id: String = row.try_get("workspace_id")?;
+        sqlx::query(
+            "update approvals set status = 'expired', decided_at = $2 where id = $1 and status = 'pending'",
+        )
+        .bind(&id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if row.try_get::<String, _>("kind")? == "enrollment" {
+            let enrollment_id: String = row.try_get("subject_id")?;
+            finish_enrollment(&mut tx, &workspace_id, &enrollment_id, "expired", now).await?;
+        }
+        workspace = Some(workspace_id);
+    }
+    if let Some(workspace_id) = workspace {
+        crate::agents::runs::proposals_decided(&mut tx, &workspace_id, now).await?;
+    }
+    Ok(match later {
+        Some(until_ms) => JobOutcome::Snooze { until_ms },
+        None => JobOutcome::Done,
+    })
+}
+
+/// Finishes an enrollment still awaiting approval, with `exit_reason`, recording why.
+pub(crate) async fn finish_enrollment(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    enrollment_id: &str,
+    exit_reason: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    let finished = sqlx::query(
+        "update enrollments set status = 'finished', exit_reason = $3, next_step_at = null, updated_at = $4 \
+         where workspace_id = $1 and id = $2 and status = 'awaiting_approval'",
+    )
+    .bind(workspace_id)
+    .bind(enrollment_id)
+    .bind(exit_reason)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    if finished.rows_affected() == 1 {
+        enrollments::record_event(
+            conn,
+            workspace_id,
+            enrollment_id,
+            now,
+            "finished",
+            None,
+            None,
+            Some(exit_reason),
+        )
+        .await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,533 @@
+//! The approval queue: everything that waits for a person before it reaches the network.
+//!
+//! An item is small and general: a `kind` (`enrollment`, or `reply` for a reply an agent drafted
+//! in a conversation), the object it decides (`subject_id`), the prospect, sequence and sender it
+//! concerns, the texts a person approves, and who or what proposed it (a person through a
+//! credential, or an agent run, with why it chose the prospect and who drafted the texts).
+//! Deciding is in [`decide`]; an agent's proposals expire after 72 hours ([`expiry`]), giving the
+//! prospect back to other runs. A draft can be edited before it is decided (`update_approval`),
+//! under the same checks as a template: no unfilled variable, within the step's limit.
+
+pub mod decide;
+pub mod expiry;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
+
+use crate::agents::triage::Classification;
+use crate::common::{IdKind, json_text};
+use crate::drafting::DraftedBy;
+use crate::scoring::engine::{MatchedCriterion, Tier};
+use crate::sequences::RenderedText;
+use outreach_runtime::prelude::{
+    ApiError, CredentialKind, Ctx, ErrorCode, Page, PageParams, Timestamp, action, paged,
+};
+
+/// The most item ids one decision takes.
+pub const MAX_IDS: usize = 1000;
+
+outreach_runtime::prelude::text_enum! {
+    /// What an approval item decides.
+    pub enum ApprovalKind {
+        /// Whether a prospect may receive a sequence's steps (the subject is the enrollment).
+        Enrollment => "enrollment",
+        /// Whether a reply an agent drafted may be sent in a conversation (the subject is the
+        /// conversation).
+        Reply => "reply",
+    }
+}
+
+outreach_runtime::prelude::text_enum! {
+    /// Where an approval item is.
+    pub enum ApprovalStatus {
+        /// Waits for a person.
+        Pending => "pending",
+        /// Approved: its outreach may go out.
+        Approved => "approved",
+        /// Rejected: nothing of it is sent.
+        Rejected => "rejected",
+        /// No longer relevant: its enrollment or sequence was stopped, the prospect became
+        /// do-not-contact, its run was canceled, or an agent's proposal waited 72 hours.
+        Expired => "expired",
+    }
+}
+
+/// Who or what proposed an item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProposedBy {
+    /// `api_key`, `oauth_token` (a person through a credential) or `agent`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The credential's or agent's id.
+    pub id: String,
+    /// The person behind the credential, if any.
+    pub person_id: Option<String>,
+    /// The credential's or agent's name.
+    pub name: Option<String>,
+}
+
+impl ProposedBy {
+    /// The caller of this request.
+    pub fn caller(ctx: &Ctx) -> Self {
+        let principal = ctx.principal();
+        Self {
+            kind: match principal.credential_kind {
+                CredentialKind::ApiKey => "api_key",
+                CredentialKind::OauthToken => "oauth_token",
+            }
+            .to_owned(),
+            id: principal.credential_id.clone(),
+            person_id: Some(principal.person_id.clone()),
+            name: Some(principal.credential_name.clone()),
+        }
+    }
+}
+
+/// The prospect an item concerns, as a person deciding needs to see it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ProspectSummary {
+    pub full_name: Option<String>,
+    pub title: Option<String>,
+    pub company_name: Option<String>,
+    pub profile_url: Option<String>,
+}
+
+/// Why an agent run proposed an item.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProposalReasons {
+    /// The reasons as a sentence.
+    pub summary: String,
+    /// `prospector`: the prospect's score against the agent's targeting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<i64>,
+    /// `prospector`: the tier of that score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<Tier>,
+    /// `prospector`: the targeting (`tgt_...`) scored against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targeting_id: Option<String>,
+    /// `prospector`: the criteria that earned points.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matched: Vec<MatchedCriterion<'static>>,
+    /// `inbox_triage`: what the prospect's reply was read as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classification: Option<Classification>,
+    /// `inbox_triage`: the inbound message (`msg_...`) replied to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+}
+
+/// One item of the approval queue.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ApprovalItem {
+    pub id: String,
+    /// `enrollment` or `reply`.
+    pub kind: ApprovalKind,
+    /// `pending`, `approved`, `rejected` or `expired`.
+    pub status: ApprovalStatus,
+    /// The object decided: the enrollment (`enr_...`) for kind `enrollment`, the conversation
+    /// (`cnv_...`) for kind `reply`.
+    pub subject_id: String,
+    pub prospect_id: String,
+    pub prospect: Option<ProspectSummary>,
+    pub sequence_id: Option<String>,
+    pub sequence_name: Option<String>,
+    pub sender_id: Option<String>,
+    /// The texts the prospect would receive, rendered for them, by step.
+    pub texts: Vec<RenderedText>,
+    pub proposed_by: ProposedBy,
+    /// The agent run (`run_...`) that proposed it; `null` when a person did.
+    pub run_id: Option<String>,
+    /// The agent (`agt_...`) whose run proposed it; `null` when a person did.
+    pub agent_id: Option<String>,
+    /// On an agent's draft: `llm` when the drafting model wrote every text, `template` otherwise
+    /// (each text says which, and why the template was used).
+    pub drafted_by: Option<DraftedBy>,
+    /// Why an agent run proposed it; `null` when a person did.
+    pub reasons: Option<ProposalReasons>,
+    /// When a pending agent proposal expires (72 hours after it was made); `null`: never.
+    pub expires_at: Option<Timestamp>,
+    /// When a person last edited its texts (`update_approval`), and who (`psn_...`).
+    pub edited_at: Option<Timestamp>,
+    pub edited_by: Option<String>,
+    pub created_at: Timestamp,
+    pub decided_at: Option<Timestamp>,
+    /// The person (`psn_...`) who approved or rejected it.
+    pub decided_by: Option<String>,
+}
+
+const ITEM_COLUMNS: &str = "a.id, a.kind, a.status, a.subject_id, a.prospect_id, a.sequence_id, a.sender_id, a.texts, \
+     a.proposed_by, a.run_id, a.agent_id, a.drafted_by, a.reasons, a.expires_at, a.edited_at, a.edited_by, \
+     a.created_at, a.decided_at, a.decided_by, \
+     p.first_name, p.last_name, p.title, p.company_name, p.profile_url, s.name as sequence_name";
+
+const ITEM_FROM: &str = "approvals a left join prospects p on p.id = a.prospect_id \
+     left join sequences s on s.id = a.sequence_id";
+
+impl ApprovalItem {
+    fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
+        let first: Option<String> = row.try_get("first_name")?;
+        let last: Option<String> = row.try_get("last_name")?;
+        let profile_url: Option<String> = row.try_get("profile_url")?;
+        let full_name = crate::prospects::normalize::full_name(first.as_deref(), last.as_deref());
+        Ok(Self {
+            id: row.try_get("id")?,
+            kind: ApprovalKind::from_db(&row.try_get::<String, _>("kind")?)?,
+            status: ApprovalStatus::from_db(&row.try_get::<String, _>("status")?)?,
+            subject_id: row.try_get("subject_id")?,
+            prospect_id: row.try_get("prospect_id")?,
+            prospect: Some(ProspectSummary {
+                full_name,
+                title: row.try_get("title")?,
+                company_name: row.try_get("company_name")?,
+                profile_url,
+            }),
+            sequence_id: row.try_get("sequence_id")?,
+            sequence_name: row.try_get("sequence_name")?,
+            sender_id: row.try_get("sender_id")?,
+            texts: serde_json::from_str(&row.try_get::<String, _>("texts")?)
+                .map_err(ApiError::internal)?,
+            proposed_by: serde_json::from_str(&row.try_get::<String, _>("proposed_by")?)
+                .map_err(ApiError::internal)?,
+            run_id: row.try_get("run_id")?,
+            agent_id: row.try_get("agent_id")?,
+            drafted_by: row
+                .try_get::<Option<String>, _>("drafted_by")?
+                .map(|text| DraftedBy::from_db(&text))
+                .transpose()?,
+            reasons: row
+                .try_get::<Option<String>, _>("reasons")?
+                .map(|text| serde_json::from_str(&text))
+                .transpose()
+                .map_err(ApiError::internal)?,
+            expires_at: row.try_get::<Option<i64>, _>("expires_at")?.map(Timestamp),
+            edited_at: row.try_get::<Option<i64>, _>("edited_at")?.map(Timestamp),
+            edited_by: row.try_get("edited_by")?,
+            created_at: Timestamp(row.try_get("created_at")?),
+            decided_at: row.try_get::<Option<i64>, _>("decided_at")?.map(Timestamp),
+            decided_by: row.try_get("decided_by")?,
+        })
+    }
+}
+
+/// A new pending item, as `add_to_sequence` (and later the agents) propose it.
+pub struct NewApproval<'a> {
+    pub id: &'a str,
+    pub kind: ApprovalKind,
+    pub subject_id: &'a str,
+    pub sequence_id: Option<&'a str>,
+    pub prospect_id: &'a str,
+    pub sender_id: Option<&'a str>,
+    pub texts: &'a [RenderedText],
+    /// The agent run that proposes it, with its agent; `None` for a person's proposal.
+    pub run: Option<(&'a str, &'a str)>,
+    /// Who wrote the texts, on an agent's draft.
+    pub drafted_by: Option<DraftedBy>,
+    /// Why an agent proposed it ([`ProposalReasons`] as JSON text).
+    pub reasons: Option<&'a str>,
+    /// When it expires unless decided; `None`: never.
+    pub expires_at: Option<i64>,
+}
+
+/// Inserts pending items in the caller's transaction, in chunks.
+pub async fn insert_pending(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    proposed_by: &ProposedBy,
+    now: i64,
+    items: &[NewApproval<'_>],
+) -> Result<(), ApiError> {
+    const PER_ROW: usize = 12;
+    let proposed_by = json_text(proposed_by)?;
+    for chunk in items.chunks(100) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| {
+                let n = 4 + PER_ROW * i;
+                let p: Vec<String> = (n..n + PER_ROW).map(|k| format!("${k}")).collect();
+                format!(
+                    "({}, $1, {}, {}, {}, {}, {}, 'pending', {}, $2, {}, {}, $3, {}, {}, {})",
+                    p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]
+                )
+            })
+            .collect();
+        let sql = format!(
+            "insert into approvals (id, workspace_id, kind, subject_id, sequence_id, prospect_id, sender_id, status, \
+             texts, proposed_by, run_id, agent_id, created_at, drafted_by, reasons, expires_at) values {}",
+            values.join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .persistent(false)
+            .bind(workspace_id)
+            .bind(&proposed_by)
+            .bind(now);
+        for item in chunk {
+            query = query
+                .bind(item.id)
+                .bind(item.kind.as_str())
+                .bind(item.subject_id)
+                .bind(item.sequence_id)
+                .bind(item.prospect_id)
+                .bind(item.sender_id)
+                .bind(json_text(&item.texts)?)
+                .bind(item.run.map(|(run_id, _)| run_id))
+                .bind(item.run.map(|(_, agent_id)| agent_id))
+                .bind(item.drafted_by.map(DraftedBy::as_str))
+                .bind(item.reasons)
+                .bind(item.expires_at);
+        }
+        query.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// The input of `list_approvals`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListApprovalsInput {
+    /// Only items of this sequence (`seq_...`).
+    pub sequence_id: Option<String>,
+    /// Only items of this kind.
+    pub kind: Option<ApprovalKind>,
+    /// Only items proposed by this agent run (`run_...`).
+    pub run_id: Option<String>,
+    /// Only items proposed by runs of this agent (`agt_...`).
+    pub agent_id: Option<String>,
+    /// Only items in this status; default `pending`.
+    pub status: Option<ApprovalStatus>,
+    #[serde(flatten)]
+    pub page: PageParams,
+}
+
+/// List the approval queue, newest first.
+///
+/// Shows what waits for a person before it reaches the network (`status` defaults to `pending`):
+/// each item names the prospect (with name, title, company, profile), the sequence and sender, the
+/// texts the prospect would receive, and who proposed it (with `run_id` and `agent_id` when an agent
+/// run did). Filter by `sequence_id`, `kind`, `run_id` and `agent_id`. Paged
+/// with `limit` (1 to 200, default 25) and `offset`. Costs nothing.
+#[action(scope = "read", http = "GET /approvals")]
+pub async fn list_approvals(
+    ctx: Ctx,
+    input: ListApprovalsInput,
+) -> Result<Page<ApprovalItem>, ApiError> {
+    let status = input.status.unwrap_or(ApprovalStatus::Pending);
+    let mut filter = String::from("a.workspace_id = $1 and a.status = $2");
+    filter.push_str(if input.sequence_id.is_some() {
+        " and a.sequence_id = $3"
+    } else {
+        " and $3 = $3"
+    });
+    filter.push_str(if input.kind.is_some() {
+        " and a.kind = $4"
+    } else {
+        " and $4 = $4"
+    });
+    filter.push_str(if input.run_id.is_some() {
+        " and a.run_id = $5"
+    } else {
+        " and $5 = $5"
+    });
+    filter.push_str(if input.agent_id.is_some() {
+        " and a.agent_id = $6"
+    } else {
+        " and $6 = $6"
+    });
+    let sequence_id = input.sequence_id.clone().unwrap_or_default();
+    let run_id = input.run_id.clone().unwrap_or_default();
+    let agent_id = input.agent_id.clone().unwrap_or_default();
+    let kind = input.kind.map_or("", ApprovalKind::as_str);
+    paged(
+        ctx.db().pool(),
+        input.page,
+        format!("select count(*) from approvals a where {filter}"),
+        format!(
+            "select {ITEM_COLUMNS} from {ITEM_FROM} where {filter} order by a.created_at desc, a.id desc limit $7 offset $8"
+        ),
+        |query| {
+            query
+                .bind(ctx.workspace_id())
+                .bind(status.as_str())
+                .bind(sequence_id.clone())
+                .bind(kind)
+                .bind(run_id.clone())
+                .bind(agent_id.clone())
+        },
+        ApprovalItem::from_row,
+    )
+    .await
+}
+
+
+/// Reads one item of the workspace, or 404.
+pub(crate) async fn fetch(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<ApprovalItem, ApiError> {
+    IdKind::Approval.check(id)?;
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "select {ITEM_COLUMNS} from {ITEM_FROM} where a.workspace_id = $1 and a.id = $2"
+    )))
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_optional(conn)
+    .await?
+    .ok_or_else(|| IdKind::Approval.not_found(id))?;
+    ApprovalItem::from_row(&row)
+}
+
+/// The input of `get_approval`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ApprovalId {
+    /// The item's id (`apr_...`).
+    pub id: String,
+}
+
+/// Get an approval item by id.
+///
+/// Returns the item with its prospect, texts, who proposed it and why, and its status. Costs
+/// nothing.
+#[action(scope = "read", http = "GET /approvals/{id}")]
+pub async fn get_approval(ctx: Ctx, input: ApprovalId) -> Result<ApprovalItem, ApiError> {
+    let mut conn = ctx.db().pool().acquire().await?;
+    fetch(&mut conn, ctx.workspace_id(), &input.id).await
+}
+
+/// One text of a draft to replace.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TextEdit {
+    /// Which text: its `step_index` in the item's `texts` (0 for a reply).
+    pub step_index: u32,
+    /// The new text, plain or a template (`Hi {{first_name|there}}`) rendered for the prospect.
+    pub text: String,
+}
+
+/// The input of `update_approval`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct UpdateApprovalInput {
+    /// The item's id (`apr_...`).
+    pub id: String,
+    /// The texts to replace, each named by its `step_index`; the others stay.
+    pub texts: Vec<TextEdit>,
+}
+
+/// Edit a draft before it is decided.
+///
+/// Replaces texts of a `pending` item, each named by its `step_index`, before a person approves
+/// it; what is approved is exactly what is sent. Each new text goes through the checks a
+/// template does: it may use variables (`{{first_name|there}}`), which are filled for the
+/// prospect, an unknown variable or one without a value is a 400, and the rendered text must be
+/// 1 to 300 characters for a connection note or 1 to 8,000 for a message or reply. An item
+/// already decided, or an agent's proposal past its expiry, is a 409 `invalid_state`. Sends
+/// nothing. Costs nothing.
+#[action(scope = "write", http = "PATCH /approvals/{id}")]
+pub async fn update_approval(
+    ctx: Ctx,
+    input: UpdateApprovalInput,
+) -> Result<ApprovalItem, ApiError> {
+    use crate::sequences::templates::Template;
+    use crate::sequences::{MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, StepType};
+
+    IdKind::Approval.check(&input.id)?;
+    if input.texts.is_empty() {
+        return Err(ApiError::invalid_request(
+            "`texts` must name at least one text to replace.",
+        ));
+    }
+    let workspace_id = ctx.workspace_id();
+    let now = ctx.now_ms();
+    let mut tx = ctx.tx().await?;
+    let item = fetch(&mut tx, workspace_id, &input.id).await?;
+    if item.status != ApprovalStatus::Pending {
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "Approval item `{}` is `{}`; only `pending` items can be edited.",
+                item.id, item.status
+            ),
+        )
+        .with_extra("status", item.status.as_str()));
+    }
+    if let Some(expires_at) = item.expires_at
+        && expires_at.ms() <= now
+    {
+        return Err(expired(&[item.id.clone()]));
+    }
+    let prospect = crate::prospects::fetch_in(&mut tx, workspace_id, &item.prospect_id).await?;
+    let mut texts = item.texts.clone();
+    let mut seen = std::collections::HashSet::new();
+    for (index, edit) in input.texts.iter().enumerate() {
+        let field = format!("`texts[{index}].text`");
+        if !seen.insert(edit.step_index) {
+            return Err(ApiError::invalid_request(format!(
+                "`texts` names step {} twice; give each text once.",
+                edit.step_index
+            )));
+        }
+        let Some(slot) = texts.iter_mut().find(|t| t.step_index == edit.step_index) else {
+            let known: Vec<String> = texts.iter().map(|t| t.step_index.to_string()).collect();
+            return Err(ApiError::invalid_request(format!(
+                "`texts[{index}].step_index` is {}, but this item has no text for that step; its texts are for steps {}.",
+                edit.step_index,
+                known.join(", ")
+            )));
+        };
+        let template =
+            Template::parse(&edit.text).map_err(|e| ApiError::invalid_request(e.sentence(&field)))?;
+        let rendered = template.render_for(&prospect).map_err(|missing| {
+            ApiError::invalid_request(format!(
+                "{field} uses `{{{{{}}}}}`, which this prospect has no value for; add a fallback (`{{{{{}|...}}}}`) or write the value.",
+                missing.0, missing.0
+            ))
+        })?;
+        let rendered = rendered.trim().to_owned();
+        let limit = match slot.kind {
+            StepType::ConnectionRequest => MAX_NOTE_CHARS,
+            _ => MAX_MESSAGE_CHARS,
+        };
+        let chars = rendered.chars().count();
+        if chars == 0 || chars > limit {
+            return Err(ApiError::invalid_request(format!(
+                "{field} must be 1 to {limit} characters once filled in for this prospect; it is {chars}."
+            )));
+        }
+        slot.text = rendered;
+        slot.drafted_by = None;
+        slot.fallback_reason = None;
+    }
+    let person_id = &ctx.principal().person_id;
+    let updated = sqlx::query(
+        "update approvals set texts = $3, edited_at = $4, edited_by = $5 \
+         where workspace_id = $1 and id = $2 and status = 'pending'",
+    )
+    .bind(workspace_id)
+    .bind(&item.id)
+    .bind(json_text(&texts)?)
+    .bind(now)
+    .bind(person_id)
+    .execute(&mut *tx)
+    .await?;
+    if updated.rows_affected() != 1 {
+        return Err(decide::changed_meanwhile(&item.id));
+    }
+    fetch(&mut tx, workspace_id, &item.id).await
+}
+
+/// The 409 for agent proposals past their expiry.
+pub(crate) fn expired(ids: &[String]) -> ApiError {
+    let named = ids
+        .iter()
+        .map(|id| format!("`{id}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    ApiError::new(
+        ErrorCode::InvalidState,
+        format!(
+            "{named} expired: an agent's proposal waits at most {} hours for a decision; nothing was changed. Run the agent again for fresh proposals.",
+            expiry::EXPIRES_AFTER_MS / 3_600_000
+        ),
+    )
+    .with_extra("expired_ids", ids.to_vec())
+}
