@@ -151,6 +151,9 @@ mcp_task! {
 
 struct App {
     base_url: String,
+    /// Begins the server's graceful shutdown; `stopped` says when it has finished.
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    stopped: Option<tokio::task::JoinHandle<()>>,
     db: Db,
     key: String,
     other_key: String,
@@ -243,10 +246,13 @@ async fn spawn_with(configure: impl FnOnce(&mut Config)) -> App {
     config.jobs.workers = 0;
     configure(&mut config);
     let state = build_state(db.clone(), clock.clone(), config).expect("the app state");
-    tokio::spawn(async move {
-        serve(state, listener, std::future::pending())
-            .await
-            .expect("serve");
+    let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
+    let stopped = tokio::spawn(async move {
+        serve(state, listener, async move {
+            stopping.await.ok();
+        })
+        .await
+        .expect("serve");
     });
     let mut keys = Vec::new();
     for (name, email) in [("Fake", "owner@fake.test"), ("Other", "owner@other.test")] {
@@ -271,6 +277,8 @@ async fn spawn_with(configure: impl FnOnce(&mut Config)) -> App {
     let other_key = keys.pop().expect("two keys");
     App {
         base_url,
+        stop: Some(stop),
+        stopped: Some(stopped),
         db,
         key: keys.pop().expect("two keys"),
         other_key,
@@ -899,4 +907,43 @@ async fn the_fast_path_answers_long_calls_as_rmcp_does() {
         }
         assert_eq!(answers[0], answers[1], "{capabilities:?}");
     }
+}
+
+/// A held call does not hold up a graceful shutdown: it answers with the work as it stands.
+#[tokio::test]
+async fn a_held_call_answers_at_once_when_the_server_shuts_down() {
+    let mut app = spawn().await;
+    let stop = app.stop.take().expect("a running server");
+    let call = json!({"name": "service_start_job", "arguments": {"size": 3}, "_meta": {"progressToken": 1}});
+    let held = app.rpc(
+        &app.key,
+        Lifecycle::PerRequest,
+        "tools/call",
+        call,
+        None,
+        "application/json, text/event-stream",
+    );
+    let stopper = async move {
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        stop.send(()).ok();
+    };
+    let started = std::time::Instant::now();
+    let (answer, ()) = tokio::join!(held, stopper);
+    let events = answer.events();
+    let last = events.last().expect("the answer");
+    assert_eq!(
+        last["result"]["structuredContent"]["status"],
+        json!("queued"),
+        "{last}"
+    );
+    let stopped = app.stopped.take().expect("a running server");
+    tokio::time::timeout(Duration::from_secs(10), stopped)
+        .await
+        .expect("the server stopped")
+        .expect("serve ended");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
 }

@@ -16,7 +16,8 @@
 //! - **Progress.** A client without the extension that sends `_meta.progressToken` (and accepts
 //!   an event stream) has its call held open: the `get` action is read every
 //!   [`PROGRESS_POLL`], each advance is a `notifications/progress`, and the answer is the
-//!   output once the work leaves `working`, or as it stands after [`PROGRESS_BOUND`]. rmcp's
+//!   output once the work leaves `working`, or as it stands after [`PROGRESS_BOUND`] or when the
+//!   server begins to shut down (so a deploy does not wait on a long run). rmcp's
 //!   stateless transport answers in JSON when the handler's first message is the response and
 //!   turns to an event stream when it is a notification, so the first notification, sent at
 //!   once, is what makes this one answer `text/event-stream`. The fast path hands such calls to
@@ -68,7 +69,6 @@ pub(super) struct ProgressSink {
 }
 
 /// How the caller asked for a long call to be answered.
-#[derive(Default)]
 pub(super) struct Asked {
     /// The request declared the tasks extension.
     pub tasks: bool,
@@ -274,6 +274,8 @@ impl McpFace {
             tokio::select! {
                 () = tokio::time::sleep(PROGRESS_POLL) => {}
                 () = sink.context.ct.cancelled() => break,
+                // The client gets the work as it stands and can poll it; a shutdown does not wait.
+                () = self.state.shutdown.begun() => break,
             }
             match self
                 .dispatch_by_name(caller, def.get, json!({"id": view.id}))
