@@ -271,6 +271,38 @@ await named("ts-every-tool-success-path", async () => {
   check(agents.items.some((item) => item.id === agent.id), `the agent is listed: ${show(agents)}`);
   await okCall("service_delete_agent", { id: agent.id });
 
+  // Agent runs: a writer drafts the sequence's texts for a list and proposes them (nothing is
+  // sent); its run is followed to the end, and a second run is canceled while it works. A draft
+  // is read and edited before a decision.
+  const runsSequence = await okCall("service_create_sequence", { name: `TS runs ${run}`, steps });
+  const runsList = await okCall("service_create_list", { name: `TS runs list ${run}` });
+  const rows = Array.from({ length: 300 }, (_, n) => ({
+    first_name: `Writer${n}`, profile_url: `https://www.linkedin.com/in/ts-writer-${run}-${n}/`,
+  }));
+  await okCall("service_import_prospects", { rows, list_id: runsList.id });
+  const writer = await okCall("service_create_agent", {
+    name: `TS writer ${run}`, kind: "writer", list_id: runsList.id, sequence_id: runsSequence.id, max_prospects_per_run: 300,
+  });
+  const small = await okCall("service_run_agent", { id: writer.id, max_prospects: 2, idempotency_key: `ts-run-${run}` });
+  check(small.status === "queued", `a run starts queued: ${show(small)}`);
+  let followed = small;
+  for (let turn = 0; turn < 200 && ["queued", "running"].includes(followed.status); turn += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    followed = await okCall("service_get_run", { id: small.id });
+  }
+  check(followed.status === "awaiting_approval" && followed.processed === 2, `the run did its work: ${show(followed)}`);
+  const runs = await okCall("service_list_runs", { agent_id: writer.id, status: "awaiting_approval" });
+  check(runs.items.length === 1, `the run is listed: ${show(runs)}`);
+  const proposals = await okCall("service_list_approvals", { run_id: small.id });
+  const draftId = proposals.items[0].id;
+  await okCall("service_get_approval", { id: draftId });
+  const edited = await okCall("service_update_approval", {
+    id: draftId, texts: [{ step_index: 0, text: "Hi {{first_name}}, edited by the TS check." }],
+  });
+  check(edited.texts[0].text.endsWith("edited by the TS check."), `the draft was edited: ${show(edited)}`);
+  const big = await okCall("service_run_agent", { id: writer.id });
+  await okCall("service_cancel_run", { id: big.id });
+
   // Undo.
   await okCall("service_remove_prospects_from_list", { id: state.list, prospect_ids: [state.prospect] });
   await okCall("service_delete_list", { id: state.list });

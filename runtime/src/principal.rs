@@ -97,7 +97,9 @@ pub async fn scope_now(
     if revoked_at.is_some() || expires_at.is_some_and(|at| at <= now_ms) {
         return Ok(None);
     }
-    let terms_accepted = row.try_get::<Option<i64>, _>("terms_accepted_at")?.is_some();
+    let terms_accepted = row
+        .try_get::<Option<i64>, _>("terms_accepted_at")?
+        .is_some();
     let granted = Scope::parse_list(&row.try_get::<String, _>("scopes")?)
         .map_err(crate::error::ApiError::internal)?;
     Ok(Some(granted.min(role.scope_cap(terms_accepted))))

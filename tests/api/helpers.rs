@@ -767,6 +767,10 @@ pub(crate) fn outreach() -> Command {
         "OUTREACH_JOB_POLL_MS",
         "OUTREACH_NETWORK",
         "OUTREACH_SANDBOX_SEED",
+        "LLM_BASE_URL",
+        "LLM_API_KEY",
+        "LLM_MODEL",
+        "LLM_TIMEOUT_MS",
     ] {
         command.env_remove(name);
     }
@@ -841,6 +845,16 @@ pub(crate) async fn start_serve(database: &TestDatabase) -> Served {
 
 /// Starts `serve` with extra arguments and returns as soon as it has printed its addresses.
 pub(crate) async fn start_serve_with(database: &TestDatabase, extra: &[&str]) -> Served {
+    start_serve_env(database, extra, &[]).await
+}
+
+/// Starts `serve` with extra arguments and environment variables (a drafting model's settings)
+/// and returns as soon as it has printed its addresses.
+pub(crate) async fn start_serve_env(
+    database: &TestDatabase,
+    extra: &[&str],
+    env: &[(String, String)],
+) -> Served {
     let mut child = outreach()
         .args([
             "serve",
@@ -850,6 +864,10 @@ pub(crate) async fn start_serve_with(database: &TestDatabase, extra: &[&str]) ->
             database.url(),
         ])
         .args(extra)
+        .envs(
+            env.iter()
+                .map(|(name, value)| (name.as_str(), value.as_str())),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -7,6 +7,8 @@
 
 mod helpers;
 
+mod agent_jobs;
+mod agent_runs;
 mod agents;
 mod approvals;
 mod auth;

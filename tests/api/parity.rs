@@ -59,6 +59,11 @@ struct World {
     paused_enrollment: String,
     /// A prospector agent over the world's targeting, list and draft sequence.
     agent: String,
+    /// A writer agent over the world's list and draft sequence, and its run, still `queued`.
+    runner: String,
+    agent_run: String,
+    /// What this world's reachable prospects' profile URLs have in common (`world-<n>-`).
+    reachable_slug: String,
 }
 
 /// The prospect each world holds. It has no profile URL and no email (each is unique in a
@@ -245,6 +250,19 @@ impl World {
             )
             .await;
         let agent = id_of(&agent, "agent");
+        let runner = app
+            .post_json(
+                "/agents",
+                key,
+                json!({"name": format!("Writer {tag}"), "kind": "writer", "list_id": list, "sequence_id": draft}),
+            )
+            .await;
+        let runner = id_of(&runner, "writer agent");
+        let agent_run = id_of(
+            &app.post_json(&format!("/agents/{runner}/run"), key, json!({}))
+                .await,
+            "agent run",
+        );
         Self {
             tag,
             number,
@@ -269,6 +287,9 @@ impl World {
             pending_approval,
             paused_enrollment,
             agent,
+            runner,
+            agent_run,
+            reachable_slug: format!("world-{number}-"),
         }
     }
 
@@ -276,6 +297,9 @@ impl World {
     fn symbols(&self) -> Vec<(&str, &'static str)> {
         vec![
             (self.agent.as_str(), "<agent>"),
+            (self.runner.as_str(), "<runner>"),
+            (self.reachable_slug.as_str(), "world-<n>-"),
+            (self.agent_run.as_str(), "<agent run>"),
             (self.conversation.as_str(), "<conversation>"),
             (self.spare_sender.as_str(), "<spare sender>"),
             (self.pending_sender.as_str(), "<pending sender>"),
@@ -524,7 +548,27 @@ fn fixture(name: &str) -> Option<Fixture> {
         ),
         "delete_agent" => write(
             |w| json!({"id": w.agent}),
+            |w| json!({"id": w.runner}),
+            STATE,
+        ),
+        "run_agent" => write(
+            |w| json!({"id": w.agent, "max_prospects": 5}),
             |_| json!({"id": missing("agt")}),
+            NOT_FOUND,
+        ),
+        "get_run" => read(
+            |w| json!({"id": w.agent_run}),
+            |_| json!({"id": missing("run")}),
+            NOT_FOUND,
+        ),
+        "list_runs" => read(
+            |w| json!({"agent_id": w.runner, "status": "queued", "limit": 5}),
+            |_| json!({"status": "done"}),
+            INVALID,
+        ),
+        "cancel_run" => write(
+            |w| json!({"id": w.agent_run}),
+            |_| json!({"id": missing("run")}),
             NOT_FOUND,
         ),
 
@@ -760,7 +804,17 @@ fn fixture(name: &str) -> Option<Fixture> {
         ),
         "list_approvals" => read(
             |w| json!({"sequence_id": w.active, "kind": "enrollment", "limit": 5}),
-            |w| json!({"agent_id": w.agent, "kind": "reply"}),
+            |w| json!({"agent_id": w.agent, "kind": "note"}),
+            INVALID,
+        ),
+        "get_approval" => read(
+            |w| json!({"id": w.pending_approval}),
+            |_| json!({"id": missing("apr")}),
+            NOT_FOUND,
+        ),
+        "update_approval" => write(
+            |w| json!({"id": w.pending_approval, "texts": [{"step_index": 1, "text": "Hi {{first_name|there}}, edited."}]}),
+            |w| json!({"id": w.pending_approval, "texts": [{"step_index": 9, "text": "Hi"}]}),
             INVALID,
         ),
         "approve_outreach" => write(

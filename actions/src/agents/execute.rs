@@ -123,7 +123,14 @@ async fn run_agent_job(job: JobCtx) -> JobResult {
                  the rest released. Run the agent again.",
             );
             tracing::warn!(run = %payload.run_id, error = %error, "an agent run failed for good");
-            fail(&mut tx, job.clock(), &payload.run_id, &failure, job.now_ms()).await?;
+            fail(
+                &mut tx,
+                job.clock(),
+                &payload.run_id,
+                &failure,
+                job.now_ms(),
+            )
+            .await?;
             Ok(JobOutcome::Done)
         }
         result => result,
@@ -242,8 +249,8 @@ async fn read(conn: &mut AnyConnection, run_id: &str) -> Result<Option<RunRow>, 
     else {
         return Ok(None);
     };
-    let agent: Agent = serde_json::from_str(&row.try_get::<String, _>("settings")?)
-        .map_err(ApiError::internal)?;
+    let agent: Agent =
+        serde_json::from_str(&row.try_get::<String, _>("settings")?).map_err(ApiError::internal)?;
     let input: RunInput =
         serde_json::from_str(&row.try_get::<String, _>("input")?).map_err(ApiError::internal)?;
     Ok(Some(RunRow {
@@ -305,12 +312,14 @@ async fn select(conn: &mut AnyConnection, work: &Work<'_>) -> Result<(), ApiErro
         .execute(&mut *conn)
         .await?;
     }
-    sqlx::query("update agent_runs set phase = 'process', total = $2, updated_at = $3 where id = $1")
-        .bind(&run.id)
-        .bind(i64::try_from(selection.items.len()).unwrap_or(i64::MAX))
-        .bind(work.now)
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query(
+        "update agent_runs set phase = 'process', total = $2, updated_at = $3 where id = $1",
+    )
+    .bind(&run.id)
+    .bind(i64::try_from(selection.items.len()).unwrap_or(i64::MAX))
+    .bind(work.now)
+    .execute(&mut *conn)
+    .await?;
     for line in &selection.log {
         runs::log(conn, &run.id, work.now, line).await?;
     }
@@ -426,19 +435,50 @@ async fn propose_or_approve(
     if run.autonomous {
         // The same database read every request makes of its credential, by its id: a key revoked
         // or a person demoted since the run started stops it from sending on their behalf.
-        let scope = scope_now(
-            work.db,
-            work.now,
-            run.credential_kind,
-            &run.credential_id,
-        )
-        .await?;
+        let scope = scope_now(work.db, work.now, run.credential_kind, &run.credential_id).await?;
         if scope.is_some_and(|scope| scope >= Scope::Send) {
             let count = ids.len();
-            let input = DecideInput {
+            let mut input = DecideInput {
                 ids: Some(ids),
+                dry_run: true,
                 ..DecideInput::default()
             };
+            // The dry run first: what a person's approval would refuse (a sender that cannot send,
+            // a sequence without senders) leaves the proposals for a person instead of failing
+            // the run.
+            let preview = decide::approve(
+                conn,
+                work.clock,
+                &run.workspace_id,
+                &run.person_id,
+                &input,
+                work.now,
+            )
+            .await;
+            if let Err(refusal) = preview {
+                if refusal.code == ErrorCode::InternalError {
+                    return Err(refusal);
+                }
+                runs::log(
+                    conn,
+                    &run.id,
+                    work.now,
+                    &format!(
+                        "Could not approve its proposals itself ({}); they wait for a person.",
+                        refusal.message
+                    ),
+                )
+                .await?;
+                return expiry::schedule(
+                    conn,
+                    work.clock,
+                    &run.workspace_id,
+                    &run.id,
+                    work.expires_at,
+                )
+                .await;
+            }
+            input.dry_run = false;
             let outcome = decide::approve(
                 conn,
                 work.clock,
@@ -496,13 +536,12 @@ async fn finish(
     now: i64,
 ) -> Result<(), ApiError> {
     let released = settle(conn, clock, run).await?;
-    let pending: i64 = sqlx::query(
-        "select count(*) as n from approvals where run_id = $1 and status = 'pending'",
-    )
-    .bind(&run.id)
-    .fetch_one(&mut *conn)
-    .await?
-    .try_get("n")?;
+    let pending: i64 =
+        sqlx::query("select count(*) as n from approvals where run_id = $1 and status = 'pending'")
+            .bind(&run.id)
+            .fetch_one(&mut *conn)
+            .await?
+            .try_get("n")?;
     let status = if pending > 0 {
         "awaiting_approval"
     } else {

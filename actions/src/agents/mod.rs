@@ -544,21 +544,6 @@ pub async fn delete_agent(ctx: Ctx, input: AgentId) -> Result<Deleted, ApiError>
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kinds_and_modes_send_what_they_store() {
-        for kind in AgentKind::ALL {
-            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
-        }
-        for mode in AgentMode::ALL {
-            assert_eq!(serde_json::to_value(mode).unwrap(), mode.as_str());
-        }
-    }
-}
-
 // ----- the inputs a run reads again -----
 
 /// The 404 for an input of the agent that is gone since it was saved.
@@ -623,5 +608,20 @@ pub(crate) fn proposer(agent: &Agent, person_id: &str) -> crate::approvals::Prop
         id: agent.id.clone(),
         person_id: Some(person_id.to_owned()),
         name: Some(agent.name.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_and_modes_send_what_they_store() {
+        for kind in AgentKind::ALL {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+        }
+        for mode in AgentMode::ALL {
+            assert_eq!(serde_json::to_value(mode).unwrap(), mode.as_str());
+        }
     }
 }

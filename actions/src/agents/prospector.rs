@@ -228,7 +228,10 @@ pub(crate) async fn process(
             .map(serde_json::from_str)
             .transpose()
             .map_err(ApiError::internal)?;
-        reasons_of.insert(item.prospect_id.as_str(), (item.reasons.as_deref(), reasons));
+        reasons_of.insert(
+            item.prospect_id.as_str(),
+            (item.reasons.as_deref(), reasons),
+        );
     }
     // The scores the selection computed become the prospects' latest, as a scoring run's do, and
     // the kept prospects join the agent's list.
@@ -293,7 +296,8 @@ pub(crate) async fn process(
         run: Some((&run.id, &agent.id)),
         expires_at: Some(work.expires_at),
     };
-    let added = enroll::propose(conn, workspace_id, &sequence, &proposals, &source, work.now).await?;
+    let added =
+        enroll::propose(conn, workspace_id, &sequence, &proposals, &source, work.now).await?;
     Ok(items
         .iter()
         .map(|item| {

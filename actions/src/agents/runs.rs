@@ -13,11 +13,11 @@
 //! `awaiting_approval` until every one is approved, rejected or expired ([`proposals_decided`]).
 //! Only an `autonomous` agent started by a caller holding `send` approves its own proposals.
 
+use outreach_runtime::prelude::NewJob;
 use outreach_runtime::prelude::{
     ApiError, Ctx, ErrorCode, Page, PageParams, Priced, Scope, Timestamp, action, enqueue, ids,
     is_unique_violation, paged, price_item,
 };
-use outreach_runtime::prelude::NewJob;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
@@ -407,9 +407,14 @@ async fn price_run(ctx: &Ctx, input: &RunAgentInput) -> Result<Priced<RunPlan>, 
         limit,
         prospect_ids,
     };
-    let candidates =
-        execute::count_candidates(&mut conn, ctx.workspace_id(), &agent, &run_input, ctx.now_ms())
-            .await?;
+    let candidates = execute::count_candidates(
+        &mut conn,
+        ctx.workspace_id(),
+        &agent,
+        &run_input,
+        ctx.now_ms(),
+    )
+    .await?;
     let quantity = candidates.min(limit);
     Ok(ctx
         .price(AGENT_RUN_PROSPECT, quantity)
@@ -641,7 +646,7 @@ pub async fn list_runs(ctx: Ctx, input: ListRunsInput) -> Result<Page<Run>, ApiE
 /// Cancel an agent run.
 ///
 /// A `queued` run is canceled before it starts, and its whole reservation is released. A
-/// `running` run stops after the batch it is on (a few prospects at most); what it processed is
+/// `running` run stops after the batch it is on (ten prospects at most); what it processed is
 /// charged and the rest released, and its proposals so far stay in the approval queue for a person
 /// to decide. A run whose work is done (`awaiting_approval`, `succeeded`, `failed`, `canceled`)
 /// is a 409 `invalid_state`: reject its proposals with `reject_outreach` and `run_id` instead.
@@ -668,6 +673,17 @@ pub async fn cancel_run(ctx: Ctx, input: RunId) -> Result<Run, ApiError> {
         )
         .with_extra("status", run.status.as_str()));
     }
+    // The job row first, as the job's own transactions take it (then the run, then the
+    // workspace's balance), so a cancel and a step in flight queue instead of deadlocking. A job
+    // that is not running (queued, or waiting out a retry) is dropped here, and the run is ended
+    // here; a running one ends the run itself at its next step.
+    let job_dropped = outreach_runtime::prelude::jobs::cancel_unique(
+        &mut tx,
+        ctx.clock(),
+        execute::RUN_JOB,
+        &format!("run:{}", run.id),
+    )
+    .await?;
     let canceled = sqlx::query(
         "update agent_runs set status = 'canceled', updated_at = $3 where workspace_id = $1 and id = $2 \
          and status in ('queued', 'running')",
@@ -693,27 +709,9 @@ pub async fn cancel_run(ctx: Ctx, input: RunId) -> Result<Run, ApiError> {
         &format!("Canceled by {}.", ctx.principal().email),
     )
     .await?;
-    if run.status == RunStatus::Queued {
-        // Nothing was processed: end it here, releasing the whole reservation, and drop its job.
-        // (A job already claimed finds the run canceled and ends without working.)
+    if job_dropped {
+        // What it processed is charged, the rest released, now.
         execute::end_canceled(&mut tx, ctx.clock(), workspace_id, &run.id, now).await?;
-        outreach_runtime::prelude::jobs::cancel_unique(
-            &mut tx,
-            ctx.clock(),
-            execute::RUN_JOB,
-            &format!("run:{}", run.id),
-        )
-        .await?;
-    } else {
-        // The job settles what it processed at its next batch.
-        outreach_runtime::prelude::jobs::move_unique(
-            &mut tx,
-            ctx.clock(),
-            execute::RUN_JOB,
-            &format!("run:{}", run.id),
-            now,
-        )
-        .await?;
     }
     fetch(&mut tx, workspace_id, &run.id).await
 }

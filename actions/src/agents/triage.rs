@@ -322,7 +322,8 @@ async fn triage_one(
             .bind(work.now)
             .execute(&mut *conn)
             .await?;
-            let stopped = stop_enrollments(conn, workspace_id, prospect_id, "unsubscribed", work.now).await?;
+            let stopped =
+                stop_enrollments(conn, workspace_id, prospect_id, "unsubscribed", work.now).await?;
             Ok(Outcome::Done(format!(
                 "{read_as}: marked do-not-contact, {stopped} live enrollments stopped."
             )))
@@ -473,9 +474,7 @@ async fn propose_reply(
             .try_get("sender_id")?;
     let excerpt: String = message_text.chars().take(140).collect();
     let reasons = ProposalReasons {
-        summary: format!(
-            "Their reply (`{message_id}`) reads as `{classification}`: “{excerpt}”."
-        ),
+        summary: format!("Their reply (`{message_id}`) reads as `{classification}`: “{excerpt}”."),
         classification: Some(classification),
         message_id: Some(message_id.to_owned()),
         ..ProposalReasons::default()
@@ -519,19 +518,34 @@ mod tests {
     #[test]
     fn replies_are_classified_by_their_phrases() {
         let cases = [
-            ("Please unsubscribe me from this.", Classification::Unsubscribe),
-            ("Remove me from your list, not interested", Classification::Unsubscribe),
+            (
+                "Please unsubscribe me from this.",
+                Classification::Unsubscribe,
+            ),
+            (
+                "Remove me from your list, not interested",
+                Classification::Unsubscribe,
+            ),
             ("Not interested, thanks.", Classification::NotInterested),
             ("No thanks — we're all set.", Classification::NotInterested),
             (
                 "I am out of the office until Monday with limited access to email.",
                 Classification::OutOfOffice,
             ),
-            ("Automatic reply: away until the 3rd. Questions? Ask Bob.", Classification::OutOfOffice),
-            ("Sounds good, let's talk next week", Classification::Positive),
+            (
+                "Automatic reply: away until the 3rd. Questions? Ask Bob.",
+                Classification::OutOfOffice,
+            ),
+            (
+                "Sounds good, let's talk next week",
+                Classification::Positive,
+            ),
             ("Yes, I'd love to see a demo.", Classification::Positive),
             ("What does it cost?", Classification::Question),
-            ("Could we set up a call next week?", Classification::Question),
+            (
+                "Could we set up a call next week?",
+                Classification::Question,
+            ),
             ("Thanks for reaching out.", Classification::Unclear),
         ];
         for (text, expected) in cases {

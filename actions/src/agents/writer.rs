@@ -74,7 +74,9 @@ pub(crate) async fn select(
     let limit = usize::try_from(run.input.limit).unwrap_or(usize::MAX);
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     for skipped in &checked.skipped {
-        *reasons.entry(skipped.reason.as_str().to_owned()).or_default() += 1;
+        *reasons
+            .entry(skipped.reason.as_str().to_owned())
+            .or_default() += 1;
     }
     let left_out = if reasons.is_empty() {
         "none left out".to_owned()
@@ -243,7 +245,8 @@ pub(crate) async fn process(
         run: Some((&run.id, &agent.id)),
         expires_at: Some(work.expires_at),
     };
-    let added = enroll::propose(conn, workspace_id, &sequence, &proposals, &source, work.now).await?;
+    let added =
+        enroll::propose(conn, workspace_id, &sequence, &proposals, &source, work.now).await?;
     Ok(items
         .iter()
         .map(|item| {

@@ -435,7 +435,8 @@ pub(crate) async fn approve(
                 });
             }
             ApprovalKind::Reply => {
-                let planned = replies::plan_reply(conn, workspace_id, &item.subject_id, now).await?;
+                let planned =
+                    replies::plan_reply(conn, workspace_id, &item.subject_id, now).await?;
                 replies.push((
                     item,
                     ApprovedReply {
@@ -478,9 +479,16 @@ pub(crate) async fn approve(
         apply_approval(conn, clock, workspace_id, person_id, &items, now).await?;
         for (item, mut reply, planned) in replies {
             let text = item.texts.first().map(|t| t.text.as_str()).unwrap_or("");
-            let message_id =
-                replies::queue_reply(conn, clock, workspace_id, &planned, text, Some(person_id), now)
-                    .await?;
+            let message_id = replies::queue_reply(
+                conn,
+                clock,
+                workspace_id,
+                &planned,
+                text,
+                Some(person_id),
+                now,
+            )
+            .await?;
             mark_approved(conn, workspace_id, &item.id, person_id, None, now).await?;
             reply.message_id = Some(message_id);
             approved_replies.push(reply);
@@ -723,8 +731,15 @@ pub async fn reject_outreach(ctx: Ctx, input: DecideInput) -> Result<RejectOutco
                 return Err(changed_meanwhile(&item.id));
             }
         }
-        enrollments::record_events(&mut tx, workspace_id, &enrollment_ids, now, "rejected", None)
-            .await?;
+        enrollments::record_events(
+            &mut tx,
+            workspace_id,
+            &enrollment_ids,
+            now,
+            "rejected",
+            None,
+        )
+        .await?;
         crate::agents::runs::proposals_decided(&mut tx, workspace_id, now).await?;
     }
     Ok(RejectOutcome {

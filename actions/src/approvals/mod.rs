@@ -358,7 +358,6 @@ pub async fn list_approvals(
     .await
 }
 
-
 /// Reads one item of the workspace, or 404.
 pub(crate) async fn fetch(
     conn: &mut sqlx::AnyConnection,
@@ -453,7 +452,7 @@ pub async fn update_approval(
     if let Some(expires_at) = item.expires_at
         && expires_at.ms() <= now
     {
-        return Err(expired(&[item.id.clone()]));
+        return Err(expired(std::slice::from_ref(&item.id)));
     }
     let prospect = crate::prospects::fetch_in(&mut tx, workspace_id, &item.prospect_id).await?;
     let mut texts = item.texts.clone();
@@ -474,8 +473,8 @@ pub async fn update_approval(
                 known.join(", ")
             )));
         };
-        let template =
-            Template::parse(&edit.text).map_err(|e| ApiError::invalid_request(e.sentence(&field)))?;
+        let template = Template::parse(&edit.text)
+            .map_err(|e| ApiError::invalid_request(e.sentence(&field)))?;
         let rendered = template.render_for(&prospect).map_err(|missing| {
             ApiError::invalid_request(format!(
                 "{field} uses `{{{{{}}}}}`, which this prospect has no value for; add a fallback (`{{{{{}|...}}}}`) or write the value.",

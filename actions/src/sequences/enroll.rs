@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::{AssertSqlSafe, Row};
 
 use super::{RenderedText, Sequence, SequenceStatus, lock, render_steps};
-use crate::drafting::DraftedBy;
 use crate::approvals::{self, ApprovalKind, NewApproval, ProposedBy};
 use crate::common::IdKind;
+use crate::drafting::DraftedBy;
 use crate::enrollments::{self, LIVE_SQL};
 use crate::lists::placeholders;
 use crate::prospects::{COLUMNS, Prospect};

@@ -909,11 +909,11 @@ async fn rerender_pending(
              drafted_by = case when drafted_by is null then null else 'template' end \
              where workspace_id = $1 and id = $2",
         )
-            .bind(workspace_id)
-            .bind(&approval_id)
-            .bind(json_text(&texts)?)
-            .execute(&mut *conn)
-            .await?;
+        .bind(workspace_id)
+        .bind(&approval_id)
+        .bind(json_text(&texts)?)
+        .execute(&mut *conn)
+        .await?;
     }
     Ok(())
 }
