@@ -5,7 +5,6 @@
 //! in the module of its resource (see the README, "Adding an action").
 
 pub mod agents;
-pub mod agents_task;
 pub mod approvals;
 pub mod common;
 pub mod conversations;

@@ -12,6 +12,8 @@ use outreach_runtime::prelude::{TaskProgress, TaskState, TaskView};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::runs::AgentRunStatus;
+
 outreach_runtime::prelude::mcp_task! {
     tool: "run_agent", get: "get_run", cancel: "cancel_run", id_prefix: "run_", view: run_task_view,
 }
@@ -20,7 +22,7 @@ outreach_runtime::prelude::mcp_task! {
 #[derive(Deserialize)]
 struct RunJson {
     id: String,
-    status: String,
+    status: AgentRunStatus,
     processed: i64,
     total: i64,
     #[serde(default)]
@@ -40,17 +42,17 @@ struct RunErrorJson {
 pub fn run_task_view(output: &Value) -> Option<TaskView> {
     let run = RunJson::deserialize(output).ok()?;
     let mut message = None;
-    let state = match run.status.as_str() {
-        "queued" | "running" => TaskState::Working,
-        "awaiting_approval" => {
+    let state = match run.status {
+        AgentRunStatus::Queued | AgentRunStatus::Running => TaskState::Working,
+        AgentRunStatus::AwaitingApproval => {
             message = Some(format!(
                 "processed {} of {}; {} proposals wait for a person in the approval queue",
                 run.processed, run.total, run.approvals_pending
             ));
             TaskState::Completed
         }
-        "succeeded" => TaskState::Completed,
-        "failed" => {
+        AgentRunStatus::Succeeded => TaskState::Completed,
+        AgentRunStatus::Failed => {
             let error = run.error.unwrap_or(RunErrorJson {
                 code: "internal_error".into(),
                 message: "The run failed.".into(),
@@ -60,8 +62,7 @@ pub fn run_task_view(output: &Value) -> Option<TaskView> {
                 message: error.message,
             }
         }
-        "canceled" => TaskState::Cancelled,
-        _ => return None,
+        AgentRunStatus::Canceled => TaskState::Cancelled,
     };
     Some(TaskView {
         id: run.id,
