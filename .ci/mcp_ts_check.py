@@ -2,7 +2,9 @@
 
 Usage:
     mcp_ts_check.py --binary target/debug/outreach --database sqlite|postgres \
-        --node-modules target/ci-mcp-ts-node/node_modules [--postgres-url URL] [--counts FILE] [--keep]
+        --node-modules target/ci-mcp-ts-node/node_modules \
+        --tasks-node-modules target/ci-mcp-tasks-ts-node/node_modules \
+        [--postgres-url URL] [--counts FILE] [--keep]
 
 Makes a fresh database; with `outreach admin --json` a workspace with credits, a read,write key and a
 read-only key in it, and a second workspace with no credits and a read,write key; starts `outreach
@@ -14,6 +16,10 @@ serve`; then:
   `isError` results with the `{error, code}` body as text (`not_found`, `invalid_request` naming the
   field, `insufficient_scope`, `idempotency_key_reused`, `insufficient_credits`) and an unknown tool as
   a JSON-RPC error. Each of its named checks counts here.
+- runs `.ci/mcp_tasks_ts_check.mjs` with the SDK 2.x client and `@modelcontextprotocol/ext-tasks`
+  (pinned apart in `.ci/mcp-tasks-ts`, since one folder cannot hold both SDK lines): an agent run
+  as a task of the Tasks extension followed to its result, the same call as the run itself over
+  the `initialize` handshake, and a call held open with progress. Each named check counts here.
 - runs the Inspector CLI (`mcp-inspector --cli URL --transport http --header "Authorization: Bearer
   KEY" --format json`): `tools/list`, `tools/call --tool-name service_get_workspace`, and a failing
   `tools/call` (`service_get_prospect` with an id that does not exist).
@@ -41,6 +47,7 @@ TS_CHECKS = [
     "ts-error-insufficient-credits",
     "ts-unknown-tool-is-jsonrpc-error",
 ]
+TASKS_TS_CHECKS = ["ts-tasks-run-agent-as-task", "ts-tasks-legacy-era-gets-the-run", "ts-progress-held-call"]
 INSPECTOR_CHECKS = ["inspector-tools-list", "inspector-get-workspace", "inspector-tool-error"]
 BOGUS_PROSPECT = "prs_doesnotexist0000000"
 
@@ -78,12 +85,14 @@ def inspector(node: str, node_modules: Path, base_url: str, key: str, work: Path
 def main() -> int:
     parser = argument_parser(__doc__, "the server log, the config and the SDK's results")
     parser.add_argument("--node-modules", required=True, help="where `npm ci` installed .ci/mcp-ts")
+    parser.add_argument("--tasks-node-modules", required=True, help="where `npm ci` installed .ci/mcp-tasks-ts")
     parser.add_argument("--counts", type=Path, help="write `passed failed` here for .ci/run")
     args = parser.parse_args()
     binary = executable(args.binary)
     if binary is None:
         return 2
     node_modules = Path(args.node_modules).resolve()
+    tasks_node_modules = Path(args.tasks_node_modules).resolve()
     checks = Checks(f"MCP TypeScript SDK and Inspector on {args.database}", args.counts)
     work = Path(tempfile.mkdtemp(prefix=f"outreach-ci-mcp-ts-{args.database}-"))
     server: Server | None = None
@@ -119,6 +128,7 @@ def main() -> int:
                     "poor_key": poor_key["key"],
                 }))
                 run_ts(checks, node, node_modules, config, work)
+                run_tasks_ts(checks, tasks_node_modules, config, work)
                 run_inspector(checks, node, node_modules, server.base_url, write_key["key"], work)
                 errors = server.internal_errors()
                 if errors:
@@ -128,7 +138,7 @@ def main() -> int:
     except Exception as error:  # noqa: BLE001 - setup failures count every check as failed
         print(f"error: {error}", file=sys.stderr)
     finally:
-        checks.fail_all(TS_CHECKS + INSPECTOR_CHECKS, "the setup failed")
+        checks.fail_all(TS_CHECKS + TASKS_TS_CHECKS + INSPECTOR_CHECKS, "the setup failed")
         if args.keep:
             print(f"kept {work}")
         else:
@@ -137,9 +147,21 @@ def main() -> int:
 
 
 def run_ts(checks: Checks, node: str, node_modules: Path, config: Path, work: Path) -> None:
-    results_path = work / "ts-results.json"
-    section(f"{checks.label}: .ci/mcp_ts_check.mjs")
-    done = run([node, str(HERE / "mcp_ts_check.mjs"), str(node_modules), str(config), str(results_path)], timeout=300)
+    run_script(checks, "mcp_ts_check.mjs", TS_CHECKS, node, node_modules, config, work)
+
+
+def run_tasks_ts(checks: Checks, node_modules: Path, config: Path, work: Path) -> None:
+    node = node_binary(node_modules)
+    run_script(checks, "mcp_tasks_ts_check.mjs", TASKS_TS_CHECKS, node, node_modules, config, work)
+
+
+def run_script(
+    checks: Checks, script: str, names: list[str], node: str, node_modules: Path, config: Path, work: Path
+) -> None:
+    """Runs one of the Node check scripts and counts each of its named checks."""
+    results_path = work / f"{script}.results.json"
+    section(f"{checks.label}: .ci/{script}")
+    done = run([node, str(HERE / script), str(node_modules), str(config), str(results_path)], timeout=300)
     results = json.loads(results_path.read_text()) if results_path.exists() else []
     by_name = {result["name"]: result for result in results}
 
@@ -150,11 +172,12 @@ def run_ts(checks: Checks, node: str, node_modules: Path, config: Path, work: Pa
             check(result["ok"], result["message"])
         return fn
 
-    for name in TS_CHECKS:
+    for name in names:
         checks.run(name, one(name))
-    extra = set(by_name) - set(TS_CHECKS)
+    extra = set(by_name) - set(names)
     if extra:
-        checks.run("ts-checks-known", lambda: check(False, f"the script reported checks this driver does not know: {sorted(extra)}"))
+        checks.run(f"{script}-checks-known",
+                   lambda: check(False, f"the script reported checks this driver does not know: {sorted(extra)}"))
 
 
 def run_inspector(checks: Checks, node: str, node_modules: Path, base_url: str, key: str, work: Path) -> None:

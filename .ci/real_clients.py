@@ -9,8 +9,11 @@ The clients are ones nobody here wrote (DESIGN.md section 12), pinned in `.ci/re
 
 1. openapi-spec-validator validates the served `/api/v1/openapi.json` as OpenAPI 3.1;
 2. the official MCP Python SDK talks to `/api/mcp` (see `mcp_client_check.py`);
-3. schemathesis fuzzes the served OpenAPI document with a key;
-4. the MCP Python SDK drives the outreach engine as an assistant would (see
+3. the MCP Python SDK follows agent runs (see `mcp_agent_runs.py`): polled with
+   `service_get_run`, as a task of the Tasks extension through the SDK's extension interface,
+   and held open with progress notifications, on both lifecycles;
+4. schemathesis fuzzes the served OpenAPI document with a key;
+5. the MCP Python SDK drives the outreach engine as an assistant would (see
    `mcp_outreach_flow.py`), against a second server started with `--test-clock` on a database of
    its own, with a `send` key in a workspace whose sending terms are accepted.
 
@@ -78,6 +81,13 @@ def check_mcp(base_url: str, key: str) -> None:
     done = run([sys.executable, str(HERE / "mcp_client_check.py"), base_url, key], timeout=300)
     if done.returncode != 0:
         raise CheckFailed("the MCP Python SDK checks failed (see above)")
+
+
+def check_agent_runs(base_url: str, key: str) -> None:
+    section("MCP Python SDK: agent runs (polled, as a task, with progress)")
+    done = run([sys.executable, str(HERE / "mcp_agent_runs.py"), base_url, key], timeout=600)
+    if done.returncode != 0:
+        raise CheckFailed("the MCP agent-run checks failed (see above)")
 
 
 def check_schemathesis(base_url: str, key: str, work: Path, max_examples: int) -> None:
@@ -163,6 +173,7 @@ def main() -> int:
             with server:
                 check_openapi(server.base_url, work)
                 check_mcp(server.base_url, key["key"])
+                check_agent_runs(server.base_url, key["key"])
                 check_schemathesis(server.base_url, key["key"], work, args.max_examples)
                 internal = server.internal_errors()
                 if internal:

@@ -134,7 +134,7 @@ mod tests {
         check(SenderStatus::ALL, SenderStatus::as_str);
         check(SendingState::ALL, SendingState::as_str);
         check(QuotaKind::ALL, QuotaKind::as_str);
-        use crate::agents::runs::RunStatus as AgentRunStatus;
+        use crate::agents::runs::AgentRunStatus;
         use crate::agents::triage::Classification;
         use crate::approvals::{ApprovalKind, ApprovalStatus};
         use crate::drafting::DraftedBy;

@@ -264,7 +264,8 @@ pub(crate) async fn stop_all_of_sequence(
         "stopped",
         Some("sequence_stopped"),
     )
-    .await
+    .await?;
+    crate::agents::runs::proposals_decided(conn, workspace_id, now).await
 }
 
 /// An enrollment with its history, oldest entry first.
@@ -529,6 +530,7 @@ async fn change(ctx: &Ctx, id: &str, change: Change) -> Result<EnrollmentDetail,
             .execute(&mut *tx)
             .await?;
             record_event(&mut tx, workspace_id, id, now, "stopped", None, None, None).await?;
+            crate::agents::runs::proposals_decided(&mut tx, workspace_id, now).await?;
         }
     }
     detail(&mut tx, workspace_id, id).await

@@ -6,7 +6,8 @@
 //! action that needs something else should ask for it to be added here rather than reach past
 //! this list into the crate's modules. The list is what `actions/` imports today: the attribute,
 //! the context and its transaction, errors, paging, prices and their plans, price items and
-//! recoveries (declared beside the actions that need them), durable jobs and their handlers, the
+//! recoveries (declared beside the actions that need them), the long calls the MCP face offers as
+//! tasks (`mcp_task!` and the view of their output), durable jobs and their handlers, the
 //! configuration (which network to use, which drafting model) and the shared test clock, leases
 //! for marks others must see while work runs, scopes and roles (and a credential's scope read
 //! afresh, for a job acting on a person's behalf), ids, times and stored text enums, the backend
@@ -30,5 +31,6 @@ pub use crate::paging::{
 };
 pub use crate::principal::{CredentialKind, scope_now};
 pub use crate::scope::{Role, Scope};
+pub use crate::tasks::{TaskProgress, TaskState, TaskView};
 pub use crate::test_clock;
-pub use crate::{example_table, job, price_item, recovery, text_body, text_enum};
+pub use crate::{example_table, job, mcp_task, price_item, recovery, text_body, text_enum};

@@ -24,6 +24,7 @@ use crate::error::ApiError;
 use crate::idempotency::MAX_KEY_LEN;
 use crate::json::JsonBody;
 use crate::scope::Scope;
+use crate::tasks::{self, TaskDef};
 
 /// The input field the framework adds to priced actions.
 pub const ESTIMATE_FIELD: &str = "estimate_only";
@@ -191,10 +192,11 @@ impl Action {
     }
 }
 
-/// All actions, sorted by name.
+/// All actions, sorted by name, and the long calls among them (see [`tasks`](crate::tasks)).
 pub struct Registry {
     actions: Vec<Action>,
     by_name: BTreeMap<&'static str, usize>,
+    tasks: Vec<&'static TaskDef>,
 }
 
 /// The longest action name; tool names must fit in 64 characters with the `service_` prefix
@@ -245,8 +247,17 @@ impl Registry {
                 Err(problem) => problems.push(problem),
             }
         }
+        let mut registry = Self {
+            actions,
+            by_name,
+            tasks: Vec::new(),
+        };
+        let mut tasks: Vec<&'static TaskDef> = inventory::iter::<TaskDef>.into_iter().collect();
+        tasks.sort_by_key(|def| def.tool);
+        problems.extend(tasks::validate(&tasks, &registry));
+        registry.tasks = tasks;
         if problems.is_empty() {
-            Ok(Self { actions, by_name })
+            Ok(registry)
         } else {
             Err(format!(
                 "invalid action registry:\n- {}",
@@ -267,6 +278,31 @@ impl Registry {
     pub fn by_tool_name(&self, tool: &str) -> Option<&Action> {
         tool.strip_prefix("service_")
             .and_then(|name| self.get(name))
+    }
+
+    /// The long call an action starts, when it is registered as one.
+    pub fn task_of(&self, action: &str) -> Option<&'static TaskDef> {
+        self.tasks.iter().copied().find(|def| def.tool == action)
+    }
+
+    /// The long call a task id belongs to, by its prefix (validation keeps prefixes apart).
+    pub fn task_by_id(&self, task_id: &str) -> Option<&'static TaskDef> {
+        self.tasks
+            .iter()
+            .copied()
+            .find(|def| task_id.starts_with(def.id_prefix))
+    }
+
+    /// Every registered long call.
+    pub fn tasks(&self) -> &[&'static TaskDef] {
+        &self.tasks
+    }
+}
+
+impl tasks::Actions for Registry {
+    fn input_fields(&self, action: &str) -> Option<Vec<&str>> {
+        self.get(action)
+            .map(|action| action.input_fields.iter().map(String::as_str).collect())
     }
 }
 

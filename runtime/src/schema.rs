@@ -96,6 +96,13 @@ macro_rules! text_enum {
                 stringify!($name).into()
             }
 
+            // The type's path, not only its name: two enums of one name in different modules are
+            // two schemas (schemars numbers the second, which the OpenAPI tests refuse), never one
+            // silently standing for both.
+            fn schema_id() -> ::std::borrow::Cow<'static, str> {
+                ::std::concat!(::std::module_path!(), "::", ::std::stringify!($name)).into()
+            }
+
             fn json_schema(_: &mut $crate::schema::SchemaGenerator) -> $crate::schema::Schema {
                 $crate::schema::text_enum_schema(
                     &[$($doc,)*],

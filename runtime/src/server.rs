@@ -159,8 +159,10 @@ pub async fn serve(
     let purger = tokio::spawn(housekeeping::run(state.clone()));
     let worker = (state.config.jobs.workers > 0).then(|| start_worker(&state));
     let stopper = worker.as_ref().map(Worker::stopper);
+    let flag = state.shutdown.clone();
     let shutdown = async move {
         shutdown.await;
+        flag.begin();
         if let Some(stopper) = stopper {
             stopper.stop();
         }

@@ -30,6 +30,33 @@ pub struct AppState {
     pub documents: Documents,
     /// The job worker's counters, shown on `/metrics`.
     pub job_metrics: JobMetrics,
+    /// Set when the server begins to shut down, for the requests that wait on purpose (an MCP
+    /// call held open for its progress) to answer at once rather than hold the shutdown up.
+    pub shutdown: Shutdown,
+}
+
+/// A flag raised once, when the server begins to shut down; cheap to clone and to wait on.
+#[derive(Clone)]
+pub struct Shutdown(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Shutdown {
+    fn default() -> Self {
+        Self(Arc::new(tokio::sync::watch::channel(false).0))
+    }
+}
+
+impl Shutdown {
+    /// Raises the flag; whoever waits wakes.
+    pub fn begin(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Resolves once the flag is raised (at once if it already is).
+    pub async fn begun(&self) {
+        let mut receiver = self.0.subscribe();
+        // An error means the sender is gone, which cannot happen while `self` holds it.
+        let _ = receiver.wait_for(|begun| *begun).await;
+    }
 }
 
 /// The documents served as they are, rendered once from the registry.
@@ -59,6 +86,7 @@ impl AppState {
             tools: Arc::new(tools),
             documents,
             job_metrics: JobMetrics::default(),
+            shutdown: Shutdown::default(),
         })
     }
 }

@@ -39,8 +39,8 @@ const LAYERS: &[&[&str]] = &[
     // What an action receives; durable jobs, what their handlers receive, and the loop that
     // runs them.
     &["ctx", "jobs", "worker"],
-    // Every action, collected and validated.
-    &["registry"],
+    // Every action, collected and validated, and the long calls among them.
+    &["registry", "tasks"],
     // What a dead process held, given back (the domain registers its own recoveries).
     &["recovery"],
     // What every request shares, its id, and an MCP tool call read once for every layer.

@@ -965,3 +965,29 @@ async fn the_dashboard_counts_runs_by_status_and_what_agents_spent() {
     let approvals = dashboard.body["approvals"].clone();
     assert_eq!(approvals["proposed_by_agents"], json!(2), "{approvals}");
 }
+
+#[tokio::test]
+async fn a_run_waiting_for_approval_ends_when_its_proposals_are_expired_by_a_stopped_sequence() {
+    let setup = Setup::new(2).await;
+    let app = &setup.app;
+    let agent = setup.prospector(json!({})).await;
+    let run = id(&setup.run(&agent, &app.key, json!({})).await);
+    settle(app).await;
+    assert_eq!(
+        setup.get_run(&run).await["status"],
+        json!("awaiting_approval")
+    );
+    for change in ["activate", "stop"] {
+        app.post_json(
+            &format!("/sequences/{}/{change}", setup.sequence),
+            &setup.send,
+            json!({}),
+        )
+        .await
+        .expect(200);
+    }
+    let ended = setup.get_run(&run).await;
+    assert_eq!(ended["status"], json!("succeeded"), "{ended}");
+    assert_eq!(ended["approvals_pending"], json!(0), "{ended}");
+    assert!(ended["log"].to_string().contains("2 expired"), "{ended}");
+}

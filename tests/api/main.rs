@@ -25,6 +25,7 @@ mod instances;
 mod isolation;
 mod lists;
 mod mcp;
+mod mcp_tasks;
 mod oauth;
 mod oauth_tokens;
 mod openapi;

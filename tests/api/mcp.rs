@@ -886,6 +886,16 @@ async fn fast_path_answers_as_rmcp_does() {
             "name": "service_get_prospect", "arguments": {"id": "prs_nope"},
             "_meta": {"io.modelcontextprotocol/protocolVersion": "2025-06-18"}}}),
         json!({"jsonrpc": "2.0", "id": 9, "method": "resources/list"}),
+        // A long call (`mcp_tasks.rs`): with a progress token the fast path leaves it to rmcp,
+        // with the Tasks extension declared it answers it; an unknown agent is the same error.
+        json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {
+            "name": "service_run_agent", "arguments": {"id": "agt_nope"}, "_meta": {"progressToken": 1}}}),
+        json!({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {
+            "name": "service_run_agent", "arguments": {"id": "agt_nope"},
+            "_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}}}),
+        json!({"jsonrpc": "2.0", "id": 13, "method": "tasks/get", "params": {
+            "taskId": "run_nope",
+            "_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}}}),
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
     ];
     for request in &requests {

@@ -3,8 +3,8 @@
 
 use outreach_actions::network::sandbox::{INVITATIONS_PER_DAY, RESEND_AFTER_MS, fate};
 use outreach_actions::network::{
-    Account, ConnectionState, Direction, Network, NetworkError, NetworkProvider, Outbound, Sandbox,
-    network_for,
+    Account, ChatDirection, ConnectionState, Network, NetworkError, NetworkProvider, Outbound,
+    Sandbox, network_for,
 };
 use outreach_runtime::{Clock, Config, Environment};
 use serde_json::{Value, json};
@@ -244,7 +244,7 @@ async fn messages_go_to_connections_only_and_long_texts_are_refused() {
         .expect("messages");
     assert_eq!(messages.len(), 1);
     assert_eq!(messages[0].provider_message_id, sent.provider_id);
-    assert_eq!(messages[0].direction, Direction::Outbound);
+    assert_eq!(messages[0].direction, ChatDirection::Outbound);
 
     let unreachable = urls(1, |fate| fate.unreachable)[0].clone();
     assert_eq!(
@@ -579,7 +579,7 @@ async fn polling_delivers_due_acceptances_and_replies_once() {
         .await
         .expect("messages");
     assert_eq!(messages.len(), 2);
-    assert_eq!(messages[1].direction, Direction::Inbound);
+    assert_eq!(messages[1].direction, ChatDirection::Inbound);
     assert_eq!(Some(messages[1].text.as_str()), fate.reply_text);
     // A second message gets no second automatic reply.
     network

@@ -141,7 +141,7 @@ async fn run_agent_job(job: JobCtx) -> JobResult {
 async fn advance(job: &JobCtx, run_id: &str, drafter: &Drafter) -> JobResult {
     loop {
         let now = job.now_ms();
-        let drafted = draft_ahead(job, run_id, drafter, now).await?;
+        let Ahead { drafted, selection } = prepare(job, run_id, drafter, now).await;
         let mut tx = job.tx().await?;
         let Some(run) = lock(&mut tx, run_id).await? else {
             return Ok(JobOutcome::Done);
@@ -174,7 +174,7 @@ async fn advance(job: &JobCtx, run_id: &str, drafter: &Drafter) -> JobResult {
             expires_at: now + expiry::EXPIRES_AFTER_MS,
         };
         let step = match run.phase.as_str() {
-            "select" => select(&mut tx, &work).await,
+            "select" => select(&mut tx, &work, selection).await,
             "process" => process(&mut tx, &work).await,
             _ => {
                 finish(&mut tx, job.clock(), &run, now).await?;
@@ -198,34 +198,48 @@ async fn advance(job: &JobCtx, run_id: &str, drafter: &Drafter) -> JobResult {
     }
 }
 
-/// A `writer` with a drafting model drafts its next batch before the batch's transaction.
-async fn draft_ahead(
-    job: &JobCtx,
-    run_id: &str,
-    drafter: &Drafter,
-    now: i64,
-) -> Result<writer::Drafted, ApiError> {
-    if !drafter.is_configured() {
-        return Ok(writer::Drafted::new());
-    }
-    let mut conn = job.db().pool().acquire().await?;
-    let Some(run) = read(&mut conn, run_id).await? else {
-        return Ok(writer::Drafted::new());
+/// What a step works out before its transaction begins, so that no write (on SQLite, no
+/// writer at all) waits on it: a `writer`'s drafts from the model (seconds per text), a
+/// `prospector`'s selection (every candidate of the workspace read and scored).
+#[derive(Default)]
+struct Ahead {
+    drafted: writer::Drafted,
+    selection: Option<Selection>,
+}
+
+/// Prepares the next step from a snapshot outside its transaction. Anything that fails here is
+/// left to the step itself, which does the work in its transaction instead and fails or retries
+/// there with the right code.
+async fn prepare(job: &JobCtx, run_id: &str, drafter: &Drafter, now: i64) -> Ahead {
+    let prepared = async {
+        let mut conn = job.db().pool().acquire().await?;
+        let Some(run) = read(&mut conn, run_id).await? else {
+            return Ok(Ahead::default());
+        };
+        let nothing = writer::Drafted::new();
+        let work = Work {
+            run: &run,
+            db: job.db(),
+            now,
+            clock: job.clock(),
+            drafter,
+            drafted: &nothing,
+            expires_at: now,
+        };
+        let live = matches!(run.status.as_str(), "queued" | "running");
+        Ok::<_, ApiError>(match (run.agent.kind, run.phase.as_str()) {
+            (AgentKind::Writer, "process") if live && drafter.is_configured() => Ahead {
+                drafted: writer::draft_ahead(&mut conn, &work).await?,
+                selection: None,
+            },
+            (AgentKind::Prospector, "select") if live => Ahead {
+                drafted: writer::Drafted::new(),
+                selection: Some(prospector::select(&mut conn, &work).await?),
+            },
+            _ => Ahead::default(),
+        })
     };
-    if run.agent.kind != AgentKind::Writer || run.phase != "process" || run.status != "running" {
-        return Ok(writer::Drafted::new());
-    }
-    let nothing = writer::Drafted::new();
-    let work = Work {
-        run: &run,
-        db: job.db(),
-        now,
-        clock: job.clock(),
-        drafter,
-        drafted: &nothing,
-        expires_at: now,
-    };
-    writer::draft_ahead(&mut conn, &work).await
+    prepared.await.unwrap_or_default()
 }
 
 /// Reads the run and locks its row for this transaction (a cancel waits for the step in flight).
@@ -292,10 +306,17 @@ pub(crate) async fn count_candidates(
     }
 }
 
-async fn select(conn: &mut AnyConnection, work: &Work<'_>) -> Result<(), ApiError> {
+async fn select(
+    conn: &mut AnyConnection,
+    work: &Work<'_>,
+    prepared: Option<Selection>,
+) -> Result<(), ApiError> {
     let run = work.run;
     let selection = match run.agent.kind {
-        AgentKind::Prospector => prospector::select(conn, work).await?,
+        AgentKind::Prospector => match prepared {
+            Some(selection) => selection,
+            None => prospector::select(conn, work).await?,
+        },
         AgentKind::Writer => writer::select(conn, work).await?,
         AgentKind::InboxTriage => triage::select(conn, work).await?,
     };

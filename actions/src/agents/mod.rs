@@ -8,11 +8,13 @@
 //! starts, so editing the sequence changes what the next run drafts. A kind that cannot work
 //! without an input refuses to be saved without it, naming the field, rather than failing later in
 //! a run nobody is watching. Runs are in [`runs`] (the actions) and [`execute`] (the job); what
-//! each kind does is in [`prospector`], [`writer`] and [`triage`].
+//! each kind does is in [`prospector`], [`writer`] and [`triage`]; [`task`] offers a run to MCP
+//! clients as a task.
 
 pub mod execute;
 pub mod prospector;
 pub mod runs;
+pub mod task;
 pub mod triage;
 pub mod writer;
 

@@ -38,7 +38,7 @@ pub const MAX_RUN_PROSPECT_IDS: usize = 1000;
 
 outreach_runtime::prelude::text_enum! {
     /// Where a run is.
-    pub enum RunStatus {
+    pub enum AgentRunStatus {
         /// Created, its credits reserved; waiting for a worker.
         Queued => "queued",
         /// A worker is selecting and processing.
@@ -54,10 +54,10 @@ outreach_runtime::prelude::text_enum! {
     }
 }
 
-impl RunStatus {
+impl AgentRunStatus {
     /// Queued or running: the agent cannot start another run, nor be deleted.
     pub fn is_live(self) -> bool {
-        matches!(self, RunStatus::Queued | RunStatus::Running)
+        matches!(self, AgentRunStatus::Queued | AgentRunStatus::Running)
     }
 }
 
@@ -84,7 +84,7 @@ pub struct Run {
     /// The agent's name when the run started.
     pub agent_name: String,
     pub kind: AgentKind,
-    pub status: RunStatus,
+    pub status: AgentRunStatus,
     /// `autonomous` only when the agent is autonomous and the caller held `send` when starting it;
     /// otherwise `review`: its proposals wait for a person.
     pub mode: AgentMode,
@@ -125,7 +125,7 @@ impl Run {
             agent_id: row.try_get("agent_id")?,
             agent_name: row.try_get("agent_name")?,
             kind: AgentKind::from_db(&row.try_get::<String, _>("kind")?)?,
-            status: RunStatus::from_db(&row.try_get::<String, _>("status")?)?,
+            status: AgentRunStatus::from_db(&row.try_get::<String, _>("status")?)?,
             mode: if row.try_get::<i64, _>("autonomous")? != 0 {
                 AgentMode::Autonomous
             } else {
@@ -598,7 +598,7 @@ pub struct ListRunsInput {
     /// Only runs of this agent (`agt_...`).
     pub agent_id: Option<String>,
     /// Only runs in this status.
-    pub status: Option<RunStatus>,
+    pub status: Option<AgentRunStatus>,
     #[serde(flatten)]
     pub page: PageParams,
 }
@@ -621,7 +621,7 @@ pub async fn list_runs(ctx: Ctx, input: ListRunsInput) -> Result<Page<Run>, ApiE
         " and $3 = $3"
     });
     let agent_id = input.agent_id.clone().unwrap_or_default();
-    let status = input.status.map_or("", RunStatus::as_str);
+    let status = input.status.map_or("", AgentRunStatus::as_str);
     let mut page = paged(
         ctx.db().pool(),
         input.page,
@@ -659,7 +659,7 @@ pub async fn cancel_run(ctx: Ctx, input: RunId) -> Result<Run, ApiError> {
     let mut tx = ctx.tx().await?;
     let run = fetch(&mut tx, workspace_id, &input.id).await?;
     if !run.status.is_live() {
-        let hint = if run.status == RunStatus::AwaitingApproval {
+        let hint = if run.status == AgentRunStatus::AwaitingApproval {
             " Its work is done; reject its proposals with `reject_outreach` and `run_id` instead."
         } else {
             ""

@@ -423,6 +423,7 @@ async fn stop_enrollments(
     }
     enrollments::record_events(conn, workspace_id, &live, now, "stopped", Some(exit_reason))
         .await?;
+    super::runs::proposals_decided(conn, workspace_id, now).await?;
     Ok(live.len())
 }
 

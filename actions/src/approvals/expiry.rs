@@ -84,6 +84,17 @@ async fn expire_proposals(job: JobCtx) -> JobResult {
         }
         workspace = Some(workspace_id);
     }
+    // Also when nothing expired here: items decided or expired otherwise (a stopped sequence)
+    // may have left the run with nothing pending.
+    let workspace = match workspace {
+        Some(workspace) => Some(workspace),
+        None => sqlx::query("select workspace_id from agent_runs where id = $1")
+            .bind(&payload.run_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|row| row.try_get::<String, _>("workspace_id"))
+            .transpose()?,
+    };
     if let Some(workspace_id) = workspace {
         crate::agents::runs::proposals_decided(&mut tx, &workspace_id, now).await?;
     }

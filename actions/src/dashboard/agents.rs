@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use sqlx::{AnyConnection, Row};
 
-use crate::agents::runs::RunStatus;
+use crate::agents::runs::AgentRunStatus;
 
 /// Agent runs started in the period.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -66,13 +66,13 @@ pub async fn figures(
     .await?;
     for row in &rows {
         let n: i64 = row.try_get("n")?;
-        match RunStatus::from_db(&row.try_get::<String, _>("status")?)? {
-            RunStatus::Queued => by_status.queued = n,
-            RunStatus::Running => by_status.running = n,
-            RunStatus::AwaitingApproval => by_status.awaiting_approval = n,
-            RunStatus::Succeeded => by_status.succeeded = n,
-            RunStatus::Failed => by_status.failed = n,
-            RunStatus::Canceled => by_status.canceled = n,
+        match AgentRunStatus::from_db(&row.try_get::<String, _>("status")?)? {
+            AgentRunStatus::Queued => by_status.queued = n,
+            AgentRunStatus::Running => by_status.running = n,
+            AgentRunStatus::AwaitingApproval => by_status.awaiting_approval = n,
+            AgentRunStatus::Succeeded => by_status.succeeded = n,
+            AgentRunStatus::Failed => by_status.failed = n,
+            AgentRunStatus::Canceled => by_status.canceled = n,
         }
     }
     // Sums are cast to bigint: PostgreSQL sums bigints into numeric.

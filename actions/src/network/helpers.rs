@@ -20,7 +20,7 @@ use sqlx::any::AnyRow;
 
 use super::sandbox::{insert_message, relation};
 use super::{
-    AccountStatus, ConnectionState, Direction, InboundEvent, MAX_MESSAGE_CHARS, Network,
+    AccountStatus, ChatDirection, ConnectionState, InboundEvent, MAX_MESSAGE_CHARS, Network,
     NetworkProvider, OutboundKind, ingest, network_for,
 };
 use crate::common::IdKind;
@@ -176,7 +176,7 @@ pub struct SandboxMessage {
     pub prospect_id: String,
     pub sender_id: String,
     pub profile_url: String,
-    pub direction: Direction,
+    pub direction: ChatDirection,
     pub text: String,
     pub at: Timestamp,
 }
@@ -220,7 +220,7 @@ pub async fn reply(
         workspace_id,
         sender_id,
         &profile_url,
-        Direction::Inbound,
+        ChatDirection::Inbound,
         text,
         now_ms,
         None,
@@ -239,7 +239,7 @@ pub async fn reply(
         prospect_id: input.prospect_id.clone(),
         sender_id: sender_id.to_owned(),
         profile_url,
-        direction: Direction::Inbound,
+        direction: ChatDirection::Inbound,
         text: text.to_owned(),
         at: Timestamp(now_ms),
     })

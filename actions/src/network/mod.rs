@@ -99,7 +99,7 @@ text_enum! {
 
 text_enum! {
     /// Which way a message went.
-    pub enum Direction {
+    pub enum ChatDirection {
         /// From the sender to the person.
         Outbound => "outbound",
         /// From the person to the sender.
@@ -122,7 +122,7 @@ pub struct ChatMessage {
     pub provider_message_id: String,
     pub sender_id: String,
     pub profile_url: String,
-    pub direction: Direction,
+    pub direction: ChatDirection,
     pub text: String,
     pub at_ms: i64,
 }

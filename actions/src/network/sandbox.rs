@@ -21,7 +21,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::{
-    Account, AccountStatus, ChatMessage, ConnectionState, Direction, InboundEvent,
+    Account, AccountStatus, ChatDirection, ChatMessage, ConnectionState, InboundEvent,
     MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, NetworkError, NetworkProvider, OUTCOME_OK, Outbound,
     OutboundKind, OutboundRecord, Sent, ingest,
 };
@@ -453,7 +453,7 @@ impl Sandbox {
                     workspace_id,
                     &sender_id,
                     &profile_url,
-                    Direction::Inbound,
+                    ChatDirection::Inbound,
                     text.as_deref().unwrap_or_default(),
                     at,
                     None,
@@ -481,7 +481,7 @@ pub(crate) async fn insert_message(
     workspace_id: &str,
     sender_id: &str,
     profile_url: &str,
-    direction: Direction,
+    direction: ChatDirection,
     text: &str,
     at_ms: i64,
     intent: Option<&str>,
@@ -650,7 +650,7 @@ async fn message_in(
         to.account.workspace_id,
         to.account.sender_id,
         to.profile_url,
-        Direction::Outbound,
+        ChatDirection::Outbound,
         text,
         now,
         Some(to.intent),
@@ -759,7 +759,7 @@ impl NetworkProvider for Sandbox {
                     provider_message_id: row.try_get("id")?,
                     sender_id: account.sender_id.to_owned(),
                     profile_url: row.try_get("profile_url")?,
-                    direction: Direction::from_db(&row.try_get::<String, _>("direction")?)?,
+                    direction: ChatDirection::from_db(&row.try_get::<String, _>("direction")?)?,
                     text: row.try_get("text")?,
                     at_ms: row.try_get("at")?,
                 })

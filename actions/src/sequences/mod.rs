@@ -951,6 +951,7 @@ pub async fn delete_sequence(ctx: Ctx, input: SequenceId) -> Result<Deleted, Api
             .execute(&mut *tx)
             .await?;
     }
+    crate::agents::runs::proposals_decided(&mut tx, workspace_id, ctx.now_ms()).await?;
     Ok(Deleted {
         id: current.id,
         deleted: true,

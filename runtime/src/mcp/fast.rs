@@ -7,16 +7,17 @@
 //! about as much CPU as the rest of a `tools/call`.
 //!
 //! Here the four requests a client makes all the time (`initialize`, `ping`, `tools/list`,
-//! `tools/call`) are answered in place, with rmcp's own types and the same handler methods
+//! `tools/call`, but not a long call held open for its progress, whose answer is a stream) are
+//! answered in place, with rmcp's own types and the same handler methods
 //! ([`McpFace::call`], [`ServerHandler::negotiate_initialize`]), exactly as rmcp's stateless
 //! path answers them for a client on a version with the `initialize` handshake: the result with
-//! `resultType` stripped, an error as a JSON-RPC error, both with HTTP 200. Everything else
-//! goes on to rmcp unchanged: other methods, notifications, `server/discover`, requests that
-//! carry their protocol version in `_meta` or name a version from 2026-07-28 on (the per-request
-//! lifecycle and its header checks), and anything rmcp's types do not parse (its error, not
-//! ours). A request is taken here only when rmcp would take the same path, so the answer is
-//! the same either way; `fast_path_answers_as_rmcp_does` in tests/api/mcp.rs holds them
-//! side by side.
+//! `resultType` and any non-object tool output stripped, an error as a JSON-RPC error, both with
+//! HTTP 200. Everything else goes on to rmcp unchanged: other methods, notifications,
+//! `server/discover`, requests that carry their protocol version in `_meta` or name a version
+//! from 2026-07-28 on (the per-request lifecycle and its header checks), and anything rmcp's
+//! types do not parse (its error, not ours). A request is taken here only when rmcp would take
+//! the same path, so the answer is the same either way; `fast_path_answers_as_rmcp_does` in
+//! tests/api/mcp.rs holds them side by side.
 
 use std::sync::Arc;
 
@@ -53,7 +54,7 @@ impl FastPath {
     pub(super) fn new(tools: &[Tool]) -> Self {
         let mut result =
             ServerResult::ListToolsResult(ListToolsResult::with_all_items(tools.to_vec()));
-        result.strip_result_type_for_legacy_peer();
+        strip_for_legacy_peer(&mut result);
         let tools_result = serde_json::to_vec(&result).map_or_else(|_| Bytes::new(), Bytes::from);
         Self { tools_result }
     }
@@ -70,7 +71,8 @@ impl FastPath {
             Err(_) => return Answer::Declined(Request::from_parts(parts, Body::empty())),
         };
         // A plain call read by an earlier layer (see `crate::rpc`) is exactly what rmcp's types
-        // would make of these bytes: no second parse.
+        // would make of these bytes, with no `_meta`: no progress token, no Tasks extension, so
+        // neither a held call nor a task.
         if ToolCall::of(&parts.extensions, &bytes).is_some()
             && let Some(call) = parts.extensions.remove::<Arc<ToolCall>>()
         {
@@ -81,12 +83,22 @@ impl FastPath {
             };
             let mut params = CallToolRequestParams::new(call.name);
             params.arguments = call.arguments;
-            let answer = face.answer(params, Some(&parts)).await;
-            return Answer::Answered(match answer {
-                Ok(CallAnswer::Output(body)) => json_response(structured_envelope(&id, &body)),
-                Ok(CallAnswer::Result(result)) => {
-                    respond(Ok(ServerResult::from(CallToolResponse::from(result))), id)
+            let asked = super::tasks::Asked {
+                tasks: false,
+                progress: None,
+            };
+            return Answer::Answered(match face.call_answer(params, Some(&parts), asked).await {
+                // An object: nothing of it is stripped for a legacy peer.
+                Ok(CallAnswer::Output(output)) if output.bytes().starts_with(b"{") => {
+                    json_response(structured_envelope(&id, &output))
                 }
+                Ok(CallAnswer::Output(output)) => respond(
+                    Ok(ServerResult::from(CallToolResponse::from(
+                        super::success_result(output.to_value(), false),
+                    ))),
+                    id,
+                ),
+                Ok(CallAnswer::Response(response)) => respond(Ok(ServerResult::from(response)), id),
                 Err(error) => respond(Err(error), id),
             });
         }
@@ -98,7 +110,8 @@ impl FastPath {
         else {
             return decline(parts, bytes);
         };
-        if request.get_meta().protocol_version().is_some() {
+        let meta = request.get_meta().clone();
+        if meta.protocol_version().is_some() {
             return decline(parts, bytes);
         }
         let result = match request {
@@ -118,10 +131,23 @@ impl FastPath {
             ClientRequest::ListToolsRequest(_) if !self.tools_result.is_empty() => {
                 return Answer::Answered(json_response(envelope(&id, &self.tools_result)));
             }
-            ClientRequest::CallToolRequest(call) => face
-                .call(call.params, Some(&parts))
-                .await
-                .map(ServerResult::from),
+            // A long call held open for its progress is answered with a stream: rmcp's.
+            ClientRequest::CallToolRequest(call)
+                if face.holds_open(&call.params.name, &meta, Some(&parts)) =>
+            {
+                return decline(parts, bytes);
+            }
+            ClientRequest::CallToolRequest(call) => {
+                let asked = super::tasks::Asked {
+                    tasks: meta
+                        .client_capabilities()
+                        .is_some_and(|capabilities| capabilities.supports_tasks()),
+                    progress: None,
+                };
+                face.call(call.params, Some(&parts), asked)
+                    .await
+                    .map(ServerResult::from)
+            }
             _ => return decline(parts, bytes),
         };
         Answer::Answered(respond(result, id))
@@ -132,7 +158,7 @@ impl FastPath {
 fn respond(result: Result<ServerResult, rmcp::ErrorData>, id: RequestId) -> Response {
     let message = match result {
         Ok(mut result) => {
-            result.strip_result_type_for_legacy_peer();
+            strip_for_legacy_peer(&mut result);
             ServerJsonRpcMessage::response(result, id)
         }
         Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
@@ -147,8 +173,9 @@ fn respond(result: Result<ServerResult, rmcp::ErrorData>, id: RequestId) -> Resp
 
 /// What rmcp writes for `CallToolResult::structured(output)` answered to a legacy peer, written
 /// from the output's bytes: the output once as a JSON string (the text block) and once as it is
-/// (`structuredContent`, whose bytes are the same as a tree of it would give).
-/// `structured_envelope_is_what_rmcp_writes` holds the two to the same bytes.
+/// (`structuredContent`, whose bytes are the same as a tree of it would give). For an object
+/// output, which the legacy stripping leaves alone. `structured_envelope_is_what_rmcp_writes`
+/// holds the two to the same bytes.
 fn structured_envelope(id: &RequestId, output: &JsonBody) -> Vec<u8> {
     let text = output.as_str();
     let mut body = Vec::with_capacity(2 * text.len() + 128);
@@ -164,6 +191,14 @@ fn structured_envelope(id: &RequestId, output: &JsonBody) -> Vec<u8> {
     body.extend_from_slice(text.as_bytes());
     body.extend_from_slice(br#","isError":false}}"#);
     body
+}
+
+/// What rmcp's handler does to a result for a peer on a version with the `initialize` handshake:
+/// no `resultType: "complete"`, and no non-object tool output (SEP-2106; ours are objects, but
+/// the answer stays rmcp's whatever a tool declares).
+fn strip_for_legacy_peer(result: &mut ServerResult) {
+    result.strip_result_type_for_legacy_peer();
+    result.strip_non_object_output_for_legacy_peer();
 }
 
 /// Whether the request's protocol version (the header, or 2025-03-26 without one) is one rmcp
@@ -257,7 +292,7 @@ mod tests {
                 let mut result = ServerResult::from(CallToolResponse::from(
                     CallToolResult::structured(output.clone()),
                 ));
-                result.strip_result_type_for_legacy_peer();
+                strip_for_legacy_peer(&mut result);
                 let expected =
                     serde_json::to_vec(&ServerJsonRpcMessage::response(result, id.clone()))
                         .unwrap();

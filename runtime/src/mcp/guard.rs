@@ -17,8 +17,10 @@
 //! a loopback address, every spelling of loopback (`localhost`, `127.0.0.1`, `[::1]`) with the
 //! same port is the same server (a rebinding attack needs a name the attacker controls, never
 //! one of these), so the address printed at start-up and the one a person types both work.
-//! `Accept` needs `application/json` (or a wildcard): answers are always JSON, never a stream,
-//! so a client that omits `text/event-stream` loses nothing.
+//! `Accept` needs `application/json` (or a wildcard): answers are JSON, except a long call held
+//! open for its progress (`tasks.rs`), which is an event stream, and only for a client whose
+//! `Accept` allows one ([`EventStreamAccepted`]); a client that omits `text/event-stream` gets
+//! its answer at once instead, so it loses only the progress.
 
 use std::sync::Arc;
 
@@ -36,6 +38,11 @@ use crate::state::AppState;
 
 /// The `Accept` value rmcp insists on; a request that accepts JSON is given it.
 const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+
+/// Set on a request whose own `Accept` allowed `text/event-stream`, before the guard gave every
+/// request [`ACCEPT_BOTH`] for rmcp: only such a request may be answered with a stream.
+#[derive(Debug, Clone, Copy)]
+pub struct EventStreamAccepted;
 
 /// JSON-RPC error codes (JSON-RPC 2.0, section 5.1).
 pub const PARSE_ERROR: i64 = -32700;
@@ -69,6 +76,9 @@ pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> 
     let (mut parts, body) = request.into_parts();
     let accept: Vec<&HeaderValue> = parts.headers.get_all(header::ACCEPT).iter().collect();
     let accepted = accept.is_empty() || accept.iter().any(|value| accepts_json(Some(value)));
+    if accept.is_empty() || accept.iter().any(|value| accepts_event_stream(value)) {
+        parts.extensions.insert(EventStreamAccepted);
+    }
     match accepted {
         true => {
             parts
@@ -127,8 +137,16 @@ pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> 
 
 /// Whether an `Accept` header lets the answer be `application/json`. No header accepts anything.
 fn accepts_json(accept: Option<&HeaderValue>) -> bool {
-    let Some(accept) = accept.and_then(|value| value.to_str().ok()) else {
-        return accept.is_none();
+    let Some(accept) = accept else {
+        return true;
+    };
+    accepts(accept, &["application/json", "application/*", "*/*"])
+}
+
+/// Whether one of `ranges` is in the header and not refused with `q=0`.
+fn accepts(accept: &HeaderValue, ranges: &[&str]) -> bool {
+    let Ok(accept) = accept.to_str() else {
+        return false;
     };
     accept.split(',').any(|range| {
         let mut fields = range.split(';');
@@ -141,10 +159,15 @@ fn accepts_json(accept: Option<&HeaderValue>) -> bool {
                 .is_some_and(|q| q <= 0.0)
         });
         !refused
-            && ["application/json", "application/*", "*/*"]
+            && ranges
                 .iter()
                 .any(|accepted| essence.eq_ignore_ascii_case(accepted))
     })
+}
+
+/// Whether an `Accept` header lets the answer be `text/event-stream`.
+fn accepts_event_stream(accept: &HeaderValue) -> bool {
+    accepts(accept, &["text/event-stream", "text/*", "*/*"])
 }
 
 /// Holds `Host` to the base URL's authority, `expected` (any loopback spelling when that is
@@ -423,7 +446,7 @@ async fn json_refusals(response: Response, config: &Config) -> Response {
     rewritten
 }
 
-fn truncate(text: &str, max: usize) -> String {
+pub(super) fn truncate(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((end, _)) => format!("{}...", &text[..end]),
         None => text.to_owned(),
@@ -454,6 +477,11 @@ mod tests {
         assert!(accepts("*/*"));
         assert!(!accepts("text/event-stream"));
         assert!(!accepts("application/json;q=0, text/event-stream"));
+        let stream = |value: &str| accepts_event_stream(&HeaderValue::from_str(value).unwrap());
+        assert!(stream("application/json, text/event-stream"));
+        assert!(stream("*/*"));
+        assert!(!stream("application/json"));
+        assert!(!stream("application/json, text/event-stream;q=0"));
     }
 
     #[test]

@@ -14,6 +14,11 @@
 //! (other methods, notifications, `server/discover`, the per-request lifecycle of 2026-07-28)
 //! still goes through rmcp's transport.
 //!
+//! Actions the domain registers as long calls (`crate::tasks`) are offered as MCP tasks to
+//! clients that declare the Tasks extension, and held open with progress for clients that ask
+//! for progress instead ([`tasks`]); `tasks/get`, `tasks/update` and `tasks/cancel` dispatch the
+//! registration's actions like any call.
+//!
 //! Two things happen at the HTTP level, before rmcp: an OAuth client calling a tool beyond its
 //! grant gets HTTP 403 with the `insufficient_scope` challenge (the MCP authorization spec's
 //! step-up signal, which an API key client would not act on, so keys keep the in-band tool
@@ -29,8 +34,10 @@ use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, Implementation, ListToolsResult, MetaObject,
+    PaginatedRequestParams, RequestMetaObject, ServerCapabilities, ServerConfig, Tool,
+    UpdateTaskParams,
 };
 use rmcp::transport::StreamableHttpServerConfig;
 use rmcp::transport::StreamableHttpService;
@@ -40,6 +47,7 @@ use serde_json::Value;
 
 mod fast;
 mod guard;
+mod tasks;
 mod tools;
 
 pub use guard::host_matches;
@@ -62,7 +70,9 @@ pub fn service(state: Arc<AppState>) -> Router {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
-        .with_sse_keep_alive(None)
+        // Only a long call held open for its progress is answered with a stream (`tasks.rs`);
+        // the comment keeps its connection from looking idle while the work has no news.
+        .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
         .with_max_request_body_bytes(state.config.max_body_bytes)
         .disable_allowed_origins()
         .disable_allowed_hosts();
@@ -76,6 +86,7 @@ pub fn service(state: Arc<AppState>) -> Router {
         Arc::new(NeverSessionManager::default()),
         config,
     );
+    // Shared, not cloned: cloning rmcp's transport for every request showed in the profile.
     let transport = Arc::new(transport);
     let fast = state.config.mcp_fast_path.then(|| {
         fast::Fast::new(
@@ -87,7 +98,6 @@ pub fn service(state: Arc<AppState>) -> Router {
     });
     Router::new()
         .fallback(move |request: Request| {
-            // Shared, not cloned: cloning rmcp's transport for every request showed in the profile.
             let (fast, transport) = (fast.clone(), transport.clone());
             async move {
                 let request = match fast {
@@ -108,6 +118,9 @@ pub fn service(state: Arc<AppState>) -> Router {
         ))
 }
 
+/// How often an event stream carries a keep-alive comment.
+pub const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// The MCP server handler over the registry.
 #[derive(Clone)]
 pub struct McpFace {
@@ -116,7 +129,23 @@ pub struct McpFace {
 
 impl ServerHandler for McpFace {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder().enable_tools().build();
+        // The Tasks extension, when some action is a long call (SEP-2663 has no per-tool marker:
+        // the server decides per call).
+        let capabilities = if self.state.registry.tasks().is_empty() {
+            capabilities
+        } else {
+            let mut capabilities = capabilities;
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(
+                    rmcp::model::TASKS_EXTENSION_ID.to_owned(),
+                    Default::default(),
+                );
+            capabilities
+        };
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("outreach", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Prospecting and outreach workspace. Call service_get_workspace first to see the workspace, \
@@ -147,56 +176,60 @@ impl ServerHandler for McpFace {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.call(request, context.extensions.get::<http::request::Parts>())
+        let parts = context.extensions.get::<http::request::Parts>();
+        let tasks = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks());
+        let progress = match context.meta.get_progress_token() {
+            Some(token) if self.holds_open(&request.name, &context.meta, parts) => {
+                Some(tasks::ProgressSink {
+                    token,
+                    context: context.clone(),
+                })
+            }
+            _ => None,
+        };
+        self.call(request, parts, tasks::Asked { tasks, progress })
+            .await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.get_task_for(&request.task_id, context.extensions.get())
+            .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.cancel_task_for(&request.task_id, context.extensions.get())
+            .await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.update_task_for(&request.task_id, context.extensions.get())
             .await
     }
 }
 
-/// What a `tools/call` answered: most often the action's output as it is (the fast path writes
-/// that as bytes), else a result made with rmcp's types.
-pub(crate) enum CallAnswer {
-    /// `structuredContent` and its text block: the action's output.
-    Output(JsonBody),
-    Result(CallToolResult),
-}
-
-impl CallAnswer {
-    fn into_result(self) -> CallToolResult {
-        match self {
-            CallAnswer::Output(body) => CallToolResult::structured(body.to_value()),
-            CallAnswer::Result(result) => result,
-        }
-    }
+/// Who is calling: the principal the auth middleware found, and the request's id.
+pub(super) struct Caller {
+    principal: Arc<Principal>,
+    request_id: Arc<str>,
 }
 
 impl McpFace {
-    /// A `tools/call` from rmcp's handler: `parts` are the HTTP request's, whose extensions hold
-    /// the principal the auth middleware found and the request id.
-    async fn call(
-        &self,
-        request: CallToolRequestParams,
-        parts: Option<&http::request::Parts>,
-    ) -> Result<CallToolResponse, McpError> {
-        self.answer(request, parts)
-            .await
-            .map(|answer| answer.into_result().into())
-    }
-
-    /// A `tools/call`, from rmcp's handler or the fast path.
-    async fn answer(
-        &self,
-        request: CallToolRequestParams,
-        parts: Option<&http::request::Parts>,
-    ) -> Result<CallAnswer, McpError> {
-        let Some(action) = self.state.registry.by_tool_name(&request.name) else {
-            return Err(McpError::invalid_params(
-                format!(
-                    "Unknown tool `{}`; tools/list names them all.",
-                    request.name
-                ),
-                None,
-            ));
-        };
+    /// The caller of a request whose HTTP `parts` rmcp or the fast path hands over.
+    fn caller(&self, parts: Option<&http::request::Parts>) -> Result<Caller, McpError> {
         let principal = parts
             .and_then(|parts| parts.extensions.get::<Arc<Principal>>())
             .cloned();
@@ -209,6 +242,105 @@ impl McpFace {
                 None,
             ));
         };
+        Ok(Caller {
+            principal,
+            request_id,
+        })
+    }
+
+    /// Dispatches an action by name with no idempotency key: the success body, or the error.
+    async fn dispatch_by_name(
+        &self,
+        caller: &Caller,
+        name: &str,
+        input: Value,
+    ) -> Result<Value, ApiError> {
+        let Some(action) = self.state.registry.get(name) else {
+            return Err(ApiError::internal(format!("no action `{name}`")));
+        };
+        let reply = Dispatcher::from_ref(&self.state)
+            .dispatch(
+                caller.principal.clone(),
+                action,
+                input,
+                None,
+                caller.request_id.clone(),
+            )
+            .await?;
+        if reply.status.is_success() {
+            Ok(reply.body.to_value())
+        } else {
+            Err(ApiError::internal(format!(
+                "`{name}` answered {} without an error",
+                reply.status
+            )))
+        }
+    }
+
+    /// Whether a `tools/call` of `tool` is held open for its progress (see [`tasks`]): a long
+    /// call, with a progress token, from a client without the Tasks extension that can read
+    /// an event stream. The fast path leaves these to rmcp, whose transport streams.
+    fn holds_open(
+        &self,
+        tool: &str,
+        meta: &RequestMetaObject,
+        parts: Option<&http::request::Parts>,
+    ) -> bool {
+        meta.get_progress_token().is_some()
+            && !meta
+                .client_capabilities()
+                .is_some_and(|capabilities| capabilities.supports_tasks())
+            && parts.is_some_and(|parts| {
+                parts
+                    .extensions
+                    .get::<guard::EventStreamAccepted>()
+                    .is_some()
+            })
+            && self
+                .state
+                .registry
+                .by_tool_name(tool)
+                .and_then(|action| self.state.registry.task_of(action.name()))
+                .is_some()
+    }
+
+    /// A `tools/call`, from rmcp's handler or the fast path: `parts` are the HTTP request's,
+    /// whose extensions hold the principal the auth middleware found and the request id;
+    /// `asked` says how a long call may be answered.
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        parts: Option<&http::request::Parts>,
+        asked: tasks::Asked,
+    ) -> Result<CallToolResponse, McpError> {
+        Ok(match self.call_answer(request, parts, asked).await? {
+            CallAnswer::Output(output) => success_result(output.to_value(), false).into(),
+            CallAnswer::Response(response) => response,
+        })
+    }
+
+    /// [`McpFace::call`], with a plain success left as the action's output bytes, which the
+    /// fast path writes as they are.
+    async fn call_answer(
+        &self,
+        request: CallToolRequestParams,
+        parts: Option<&http::request::Parts>,
+        asked: tasks::Asked,
+    ) -> Result<CallAnswer, McpError> {
+        let Some(action) = self.state.registry.by_tool_name(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "Unknown tool `{}`; tools/list names them all.",
+                    request.name
+                ),
+                None,
+            ));
+        };
+        let caller = self.caller(parts)?;
+        let Caller {
+            principal,
+            request_id,
+        } = &caller;
         let mut arguments = request.arguments.unwrap_or_default();
         let idempotency_key = match arguments.remove(IDEMPOTENCY_FIELD) {
             None | Some(Value::Null) => None,
@@ -218,18 +350,18 @@ impl McpFace {
                     "Unknown field `{IDEMPOTENCY_FIELD}`: `{}` does not take idempotency keys.",
                     request.name
                 ));
-                return Ok(CallAnswer::Result(error_result(&error.body())));
+                return Ok(CallAnswer::Response(error_result(&error.body()).into()));
             }
             Some(_) => {
                 let error = ApiError::invalid_request(format!(
                     "Invalid field `{IDEMPOTENCY_FIELD}`: expected a string."
                 ));
-                return Ok(CallAnswer::Result(error_result(&error.body())));
+                return Ok(CallAnswer::Response(error_result(&error.body()).into()));
             }
         };
-        let answer = match Dispatcher::from_ref(&self.state)
+        let result = match Dispatcher::from_ref(&self.state)
             .dispatch(
-                principal,
+                principal.clone(),
                 action,
                 Value::Object(arguments),
                 idempotency_key,
@@ -237,15 +369,79 @@ impl McpFace {
             )
             .await
         {
-            Ok(reply) if reply.status.is_success() && reply.replayed => {
-                CallAnswer::Result(replayed_result(reply.body.to_value()))
+            // Neither a task nor a held call was asked for, so a long call answers as any other.
+            Ok(reply)
+                if reply.status.is_success()
+                    && !reply.replayed
+                    && !asked.tasks
+                    && asked.progress.is_none() =>
+            {
+                return Ok(CallAnswer::Output(reply.body));
             }
-            Ok(reply) if reply.status.is_success() => CallAnswer::Output(reply.body),
-            Ok(reply) => CallAnswer::Result(error_result(&reply.body.to_value())),
-            Err(error) => CallAnswer::Result(error_result(&error.log(&request_id).body())),
+            Ok(reply) if reply.status.is_success() => {
+                return Ok(CallAnswer::Response(
+                    self.answer(
+                        action.name(),
+                        reply.body.to_value(),
+                        reply.replayed,
+                        &caller,
+                        asked,
+                    )
+                    .await,
+                ));
+            }
+            Ok(reply) => error_result(&reply.body.to_value()),
+            Err(error) => error_result(&error.log(request_id).body()),
         };
-        Ok(answer)
+        Ok(CallAnswer::Response(result.into()))
     }
+
+    /// A successful call's answer: a task or a held call for a long call when the client asked
+    /// for one (see [`tasks`]), the output otherwise.
+    async fn answer(
+        &self,
+        action: &str,
+        output: Value,
+        replayed: bool,
+        caller: &Caller,
+        asked: tasks::Asked,
+    ) -> CallToolResponse {
+        let long_call = self
+            .state
+            .registry
+            .task_of(action)
+            .and_then(|def| Some((def, tasks::view_of(def, &output)?)));
+        let Some((def, view)) = long_call else {
+            return success_result(output, replayed).into();
+        };
+        if asked.tasks {
+            let created = tasks::created(&view);
+            return CallToolResponse::Task(if replayed {
+                created.with_meta(replayed_meta())
+            } else {
+                created
+            });
+        }
+        match asked.progress {
+            Some(sink) => {
+                let (view, output) = self.hold(def, caller, view, output, sink).await;
+                let result = tasks::final_result(&view, mark_replayed(output, replayed));
+                match replayed {
+                    true => result.with_meta(Some(replayed_meta())),
+                    false => result,
+                }
+                .into()
+            }
+            None => success_result(output, replayed).into(),
+        }
+    }
+}
+
+/// What a `tools/call` answered: a plain success as the action's output bytes, else the
+/// response made with rmcp's types.
+pub(super) enum CallAnswer {
+    Output(JsonBody),
+    Response(CallToolResponse),
 }
 
 /// A failed call: `isError` with the `{error, code, ...}` body as JSON text, and no
@@ -258,16 +454,29 @@ fn error_result(body: &Value) -> CallToolResult {
 /// The `_meta` key that marks an answer replayed for a reused idempotency key.
 pub const REPLAYED_META: &str = "idempotent_replayed";
 
-/// A replayed answer says so twice: `"replayed": true` in `structuredContent` (the output
-/// schemas of idempotent tools declare it; see [`tools`]) for the model, and
-/// `_meta.idempotent_replayed` for the host, beside the stored body unchanged otherwise.
-fn replayed_result(mut body: Value) -> CallToolResult {
-    if let Value::Object(fields) = &mut body {
+/// A successful call's output as its tool result. A replayed answer says so twice:
+/// `"replayed": true` in `structuredContent` (the output schemas of idempotent tools declare
+/// it; see [`tools`]) for the model, and `_meta.idempotent_replayed` for the host, beside the
+/// stored body unchanged otherwise.
+fn success_result(output: Value, replayed: bool) -> CallToolResult {
+    let result = CallToolResult::structured(mark_replayed(output, replayed));
+    match replayed {
+        true => result.with_meta(Some(replayed_meta())),
+        false => result,
+    }
+}
+
+fn mark_replayed(mut output: Value, replayed: bool) -> Value {
+    if replayed && let Value::Object(fields) = &mut output {
         fields.insert(tools::REPLAYED_FIELD.to_owned(), Value::Bool(true));
     }
+    output
+}
+
+fn replayed_meta() -> MetaObject {
     let mut meta = MetaObject::new();
     meta.insert(REPLAYED_META.to_owned(), Value::Bool(true));
-    CallToolResult::structured(body).with_meta(Some(meta))
+    meta
 }
 
 /// CORS for browser-based MCP clients, on `/api/mcp` and the OAuth endpoints alike: any origin,
@@ -301,8 +510,8 @@ pub async fn step_up(State(state): State<Arc<AppState>>, request: Request, next:
         .into_response();
     };
     let needed = match ToolCall::of_or_read(&mut parts.extensions, &bytes) {
-        Some(call) => scope_of_call(&state.registry, &call),
-        None => scope_of_tool_call(&state.registry, &bytes),
+        Some(call) => scope_of_plain_call(&state.registry, &call),
+        None => scope_of_call(&state.registry, &bytes),
     };
     if let Some(needed) = needed
         && !principal.allows(needed)
@@ -315,8 +524,8 @@ pub async fn step_up(State(state): State<Arc<AppState>>, request: Request, next:
         .await
 }
 
-/// [`scope_of_tool_call`] of a call already read.
-fn scope_of_call(registry: &Registry, call: &ToolCall) -> Option<Scope> {
+/// [`scope_of_call`] of a plain `tools/call` already read (see `crate::rpc`).
+fn scope_of_plain_call(registry: &Registry, call: &ToolCall) -> Option<Scope> {
     let def = registry.by_tool_name(&call.name)?.def;
     let estimate = def.price.is_some()
         && call
@@ -328,15 +537,20 @@ fn scope_of_call(registry: &Registry, call: &ToolCall) -> Option<Scope> {
     Some(if estimate { Scope::Read } else { def.scope })
 }
 
-/// The scope a JSON-RPC `tools/call` body needs, or `None` when it is anything else (rmcp
-/// answers malformed bodies and unknown tools itself).
-fn scope_of_tool_call(registry: &Registry, body: &[u8]) -> Option<Scope> {
+/// The scope a JSON-RPC `tools/call` body needs (or a task method's: the scope of the action it
+/// dispatches), or `None` when it is anything else (rmcp answers malformed bodies and unknown
+/// tools itself).
+fn scope_of_call(registry: &Registry, body: &[u8]) -> Option<Scope> {
     let message: Value = serde_json::from_slice(body).ok()?;
-    if message.get("method")?.as_str()? != "tools/call" {
-        return None;
-    }
     let params = message.get("params")?;
-    let def = registry.by_tool_name(params.get("name")?.as_str()?)?.def;
+    let task = || registry.task_by_id(params.get("taskId")?.as_str()?);
+    let action = match message.get("method")?.as_str()? {
+        "tools/call" => params.get("name")?.as_str()?,
+        "tasks/get" | "tasks/update" => return Some(registry.get(task()?.get)?.def.scope),
+        "tasks/cancel" => return Some(registry.get(task()?.cancel)?.def.scope),
+        _ => return None,
+    };
+    let def = registry.by_tool_name(action)?.def;
     let estimate = def.price.is_some()
         && params
             .get("arguments")
