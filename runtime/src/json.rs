@@ -157,12 +157,11 @@ impl<'a> Object<'a> {
             .windows(2)
             .all(|pair| pair[0].key.as_bytes() < pair[1].key.as_bytes());
         if !in_order {
+            // Where the first member was written, before the sort moves it.
+            let first = members[0].start;
             // A stable sort keeps repeated keys in the order written; the last one wins, as a
             // map insert would have it.
             members.sort_by(|a, b| a.key.as_bytes().cmp(b.key.as_bytes()));
-            let first = members
-                .first()
-                .map_or(writer.out.len(), |entry| entry.start);
             let mut sorted = Vec::with_capacity(writer.out.len() - first);
             let mut index = 0;
             while index < members.len() {
@@ -610,6 +609,13 @@ mod tests {
     }
 
     fn same<T: Serialize + ?Sized>(value: &T) {
+        let mut writer = Writer {
+            out: Vec::new(),
+            entries: Vec::new(),
+        };
+        if let Err(Error::Tree) = value.serialize(&mut writer) {
+            panic!("left to the tree path; this test is for the direct one");
+        }
         let direct = to_vec(value).unwrap();
         let tree = through_tree(value);
         assert_eq!(
@@ -664,7 +670,6 @@ mod tests {
         character: char,
         unit: (),
         tuple: (u8, &'static str),
-        big: u128,
         keys: HashMap<String, u8>,
         escaped: BTreeMap<String, u8>,
         empty: BTreeMap<String, u8>,
@@ -716,7 +721,6 @@ mod tests {
             character: 'é',
             unit: (),
             tuple: (1, "two"),
-            big: 12,
             keys: (0..20).map(|n| (format!("k{n}"), n)).collect(),
             escaped: BTreeMap::from([
                 ("a\"b".to_owned(), 1),
@@ -737,14 +741,50 @@ mod tests {
 
     #[test]
     fn shapes_left_to_the_tree_give_its_answer() {
-        same(&BTreeMap::from([(1.5_f64.to_string(), 1)]));
-        same(&u128::from(u64::MAX));
-        let float_keys = serde_json::Map::from_iter([("1.5".to_owned(), json!(1))]);
-        same(&float_keys);
         #[derive(Serialize)]
-        struct FloatKeys(BTreeMap<u8, u8>);
-        same(&FloatKeys(BTreeMap::from([(1, 2)])));
+        struct Wide {
+            z: u8,
+            big: u128,
+            a: u8,
+        }
+        let wide = Wide {
+            z: 1,
+            big: 12,
+            a: 2,
+        };
+        assert_eq!(to_vec(&wide).unwrap(), through_tree(&wide));
+        let float_keys = HashMap::from([(1, 1.5_f64)]);
+        assert_eq!(to_vec(&float_keys).unwrap(), through_tree(&float_keys));
+        assert_eq!(
+            to_vec(&u128::from(u64::MAX)).unwrap(),
+            through_tree(&u64::MAX)
+        );
         assert!(to_vec(&u128::MAX).is_err());
         assert!(to_vec(&HashMap::from([((1, 2), 3)])).is_err());
+    }
+
+    #[test]
+    fn unsorted_structs_and_repeated_keys_come_out_sorted() {
+        #[derive(Serialize)]
+        struct Fields {
+            id: u8,
+            name: u8,
+            environment: u8,
+            created_at: u8,
+            #[serde(flatten)]
+            again: BTreeMap<&'static str, u8>,
+        }
+        let fields = Fields {
+            id: 1,
+            name: 2,
+            environment: 3,
+            created_at: 4,
+            again: BTreeMap::from([("id", 9), ("b", 5)]),
+        };
+        same(&fields);
+        assert_eq!(
+            to_vec(&fields).unwrap(),
+            br#"{"b":5,"created_at":4,"environment":3,"id":9,"name":2}"#
+        );
     }
 }
