@@ -220,8 +220,7 @@ mod tests {
                 tracing::error!(error = %Failure, debug = ?Failure, empty = "", "\x1b[2J");
             });
         });
-        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
-        text
+        String::from_utf8(out.0.lock().unwrap().clone()).unwrap()
     }
 
     #[test]

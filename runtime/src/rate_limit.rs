@@ -121,13 +121,18 @@ impl Inner {
 
 impl Limiter {
     /// Takes one request from the credential's bucket, after authentication: the headers to add
-    /// to the answer, or the 429 to send instead. With the limit off, no headers.
-    pub fn admit(&self, principal: &Principal, request: &Request) -> Result<HeaderMap, Response> {
+    /// to the answer, or the 429 to send instead (boxed: a refusal is the rare, large case). With
+    /// the limit off, no headers.
+    pub fn admit(
+        &self,
+        principal: &Principal,
+        request: &Request,
+    ) -> Result<HeaderMap, Box<Response>> {
         let Some(inner) = &self.0 else {
             return Ok(HeaderMap::new());
         };
         inner
             .take(&principal.credential_id)
-            .map_err(|error| error.log(&request_id(request)).into_response())
+            .map_err(|error| Box::new(error.log(&request_id(request)).into_response()))
     }
 }

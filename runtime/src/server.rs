@@ -125,7 +125,7 @@ async fn bearer(State(gate): State<Bearer>, mut request: Request, next: Next) ->
             response.headers_mut().extend(headers);
             response
         }
-        Err(refusal) => refusal,
+        Err(refusal) => *refusal,
     }
 }
 
