@@ -389,27 +389,7 @@ async fn stop_enrollments(
     .iter()
     .map(|row| row.try_get::<String, _>("id"))
     .collect::<Result<_, _>>()?;
-    for id in &live {
-        sqlx::query(
-            "update enrollments set status = 'finished', exit_reason = $3, next_step_at = null, updated_at = $4 \
-             where workspace_id = $1 and id = $2",
-        )
-        .bind(workspace_id)
-        .bind(id)
-        .bind(exit_reason)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
-        sqlx::query(
-            "update approvals set status = 'expired', decided_at = $3 \
-             where workspace_id = $1 and kind = 'enrollment' and subject_id = $2 and status = 'pending'",
-        )
-        .bind(workspace_id)
-        .bind(id)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
-    }
+    enrollments::finish(conn, workspace_id, &live, exit_reason, now).await?;
     if exit_reason == "unsubscribed" {
         sqlx::query(
             "update approvals set status = 'expired', decided_at = $3 \
