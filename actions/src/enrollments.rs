@@ -221,16 +221,18 @@ pub(crate) async fn fetch(
 }
 
 /// Finishes live enrollments with `exit_reason` and expires their approval items still pending,
-/// in the caller's transaction (the caller records the events it means).
+/// in the caller's transaction (the caller records the events it means); returns how many were
+/// still live.
 pub(crate) async fn finish(
     conn: &mut sqlx::AnyConnection,
     workspace_id: &str,
     ids: &[String],
     exit_reason: &str,
     now: i64,
-) -> Result<(), ApiError> {
+) -> Result<u64, ApiError> {
+    let mut finished = 0;
     for id in ids {
-        sqlx::query(AssertSqlSafe(format!(
+        finished += sqlx::query(AssertSqlSafe(format!(
             "update enrollments set status = 'finished', exit_reason = $3, next_step_at = null, updated_at = $4 \
              where workspace_id = $1 and id = $2 and status in {LIVE_SQL}"
         )))
@@ -239,7 +241,8 @@ pub(crate) async fn finish(
         .bind(exit_reason)
         .bind(now)
         .execute(&mut *conn)
-        .await?;
+        .await?
+        .rows_affected();
         sqlx::query(
             "update approvals set status = 'expired', decided_at = $3 \
              where workspace_id = $1 and kind = 'enrollment' and subject_id = $2 and status = 'pending'",
@@ -250,7 +253,7 @@ pub(crate) async fn finish(
         .execute(&mut *conn)
         .await?;
     }
-    Ok(())
+    Ok(finished)
 }
 
 /// Finishes every live enrollment of a sequence as `stopped` and expires its pending approval
