@@ -220,6 +220,42 @@ pub(crate) async fn fetch(
     Enrollment::from_row(&row)
 }
 
+/// Finishes live enrollments with `exit_reason` and expires their approval items still pending,
+/// in the caller's transaction (the caller records the events it means); returns how many were
+/// still live.
+pub(crate) async fn finish(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    ids: &[String],
+    exit_reason: &str,
+    now: i64,
+) -> Result<u64, ApiError> {
+    let mut finished = 0;
+    for id in ids {
+        finished += sqlx::query(AssertSqlSafe(format!(
+            "update enrollments set status = 'finished', exit_reason = $3, next_step_at = null, updated_at = $4 \
+             where workspace_id = $1 and id = $2 and status in {LIVE_SQL}"
+        )))
+        .bind(workspace_id)
+        .bind(id)
+        .bind(exit_reason)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+        sqlx::query(
+            "update approvals set status = 'expired', decided_at = $3 \
+             where workspace_id = $1 and kind = 'enrollment' and subject_id = $2 and status = 'pending'",
+        )
+        .bind(workspace_id)
+        .bind(id)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(finished)
+}
+
 /// Finishes every live enrollment of a sequence as `stopped` and expires its pending approval
 /// items (the sequence was stopped).
 pub(crate) async fn stop_all_of_sequence(
@@ -514,21 +550,7 @@ async fn change(ctx: &Ctx, id: &str, change: Change) -> Result<EnrollmentDetail,
             crate::delivery::schedule(&mut tx, ctx.clock(), workspace_id, id, next).await?;
         }
         Change::Stop => {
-            sqlx::query(
-                "update enrollments set status = 'finished', exit_reason = 'stopped', next_step_at = null where id = $1",
-            )
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "update approvals set status = 'expired', decided_at = $3 \
-                 where workspace_id = $1 and kind = 'enrollment' and subject_id = $2 and status = 'pending'",
-            )
-            .bind(workspace_id)
-            .bind(id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            finish(&mut tx, workspace_id, &[id.to_owned()], "stopped", now).await?;
             record_event(&mut tx, workspace_id, id, now, "stopped", None, None, None).await?;
             crate::agents::runs::proposals_decided(&mut tx, workspace_id, now).await?;
         }

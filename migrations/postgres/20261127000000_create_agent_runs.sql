@@ -29,6 +29,8 @@ create table agent_runs (
     credits_charged bigint not null default 0,
     -- the open spend in the credit ledger the run settles when it ends
     reservation_id text,
+    -- the job that executes it: a run whose job is gone is ended by recovery
+    job_id text,
     error_code text,
     error_message text,
     created_at bigint not null,

@@ -235,28 +235,6 @@ pub async fn move_waiting(
     Ok(done.rows_affected() > 0)
 }
 
-/// Moves the waiting job of `kind` holding `unique_key` to `run_at_ms`, if there is one: for a
-/// state change that the job must see sooner than it was due (a canceled run whose job waits out
-/// a retry's backoff). Returns whether a job moved.
-pub async fn move_unique(
-    conn: &mut sqlx::AnyConnection,
-    clock: &Clock,
-    kind: &str,
-    unique_key: &str,
-    run_at_ms: i64,
-) -> Result<bool, ApiError> {
-    let done = sqlx::query(
-        "update jobs set run_at = $3, updated_at = $4 where kind = $1 and unique_key = $2 and state = 'available'",
-    )
-    .bind(kind)
-    .bind(unique_key)
-    .bind(run_at_ms)
-    .bind(clock.now_ms())
-    .execute(&mut *conn)
-    .await?;
-    Ok(done.rows_affected() > 0)
-}
-
 /// A job as stored, for tests and for whoever shows a job's fate.
 #[derive(Debug, Clone)]
 pub struct JobRecord {

@@ -461,7 +461,16 @@ async fn bad_input_is_refused_with_its_code_and_changes_nothing() {
     let message = refused.expect_error(400, "invalid_request");
     assert!(message.contains("max_credits_per_run"), "{message}");
     assert_eq!(refused.body["price"], json!(4));
-    // A lower limit fits under it.
+    // An estimate says so too, with the price; a lower limit fits under the cap.
+    let estimate = app
+        .post_json(
+            &format!("/agents/{capped}/run"),
+            &app.key,
+            json!({"estimate_only": true}),
+        )
+        .await;
+    estimate.expect_error(400, "invalid_request");
+    assert_eq!(estimate.body["price"], json!(4));
     app.post_json(
         &format!("/agents/{capped}/run"),
         &app.key,
@@ -990,4 +999,253 @@ async fn a_run_waiting_for_approval_ends_when_its_proposals_are_expired_by_a_sto
     assert_eq!(ended["status"], json!("succeeded"), "{ended}");
     assert_eq!(ended["approvals_pending"], json!(0), "{ended}");
     assert!(ended["log"].to_string().contains("2 expired"), "{ended}");
+}
+
+#[tokio::test]
+async fn a_run_never_processes_more_than_its_reservation_pays_for() {
+    let setup = Setup::new(1).await;
+    let app = &setup.app;
+    let agent = setup.prospector(json!({})).await;
+    let before = setup.balance().await;
+    let run = setup.run(&agent, &app.key, json!({})).await;
+    // Priced at two candidates (the lead and the intern); three more leads arrive before it runs.
+    assert_eq!(run["credits_reserved"], json!(2), "{run}");
+    for n in 0..3 {
+        setup
+            .prospect(&format!("Late{n}"), "Head of Sales", true)
+            .await;
+    }
+    settle(app).await;
+    let run = setup.get_run(&id(&run)).await;
+    assert_eq!(run["processed"], json!(2), "{run}");
+    assert_eq!(run["credits_charged"], json!(2), "{run}");
+    assert!(
+        run["log"]
+            .to_string()
+            .contains("the others wait for the next run"),
+        "{run}"
+    );
+    assert_eq!(setup.balance().await, before - 2);
+    assert_eq!(
+        setup.spent_on_runs().await,
+        2,
+        "the ledger agrees with the run"
+    );
+    // A cap of 0 stays 0: no free work.
+    let capped = setup
+        .prospector(json!({"name": "Capped", "max_credits_per_run": 0}))
+        .await;
+    app.post_json(&format!("/agents/{capped}/run"), &app.key, json!({}))
+        .await
+        .expect_error(400, "invalid_request");
+}
+
+#[tokio::test]
+async fn an_autonomous_triage_run_with_send_still_only_drafts_and_an_unsubscribe_stops_an_approved_reply()
+ {
+    let setup = Setup::new(1).await;
+    let app = &setup.app;
+    let lead = setup.matching[0].clone();
+    let agent = setup.prospector(json!({})).await;
+    let run = id(&setup.run(&agent, &app.key, json!({})).await);
+    settle(app).await;
+    app.post_json(
+        &format!("/sequences/{}/activate", setup.sequence),
+        &setup.send,
+        json!({}),
+    )
+    .await
+    .expect(200);
+    app.post_json("/approvals/approve", &setup.send, json!({"run_id": run}))
+        .await
+        .expect(200);
+    settle(app).await;
+    app.post_json(
+        "/sandbox/invitations/accept",
+        &app.key,
+        json!({"prospect_id": lead, "sender_id": setup.sender}),
+    )
+    .await
+    .expect(200);
+    let reply = async |text: &str| {
+        app.post_json(
+            "/sandbox/replies",
+            &app.key,
+            json!({"prospect_id": lead, "sender_id": setup.sender, "text": text}),
+        )
+        .await
+        .expect(200);
+        settle(app).await;
+    };
+    reply("Sounds good, let's talk next week").await;
+    let triage = app
+        .post_json(
+            "/agents",
+            &app.key,
+            json!({"name": "Inbox", "kind": "inbox_triage", "mode": "autonomous"}),
+        )
+        .await;
+    let triage = id(triage.expect(201));
+    let first = id(&setup.run(&triage, &setup.send, json!({})).await);
+    settle(app).await;
+    assert_eq!(
+        setup.get_run(&first).await["status"],
+        json!("awaiting_approval")
+    );
+    let drafts = setup.approvals("kind=reply").await;
+    assert_eq!(
+        drafts.len(),
+        1,
+        "an autonomous triage run approved its draft"
+    );
+    assert_eq!(
+        setup.network_log().await.len(),
+        1,
+        "only the invitation went out"
+    );
+
+    // Approved, queued, and then the person unsubscribes before it goes: nothing is sent.
+    app.post_json(
+        "/approvals/approve",
+        &setup.send,
+        json!({"ids": [id(&drafts[0])]}),
+    )
+    .await
+    .expect(200);
+    app.patch_json(
+        &format!("/prospects/{lead}"),
+        &app.key,
+        json!({"do_not_contact": true}),
+    )
+    .await
+    .expect(200);
+    settle(app).await;
+    assert_eq!(
+        setup.network_log().await.len(),
+        1,
+        "a reply went to a do-not-contact prospect"
+    );
+    let conversation = drafts[0]["subject_id"].as_str().expect("a conversation");
+    let messages = app
+        .get(&format!("/conversations/{conversation}/messages"), &app.key)
+        .await;
+    let outbound: Vec<Value> = messages.expect(200)["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|m| m["direction"] == json!("outbound") && m["enrollment_id"].is_null())
+        .cloned()
+        .collect();
+    assert_eq!(outbound.len(), 1, "{outbound:?}");
+    assert_eq!(outbound[0]["status"], json!("failed"), "{outbound:?}");
+    assert!(
+        outbound[0]["error"]
+            .as_str()
+            .expect("why")
+            .contains("do-not-contact"),
+        "{outbound:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_decline_after_a_keen_reply_drops_the_reply_still_waiting() {
+    let setup = Setup::new(1).await;
+    let app = &setup.app;
+    let lead = setup.matching[0].clone();
+    let agent = setup.prospector(json!({})).await;
+    let run = id(&setup.run(&agent, &app.key, json!({})).await);
+    settle(app).await;
+    app.post_json(
+        &format!("/sequences/{}/activate", setup.sequence),
+        &setup.send,
+        json!({}),
+    )
+    .await
+    .expect(200);
+    app.post_json("/approvals/approve", &setup.send, json!({"run_id": run}))
+        .await
+        .expect(200);
+    settle(app).await;
+    app.post_json(
+        "/sandbox/invitations/accept",
+        &app.key,
+        json!({"prospect_id": lead, "sender_id": setup.sender}),
+    )
+    .await
+    .expect(200);
+    let triage = app
+        .post_json(
+            "/agents",
+            &app.key,
+            json!({"name": "Inbox", "kind": "inbox_triage"}),
+        )
+        .await;
+    let triage = id(triage.expect(201));
+    for (text, pending) in [
+        ("Yes, interested!", 1),
+        ("Actually, not really interested.", 0),
+    ] {
+        app.post_json(
+            "/sandbox/replies",
+            &app.key,
+            json!({"prospect_id": lead, "sender_id": setup.sender, "text": text}),
+        )
+        .await
+        .expect(200);
+        settle(app).await;
+        setup.run(&triage, &app.key, json!({})).await;
+        settle(app).await;
+        let waiting = setup.approvals("kind=reply&status=pending").await;
+        assert_eq!(waiting.len(), pending, "after {text:?}: {waiting:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_item_past_its_expiry_is_refused_even_before_the_expiry_job_runs() {
+    let setup = Setup::new(1).await;
+    let app = &setup.app;
+    let agent = setup.prospector(json!({})).await;
+    let run = id(&setup.run(&agent, &app.key, json!({})).await);
+    settle(app).await;
+    let item = id(&setup.approvals(&format!("run_id={run}")).await[0]);
+    // The clock moves, but no job runs: the item is still `pending` in the database.
+    app.post_json(
+        "/sandbox/clock/advance",
+        &app.key,
+        json!({"seconds": 73 * HOUR_S}),
+    )
+    .await
+    .expect(200);
+    let refused = app
+        .post_json("/approvals/approve", &setup.send, json!({"ids": [item]}))
+        .await;
+    let message = refused.expect_error(409, "invalid_state");
+    assert!(message.contains("expired"), "{message}");
+    assert_eq!(refused.body["expired_ids"], json!([item]));
+    assert_eq!(setup.approvals("status=pending").await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_run_whose_job_was_lost_is_failed_by_recovery_and_keeps_only_what_it_processed() {
+    let setup = Setup::new(2).await;
+    let app = &setup.app;
+    let before = setup.balance().await;
+    let agent = setup.prospector(json!({})).await;
+    let run = id(&setup.run(&agent, &app.key, json!({})).await);
+    // Its job discarded, as a rescue does after the last attempt died with its process.
+    sqlx::query("update jobs set state = 'discarded' where kind = 'agent_run'")
+        .execute(app.db.pool())
+        .await
+        .expect("discard the job");
+    outreach_runtime::recovery::run_all(&app.db, &app.clock).await;
+    let run = setup.get_run(&run).await;
+    assert_eq!(run["status"], json!("failed"), "{run}");
+    assert_eq!(run["error"]["code"], json!("internal_error"), "{run}");
+    assert_eq!(
+        setup.balance().await,
+        before,
+        "nothing processed, nothing kept"
+    );
+    // The agent is free to run again.
+    setup.run(&agent, &app.key, json!({})).await;
 }

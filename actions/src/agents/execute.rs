@@ -18,8 +18,8 @@
 //! job's last attempt fails the run too, so a run never stays `running` with credits held.
 
 use outreach_runtime::prelude::{
-    ApiError, Clock, CredentialKind, Db, ErrorCode, JobCtx, JobError, JobOutcome, JobResult, Scope,
-    credits, job, scope_now,
+    ApiError, Clock, CredentialKind, Db, ErrorCode, JobCtx, JobOutcome, JobResult, JobState, Scope,
+    credits, job, jobs, recovery, scope_now,
 };
 use serde::{Deserialize, Serialize};
 use sqlx::{AnyConnection, Row};
@@ -41,6 +41,7 @@ pub const HOLD_MS: i64 = 24 * 3_600_000;
 pub const BATCH: usize = 10;
 
 job!("agent_run", run_agent_job);
+recovery!("agent runs whose job is gone", recover_runs);
 
 #[derive(Debug, Serialize, Deserialize)]
 struct RunPayload {
@@ -240,6 +241,62 @@ async fn prepare(job: &JobCtx, run_id: &str, drafter: &Drafter, now: i64) -> Ahe
         })
     };
     prepared.await.unwrap_or_default()
+}
+
+/// Ends the runs whose job is gone, and the waiting runs with nothing left to wait for. A job is
+/// gone when its rescue discarded it after its last attempt (the process died on every one), so
+/// its handler never got to fail the run; without this the run would stay `running`, block its
+/// agent, and its hold would lapse, returning what it had charged. A `canceled` run whose job was
+/// gone ends as canceled. Also, every 30 seconds, a safety net for `awaiting_approval` runs whose
+/// last pending item went some way no hook saw (a prospect deleted with its items).
+async fn recover_runs(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
+    let now = clock.now_ms();
+    let live = sqlx::query(
+        "select id, workspace_id, status, job_id from agent_runs \
+         where phase <> 'done' and status in ('queued', 'running', 'canceled')",
+    )
+    .fetch_all(db.pool())
+    .await?;
+    let mut ended = 0;
+    for row in live {
+        let id: String = row.try_get("id")?;
+        let job_id: Option<String> = row.try_get("job_id")?;
+        let job = match &job_id {
+            Some(job_id) => jobs::get(db.pool(), job_id).await?,
+            None => None,
+        };
+        if job.is_some_and(|job| matches!(job.state, JobState::Available | JobState::Running)) {
+            continue;
+        }
+        let mut tx = db.begin_write().await?;
+        if row.try_get::<String, _>("status")? == "canceled" {
+            let workspace_id: String = row.try_get("workspace_id")?;
+            end_canceled(&mut tx, clock, &workspace_id, &id, now).await?;
+        } else {
+            let failure = ApiError::new(
+                ErrorCode::InternalError,
+                "The run's job was lost after failing on every attempt, and the run was stopped; what it \
+                 processed is charged, the rest released. Run the agent again.",
+            );
+            fail(&mut tx, clock, &id, &failure, now).await?;
+        }
+        tx.commit().await?;
+        ended += 1;
+    }
+    let waiting = sqlx::query(
+        "select distinct workspace_id from agent_runs r where r.status = 'awaiting_approval' \
+         and not exists (select 1 from approvals a where a.run_id = r.id and a.status = 'pending')",
+    )
+    .fetch_all(db.pool())
+    .await?;
+    for row in waiting {
+        let workspace_id: String = row.try_get("workspace_id")?;
+        let mut tx = db.begin_write().await?;
+        runs::proposals_decided(&mut tx, &workspace_id, now).await?;
+        tx.commit().await?;
+        ended += 1;
+    }
+    Ok(ended)
 }
 
 /// Reads the run and locks its row for this transaction (a cancel waits for the step in flight).
@@ -446,14 +503,14 @@ async fn process(conn: &mut AnyConnection, work: &Work<'_>) -> Result<(), ApiErr
 
 /// Proposals of an autonomous run started by someone holding `send` are approved at once, on that
 /// person's behalf, if their credential still allows it now; all others wait for a person, and
-/// expire after 72 hours.
+/// expire after 72 hours. An `inbox_triage` run's reply drafts always wait: it never sends.
 async fn propose_or_approve(
     conn: &mut AnyConnection,
     work: &Work<'_>,
     ids: Vec<String>,
 ) -> Result<(), ApiError> {
     let run = work.run;
-    if run.autonomous {
+    if run.autonomous && run.agent.kind != AgentKind::InboxTriage {
         // The same database read every request makes of its credential, by its id: a key revoked
         // or a person demoted since the run started stops it from sending on their behalf.
         let scope = scope_now(work.db, work.now, run.credential_kind, &run.credential_id).await?;
@@ -659,7 +716,7 @@ async fn fail(
     run_id: &str,
     failure: &ApiError,
     now: i64,
-) -> Result<(), JobError> {
+) -> Result<(), ApiError> {
     let Some(run) = lock(conn, run_id).await? else {
         return Ok(());
     };

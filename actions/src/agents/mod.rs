@@ -53,8 +53,9 @@ outreach_runtime::prelude::text_enum! {
     pub enum AgentMode {
         /// Everything a run proposes waits in the approval queue (the default).
         Review => "review",
-        /// A run started by a caller holding `send` schedules its proposals itself; started by
-        /// anyone else, it behaves as `review`.
+        /// A run started by a caller holding `send` approves its proposals itself; started by
+        /// anyone else, it behaves as `review`. An `inbox_triage` agent's reply drafts wait for a
+        /// person in either mode: it never sends.
         Autonomous => "autonomous",
     }
 }
@@ -597,6 +598,23 @@ pub(crate) async fn sequence_of(
 ) -> Result<crate::sequences::Sequence, ApiError> {
     let id = agent.sequence_id.as_deref().unwrap_or_default();
     let sequence = crate::sequences::fetch(conn, workspace_id, id)
+        .await
+        .map_err(|error| input_gone(agent, IdKind::Sequence, "sequence_id", id, error))?;
+    crate::sequences::enroll::check_proposable(&sequence)?;
+    Ok(sequence)
+}
+
+/// [`sequence_of`], with the sequence's row locked until the transaction ends, as
+/// `add_to_sequence` locks it: proposals and a person's additions to one sequence take turns, so
+/// neither enrolls a prospect the other just did.
+pub(crate) async fn sequence_locked(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    agent: &Agent,
+    now: i64,
+) -> Result<crate::sequences::Sequence, ApiError> {
+    let id = agent.sequence_id.as_deref().unwrap_or_default();
+    let sequence = crate::sequences::lock(conn, workspace_id, id, now)
         .await
         .map_err(|error| input_gone(agent, IdKind::Sequence, "sequence_id", id, error))?;
     crate::sequences::enroll::check_proposable(&sequence)?;

@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
 use super::execute::{NewItem, Outcome, Selection, Work, WorkItem};
-use super::{Agent, list_of, proposer, sequence_of, targeting_of};
+use super::{Agent, list_of, proposer, sequence_locked, sequence_of, targeting_of};
 use crate::approvals::ProposalReasons;
 use crate::common::json_text;
 use crate::drafting::DraftedBy;
@@ -137,7 +137,17 @@ pub(crate) async fn select(
     drop(rows);
     kept.sort_by(|a, b| b.score.cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
     let qualified = kept.len();
-    kept.truncate(usize::try_from(run.input.limit).unwrap_or(usize::MAX));
+    kept.truncate(run.input.capacity());
+    let capped = if qualified > kept.len() {
+        format!(
+            " (a run takes at most {}: its limit of {}, and the {} its reservation covers; the others wait for the next run)",
+            kept.len(),
+            run.input.limit,
+            run.input.reserved
+        )
+    } else {
+        String::new()
+    };
     let within = if days == 0 {
         String::new()
     } else {
@@ -146,7 +156,7 @@ pub(crate) async fn select(
     let mut log = vec![format!(
         "Selected {} of {candidates} candidates (not do-not-contact, reachable, in no live sequence and never in \
          sequence `{}`{within}): {qualified} scored tier {} or better against targeting `{}` (version {}), {below} \
-         scored lower and {gated} were disqualified by a gate; the best {} by score are kept.",
+         scored lower and {gated} were disqualified by a gate; the best {} by score are kept{capped}.",
         kept.len(),
         sequence.id,
         agent.min_tier.as_str(),
@@ -216,7 +226,7 @@ pub(crate) async fn process(
     let workspace_id = run.workspace_id.as_str();
     let targeting = targeting_of(conn, workspace_id, agent).await?;
     let list = list_of(conn, workspace_id, agent).await?;
-    let sequence = sequence_of(conn, workspace_id, agent).await?;
+    let sequence = sequence_locked(conn, workspace_id, agent, work.now).await?;
     let asked: Vec<String> = items.iter().map(|item| item.prospect_id.clone()).collect();
     let checked = enroll::check_prospects(conn, workspace_id, &sequence, &asked, work.now).await?;
 

@@ -13,6 +13,8 @@
 //! `awaiting_approval` until every one is approved, rejected or expired ([`proposals_decided`]).
 //! Only an `autonomous` agent started by a caller holding `send` approves its own proposals.
 
+use std::collections::HashMap;
+
 use outreach_runtime::prelude::NewJob;
 use outreach_runtime::prelude::{
     ApiError, Ctx, ErrorCode, Page, PageParams, Priced, Scope, Timestamp, action, enqueue, ids,
@@ -32,6 +34,9 @@ price_item! {
     /// `inbox_triage`, a conversation whose replies it classified).
     pub AGENT_RUN_PROSPECT = "agent_run.prospect", 1;
 }
+
+/// How many of each run's latest log entries `list_runs` shows.
+const LIST_LOG_ENTRIES: usize = 5;
 
 /// The most prospect ids a `writer` run takes.
 pub const MAX_RUN_PROSPECT_IDS: usize = 1000;
@@ -103,7 +108,7 @@ pub struct Run {
     /// Set when `failed`.
     pub error: Option<RunError>,
     /// What it did, oldest first: what was selected and why, what was proposed or drafted, what
-    /// was charged.
+    /// was charged. `list_runs` shows each run's last 5 entries; `get_run` shows them all.
     pub log: Vec<RunLogEntry>,
     /// The person (`psn_...`) who started it.
     pub started_by: String,
@@ -151,8 +156,13 @@ impl Run {
     }
 }
 
-/// Fills in the runs' logs and their pending approvals, two queries for the whole page.
-async fn attach(conn: &mut sqlx::AnyConnection, runs: &mut [Run]) -> Result<(), ApiError> {
+/// Fills in the runs' logs (the last `log_limit` entries of each, or all) and their pending
+/// approvals: two queries for the whole page.
+async fn attach(
+    conn: &mut sqlx::AnyConnection,
+    runs: &mut [Run],
+    log_limit: Option<usize>,
+) -> Result<(), ApiError> {
     if runs.is_empty() {
         return Ok(());
     }
@@ -175,19 +185,27 @@ async fn attach(conn: &mut sqlx::AnyConnection, runs: &mut [Run]) -> Result<(), 
         .fold(pending.persistent(false), |query, id| query.bind(*id))
         .fetch_all(&mut *conn)
         .await?;
+    let mut by_run: HashMap<String, (Vec<RunLogEntry>, i64)> = HashMap::new();
+    for row in &logs {
+        by_run
+            .entry(row.try_get("run_id")?)
+            .or_default()
+            .0
+            .push(RunLogEntry {
+                at: Timestamp(row.try_get("at")?),
+                message: row.try_get("message")?,
+            });
+    }
+    for row in &pending {
+        by_run.entry(row.try_get("run_id")?).or_default().1 = row.try_get("n")?;
+    }
     for run in runs.iter_mut() {
-        for row in &logs {
-            if row.try_get::<String, _>("run_id")? == run.id {
-                run.log.push(RunLogEntry {
-                    at: Timestamp(row.try_get("at")?),
-                    message: row.try_get("message")?,
-                });
+        if let Some((mut log, pending)) = by_run.remove(&run.id) {
+            if let Some(limit) = log_limit {
+                log.drain(..log.len().saturating_sub(limit));
             }
-        }
-        for row in &pending {
-            if row.try_get::<String, _>("run_id")? == run.id {
-                run.approvals_pending = row.try_get("n")?;
-            }
+            run.log = log;
+            run.approvals_pending = pending;
         }
     }
     Ok(())
@@ -209,7 +227,7 @@ pub(crate) async fn fetch(
     .await?
     .ok_or_else(|| IdKind::Run.not_found(id))?;
     let mut runs = [Run::from_row(&row)?];
-    attach(conn, &mut runs).await?;
+    attach(conn, &mut runs, None).await?;
     let [run] = runs;
     Ok(run)
 }
@@ -364,6 +382,32 @@ pub struct RunPlan {
 pub(crate) struct RunInput {
     pub limit: i64,
     pub prospect_ids: Option<Vec<String>>,
+    /// How many items the reservation pays for (`min(limit, candidates)` when priced): the most
+    /// the run processes, however many candidates appear before it starts.
+    #[serde(default)]
+    pub reserved: i64,
+}
+
+impl RunInput {
+    /// The most items the run may take: its limit, and no more than its reservation pays for.
+    pub(crate) fn capacity(&self) -> usize {
+        usize::try_from(self.limit.min(self.reserved)).unwrap_or(0)
+    }
+}
+
+/// A run priced over its agent's `max_credits_per_run` is refused (400), estimate included.
+fn check_cap(agent: &Agent, price: i64, quantity: i64) -> Result<(), ApiError> {
+    match agent.max_credits_per_run {
+        Some(cap) if price > cap => Err(ApiError::invalid_request(format!(
+            "This run would reserve {price} credits for {quantity} prospects, over agent `{}`'s \
+             `max_credits_per_run` of {cap}; nothing was done or charged. Lower `max_prospects`, or raise the cap \
+             with `update_agent`.",
+            agent.id
+        ))
+        .with_extra("price", price)
+        .with_extra("max_credits_per_run", cap)),
+        _ => Ok(()),
+    }
 }
 
 async fn price_run(ctx: &Ctx, input: &RunAgentInput) -> Result<Priced<RunPlan>, ApiError> {
@@ -403,9 +447,10 @@ async fn price_run(ctx: &Ctx, input: &RunAgentInput) -> Result<Priced<RunPlan>, 
             Some(ids)
         }
     };
-    let run_input = RunInput {
+    let mut run_input = RunInput {
         limit,
         prospect_ids,
+        reserved: 0,
     };
     let candidates = execute::count_candidates(
         &mut conn,
@@ -416,8 +461,10 @@ async fn price_run(ctx: &Ctx, input: &RunAgentInput) -> Result<Priced<RunPlan>, 
     )
     .await?;
     let quantity = candidates.min(limit);
-    Ok(ctx
-        .price(AGENT_RUN_PROSPECT, quantity)
+    run_input.reserved = quantity;
+    let price = ctx.price(AGENT_RUN_PROSPECT, quantity);
+    check_cap(&agent, price.total, quantity)?;
+    Ok(price
         .detail("candidates", candidates)
         .detail("max_prospects", limit)
         .detail("max_credits_per_run", agent.max_credits_per_run)
@@ -453,9 +500,11 @@ async fn price_run(ctx: &Ctx, input: &RunAgentInput) -> Result<Priced<RunPlan>, 
 /// Costs one `agent_run.prospect` unit (1 credit by default) per prospect processed. The price of
 /// the most it may process (`min(max_prospects, candidates)`) is reserved when it starts and what it
 /// did not use is released when it ends, fails or is canceled; `estimate_only` returns that price.
-/// A price over the agent's `max_credits_per_run` is a 400; a disabled agent, a sequence that is
-/// stopped or has no steps, or a second run while one is `queued` or `running` is a 409
-/// `invalid_state`. Honours `Idempotency-Key`: a retry with the same key replays the first answer
+/// A price over the agent's `max_credits_per_run` is a 400 (an estimate too, with `price` and
+/// `max_credits_per_run` in the body); a disabled agent, a sequence that is stopped or has no
+/// steps, or a second run while one is `queued` or `running` is a 409 `invalid_state`. A run
+/// never processes more than its reservation pays for: prospects that become candidates after it
+/// started wait for the next run. Honours `Idempotency-Key`: a retry with the same key replays the first answer
 /// and starts nothing.
 #[action(scope = "write", credits = price_run, idempotent, http = "POST /agents/{id}/run")]
 pub async fn run_agent(ctx: Ctx, _input: RunAgentInput, plan: RunPlan) -> Result<Run, ApiError> {
@@ -467,18 +516,16 @@ pub async fn run_agent(ctx: Ctx, _input: RunAgentInput, plan: RunPlan) -> Result
     } = plan;
     let unit_price = ctx.unit_price(AGENT_RUN_PROSPECT);
     let price = quantity.saturating_mul(unit_price);
-    if let Some(cap) = agent.max_credits_per_run
-        && price > cap
-    {
-        return Err(ApiError::invalid_request(format!(
-            "This run would reserve {price} credits ({quantity} prospects at {unit_price}), over agent `{}`'s \
-             `max_credits_per_run` of {cap}; nothing was done or charged. Lower `max_prospects`, or raise the cap \
-             with `update_agent`.",
-            agent.id
-        ))
-        .with_extra("price", price)
-        .with_extra("max_credits_per_run", cap));
-    }
+    let principal = ctx.principal();
+    let autonomous = agent.mode == AgentMode::Autonomous && principal.allows(Scope::Send);
+    let workspace_id = ctx.workspace_id();
+    let now = ctx.now_ms();
+    let run_id = ids::new_id("run");
+
+    let mut tx = ctx.tx().await?;
+    // The agent row as it is now, locked against a concurrent change or delete: the run keeps
+    // these settings, so they are the ones checked.
+    let agent = super::fetch_for_update(&mut tx, workspace_id, &agent.id).await?;
     if !agent.enabled {
         return Err(ApiError::new(
             ErrorCode::InvalidState,
@@ -488,15 +535,7 @@ pub async fn run_agent(ctx: Ctx, _input: RunAgentInput, plan: RunPlan) -> Result
             ),
         ));
     }
-    let principal = ctx.principal();
-    let autonomous = agent.mode == AgentMode::Autonomous && principal.allows(Scope::Send);
-    let workspace_id = ctx.workspace_id();
-    let now = ctx.now_ms();
-    let run_id = ids::new_id("run");
-
-    let mut tx = ctx.tx().await?;
-    // The agent row as it is now, locked against a concurrent delete; the run keeps its settings.
-    let agent = super::fetch_for_update(&mut tx, workspace_id, &agent.id).await?;
+    check_cap(&agent, price, quantity)?;
     let inserted = sqlx::query(
         "insert into agent_runs (id, workspace_id, agent_id, agent_name, kind, status, phase, settings, input, \
          autonomous, person_id, credential_kind, credential_id, total, unit_price, \
@@ -528,10 +567,16 @@ pub async fn run_agent(ctx: Ctx, _input: RunAgentInput, plan: RunPlan) -> Result
             // The transaction is spoiled on PostgreSQL; the live run is read outside it.
             drop(tx);
             let mut conn = ctx.db().pool().acquire().await?;
-            let live = live_run(&mut conn, workspace_id, &agent.id)
-                .await?
-                .unwrap_or_default();
-            return Err(live_run_error(&agent.id, &live, "run again"));
+            return Err(match live_run(&mut conn, workspace_id, &agent.id).await? {
+                Some(live) => live_run_error(&agent.id, &live, "run again"),
+                None => ApiError::new(
+                    ErrorCode::InvalidState,
+                    format!(
+                        "Agent `{}` had a run in progress that ended just now; nothing was done or charged. Retry.",
+                        agent.id
+                    ),
+                ),
+            });
         }
         return Err(error.into());
     }
@@ -560,7 +605,7 @@ pub async fn run_agent(ctx: Ctx, _input: RunAgentInput, plan: RunPlan) -> Result
         ),
     )
     .await?;
-    enqueue(
+    let job_id = enqueue(
         &mut tx,
         ctx.clock(),
         NewJob::new(execute::RUN_JOB, serde_json::json!({ "run_id": run_id }))
@@ -569,6 +614,11 @@ pub async fn run_agent(ctx: Ctx, _input: RunAgentInput, plan: RunPlan) -> Result
             .max_attempts(execute::MAX_ATTEMPTS),
     )
     .await?;
+    sqlx::query("update agent_runs set job_id = $2 where id = $1")
+        .bind(&run_id)
+        .bind(&job_id)
+        .execute(&mut *tx)
+        .await?;
     fetch(&mut tx, workspace_id, &run_id).await
 }
 
@@ -606,7 +656,8 @@ pub struct ListRunsInput {
 /// List agent runs, newest first.
 ///
 /// Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while `has_more`.
-/// Filter by `agent_id` and `status`. Each run comes with its log. Costs nothing.
+/// Filter by `agent_id` and `status`. Each run comes with its last 5 log entries (`get_run` has
+/// them all). Costs nothing.
 #[action(scope = "read", http = "GET /runs")]
 pub async fn list_runs(ctx: Ctx, input: ListRunsInput) -> Result<Page<Run>, ApiError> {
     let mut filter = String::from("workspace_id = $1");
@@ -639,7 +690,7 @@ pub async fn list_runs(ctx: Ctx, input: ListRunsInput) -> Result<Page<Run>, ApiE
     )
     .await?;
     let mut conn = ctx.db().pool().acquire().await?;
-    attach(&mut conn, &mut page.items).await?;
+    attach(&mut conn, &mut page.items, Some(LIST_LOG_ENTRIES)).await?;
     Ok(page)
 }
 

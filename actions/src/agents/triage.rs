@@ -112,6 +112,13 @@ const RULES: &[(Classification, &[&str])] = &[
             "pass on this",
             "no need",
             "not for us",
+            "not for me",
+            "no interest",
+            "not at this time",
+            "don't need",
+            "dont need",
+            "do not need",
+            "not needed",
         ],
     ),
     (
@@ -139,11 +146,20 @@ const RULES: &[(Classification, &[&str])] = &[
     ),
 ];
 
+/// Words that turn a keen phrase after them into a refusal ("not sure", "not really
+/// interested", "don't want a demo").
+const NEGATIONS: &[&str] = &[
+    "not", "no", "never", "don't", "dont", "doesn't", "won't", "isn't", "aren't", "can't",
+    "cannot", "hardly",
+];
+
 /// Classifies one message by the rules; returns the classification and the phrase that decided
-/// it (`?` for a question recognised by its question mark).
+/// it (`?` for a question recognised by its question mark). A keen phrase with a negation up to
+/// three words before it, in the same clause, is a refusal.
 pub fn classify(text: &str) -> (Classification, &'static str) {
     let lowered = text.to_lowercase();
-    let words = format!(" {} ", normalise(&lowered));
+    let normalised = normalise(&lowered);
+    let words: Vec<&str> = normalised.split(' ').filter(|w| !w.is_empty()).collect();
     for (classification, phrases) in RULES {
         if *classification == Classification::Positive && lowered.contains('?') {
             // A question that is also keen ("could we set up a call?") is answered as a
@@ -151,9 +167,23 @@ pub fn classify(text: &str) -> (Classification, &'static str) {
             continue;
         }
         for phrase in *phrases {
-            if words.contains(&format!(" {} ", normalise(phrase))) {
-                return (*classification, phrase);
+            let wanted = normalise(phrase);
+            let wanted: Vec<&str> = wanted.split(' ').collect();
+            let Some(at) = words
+                .windows(wanted.len())
+                .position(|window| window == wanted.as_slice())
+            else {
+                continue;
+            };
+            let negated = words[at.saturating_sub(3)..at]
+                .iter()
+                .rev()
+                .take_while(|word| **word != BREAK)
+                .any(|word| NEGATIONS.contains(word));
+            if *classification == Classification::Positive && negated {
+                return (Classification::NotInterested, phrase);
             }
+            return (*classification, phrase);
         }
     }
     if lowered.contains('?') {
@@ -162,14 +192,23 @@ pub fn classify(text: &str) -> (Classification, &'static str) {
     (Classification::Unclear, "")
 }
 
-/// Lowercase words separated by single spaces (apostrophes kept), so phrases match whole words.
+/// Where a sentence or clause ends, as a word of its own: a negation does not reach past it.
+const BREAK: &str = "|";
+
+/// Lowercase words separated by single spaces (apostrophes kept), so phrases match whole words;
+/// `.`, `,`, `!`, `;`, `:` and dashes between words become [`BREAK`].
 fn normalise(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if c.is_alphanumeric() || c == '\'' || c == '-' {
             out.push(c);
-        } else if !out.ends_with(' ') {
-            out.push(' ');
+        } else {
+            if !out.ends_with(' ') {
+                out.push(' ');
+            }
+            if matches!(c, '.' | ',' | '!' | ';' | ':' | '—' | '–') && !out.ends_with("| ") {
+                out.push_str("| ");
+            }
         }
     }
     out.trim().to_owned()
@@ -220,7 +259,7 @@ pub(crate) async fn select(
     .fetch_all(&mut *conn)
     .await?;
     let waiting = rows.len();
-    let limit = usize::try_from(run.input.limit).unwrap_or(usize::MAX);
+    let limit = run.input.capacity();
     let mut messages = 0;
     let mut items = Vec::new();
     for row in rows.iter().take(limit) {
@@ -280,8 +319,11 @@ async fn triage_one(
         let id: String = row.try_get("id")?;
         let text: String = row.try_get("text")?;
         let (classification, phrase) = classify(&text);
-        sqlx::query(
-            "update messages set classification = $2, triaged_at = $3, triaged_by = $4 where id = $1",
+        // Claimed by this update: another run triaging the same conversation at the same time
+        // (another triage agent) waits for this one's commit and then claims nothing.
+        let claimed = sqlx::query(
+            "update messages set classification = $2, triaged_at = $3, triaged_by = $4 \
+             where id = $1 and triaged_at is null",
         )
         .bind(&id)
         .bind(classification.as_str())
@@ -289,6 +331,9 @@ async fn triage_one(
         .bind(&run.id)
         .execute(&mut *conn)
         .await?;
+        if claimed.rows_affected() == 0 {
+            continue;
+        }
         let stands = |c: Classification| {
             matches!(
                 c,
@@ -303,7 +348,9 @@ async fn triage_one(
         }
     }
     let Some((classification, phrase, message_id, text)) = decided else {
-        return Ok(Outcome::Done("nothing to triage.".to_owned()));
+        return Ok(Outcome::Done(
+            "its replies were triaged by another run meanwhile.".to_owned(),
+        ));
     };
     let matched = if phrase.is_empty() {
         String::new()
@@ -389,28 +436,8 @@ async fn stop_enrollments(
     .iter()
     .map(|row| row.try_get::<String, _>("id"))
     .collect::<Result<_, _>>()?;
-    for id in &live {
-        sqlx::query(
-            "update enrollments set status = 'finished', exit_reason = $3, next_step_at = null, updated_at = $4 \
-             where workspace_id = $1 and id = $2",
-        )
-        .bind(workspace_id)
-        .bind(id)
-        .bind(exit_reason)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
-        sqlx::query(
-            "update approvals set status = 'expired', decided_at = $3 \
-             where workspace_id = $1 and kind = 'enrollment' and subject_id = $2 and status = 'pending'",
-        )
-        .bind(workspace_id)
-        .bind(id)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
-    }
-    if exit_reason == "unsubscribed" {
+    enrollments::finish(conn, workspace_id, &live, exit_reason, now).await?;
+    if matches!(exit_reason, "unsubscribed" | "not_interested") {
         sqlx::query(
             "update approvals set status = 'expired', decided_at = $3 \
              where workspace_id = $1 and prospect_id = $2 and status = 'pending'",
@@ -548,6 +575,13 @@ mod tests {
                 Classification::Question,
             ),
             ("Thanks for reaching out.", Classification::Unclear),
+            ("Not sure we need this.", Classification::NotInterested),
+            ("Not really interested.", Classification::NotInterested),
+            (
+                "We don't want a demo, thanks",
+                Classification::NotInterested,
+            ),
+            ("Yes! Not a problem, let's talk", Classification::Positive),
         ];
         for (text, expected) in cases {
             assert_eq!(classify(text).0, expected, "{text}");

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use sqlx::{AnyConnection, Row};
 
 use super::execute::{NewItem, Outcome, Selection, Work, WorkItem};
-use super::{Agent, list_of, proposer, sequence_of};
+use super::{Agent, list_of, proposer, sequence_locked, sequence_of};
 use crate::drafting::{Draft, DraftRequest, DraftedBy};
 use crate::sequences::RenderedText;
 use crate::sequences::enroll::{self, Proposal, ProposalSource};
@@ -71,7 +71,7 @@ pub(crate) async fn select(
     };
     let checked = enroll::check_prospects(conn, workspace_id, &sequence, &asked, work.now).await?;
     let eligible = checked.eligible.len();
-    let limit = usize::try_from(run.input.limit).unwrap_or(usize::MAX);
+    let limit = run.input.capacity();
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     for skipped in &checked.skipped {
         *reasons
@@ -183,7 +183,7 @@ pub(crate) async fn process(
     let run = work.run;
     let agent = &run.agent;
     let workspace_id = run.workspace_id.as_str();
-    let sequence = sequence_of(conn, workspace_id, agent).await?;
+    let sequence = sequence_locked(conn, workspace_id, agent, work.now).await?;
     let asked: Vec<String> = items.iter().map(|item| item.prospect_id.clone()).collect();
     let checked = enroll::check_prospects(conn, workspace_id, &sequence, &asked, work.now).await?;
 
@@ -211,7 +211,7 @@ pub(crate) async fn process(
                 None => RenderedText {
                     drafted_by: Some(DraftedBy::Template),
                     fallback_reason: work.drafter.is_configured().then(|| {
-                        "the sequence or the prospect changed while the text was being drafted; the template was used"
+                        "the model's draft was not ready for this batch (the sequence or the prospect changed while it was drafted, or drafting ahead failed); the template was used"
                             .to_owned()
                     }),
                     ..rendered.clone()

@@ -112,17 +112,8 @@ pub(crate) async fn finish_enrollment(
     exit_reason: &str,
     now: i64,
 ) -> Result<(), ApiError> {
-    let finished = sqlx::query(
-        "update enrollments set status = 'finished', exit_reason = $3, next_step_at = null, updated_at = $4 \
-         where workspace_id = $1 and id = $2 and status = 'awaiting_approval'",
-    )
-    .bind(workspace_id)
-    .bind(enrollment_id)
-    .bind(exit_reason)
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
-    if finished.rows_affected() == 1 {
+    let ids = [enrollment_id.to_owned()];
+    if enrollments::finish(conn, workspace_id, &ids, exit_reason, now).await? == 1 {
         enrollments::record_event(
             conn,
             workspace_id,

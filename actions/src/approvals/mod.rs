@@ -49,7 +49,7 @@ outreach_runtime::prelude::text_enum! {
         /// Rejected: nothing of it is sent.
         Rejected => "rejected",
         /// No longer relevant: its enrollment or sequence was stopped, the prospect became
-        /// do-not-contact, its run was canceled, or an agent's proposal waited 72 hours.
+        /// do-not-contact or declined, or an agent's proposal waited 72 hours.
         Expired => "expired",
     }
 }
@@ -143,7 +143,8 @@ pub struct ApprovalItem {
     /// The agent (`agt_...`) whose run proposed it; `null` when a person did.
     pub agent_id: Option<String>,
     /// On an agent's draft: `llm` when the drafting model wrote every text, `template` otherwise
-    /// (each text says which, and why the template was used).
+    /// (each text says which, and why the template was used). A text a person edited since
+    /// (`edited_at`) has no `drafted_by` of its own.
     pub drafted_by: Option<DraftedBy>,
     /// Why an agent run proposed it; `null` when a person did.
     pub reasons: Option<ProposalReasons>,

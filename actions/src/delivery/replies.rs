@@ -236,12 +236,13 @@ async fn send_reply(job: JobCtx) -> JobResult {
         if reply.status != MessageStatus::Queued.as_str() {
             return Ok(JobOutcome::Done);
         }
-        let profile_url: Option<String> =
-            sqlx::query("select profile_url from prospects where id = $1")
+        let prospect =
+            sqlx::query("select profile_url, do_not_contact from prospects where id = $1")
                 .bind(&reply.prospect_id)
                 .fetch_one(&mut *tx)
-                .await?
-                .try_get("profile_url")?;
+                .await?;
+        let profile_url: Option<String> = prospect.try_get("profile_url")?;
+        let do_not_contact = prospect.try_get::<i64, _>("do_not_contact")? != 0;
         let Some(profile_url) = profile_url else {
             settle_outbound(&mut tx, &message_id, Err("the prospect has no profile URL")).await?;
             return Ok(JobOutcome::Done);
@@ -252,6 +253,17 @@ async fn send_reply(job: JobCtx) -> JobResult {
             }
             (reply, profile_url, intent.id, true)
         } else {
+            // Marked do-not-contact since the reply was queued (an unsubscribe read meanwhile):
+            // nothing goes out. (A reply already handed to the network is reconciled above.)
+            if do_not_contact {
+                settle_outbound(
+                    &mut tx,
+                    &message_id,
+                    Err("the prospect was marked do-not-contact before it went out"),
+                )
+                .await?;
+                return Ok(JobOutcome::Done);
+            }
             let Ok(sender) = senders::load(&mut tx, &reply.workspace_id, &reply.sender_id).await
             else {
                 settle_outbound(&mut tx, &message_id, Err("the sender account was deleted"))
