@@ -21,6 +21,8 @@ use tokio::net::TcpListener;
 // The actions register themselves; this keeps the linker from dropping them.
 use outreach_actions as _;
 
+mod log_fields;
+
 /// mimalloc rather than the system allocator: glibc keeps what a large request (an import of
 /// 100,000 rows) freed in per-thread arenas, so the server's memory stayed at its peak; mimalloc
 /// hands freed pages back to the system after a short delay (bench/RESULTS.md has the figures).
@@ -485,8 +487,15 @@ fn init_tracing(json: bool) {
         .with_writer(std::io::stderr);
     if json {
         builder.json().init();
+    } else if std::io::stderr().is_terminal() {
+        builder.with_ansi(true).init();
     } else {
-        builder.with_ansi(std::io::stderr().is_terminal()).init();
+        // The same text as the default field formatter writes without colours, cheaper (see
+        // `log_fields`).
+        builder
+            .with_ansi(false)
+            .fmt_fields(log_fields::PlainFields)
+            .init();
     }
 }
 

@@ -33,8 +33,8 @@ use crate::{procfs, service};
 /// Rows per `insert` statement of the baseline (11 bound values each: 5,500 parameters).
 const BASELINE_BATCH: usize = 500;
 /// The aims of issue 3.
-const IMPORT_RATIO_AIM: f64 = 0.5;
-const SCORING_AIM: f64 = 50_000.0;
+const IMPORT_RATIO_AIM: f64 = 0.7;
+const SCORING_AIM: f64 = 200_000.0;
 
 const FIRST: [&str; 16] = [
     "Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Fran", "John", "Kate", "Linus", "Meg",
@@ -472,7 +472,9 @@ pub async fn run(
         scoring.wall.as_secs_f64(),
         scoring.body["by_tier"]
     );
-    let (hwm_kib, _) = procfs::rss_kib(server.pid)?;
+    // The allocator gives freed memory back after a short delay; the end figure is read after it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (hwm_kib, rss_kib) = procfs::rss_kib(server.pid)?;
     server.stop().await?;
     println!("load average at the end: {}", load_average());
 
@@ -504,8 +506,9 @@ pub async fn run(
     );
     println!();
     println!(
-        "server peak RSS (VmHWM) {:.1} MiB; scoring by tier {}",
+        "server peak RSS (VmHWM) {:.1} MiB, RSS 3 s after the scoring run {:.1} MiB; scoring by tier {}",
         hwm_kib as f64 / 1024.0,
+        rss_kib as f64 / 1024.0,
         scoring.body["by_tier"]
     );
     println!("aims:");
@@ -517,6 +520,16 @@ pub async fn run(
     println!(
         "- [{}] scoring >= {SCORING_AIM:.0} prospects/s: {scoring_rate:.0}",
         mark(scoring_rate >= SCORING_AIM)
+    );
+    println!(
+        "- [{}] server peak RSS < 100 MiB: {:.1} MiB",
+        mark(hwm_kib < 100 * 1024),
+        hwm_kib as f64 / 1024.0
+    );
+    println!(
+        "- [{}] server RSS after the run < 64 MiB: {:.1} MiB",
+        mark(rss_kib < 64 * 1024),
+        rss_kib as f64 / 1024.0
     );
     Ok(())
 }

@@ -9,9 +9,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::header;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sqlx::Row as _;
 use sqlx::any::AnyRow;
@@ -438,12 +437,10 @@ pub fn insufficient_scope(config: &Config, principal: &Principal, needed: Scope)
     )
 }
 
-/// Axum middleware: authenticates, then hands the [`Principal`] to the route in the extensions.
-pub async fn require_principal(
-    State(state): State<Arc<AppState>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+/// Authenticates a request (the face is told by its path) and puts the [`Principal`] in its
+/// extensions, where the REST handlers and the MCP tool calls find it; the refusal to send
+/// otherwise. The server's bearer middleware calls this first.
+pub async fn admit(state: &AppState, request: &mut Request) -> Result<Arc<Principal>, Response> {
     let face = if request.uri().path().starts_with("/api/mcp") {
         Face::Mcp
     } else {
@@ -454,22 +451,20 @@ pub async fn require_principal(
     if values.next().is_some() {
         // Proxies and servers disagree on which of two wins; answering either would let one
         // party see a different caller than another.
-        return ApiError::invalid_request(
+        return Err(ApiError::invalid_request(
             "The request has more than one Authorization header; send exactly one: `Authorization: Bearer <key>`.",
         )
-        .log(&request_id(&request))
-        .into_response();
+        .log(&request_id(request))
+        .into_response());
     }
-    match authenticate(&state, authorization, face).await {
+    match authenticate(state, authorization, face).await {
         Ok(principal) => {
             let credential_id = principal.credential_id.clone();
-            note(&request, |log| log.credential_id = Some(credential_id));
-            request.extensions_mut().insert(Arc::new(principal));
-            next.run(request).await
+            note(request, |log| log.credential_id = Some(credential_id));
+            let principal = Arc::new(principal);
+            request.extensions_mut().insert(principal.clone());
+            Ok(principal)
         }
-        Err(error) => {
-            let request_id = request_id(&request);
-            error.log(&request_id).into_response()
-        }
+        Err(error) => Err(error.log(&request_id(request)).into_response()),
     }
 }

@@ -244,7 +244,7 @@ impl Claim {
         &self,
         conn: &mut sqlx::AnyConnection,
         status: u16,
-        body: &Value,
+        body: &str,
     ) -> Result<(), ApiError> {
         let stored = bind_key(
             sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -255,7 +255,7 @@ impl Claim {
         )
         .bind(&self.token)
         .bind(i64::from(status))
-        .bind(body.to_string())
+        .bind(body)
         .execute(conn)
         .await?;
         if stored.rows_affected() == 1 {

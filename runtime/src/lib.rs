@@ -13,15 +13,16 @@
 //! only from its own layer or below, never from above, and there are no cycles (`tests/layers.rs`
 //! checks both and holds the same list):
 //!
-//! 1. `clock`, `ids`, `error`, `scope`, `paging`, `db`, `schema`, `words`, `cors`: foundations
-//!    that import nothing here.
+//! 1. `clock`, `ids`, `json`, `error`, `scope`, `paging`, `db`, `schema`, `words`, `cors`:
+//!    foundations that import nothing here.
 //! 2. `lease`, `credits`, `idempotency`, `principal`, `config`, `admin`, `test_clock`: the
 //!    bookkeeping and the rules that the faces, the web pages and the CLI share.
 //! 3. `ctx`: what an action receives; `jobs`, `worker`: durable jobs, what their handlers
 //!    receive, and the loop that runs them.
 //! 4. `registry`: every action, collected and validated, and `tasks`: which of them start work
 //!    that goes on after the call (MCP tasks); `recovery`: what a dead process held, given back.
-//! 5. `state`, `request_id`: what every request shares, and its id.
+//! 5. `state`, `request_id`, `rpc`: what every request shares, its id, and an MCP tool call read
+//!    once for every layer that looks inside it.
 //! 6. `auth`, `session`: who is calling, by bearer credential or by browser cookie; `rate_limit`:
 //!    how often a credential may call; `observe`: the body timeout and the metrics.
 //! 7. `dispatch`: the one path from an authenticated call to an action and back.
@@ -39,6 +40,7 @@ pub mod cors;
 pub mod db;
 pub mod error;
 pub mod ids;
+pub mod json;
 pub mod paging;
 pub mod schema;
 pub mod scope;
@@ -62,6 +64,7 @@ pub mod tasks;
 pub mod recovery;
 
 pub mod request_id;
+pub mod rpc;
 pub mod state;
 
 pub mod auth;
@@ -184,7 +187,8 @@ pub mod __private {
         }
     }
 
-    pub fn encode<T: ActionOutput>(output: &T) -> Result<Value, ApiError> {
-        serde_json::to_value(output).map_err(ApiError::internal)
+    /// The output as the JSON every face sends (see [`crate::json`]).
+    pub fn encode<T: ActionOutput>(output: &T) -> Result<crate::json::JsonBody, ApiError> {
+        crate::json::JsonBody::of(output).map_err(ApiError::internal)
     }
 }

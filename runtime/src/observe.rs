@@ -38,6 +38,7 @@ use subtle::ConstantTimeEq;
 use crate::error::{ApiError, ErrorCode};
 use crate::registry::Registry;
 use crate::request_id::{RequestLog, clip, note, request_id};
+use crate::rpc::ToolCall;
 use crate::worker::JobMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -220,7 +221,7 @@ pub async fn mcp_tool(State(observer): State<Observer>, request: Request, next: 
     if request.method() != Method::POST || declared.is_none_or(|length| length > MCP_PEEK_BYTES) {
         return next.run(request).await;
     }
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MCP_PEEK_BYTES as usize).await {
         Ok(bytes) => bytes,
         Err(_) => {
@@ -231,7 +232,12 @@ pub async fn mcp_tool(State(observer): State<Observer>, request: Request, next: 
                 .into_response();
         }
     };
-    if let Some(tool) = tool_name(&bytes) {
+    // A plain call is read once here for the layers after (see `crate::rpc`).
+    let tool = match ToolCall::of_or_read(&mut parts.extensions, &bytes) {
+        Some(call) => Some(call.name.clone()),
+        None => tool_name(&bytes),
+    };
+    if let Some(tool) = tool {
         let action = match observer.0.tools.get(&tool) {
             Some(name) => (*name).to_owned(),
             None => "unknown_tool".to_owned(),

@@ -17,9 +17,8 @@
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
 use governor::middleware::StateInformationMiddleware;
@@ -76,12 +75,11 @@ impl Limiter {
 
 impl Inner {
     /// Takes one request from the credential's bucket: the headers to send, or the refusal.
-    fn take(&self, credential_id: &str) -> Result<HeaderMap, ApiError> {
+    fn take(&self, credential_id: &String) -> Result<HeaderMap, ApiError> {
         if self.buckets.len() > RETAIN_ABOVE {
             self.buckets.retain_recent();
         }
-        let key = credential_id.to_owned();
-        match self.buckets.check_key(&key) {
+        match self.buckets.check_key(credential_id) {
             Ok(snapshot) => {
                 let remaining = snapshot.remaining_burst_capacity();
                 let used = self.limit.burst.saturating_sub(remaining);
@@ -121,20 +119,20 @@ impl Inner {
     }
 }
 
-/// Axum middleware after authentication: one token per request from the credential's bucket.
-pub async fn limit(State(limiter): State<Limiter>, request: Request, next: Next) -> Response {
-    let Some(inner) = &limiter.0 else {
-        return next.run(request).await;
-    };
-    let Some(principal) = request.extensions().get::<Arc<Principal>>() else {
-        return next.run(request).await;
-    };
-    match inner.take(&principal.credential_id) {
-        Ok(headers) => {
-            let mut response = next.run(request).await;
-            response.headers_mut().extend(headers);
-            response
-        }
-        Err(error) => error.log(&request_id(&request)).into_response(),
+impl Limiter {
+    /// Takes one request from the credential's bucket, after authentication: the headers to add
+    /// to the answer, or the 429 to send instead (boxed: a refusal is the rare, large case). With
+    /// the limit off, no headers.
+    pub fn admit(
+        &self,
+        principal: &Principal,
+        request: &Request,
+    ) -> Result<HeaderMap, Box<Response>> {
+        let Some(inner) = &self.0 else {
+            return Ok(HeaderMap::new());
+        };
+        inner
+            .take(&principal.credential_id)
+            .map_err(|error| Box::new(error.log(&request_id(request)).into_response()))
     }
 }

@@ -22,6 +22,7 @@ use crate::credits::{Estimate, Price};
 use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::idempotency::MAX_KEY_LEN;
+use crate::json::JsonBody;
 use crate::scope::Scope;
 use crate::tasks::{self, TaskDef};
 
@@ -51,7 +52,7 @@ pub type ErasedPlan = Box<dyn Any + Send>;
 
 /// Runs the action on a decoded input (and, for a priced action, its plan) and encodes its output.
 pub type CallFn =
-    fn(Ctx, ErasedInput, Option<ErasedPlan>) -> BoxFuture<'static, Result<Value, ApiError>>;
+    fn(Ctx, ErasedInput, Option<ErasedPlan>) -> BoxFuture<'static, Result<JsonBody, ApiError>>;
 
 /// Prices a decoded input and plans the work (actions declared with `credits = ...`).
 pub type PriceFn =

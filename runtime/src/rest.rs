@@ -130,7 +130,16 @@ async fn handle(
     };
     match result {
         Ok(reply) => {
-            let mut response = (reply.status, axum::Json(reply.body)).into_response();
+            // The bytes dispatch wrote, with the content type `Json` would give them.
+            let mut response = (
+                reply.status,
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                reply.body.bytes().clone(),
+            )
+                .into_response();
             if reply.replayed {
                 response
                     .headers_mut()

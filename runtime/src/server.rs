@@ -17,9 +17,9 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::header;
-use axum::middleware;
+use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
@@ -51,14 +51,24 @@ pub fn build_state(db: Db, clock: Clock, config: Config) -> anyhow::Result<Arc<A
 }
 
 /// The whole application router.
+///
+/// Every layer here costs each request it wraps: a layer on a `Router` wraps every route on its
+/// own, and every request clones the boxed services of its route, one per layer (the profile in
+/// bench/RESULTS.md found dozens of such clones per call). So the two layers every request goes
+/// through (its id and access line, then the body timeout and the metrics) wrap the finished
+/// router once, from outside, and authentication and the rate limit are one middleware
+/// ([`bearer`]) rather than two.
 pub fn router(state: Arc<AppState>) -> Router {
-    let limiter = rate_limit::Limiter::new(state.config.rate_limit);
     let observer = observe::Observer::new(
         &state.registry,
         &state.job_metrics,
         state.config.http.body_timeout,
         state.config.metrics_token.clone(),
     );
+    let gate = Bearer {
+        state: state.clone(),
+        limiter: rate_limit::Limiter::new(state.config.rate_limit),
+    };
     let mcp = Router::new()
         .nest_service("/api/mcp", mcp::service(state.clone()))
         .route_layer(middleware::from_fn_with_state(
@@ -69,13 +79,9 @@ pub fn router(state: Arc<AppState>) -> Router {
     let bearer = Router::new()
         .nest("/api/v1", rest::action_routes(&state))
         .merge(mcp)
-        .route_layer(middleware::from_fn_with_state(limiter, rate_limit::limit))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_principal,
-        ))
+        .route_layer(middleware::from_fn_with_state(gate, bearer))
         .layer(cors::policy());
-    Router::new()
+    let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/api/v1/openapi.json", get(openapi_json))
         .route("/api/v1/docs", get(docs_page))
@@ -91,9 +97,36 @@ pub fn router(state: Arc<AppState>) -> Router {
             observe::route,
         ))
         .fallback(rest::not_found)
-        .layer(middleware::from_fn_with_state(observer, observe::track))
+        .with_state(state);
+    let outer = tower::ServiceBuilder::new()
         .layer(middleware::from_fn(with_request_id))
-        .with_state(state)
+        .layer(middleware::from_fn_with_state(observer, observe::track))
+        .service(app);
+    Router::new().fallback_service(outer)
+}
+
+/// What the bearer surfaces (REST and MCP) check before a call: the credential, then its rate.
+#[derive(Clone)]
+struct Bearer {
+    state: Arc<AppState>,
+    limiter: rate_limit::Limiter,
+}
+
+/// Authenticates the request ([`auth::admit`]), then takes one token from the credential's
+/// bucket ([`rate_limit::Limiter::admit`]), whose headers go on the answer.
+async fn bearer(State(gate): State<Bearer>, mut request: Request, next: Next) -> Response {
+    let principal = match auth::admit(&gate.state, &mut request).await {
+        Ok(principal) => principal,
+        Err(refusal) => return refusal,
+    };
+    match gate.limiter.admit(&principal, &request) {
+        Ok(headers) => {
+            let mut response = next.run(request).await;
+            response.headers_mut().extend(headers);
+            response
+        }
+        Err(refusal) => *refusal,
+    }
 }
 
 async fn healthz(State(db): State<Db>) -> Response {

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     // Foundations: they import nothing from this crate.
     &[
-        "clock", "ids", "error", "scope", "paging", "db", "schema", "words", "cors",
+        "clock", "ids", "json", "error", "scope", "paging", "db", "schema", "words", "cors",
     ],
     // The bookkeeping and the rules that the faces, the web pages and the CLI share.
     // `lease` keeps a hold on a shared row alive while its work runs.
@@ -43,8 +43,8 @@ const LAYERS: &[&[&str]] = &[
     &["registry", "tasks"],
     // What a dead process held, given back (the domain registers its own recoveries).
     &["recovery"],
-    // What every request shares, and its id.
-    &["state", "request_id"],
+    // What every request shares, its id, and an MCP tool call read once for every layer.
+    &["state", "request_id", "rpc"],
     // Who is calling: by bearer credential, or by browser cookie; how often a credential may
     // call; the body timeout and the metrics.
     &["auth", "session", "rate_limit", "observe"],

@@ -484,6 +484,7 @@ async fn post(
         status,
         headers,
         body,
+        raw: bytes.to_vec(),
     })
 }
 

@@ -139,6 +139,25 @@ pub struct ApiResponse {
     pub headers: HeaderMap,
     /// The JSON body; `null` when empty, a string when not JSON.
     pub body: Value,
+    /// The body's bytes as sent.
+    pub raw: Vec<u8>,
+}
+
+/// A REST answer's JSON is compact with every object's keys sorted and none repeated: the bytes
+/// a `serde_json::Value` of it writes, which is what the service has always sent (its answers
+/// are written straight to bytes now, in that order; `runtime/src/json.rs`).
+#[track_caller]
+pub fn assert_canonical(body: &Value, raw: &[u8]) {
+    if raw.is_empty() || body.is_string() && !raw.starts_with(b"\"") {
+        return;
+    }
+    let canonical = serde_json::to_vec(body).expect("a Value writes");
+    assert!(
+        canonical == raw,
+        "the body is not canonical JSON:\n  sent:      {}\n  canonical: {}",
+        String::from_utf8_lossy(raw),
+        String::from_utf8_lossy(&canonical)
+    );
 }
 
 impl ApiResponse {
@@ -413,7 +432,11 @@ impl TestApp {
             }
         };
         let response = request.send().await.expect("send the request");
-        read_response(response).await
+        let answer = read_response(response).await;
+        if path.starts_with("/api/v1/") && !path.starts_with("/api/v1/openapi.json") {
+            assert_canonical(&answer.body, &answer.raw);
+        }
+        answer
     }
 
     /// `POST /api/v1{path}` with a JSON body and an `Idempotency-Key` header.
@@ -666,6 +689,7 @@ async fn read_response(response: reqwest::Response) -> ApiResponse {
         status,
         headers,
         body,
+        raw: bytes.to_vec(),
     }
 }
 

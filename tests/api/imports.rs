@@ -97,10 +97,12 @@ async fn post_import(
     let bytes = response.bytes().await.expect("read the body");
     let body = serde_json::from_slice(&bytes)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    crate::helpers::assert_canonical(&body, &bytes);
     ApiResponse {
         status,
         headers,
         body,
+        raw: bytes.to_vec(),
     }
 }
 

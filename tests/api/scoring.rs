@@ -115,14 +115,9 @@ async fn post_with_key(
         .send()
         .await
         .expect("send the request");
-    let status = response.status();
-    let headers = response.headers().clone();
-    let body = response.json::<Value>().await.unwrap_or(Value::Null);
-    ApiResponse {
-        status,
-        headers,
-        body,
-    }
+    let answer = ApiResponse::read(response).await;
+    crate::helpers::assert_canonical(&answer.body, &answer.raw);
+    answer
 }
 
 #[tokio::test]

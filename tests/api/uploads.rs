@@ -60,6 +60,7 @@ async fn upload(
         headers,
         body: serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned())),
+        raw: bytes.to_vec(),
     }
 }
 

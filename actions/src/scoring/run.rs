@@ -353,31 +353,61 @@ fn insert_sql(backend: Backend, rows: usize) -> String {
     sql
 }
 
-fn json_array<T: Serialize>(items: &[T]) -> Result<String, ApiError> {
-    if items.is_empty() {
-        Ok("[]".to_owned())
-    } else {
-        serde_json::to_string(items).map_err(ApiError::internal)
-    }
+/// A batch of results ready to bind: every text of the batch in one buffer, so scoring a
+/// prospect allocates no strings of its own (four a prospect before: its id and three JSON
+/// arrays).
+#[derive(Default)]
+struct Batch {
+    text: Vec<u8>,
+    rows: Vec<ResultRow>,
 }
 
-/// One result, ready to bind.
+/// One result; its texts are ranges of [`Batch::text`].
 struct ResultRow {
-    prospect_id: String,
+    prospect_id: std::ops::Range<usize>,
     score: i64,
     tier: Tier,
-    matched: String,
-    gates_failed: String,
-    missing: String,
+    matched: std::ops::Range<usize>,
+    gates_failed: std::ops::Range<usize>,
+    missing: std::ops::Range<usize>,
+}
+
+impl Batch {
+    fn push_text(&mut self, text: &str) -> std::ops::Range<usize> {
+        let start = self.text.len();
+        self.text.extend_from_slice(text.as_bytes());
+        start..self.text.len()
+    }
+
+    /// `items` as a JSON array, `[]` when empty.
+    fn push_json<T: Serialize>(&mut self, items: &[T]) -> Result<std::ops::Range<usize>, ApiError> {
+        let start = self.text.len();
+        if items.is_empty() {
+            self.text.extend_from_slice(b"[]");
+        } else {
+            serde_json::to_writer(&mut self.text, items).map_err(ApiError::internal)?;
+        }
+        Ok(start..self.text.len())
+    }
+
+    fn text(&self, range: &std::ops::Range<usize>) -> Result<&str, ApiError> {
+        std::str::from_utf8(&self.text[range.clone()]).map_err(ApiError::internal)
+    }
+
+    fn clear(&mut self) {
+        self.text.clear();
+        self.rows.clear();
+    }
 }
 
 async fn insert_results(
     conn: &mut AnyConnection,
     backend: Backend,
     run_id: &str,
-    rows: &[ResultRow],
+    batch: &Batch,
     full_sql: &Arc<str>,
 ) -> Result<(), ApiError> {
+    let rows = &batch.rows;
     let sql: Arc<str> = if rows.len() == BATCH {
         full_sql.clone()
     } else {
@@ -387,12 +417,12 @@ async fn insert_results(
     for row in rows {
         query = query
             .bind(run_id)
-            .bind(row.prospect_id.as_str())
+            .bind(batch.text(&row.prospect_id)?)
             .bind(row.score)
             .bind(row.tier.as_str())
-            .bind(row.matched.as_str())
-            .bind(row.gates_failed.as_str())
-            .bind(row.missing.as_str());
+            .bind(batch.text(&row.matched)?)
+            .bind(batch.text(&row.gates_failed)?)
+            .bind(batch.text(&row.missing)?);
     }
     query.execute(&mut *conn).await?;
     Ok(())
@@ -439,27 +469,30 @@ pub async fn score_prospects(
     let mut counts = TierCounts::default();
     let backend = ctx.db().backend();
     let full_sql: Arc<str> = Arc::from(insert_sql(backend, BATCH));
-    let mut batch: Vec<ResultRow> = Vec::with_capacity(BATCH);
+    let mut batch = Batch {
+        text: Vec::with_capacity(BATCH * 64),
+        rows: Vec::with_capacity(BATCH),
+    };
     for row in &prospects {
         let text: &str = row.try_get(0)?;
         let packed: Packed<'_> = serde_json::from_str(text).map_err(ApiError::internal)?;
-        let prospect_id = &*packed.id;
         let outcome = scorer.score(&packed.fields(), &mut scratch);
         counts.add(outcome.tier);
-        batch.push(ResultRow {
-            prospect_id: prospect_id.to_owned(),
+        let result = ResultRow {
+            prospect_id: batch.push_text(&packed.id),
             score: outcome.score,
             tier: outcome.tier,
-            matched: json_array(&outcome.matched)?,
-            gates_failed: json_array(&outcome.gates_failed)?,
-            missing: json_array(&outcome.missing)?,
-        });
-        if batch.len() == BATCH {
+            matched: batch.push_json(&outcome.matched)?,
+            gates_failed: batch.push_json(&outcome.gates_failed)?,
+            missing: batch.push_json(&outcome.missing)?,
+        };
+        batch.rows.push(result);
+        if batch.rows.len() == BATCH {
             insert_results(conn, backend, &run_id, &batch, &full_sql).await?;
             batch.clear();
         }
     }
-    if !batch.is_empty() {
+    if !batch.rows.is_empty() {
         insert_results(conn, backend, &run_id, &batch, &full_sql).await?;
     }
     drop(prospects);

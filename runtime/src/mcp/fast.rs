@@ -27,11 +27,14 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rmcp::ServerHandler;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcMessage, JsonRpcRequest, ListToolsResult,
-    ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult, Tool,
+    CallToolRequestParams, CallToolResponse, ClientJsonRpcMessage, ClientRequest, GetMeta,
+    JsonRpcMessage, JsonRpcRequest, ListToolsResult, ProtocolVersion, RequestId,
+    ServerJsonRpcMessage, ServerResult, Tool,
 };
 
-use super::McpFace;
+use super::{CallAnswer, McpFace};
+use crate::json::JsonBody;
+use crate::rpc::{CallId, ToolCall};
 
 /// The header a client names its protocol version in (rmcp's constant is private).
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
@@ -61,12 +64,44 @@ impl FastPath {
         if !legacy_version_header(request.headers().get(PROTOCOL_VERSION_HEADER)) {
             return Answer::Declined(request);
         }
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         // The guard in front has read the body already: this is the bytes it put back.
         let bytes = match axum::body::to_bytes(body, usize::MAX).await {
             Ok(bytes) => bytes,
             Err(_) => return Answer::Declined(Request::from_parts(parts, Body::empty())),
         };
+        // A plain call read by an earlier layer (see `crate::rpc`) is exactly what rmcp's types
+        // would make of these bytes, with no `_meta`: no progress token, no Tasks extension, so
+        // neither a held call nor a task.
+        if ToolCall::of(&parts.extensions, &bytes).is_some()
+            && let Some(call) = parts.extensions.remove::<Arc<ToolCall>>()
+        {
+            let call = Arc::try_unwrap(call).unwrap_or_else(|call| (*call).clone());
+            let id = match call.id {
+                CallId::Number(number) => RequestId::Number(number),
+                CallId::String(text) => RequestId::String(text.into()),
+            };
+            let mut params = CallToolRequestParams::new(call.name);
+            params.arguments = call.arguments;
+            let asked = super::tasks::Asked {
+                tasks: false,
+                progress: None,
+            };
+            return Answer::Answered(match face.call_answer(params, Some(&parts), asked).await {
+                // An object: nothing of it is stripped for a legacy peer.
+                Ok(CallAnswer::Output(output)) if output.bytes().starts_with(b"{") => {
+                    json_response(structured_envelope(&id, &output))
+                }
+                Ok(CallAnswer::Output(output)) => respond(
+                    Ok(ServerResult::from(CallToolResponse::from(
+                        super::success_result(output.to_value(), false),
+                    ))),
+                    id,
+                ),
+                Ok(CallAnswer::Response(response)) => respond(Ok(ServerResult::from(response)), id),
+                Err(error) => respond(Err(error), id),
+            });
+        }
         let decline = |parts: http::request::Parts, bytes: Bytes| {
             Answer::Declined(Request::from_parts(parts, Body::from(bytes)))
         };
@@ -115,20 +150,47 @@ impl FastPath {
             }
             _ => return decline(parts, bytes),
         };
-        let message = match result {
-            Ok(mut result) => {
-                strip_for_legacy_peer(&mut result);
-                ServerJsonRpcMessage::response(result, id)
-            }
-            Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
-        };
-        Answer::Answered(match serde_json::to_vec(&message) {
-            Ok(body) => json_response(body),
-            Err(error) => {
-                crate::error::ApiError::internal(format!("MCP answer: {error}")).into_response()
-            }
-        })
+        Answer::Answered(respond(result, id))
     }
+}
+
+/// The answer to a request, as rmcp's stateless path writes it for a legacy peer.
+fn respond(result: Result<ServerResult, rmcp::ErrorData>, id: RequestId) -> Response {
+    let message = match result {
+        Ok(mut result) => {
+            strip_for_legacy_peer(&mut result);
+            ServerJsonRpcMessage::response(result, id)
+        }
+        Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+    };
+    match serde_json::to_vec(&message) {
+        Ok(body) => json_response(body),
+        Err(error) => {
+            crate::error::ApiError::internal(format!("MCP answer: {error}")).into_response()
+        }
+    }
+}
+
+/// What rmcp writes for `CallToolResult::structured(output)` answered to a legacy peer, written
+/// from the output's bytes: the output once as a JSON string (the text block) and once as it is
+/// (`structuredContent`, whose bytes are the same as a tree of it would give). For an object
+/// output, which the legacy stripping leaves alone. `structured_envelope_is_what_rmcp_writes`
+/// holds the two to the same bytes.
+fn structured_envelope(id: &RequestId, output: &JsonBody) -> Vec<u8> {
+    let text = output.as_str();
+    let mut body = Vec::with_capacity(2 * text.len() + 128);
+    body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    if serde_json::to_writer(&mut body, id).is_err() {
+        body.extend_from_slice(b"null");
+    }
+    body.extend_from_slice(br#","result":{"content":[{"type":"text","text":"#);
+    if serde_json::to_writer(&mut body, text).is_err() {
+        body.extend_from_slice(b"\"\"");
+    }
+    body.extend_from_slice(br#"}],"structuredContent":"#);
+    body.extend_from_slice(text.as_bytes());
+    body.extend_from_slice(br#","isError":false}}"#);
+    body
 }
 
 /// What rmcp's handler does to a result for a peer on a version with the `initialize` handshake:
@@ -210,6 +272,35 @@ mod tests {
                 serde_json::to_vec(&ServerJsonRpcMessage::response(result.clone(), id.clone()))
                     .unwrap();
             assert_eq!(envelope(&id, &bytes), expected);
+        }
+    }
+
+    #[test]
+    fn structured_envelope_is_what_rmcp_writes() {
+        use rmcp::model::CallToolResult;
+        let outputs = [
+            serde_json::json!({"workspace": {"id": "wsp_1", "name": "A \"quoted\" name\n"}, "caller": {"scopes": ["read"]}}),
+            serde_json::json!({"items": [], "total": 0, "note": "é \u{7f} </script>"}),
+            serde_json::json!({}),
+        ];
+        for output in outputs {
+            for id in [
+                NumberOrString::Number(1),
+                NumberOrString::String("req \"7\"".into()),
+            ] {
+                let body = JsonBody::of(&output).unwrap();
+                let mut result = ServerResult::from(CallToolResponse::from(
+                    CallToolResult::structured(output.clone()),
+                ));
+                strip_for_legacy_peer(&mut result);
+                let expected =
+                    serde_json::to_vec(&ServerJsonRpcMessage::response(result, id.clone()))
+                        .unwrap();
+                assert_eq!(
+                    String::from_utf8(structured_envelope(&id, &body)).unwrap(),
+                    String::from_utf8(expected).unwrap()
+                );
+            }
         }
     }
 

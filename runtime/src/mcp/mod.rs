@@ -56,8 +56,10 @@ pub use tools::{input_schema, output_schema, tool_description, tools};
 use crate::auth::{self, CredentialKind, Principal};
 use crate::dispatch::Dispatcher;
 use crate::error::{ApiError, ErrorCode};
+use crate::json::JsonBody;
 use crate::registry::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD, Registry};
 use crate::request_id::{RequestId, request_id};
+use crate::rpc::ToolCall;
 use crate::scope::Scope;
 use crate::state::AppState;
 use axum::extract::FromRef;
@@ -84,6 +86,8 @@ pub fn service(state: Arc<AppState>) -> Router {
         Arc::new(NeverSessionManager::default()),
         config,
     );
+    // Shared, not cloned: cloning rmcp's transport for every request showed in the profile.
+    let transport = Arc::new(transport);
     let fast = state.config.mcp_fast_path.then(|| {
         fast::Fast::new(
             McpFace {
@@ -108,7 +112,10 @@ pub fn service(state: Arc<AppState>) -> Router {
                 transport.handle(request).await.map(Body::new)
             }
         })
-        .layer(middleware::from_fn_with_state(state, guard::guard))
+        .layer(middleware::from_fn_with_state(
+            guard::Guard::new(state),
+            guard::guard,
+        ))
 }
 
 /// How often an event stream carries a keep-alive comment.
@@ -261,7 +268,7 @@ impl McpFace {
             )
             .await?;
         if reply.status.is_success() {
-            Ok(reply.body)
+            Ok(reply.body.to_value())
         } else {
             Err(ApiError::internal(format!(
                 "`{name}` answered {} without an error",
@@ -306,6 +313,20 @@ impl McpFace {
         parts: Option<&http::request::Parts>,
         asked: tasks::Asked,
     ) -> Result<CallToolResponse, McpError> {
+        Ok(match self.call_answer(request, parts, asked).await? {
+            CallAnswer::Output(output) => success_result(output.to_value(), false).into(),
+            CallAnswer::Response(response) => response,
+        })
+    }
+
+    /// [`McpFace::call`], with a plain success left as the action's output bytes, which the
+    /// fast path writes as they are.
+    async fn call_answer(
+        &self,
+        request: CallToolRequestParams,
+        parts: Option<&http::request::Parts>,
+        asked: tasks::Asked,
+    ) -> Result<CallAnswer, McpError> {
         let Some(action) = self.state.registry.by_tool_name(&request.name) else {
             return Err(McpError::invalid_params(
                 format!(
@@ -329,13 +350,13 @@ impl McpFace {
                     "Unknown field `{IDEMPOTENCY_FIELD}`: `{}` does not take idempotency keys.",
                     request.name
                 ));
-                return Ok(error_result(&error.body()).into());
+                return Ok(CallAnswer::Response(error_result(&error.body()).into()));
             }
             Some(_) => {
                 let error = ApiError::invalid_request(format!(
                     "Invalid field `{IDEMPOTENCY_FIELD}`: expected a string."
                 ));
-                return Ok(error_result(&error.body()).into());
+                return Ok(CallAnswer::Response(error_result(&error.body()).into()));
             }
         };
         let result = match Dispatcher::from_ref(&self.state)
@@ -348,15 +369,31 @@ impl McpFace {
             )
             .await
         {
-            Ok(reply) if reply.status.is_success() => {
-                return Ok(self
-                    .answer(action.name(), reply.body, reply.replayed, &caller, asked)
-                    .await);
+            // Neither a task nor a held call was asked for, so a long call answers as any other.
+            Ok(reply)
+                if reply.status.is_success()
+                    && !reply.replayed
+                    && !asked.tasks
+                    && asked.progress.is_none() =>
+            {
+                return Ok(CallAnswer::Output(reply.body));
             }
-            Ok(reply) => error_result(&reply.body),
+            Ok(reply) if reply.status.is_success() => {
+                return Ok(CallAnswer::Response(
+                    self.answer(
+                        action.name(),
+                        reply.body.to_value(),
+                        reply.replayed,
+                        &caller,
+                        asked,
+                    )
+                    .await,
+                ));
+            }
+            Ok(reply) => error_result(&reply.body.to_value()),
             Err(error) => error_result(&error.log(request_id).body()),
         };
-        Ok(result.into())
+        Ok(CallAnswer::Response(result.into()))
     }
 
     /// A successful call's answer: a task or a held call for a long call when the client asked
@@ -398,6 +435,13 @@ impl McpFace {
             None => success_result(output, replayed).into(),
         }
     }
+}
+
+/// What a `tools/call` answered: a plain success as the action's output bytes, else the
+/// response made with rmcp's types.
+pub(super) enum CallAnswer {
+    Output(JsonBody),
+    Response(CallToolResponse),
 }
 
 /// A failed call: `isError` with the `{error, code, ...}` body as JSON text, and no
@@ -454,7 +498,7 @@ pub async fn step_up(State(state): State<Arc<AppState>>, request: Request, next:
         return next.run(request).await;
     }
     let request_id = request_id(&request);
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, state.config.max_body_bytes).await else {
         return ApiError::new(
             ErrorCode::PayloadTooLarge,
@@ -465,7 +509,11 @@ pub async fn step_up(State(state): State<Arc<AppState>>, request: Request, next:
         )
         .into_response();
     };
-    if let Some(needed) = scope_of_call(&state.registry, &bytes)
+    let needed = match ToolCall::of_or_read(&mut parts.extensions, &bytes) {
+        Some(call) => scope_of_plain_call(&state.registry, &call),
+        None => scope_of_call(&state.registry, &bytes),
+    };
+    if let Some(needed) = needed
         && !principal.allows(needed)
     {
         return auth::insufficient_scope(&state.config, &principal, needed)
@@ -474,6 +522,19 @@ pub async fn step_up(State(state): State<Arc<AppState>>, request: Request, next:
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// [`scope_of_call`] of a plain `tools/call` already read (see `crate::rpc`).
+fn scope_of_plain_call(registry: &Registry, call: &ToolCall) -> Option<Scope> {
+    let def = registry.by_tool_name(&call.name)?.def;
+    let estimate = def.price.is_some()
+        && call
+            .arguments
+            .as_ref()
+            .and_then(|arguments| arguments.get(ESTIMATE_FIELD))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+    Some(if estimate { Scope::Read } else { def.scope })
 }
 
 /// The scope a JSON-RPC `tools/call` body needs (or a task method's: the scope of the action it

@@ -1,0 +1,31 @@
+#!/bin/bash
+# Instructions per request of the release server, counted by callgrind (repeatable under load,
+# unlike wall-clock figures on a shared machine). See bench/README.md, "Profiling one request".
+#
+#   bench/profile/callgrind.sh BIN KIND N OUT
+#
+# BIN: the server binary (target/release/outreach); KIND: rest (GET /api/v1/workspace), mcp
+# (tools/call service_get_workspace) or list (GET /api/v1/prospects?limit=200); N: requests
+# measured, over one keep-alive connection, after 200 unmeasured ones; OUT: the callgrind file
+# (the measured part is OUT.1). Instructions per request = the `summary:` line of OUT.1 / N.
+set -e
+BIN=$1; KIND=$2; N=$3; OUT=$4
+D=$(mktemp -d)
+URL="sqlite://$D/o.db"
+$BIN migrate --database-url $URL >/dev/null
+WS=$($BIN admin --json --database-url $URL workspace create --name Bench --owner-email bench@example.com | python3 -c 'import json,sys;print(json.load(sys.stdin)["workspace_id"])')
+KEY=$($BIN admin --json --database-url $URL key create --workspace $WS --email bench@example.com --name bench --scopes read,write | python3 -c 'import json,sys;print(json.load(sys.stdin)["key"])')
+valgrind --tool=callgrind --callgrind-out-file=$OUT --dump-instr=no \
+  $BIN serve --addr 127.0.0.1:0 --database-url $URL --rate-limit 100000000 --rate-limit-burst 100000000 --no-worker \
+  > $D/out.log 2> $D/err.log &
+VPID=$!
+for i in $(seq 1 120); do grep -q "REST: http://" $D/out.log 2>/dev/null && break; sleep 1; done
+PORT=$(grep -o "REST: http://127.0.0.1:[0-9]*" $D/out.log | sed 's/.*://')
+python3 "$(dirname "$0")/drive.py" $PORT $KEY $KIND 200 >/dev/null
+callgrind_control -z $VPID >/dev/null
+python3 "$(dirname "$0")/drive.py" $PORT $KEY $KIND $N
+callgrind_control -d $VPID >/dev/null
+sleep 1
+kill $VPID; wait $VPID 2>/dev/null || true
+ls $OUT* ; echo "log lines: $(wc -l < $D/err.log)"
+rm -rf $D

@@ -1,0 +1,20 @@
+#!/usr/bin/env python3
+"""Drives N requests over one keep-alive connection: drive.py PORT KEY KIND N (bench/profile/callgrind.sh runs it)
+KIND: rest | mcp | list"""
+import http.client, sys, json
+port, key, kind, n = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+conn = http.client.HTTPConnection("127.0.0.1", port)
+mcp_body = json.dumps({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"service_get_workspace","arguments":{}}})
+for i in range(n):
+    if kind == "rest":
+        conn.request("GET", "/api/v1/workspace", headers={"authorization": "Bearer " + key})
+    elif kind == "list":
+        conn.request("GET", "/api/v1/prospects?limit=200", headers={"authorization": "Bearer " + key})
+    else:
+        conn.request("POST", "/api/mcp", body=mcp_body, headers={"authorization": "Bearer " + key,
+            "content-type": "application/json", "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": "2025-06-18"})
+    r = conn.getresponse(); body = r.read()
+    if r.status != 200 or b'"isError":true' in body:
+        print("bad", r.status, body[:300]); sys.exit(1)
+print("done", n, len(body))
