@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallId {
     Number(i64),
-    String(String),
+    Text(String),
 }
 
 /// A plain `tools/call`, as read by [`ToolCall::read`].
@@ -111,7 +111,7 @@ impl<'de> Deserialize<'de> for WireId {
                     .map_err(|_| E::custom("id out of range"))
             }
             fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<WireId, E> {
-                Ok(WireId(CallId::String(value.to_owned())))
+                Ok(WireId(CallId::Text(value.to_owned())))
             }
         }
         deserializer.deserialize_any(Visitor)
@@ -138,7 +138,7 @@ mod tests {
         assert_eq!(
             read(r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"n"}}"#)
                 .map(|call| call.id),
-            Some(CallId::String("a".into()))
+            Some(CallId::Text("a".into()))
         );
         for other in [
             // Not a tools/call, or not plainly one.

@@ -79,7 +79,7 @@ impl FastPath {
             let call = Arc::try_unwrap(call).unwrap_or_else(|call| (*call).clone());
             let id = match call.id {
                 CallId::Number(number) => RequestId::Number(number),
-                CallId::String(text) => RequestId::String(text.into()),
+                CallId::Text(text) => RequestId::String(text.into()),
             };
             let mut params = CallToolRequestParams::new(call.name);
             params.arguments = call.arguments;
