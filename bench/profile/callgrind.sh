@@ -5,7 +5,7 @@
 #   bench/profile/callgrind.sh BIN KIND N OUT
 #
 # BIN: the server binary (target/release/outreach); KIND: rest (GET /api/v1/workspace), mcp
-# (tools/call service_get_workspace) or list (GET /api/v1/prospects?limit=200); N: requests
+# (tools/call service_get_workspace) or list (GET /api/v1/prospects?limit=200, over 1,000 prospects it imports first); N: requests
 # measured, over one keep-alive connection, after 200 unmeasured ones; OUT: the callgrind file
 # (the measured part is OUT.1). Instructions per request = the `summary:` line of OUT.1 / N.
 set -e
@@ -21,6 +21,7 @@ valgrind --tool=callgrind --callgrind-out-file=$OUT --dump-instr=no \
 VPID=$!
 for i in $(seq 1 120); do grep -q "REST: http://" $D/out.log 2>/dev/null && break; sleep 1; done
 PORT=$(grep -o "REST: http://127.0.0.1:[0-9]*" $D/out.log | sed 's/.*://')
+if [ "$KIND" = list ]; then python3 "$(dirname "$0")/drive.py" $PORT $KEY seed 1000 >/dev/null; fi
 python3 "$(dirname "$0")/drive.py" $PORT $KEY $KIND 200 >/dev/null
 callgrind_control -z $VPID >/dev/null
 python3 "$(dirname "$0")/drive.py" $PORT $KEY $KIND $N

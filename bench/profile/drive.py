@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
 """Drives N requests over one keep-alive connection: drive.py PORT KEY KIND N (bench/profile/callgrind.sh runs it)
-KIND: rest | mcp | list"""
+KIND: rest | mcp | list | seed (imports N prospects)"""
 import http.client, sys, json
 port, key, kind, n = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 conn = http.client.HTTPConnection("127.0.0.1", port)
+if kind == "seed":
+    # 1,000 prospects for the list to page through (a full page of 200 and more).
+    rows = "\n".join(f"Person{i},Number{i},Company {i % 50},Engineer,https://www.linkedin.com/in/person-{i},person{i}@example.com" for i in range(n))
+    body = json.dumps({"csv": "First Name,Last Name,Company,Title,LinkedIn URL,Email\n" + rows})
+    conn.request("POST", "/api/v1/imports", body=body, headers={"authorization": "Bearer " + key, "content-type": "application/json"})
+    r = conn.getresponse(); print(r.status, r.read()[:200]); sys.exit(0 if r.status == 200 else 1)
 mcp_body = json.dumps({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"service_get_workspace","arguments":{}}})
 for i in range(n):
     if kind == "rest":

@@ -244,7 +244,7 @@ async fn read_credential(
         row.optional()
     });
     if let Some(row) = in_place {
-        return row.map_err(|error| ApiError::internal(format!("database: {error}")));
+        return Ok(row?);
     }
     let mut query = sqlx::query(sql).bind(hash);
     if let Some(environment) = environment {

@@ -15,6 +15,12 @@
 //! binary). WAL lets them read beside the writer, and each statement runs in its own read
 //! transaction, so it sees everything committed before it began: nothing is cached. Writes, and
 //! every other read, stay on the pool.
+//!
+//! A list page is the other case where the pool's hand-off dominates: sqlx's worker thread copies
+//! every value of every row (`sqlite3_value_dup`), sends the rows over, and each is copied again
+//! into an `AnyRow`. [`Db::read_blocking`] runs a longer read on the same query-only connections,
+//! on tokio's blocking threads (one hand-off per page, not per row, and no runtime worker is held
+//! up by a slow filter), reading each value once, straight into its Rust type.
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -152,24 +158,36 @@ impl Db {
         read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
     ) -> Option<Result<T, rusqlite::Error>> {
         let readers = self.in_place.as_ref()?;
-        let idle = readers
-            .idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
-        let connection = match idle {
-            Some(connection) => connection,
-            None => match readers.open() {
-                Ok(connection) => connection,
-                Err(error) => return Some(Err(error)),
-            },
-        };
-        let result = read(&connection);
-        let mut idle = readers.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        if idle.len() < IN_PLACE_READERS {
-            idle.push(connection);
+        Some(readers.with_connection(read))
+    }
+
+    /// Runs a read of any length on a query-only SQLite connection on one of tokio's blocking
+    /// threads (see the module header); `None` on PostgreSQL and in-memory SQLite, where the
+    /// caller uses the pool. At most [`BLOCKING_READS`] run at once; the rest wait their turn.
+    pub async fn read_blocking<T, E>(
+        &self,
+        read: impl FnOnce(&rusqlite::Connection) -> Result<T, E> + Send + 'static,
+    ) -> Option<Result<T, E>>
+    where
+        T: Send + 'static,
+        E: From<rusqlite::Error> + Send + 'static,
+    {
+        let readers = Arc::clone(self.in_place.as_ref()?);
+        // The semaphore is never closed, so acquiring only waits.
+        let _turn = readers.blocking.acquire().await.ok()?;
+        let reading = Arc::clone(&readers);
+        let result = tokio::task::spawn_blocking(move || {
+            reading
+                .with_connection(|connection| Ok(read(connection)))
+                .unwrap_or_else(|error| Err(E::from(error)))
+        })
+        .await;
+        match result {
+            Ok(result) => Some(result),
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            // Blocking tasks are only cancelled when the runtime shuts down.
+            Err(error) => panic!("a blocking read did not run: {error}"),
         }
-        Some(result)
     }
 
     pub async fn close(&self) {
@@ -181,14 +199,21 @@ impl Db {
 const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
 
 /// At most this many idle in-place readers are kept: one per thread that reads at the same
-/// moment (the runtime's workers), with room to spare.
+/// moment (the runtime's workers and [`BLOCKING_READS`]), with room to spare.
 const IN_PLACE_READERS: usize = 8;
 
-/// The query-only SQLite connections of [`Db::read_in_place`], opened as they are first needed.
+/// At most this many [`Db::read_blocking`] reads run at once: beyond the cores there are, more
+/// would only take turns on them, and each would hold a connection.
+pub const BLOCKING_READS: usize = 4;
+
+/// The query-only SQLite connections of [`Db::read_in_place`] and [`Db::read_blocking`], opened
+/// as they are first needed.
 #[derive(Debug)]
 struct InPlaceReaders {
     path: PathBuf,
     idle: Mutex<Vec<rusqlite::Connection>>,
+    /// Turns for [`Db::read_blocking`].
+    blocking: tokio::sync::Semaphore,
 }
 
 impl InPlaceReaders {
@@ -202,7 +227,27 @@ impl InPlaceReaders {
         Some(Self {
             path: options.get_filename().to_path_buf(),
             idle: Mutex::new(Vec::new()),
+            blocking: tokio::sync::Semaphore::new(BLOCKING_READS),
         })
+    }
+
+    /// Runs `read` on an idle connection (or a new one), then keeps the connection for the next
+    /// read while fewer than [`IN_PLACE_READERS`] are kept.
+    fn with_connection<T>(
+        &self,
+        read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        let connection = match idle {
+            Some(connection) => connection,
+            None => self.open()?,
+        };
+        let result = read(&connection);
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < IN_PLACE_READERS {
+            idle.push(connection);
+        }
+        result
     }
 
     fn open(&self) -> rusqlite::Result<rusqlite::Connection> {

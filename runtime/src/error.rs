@@ -195,6 +195,13 @@ impl From<sqlx::Error> for ApiError {
     }
 }
 
+/// The in-place SQLite reads of [`crate::db`] fail like the pool's.
+impl From<rusqlite::Error> for ApiError {
+    fn from(error: rusqlite::Error) -> Self {
+        Self::internal(format!("database: {error}"))
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();

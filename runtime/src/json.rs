@@ -141,8 +141,15 @@ impl<'a> Object<'a> {
             self.writer.out.push(b',');
         }
         let start = self.writer.out.len();
-        self.writer.string(&key)?;
-        self.writer.out.push(b':');
+        if key.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_') {
+            // A field name: nothing to escape.
+            self.writer.out.push(b'"');
+            self.writer.out.extend_from_slice(key.as_bytes());
+            self.writer.out.extend_from_slice(b"\":");
+        } else {
+            self.writer.string(&key)?;
+            self.writer.out.push(b':');
+        }
         value.serialize(&mut *self.writer)?;
         let end = self.writer.out.len();
         self.writer.entries.push(Entry { key, start, end });

@@ -13,8 +13,8 @@
 //! only from its own layer or below, never from above, and there are no cycles (`tests/layers.rs`
 //! checks both and holds the same list):
 //!
-//! 1. `clock`, `ids`, `json`, `error`, `scope`, `paging`, `db`, `schema`, `words`, `cors`:
-//!    foundations that import nothing here.
+//! 1. `clock`, `ids`, `json`, `error`, `scope`, `columns`, `paging`, `db`, `schema`, `words`,
+//!    `cors`: foundations that import nothing here.
 //! 2. `lease`, `credits`, `idempotency`, `principal`, `config`, `admin`, `test_clock`: the
 //!    bookkeeping and the rules that the faces, the web pages and the CLI share.
 //! 3. `ctx`: what an action receives; `jobs`, `worker`: durable jobs, what their handlers
@@ -36,6 +36,7 @@
 
 // Declared bottom to top, in the order above.
 pub mod clock;
+pub mod columns;
 pub mod cors;
 pub mod db;
 pub mod error;

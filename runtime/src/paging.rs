@@ -11,6 +11,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::{AssertSqlSafe, Row as _};
 
+use crate::columns::{Cursor, FromColumns};
+use crate::db::Db;
 use crate::error::ApiError;
 
 /// A query on the `Any` driver, as a bind closure extends it.
@@ -89,20 +91,22 @@ fn offset_not_negative<'de, D: Deserializer<'de>>(
     }
 }
 
+// The fields are in alphabetical order, the order an answer writes keys in (see `json.rs`), so a
+// page's items are written once, never moved to put the page's keys in order.
 /// One page of a list.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Page<T> {
-    /// How many items match in all.
-    pub total: u64,
     /// How many items this page holds.
     pub count: u64,
-    /// The offset this page starts at.
-    pub offset: u64,
     /// Whether another page follows.
     pub has_more: bool,
+    pub items: Vec<T>,
     /// The `offset` of the next page while `has_more` is true, else null.
     pub next_offset: Option<u64>,
-    pub items: Vec<T>,
+    /// The offset this page starts at.
+    pub offset: u64,
+    /// How many items match in all.
+    pub total: u64,
 }
 
 impl<T> Page<T> {
@@ -186,22 +190,37 @@ fn order_sql(terms: &[OrderTerm], reversed: bool) -> String {
 pub struct SortedQuery<'a> {
     /// The table, whose `id` column is the key.
     pub table: &'a str,
-    /// What to select for each row.
+    /// What to select for each row, in the order the row's [`FromColumns`] reads them.
     pub columns: &'a str,
-    /// The `where` condition, with placeholders `$1` to `$binds`.
+    /// The `where` condition, with placeholders `$1` to `$n` for the `n` values bound into it.
     pub filter: &'a str,
-    /// How many placeholders `filter` has.
-    pub binds: usize,
     pub order: &'a [OrderTerm],
+}
+
+/// A value bound into a [`SortedQuery`]'s filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bind {
+    Text(String),
+    Int(i64),
+}
+
+impl rusqlite::ToSql for Bind {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        match self {
+            Bind::Text(text) => text.to_sql(),
+            Bind::Int(number) => number.to_sql(),
+        }
+    }
 }
 
 /// Where a page's total comes from.
 #[derive(Debug, Clone, Copy)]
-pub enum Total {
+pub enum Total<'a> {
     /// `count(*)` of the filter.
     Count,
-    /// Already known (a counter kept beside the rows).
-    Known(i64),
+    /// A counter kept beside the rows: this query of one integer, with the filter's first value
+    /// bound as `$1`; no row means 0.
+    Kept(&'a str),
 }
 
 /// Runs one page of `query`, cheap wherever it starts.
@@ -211,53 +230,125 @@ pub enum Total {
 /// read (so a skipped row costs an index entry, not a row). And a page past the middle is read from
 /// the other end, in the reversed order, then turned around: the last page of 100,000 rows costs
 /// what the first does. The total must be exact for that, which is why it is known first.
-pub async fn paged_sorted<'q, T>(
-    pool: &sqlx::AnyPool,
+///
+/// On SQLite on a file, the total and the page are read together by one [`Db::read_blocking`]
+/// call; elsewhere through the pool.
+pub async fn paged_sorted<T>(
+    db: &Db,
     params: PageParams,
     query: SortedQuery<'_>,
-    total: Total,
-    bind: impl Fn(AnyQuery<'q>) -> AnyQuery<'q>,
-    map: impl FnMut(&AnyRow) -> Result<T, ApiError>,
-) -> Result<Page<T>, ApiError> {
+    total: Total<'_>,
+    binds: Vec<Bind>,
+) -> Result<Page<T>, ApiError>
+where
+    T: FromColumns + Send + 'static,
+{
     let SortedQuery {
         table,
         columns,
         filter,
-        binds,
         order,
     } = query;
-    let total = match total {
-        Total::Known(total) => total,
-        Total::Count => bind(sqlx::query(AssertSqlSafe(format!(
-            "select count(*) from {table} where {filter}"
-        ))))
-        .fetch_one(pool)
-        .await?
-        .try_get(0)?,
+    let total_sql = match total {
+        Total::Count => format!("select count(*) from {table} where {filter}"),
+        Total::Kept(sql) => sql.to_owned(),
     };
+    let total_binds = match total {
+        Total::Count => binds.len(),
+        Total::Kept(_) => 1,
+    };
+    // The page in both directions; which one is read depends on the total. A page that skips no
+    // row is read directly; one that does finds its ids first.
+    let page_sql = |reversed, skips| {
+        let order = order_sql(order, reversed);
+        let (limit_n, offset_n) = (binds.len() + 1, binds.len() + 2);
+        if skips {
+            format!(
+                "select {columns} from {table} where id in \
+                 (select id from {table} where {filter} order by {order} limit ${limit_n} offset ${offset_n}) \
+                 order by {order}"
+            )
+        } else {
+            format!(
+                "select {columns} from {table} where {filter} order by {order} limit ${limit_n} offset ${offset_n}"
+            )
+        }
+    };
+    let sql = [
+        [page_sql(false, false), page_sql(false, true)],
+        [page_sql(true, false), page_sql(true, true)],
+    ];
     let (limit, offset) = params.sql();
-    let (reversed, offset, limit) = from_nearer_end(total, offset, limit);
-    if limit == 0 {
-        return Ok(Page::new(params, total, Vec::new()));
-    }
-    let page_sql = format!(
-        "select {columns} from {table} where id in \
-         (select id from {table} where {filter} order by {order} limit ${limit_n} offset ${offset_n}) \
-         order by {order}",
-        order = order_sql(order, reversed),
-        limit_n = binds + 1,
-        offset_n = binds + 2,
-    );
-    let rows = bind(sqlx::query(AssertSqlSafe(page_sql)))
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(pool)
-        .await?;
-    let mut items = rows.iter().map(map).collect::<Result<Vec<_>, _>>()?;
+
+    let in_place = {
+        let (total_sql, sql) = (total_sql.clone(), sql.clone());
+        let binds = binds.clone();
+        db.read_blocking(move |connection| -> Result<_, ApiError> {
+            use rusqlite::OptionalExtension as _;
+            let total: Option<i64> = connection
+                .prepare_cached(&total_sql)?
+                .query_row(rusqlite::params_from_iter(&binds[..total_binds]), |row| {
+                    row.get(0)
+                })
+                .optional()?;
+            let total = total.unwrap_or(0);
+            let (reversed, offset, limit) = from_nearer_end(total, offset, limit);
+            let mut items = Vec::with_capacity(usize::try_from(limit).unwrap_or(0));
+            if limit > 0 {
+                let page_sql = &sql[usize::from(reversed)][usize::from(offset > 0)];
+                let mut statement = connection.prepare_cached(page_sql)?;
+                let bounds = [Bind::Int(limit), Bind::Int(offset)];
+                let values = binds.iter().chain(&bounds);
+                let mut rows = statement.query(rusqlite::params_from_iter(values))?;
+                while let Some(row) = rows.next()? {
+                    items.push(T::from_columns(&mut Cursor::new(row))?);
+                }
+            }
+            Ok((total, reversed, items))
+        })
+        .await
+    };
+    let (total, reversed, mut items) = match in_place {
+        Some(read) => read?,
+        None => {
+            let total: Option<i64> = bind_all(
+                sqlx::query(AssertSqlSafe(total_sql)),
+                &binds[..total_binds],
+            )
+            .fetch_optional(db.pool())
+            .await?
+            .map(|row| row.try_get(0))
+            .transpose()?;
+            let total = total.unwrap_or(0);
+            let (reversed, offset, limit) = from_nearer_end(total, offset, limit);
+            let mut items = Vec::new();
+            if limit > 0 {
+                let page_sql = sql[usize::from(reversed)][usize::from(offset > 0)].clone();
+                let rows = bind_all(sqlx::query(AssertSqlSafe(page_sql)), &binds)
+                    .bind(limit)
+                    .bind(offset)
+                    .fetch_all(db.pool())
+                    .await?;
+                items = rows
+                    .iter()
+                    .map(|row| T::from_columns(&mut Cursor::new(row)))
+                    .collect::<Result<Vec<_>, _>>()?;
+            }
+            (total, reversed, items)
+        }
+    };
     if reversed {
         items.reverse();
     }
     Ok(Page::new(params, total, items))
+}
+
+/// Binds `binds` to `query` in order.
+fn bind_all<'q>(query: AnyQuery<'q>, binds: &[Bind]) -> AnyQuery<'q> {
+    binds.iter().fold(query, |query, bind| match bind {
+        Bind::Text(text) => query.bind(text.clone()),
+        Bind::Int(number) => query.bind(*number),
+    })
 }
 
 /// Whether to read a page from the far end, and the offset and limit to read it with there.

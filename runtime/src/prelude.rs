@@ -16,6 +16,7 @@
 pub use outreach_macros::action;
 
 pub use crate::clock::{Clock, Timestamp, rfc3339};
+pub use crate::columns::{Columns, Cursor, FromColumns};
 pub use crate::config::{Config, DraftingModel, Environment};
 pub use crate::credits::{self, Price, PriceItem, Priced};
 pub use crate::ctx::{Ctx, Tx};
@@ -27,7 +28,7 @@ pub use crate::jobs::{
 };
 pub use crate::lease::{self, Heartbeat};
 pub use crate::paging::{
-    AnyQuery, OrderTerm, Page, PageParams, SortedQuery, Total, paged, paged_sorted,
+    AnyQuery, Bind, OrderTerm, Page, PageParams, SortedQuery, Total, paged, paged_sorted,
 };
 pub use crate::principal::{CredentialKind, scope_now};
 pub use crate::scope::{Role, Scope};

@@ -14,7 +14,8 @@ use std::sync::LazyLock;
 use crate::common::{Deleted, IdKind, json_text};
 use crate::scoring::engine::Tier;
 use outreach_runtime::prelude::is_unique_violation;
-use outreach_runtime::prelude::{AnyQuery, OrderTerm, SortedQuery, Total, paged_sorted};
+use outreach_runtime::prelude::{AnyQuery, Bind, OrderTerm, SortedQuery, Total, paged_sorted};
+use outreach_runtime::prelude::{Columns, Cursor, FromColumns};
 use outreach_runtime::prelude::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -22,53 +23,56 @@ use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
+// The fields are in alphabetical order: the order every answer writes an object's keys in (see
+// `runtime/src/json.rs`), so a page of prospects is written as it comes, with no object to put in
+// order (the test `prospect_fields_are_written_in_key_order` keeps it so).
 /// A prospect as the API shows it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Prospect {
-    pub id: String,
+    pub company_domain: Option<String>,
+    pub company_industry: Option<String>,
+    pub company_name: Option<String>,
+    /// Employees.
+    pub company_size: Option<i64>,
+    /// What the network last said of the connection with this person (set by outreach).
+    pub connection_state: Option<String>,
+    pub country: Option<String>,
+    pub created_at: Timestamp,
+    pub custom_fields: BTreeMap<String, Value>,
+    pub department: Option<String>,
+    /// Never contact this person.
+    pub do_not_contact: bool,
+    pub email: Option<String>,
     pub first_name: Option<String>,
-    pub last_name: Option<String>,
     /// `first_name last_name`, derived.
     pub full_name: Option<String>,
     pub headline: Option<String>,
-    pub title: Option<String>,
-    pub seniority: Option<String>,
-    pub department: Option<String>,
-    pub company_name: Option<String>,
-    pub company_domain: Option<String>,
-    pub company_industry: Option<String>,
-    /// Employees.
-    pub company_size: Option<i64>,
+    pub id: String,
+    /// When outreach last sent this person something (an invitation or a message).
+    pub last_contacted_at: Option<Timestamp>,
+    pub last_name: Option<String>,
+    /// When this person last replied.
+    pub last_replied_at: Option<Timestamp>,
     pub location: Option<String>,
-    pub country: Option<String>,
-    pub timezone: Option<String>,
+    pub phone: Option<String>,
     /// The person's page on the network, normalised to `host/path` (e.g. `linkedin.com/in/jane-doe`).
     pub profile_url: Option<String>,
-    pub email: Option<String>,
-    pub phone: Option<String>,
-    pub tags: Vec<String>,
-    pub custom_fields: BTreeMap<String, Value>,
     /// The latest score (0 to 100), set by scoring runs.
     pub score: Option<i64>,
-    /// The latest tier (`a`, `b`, `c`, `d`, `disqualified`), set by scoring runs.
-    pub tier: Option<Tier>,
+    /// When the prospect was last scored.
+    pub scored_at: Option<Timestamp>,
+    pub seniority: Option<String>,
+    /// Where the prospect came from: `api` for this endpoint, `import` for imports.
+    pub source: ProspectSource,
+    pub tags: Vec<String>,
     /// The targeting the latest score was computed against.
     pub targeting_id: Option<String>,
     /// The version of that targeting.
     pub targeting_version: Option<i64>,
-    /// When the prospect was last scored.
-    pub scored_at: Option<Timestamp>,
-    /// Never contact this person.
-    pub do_not_contact: bool,
-    /// What the network last said of the connection with this person (set by outreach).
-    pub connection_state: Option<String>,
-    /// When outreach last sent this person something (an invitation or a message).
-    pub last_contacted_at: Option<Timestamp>,
-    /// When this person last replied.
-    pub last_replied_at: Option<Timestamp>,
-    /// Where the prospect came from: `api` for this endpoint, `import` for imports.
-    pub source: ProspectSource,
-    pub created_at: Timestamp,
+    /// The latest tier (`a`, `b`, `c`, `d`, `disqualified`), set by scoring runs.
+    pub tier: Option<Tier>,
+    pub timezone: Option<String>,
+    pub title: Option<String>,
     pub updated_at: Timestamp,
 }
 
@@ -87,7 +91,7 @@ outreach_runtime::prelude::text_enum! {
 // Every SQL statement that names a prospect's columns is made from these two lists: the SELECT
 // list of every read, the INSERT column list and placeholders of create and import, and the SET
 // clause of update and import. A new column is added here (and bound in `Fields::bind_columns`,
-// read in `Prospect::from_row`), nowhere else.
+// read in `Prospect::from_columns`), nowhere else.
 
 /// The columns a write sets from [`Fields`], in the order [`Fields::bind_columns`] binds them.
 pub(crate) const FIELDS: &[&str] = &[
@@ -207,53 +211,66 @@ pub(crate) async fn write_fields(
 
 impl Prospect {
     pub(crate) fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
-        let first_name: Option<String> = row.try_get("first_name")?;
-        let last_name: Option<String> = row.try_get("last_name")?;
-        let tags: String = row.try_get("tags")?;
-        let custom_fields: String = row.try_get("custom_fields")?;
+        Self::from_columns(&mut Cursor::new(row))
+    }
+}
+
+impl FromColumns for Prospect {
+    /// Reads [`COLUMNS`]: [`READ_ONLY`], then [`FIELDS`] without [`WRITE_ONLY`].
+    fn from_columns<R: Columns + ?Sized>(row: &mut Cursor<'_, R>) -> Result<Self, ApiError> {
+        let id = row.required_text("id")?;
+        let score = row.int("score")?;
+        let tier = row
+            .text("tier")?
+            .map(|tier| {
+                Tier::parse(&tier).ok_or_else(|| ApiError::internal(format!("stored tier `{tier}`")))
+            })
+            .transpose()?;
+        let targeting_id = row.text("targeting_id")?;
+        let targeting_version = row.int("targeting_version")?;
+        let scored_at = row.int("scored_at")?.map(Timestamp);
+        let source = ProspectSource::from_db(&row.required_text("source")?)?;
+        let connection_state = row.text("connection_state")?;
+        let last_contacted_at = row.int("last_contacted_at")?.map(Timestamp);
+        let last_replied_at = row.int("last_replied_at")?.map(Timestamp);
+        let created_at = Timestamp(row.required_int("created_at")?);
+        let updated_at = Timestamp(row.required_int("updated_at")?);
+        let first_name = row.text("first_name")?;
+        let last_name = row.text("last_name")?;
         Ok(Self {
-            id: row.try_get("id")?,
             full_name: normalize::full_name(first_name.as_deref(), last_name.as_deref()),
             first_name,
             last_name,
-            headline: row.try_get("headline")?,
-            title: row.try_get("title")?,
-            seniority: row.try_get("seniority")?,
-            department: row.try_get("department")?,
-            company_name: row.try_get("company_name")?,
-            company_domain: row.try_get("company_domain")?,
-            company_industry: row.try_get("company_industry")?,
-            company_size: row.try_get("company_size")?,
-            location: row.try_get("location")?,
-            country: row.try_get("country")?,
-            timezone: row.try_get("timezone")?,
-            profile_url: row.try_get("profile_url")?,
-            email: row.try_get("email")?,
-            phone: row.try_get("phone")?,
-            tags: serde_json::from_str(&tags).map_err(ApiError::internal)?,
-            custom_fields: serde_json::from_str(&custom_fields).map_err(ApiError::internal)?,
-            score: row.try_get("score")?,
-            tier: row
-                .try_get::<Option<String>, _>("tier")?
-                .map(|tier| {
-                    Tier::parse(&tier)
-                        .ok_or_else(|| ApiError::internal(format!("stored tier `{tier}`")))
-                })
-                .transpose()?,
-            targeting_id: row.try_get("targeting_id")?,
-            targeting_version: row.try_get("targeting_version")?,
-            scored_at: row.try_get::<Option<i64>, _>("scored_at")?.map(Timestamp),
-            do_not_contact: row.try_get::<i64, _>("do_not_contact")? != 0,
-            connection_state: row.try_get("connection_state")?,
-            last_contacted_at: row
-                .try_get::<Option<i64>, _>("last_contacted_at")?
-                .map(Timestamp),
-            last_replied_at: row
-                .try_get::<Option<i64>, _>("last_replied_at")?
-                .map(Timestamp),
-            source: ProspectSource::from_db(&row.try_get::<String, _>("source")?)?,
-            created_at: Timestamp(row.try_get("created_at")?),
-            updated_at: Timestamp(row.try_get("updated_at")?),
+            headline: row.text("headline")?,
+            title: row.text("title")?,
+            seniority: row.text("seniority")?,
+            department: row.text("department")?,
+            company_name: row.text("company_name")?,
+            company_domain: row.text("company_domain")?,
+            company_industry: row.text("company_industry")?,
+            company_size: row.int("company_size")?,
+            location: row.text("location")?,
+            country: row.text("country")?,
+            timezone: row.text("timezone")?,
+            profile_url: row.text("profile_url")?,
+            email: row.text("email")?,
+            phone: row.text("phone")?,
+            tags: serde_json::from_str(&row.required_text("tags")?).map_err(ApiError::internal)?,
+            custom_fields: serde_json::from_str(&row.required_text("custom_fields")?)
+                .map_err(ApiError::internal)?,
+            do_not_contact: row.required_int("do_not_contact")? != 0,
+            id,
+            score,
+            tier,
+            targeting_id,
+            targeting_version,
+            scored_at,
+            connection_state,
+            last_contacted_at,
+            last_replied_at,
+            source,
+            created_at,
+            updated_at,
         })
     }
 }
@@ -604,12 +621,6 @@ pub enum SortOrder {
     Desc,
 }
 
-/// A value bound into the filter of `list_prospects`.
-enum Bind {
-    Text(String),
-    Int(i64),
-}
-
 /// List and find prospects, newest first.
 ///
 /// Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while `has_more`.
@@ -721,7 +732,7 @@ pub async fn list_prospects(
     };
     // Only the workspace filters: its kept total replaces counting it.
     let total = if binds.len() == 1 {
-        Total::Known(totals::read(ctx.db().pool(), ctx.workspace_id()).await?)
+        Total::Kept(totals::READ_SQL)
     } else {
         Total::Count
     };
@@ -729,23 +740,9 @@ pub async fn list_prospects(
         table: "prospects",
         columns: COLUMNS.as_str(),
         filter: &filter,
-        binds: binds.len(),
         order: &order,
     };
-    paged_sorted(
-        ctx.db().pool(),
-        input.page,
-        query,
-        total,
-        |query| {
-            binds.iter().fold(query, |query, bind| match bind {
-                Bind::Text(text) => query.bind(text),
-                Bind::Int(number) => query.bind(*number),
-            })
-        },
-        Prospect::from_row,
-    )
-    .await
+    paged_sorted(ctx.db(), input.page, query, total, binds).await
 }
 
 /// Refuses an email another prospect of the workspace has (imports match rows by email too), with
@@ -952,6 +949,59 @@ pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, Api
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A prospect's fields come in key order, so the answer writer never reorders a page's
+    /// objects (serde_json writes a struct's fields in their declared order).
+    #[test]
+    fn prospect_fields_are_written_in_key_order() {
+        let prospect = Prospect {
+            company_domain: None,
+            company_industry: None,
+            company_name: None,
+            company_size: None,
+            connection_state: None,
+            country: None,
+            created_at: Timestamp(0),
+            custom_fields: BTreeMap::new(),
+            department: None,
+            do_not_contact: false,
+            email: None,
+            first_name: None,
+            full_name: None,
+            headline: None,
+            id: "prs_1".into(),
+            last_contacted_at: None,
+            last_name: None,
+            last_replied_at: None,
+            location: None,
+            phone: None,
+            profile_url: None,
+            score: None,
+            scored_at: None,
+            seniority: None,
+            source: ProspectSource::Api,
+            tags: Vec::new(),
+            targeting_id: None,
+            targeting_version: None,
+            tier: None,
+            timezone: None,
+            title: None,
+            updated_at: Timestamp(0),
+        };
+        let written = serde_json::to_string(&prospect).unwrap();
+        let keys: Vec<String> = serde_json::from_str::<serde_json::Map<String, Value>>(&written)
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        assert_eq!(keys.len(), 32);
+        // Keys in the order written: the map keeps them sorted, so compare against the text.
+        let mut at = 0;
+        for key in &keys {
+            let found = written[at..].find(&format!("\"{key}\":")).unwrap();
+            at += found + 1;
+        }
+    }
 
     /// The statements made from the column table are the ones written out by hand before it.
     #[test]

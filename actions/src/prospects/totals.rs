@@ -26,9 +26,12 @@ pub async fn add(conn: &mut AnyConnection, workspace_id: &str, delta: i64) -> Re
     Ok(())
 }
 
+/// The workspace's total, for the workspace `$1` (no row before its first prospect: 0).
+pub const READ_SQL: &str = "select total from prospect_totals where workspace_id = $1";
+
 /// The workspace's total (0 before its first prospect).
 pub async fn read(pool: &sqlx::AnyPool, workspace_id: &str) -> Result<i64, ApiError> {
-    let row = sqlx::query("select total from prospect_totals where workspace_id = $1")
+    let row = sqlx::query(READ_SQL)
         .bind(workspace_id)
         .fetch_optional(pool)
         .await?;
