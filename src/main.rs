@@ -23,11 +23,14 @@ use outreach_actions as _;
 
 mod log_fields;
 
-/// mimalloc rather than the system allocator: glibc keeps what a large request (an import of
-/// 100,000 rows) freed in per-thread arenas, so the server's memory stayed at its peak; mimalloc
-/// hands freed pages back to the system after a short delay (bench/RESULTS.md has the figures).
+/// jemalloc rather than the system allocator: glibc keeps what a large request (an import of
+/// 100,000 rows) freed in per-thread arenas, so the server's memory stayed at its peak. jemalloc
+/// is built with a background thread that hands freed pages back to the system about a second
+/// after they were freed (`.cargo/config.toml`), even while the server is idle; mimalloc, used
+/// before, purged only when the thread that freed them allocated again, so an idle server kept
+/// what its start and its last large request had used (bench/RESULTS.md has the figures).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[derive(Parser)]
 #[command(
