@@ -362,6 +362,86 @@ async fn json_rows_with_update_fill_and_overwrite_existing_prospects() {
     assert_eq!(app.prospect_count().await, 2);
 }
 
+/// The import writes its new prospects a batch at a time (1,000 per insert) on its second read
+/// of the file; a row near the end that repeats the first one must still reach it, and an
+/// invalid row in between must not shift which row is which.
+#[tokio::test]
+async fn a_file_of_several_batches_merges_its_last_row_into_its_first() {
+    let app = spawn_app().await;
+    grant(&app, 3000).await;
+    let mut csv = String::from("First Name,Last Name,Title,Email,Tags,Company\n");
+    csv.push_str("Ada,Lovelace,Analyst,ada@engine.test,first,\n");
+    for i in 2..=2400 {
+        if i == 1200 {
+            csv.push_str(",,,,,Nameless Ltd\n");
+        } else {
+            csv.push_str(&format!("Person,{i},,p{i}@engine.test,batch,\n"));
+        }
+    }
+    csv.push_str(",,Countess,ADA@engine.test,engine,\n");
+    let outcome = import(
+        &app,
+        &app.key,
+        None,
+        json!({"csv": csv, "on_duplicate": "update", "list_name": "Engine"}),
+    )
+    .await
+    .expect(200)
+    .clone();
+    assert_eq!(
+        (
+            &outcome["rows"],
+            &outcome["created"],
+            &outcome["updated"],
+            &outcome["duplicates"],
+            &outcome["invalid"],
+            &outcome["credits_spent"]
+        ),
+        (
+            &json!(2401),
+            &json!(2399),
+            &json!(0),
+            &json!(1),
+            &json!(1),
+            &json!(2399)
+        )
+    );
+    assert_eq!(outcome["errors"][0]["row"], json!(1200));
+    assert_eq!(app.prospect_count().await, 2399);
+    let ada = app
+        .get("/prospects?email=ada@engine.test", &app.key)
+        .await
+        .expect(200)["items"][0]
+        .clone();
+    assert_eq!(ada["last_name"], json!("Lovelace"));
+    assert_eq!(ada["title"], json!("Countess"), "the last row merged into the first");
+    assert_eq!(ada["tags"], json!(["first", "engine"]));
+    let tagged = |tag: &'static str| {
+        let app = &app;
+        async move {
+            app.get(&format!("/prospects?tag={tag}&limit=1"), &app.key)
+                .await
+                .expect(200)["total"]
+                .clone()
+        }
+    };
+    assert_eq!(tagged("engine").await, json!(1), "a merged tag is written");
+    assert_eq!(tagged("batch").await, json!(2398));
+    let person = app
+        .get("/prospects?email=p2400@engine.test", &app.key)
+        .await
+        .expect(200)["items"][0]
+        .clone();
+    assert_eq!(person["last_name"], json!("2400"), "the last batch is written");
+    let list = app
+        .get(&format!("/lists/{}", outcome["list_id"].as_str().unwrap()), &app.key)
+        .await
+        .expect(200)
+        .clone();
+    assert_eq!(list["size"], json!(2399));
+    assert_eq!(balance(&app).await, 3000 - 2399);
+}
+
 #[tokio::test]
 async fn imports_fill_a_list_by_id_or_by_name() {
     let app = spawn_app().await;

@@ -3,10 +3,12 @@
 //! An import is one transaction, the one dispatch gives it: the prospects it creates or updates,
 //! their list memberships, the import record, the settlement of its credits and its stored
 //! idempotent answer commit together or not at all. The price function reads, validates and
-//! deduplicates the file to count what would be new, and hands the parsed rows to the import as
-//! its plan, so the file is read once. The import matches the rows again inside its transaction
-//! (whose reservation took the workspace's row lock, so two imports of one workspace cannot both
-//! create the same person) and keeps only what it used of the reservation.
+//! deduplicates the file to count what would be new, and hands the import the counts and the
+//! valid rows' keys (profile URL and email) as its plan. The import matches the keys again inside
+//! its transaction (whose reservation took the workspace's row lock, so two imports of one
+//! workspace cannot both create the same person), then reads the file a second time and writes
+//! its new prospects a batch at a time, so a large file is never held whole as prospect fields
+//! (see `parse`), and keeps only what it used of the reservation.
 //!
 //! `parse` reads and validates rows, `plan` deduplicates them, `write` does the batched SQL.
 
@@ -15,7 +17,7 @@ mod plan;
 mod sql;
 mod write;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use outreach_runtime::prelude::paged;
 use outreach_runtime::prelude::{
@@ -30,7 +32,7 @@ use sqlx::any::AnyRow;
 use crate::common::{IdKind, json_text};
 use crate::lists::check_name;
 use crate::prospects::Fields;
-use parse::Parsed;
+use parse::{Rows, Summary};
 pub use parse::{MAX_REPORTED_ERRORS, MAX_ROWS};
 use plan::Target;
 
@@ -136,15 +138,15 @@ pub struct ImportInput {
     pub list_name: Option<String>,
 }
 
-/// What an import will write, worked out by its price function: the file's rows, read and
-/// validated once.
+/// What an import will write, worked out by its price function: the file's counts and the keys
+/// of its valid rows.
 pub struct ImportPlan {
-    parsed: Parsed,
+    summary: Summary,
 }
 
 impl ImportInput {
-    /// Reads and validates the rows.
-    fn parse(&self) -> Result<Parsed, ApiError> {
+    /// Opens the rows, refusing what is wrong with the input as a whole.
+    fn open(&self) -> Result<Rows<'_>, ApiError> {
         if self.list_id.is_some() && self.list_name.is_some() {
             return Err(ApiError::invalid_request(
                 "Send `list_id` or `list_name`, not both.",
@@ -245,7 +247,7 @@ outreach_runtime::prelude::text_body!(import_prospects, "csv", "text/csv");
 
 /// Prices an import: one `import.prospect` per prospect it would create now.
 async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Priced<ImportPlan>, ApiError> {
-    let parsed = input.parse()?;
+    let summary = parse::summarize(input.open()?)?;
     let mut conn = ctx.db().pool().acquire().await?;
     if let Some(list_id) = &input.list_id {
         write::existing_list(&mut conn, ctx.workspace_id(), list_id).await?;
@@ -256,22 +258,22 @@ async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Priced<ImportPla
         &mut conn,
         backend,
         ctx.workspace_id(),
-        &parsed.valid,
+        &summary.keys,
         update,
     )
     .await?;
-    let plan = plan::plan(&parsed.valid, &existing, update);
+    let plan = plan::plan(&summary.keys, &existing, update);
     let new = plan.creates.len() as u64;
     let duplicates = plan.duplicates;
     drop(existing);
     Ok(ctx
         .price(IMPORT_PROSPECT, new as i64)
-        .detail("rows", parsed.rows)
+        .detail("rows", summary.rows)
         .detail("new", new)
         .detail("duplicates", duplicates)
-        .detail("invalid", parsed.invalid)
-        .detail("warnings", parsed.warnings.clone())
-        .plan(ImportPlan { parsed }))
+        .detail("invalid", summary.invalid)
+        .detail("warnings", summary.warnings.clone())
+        .plan(ImportPlan { summary }))
 }
 
 /// Import prospects from CSV text or JSON rows.
@@ -303,7 +305,7 @@ pub async fn import_prospects(
 ) -> Result<Import, ApiError> {
     let source_format = input.source_format();
     let on_duplicate = input.on_duplicate;
-    let parsed = plan.parsed;
+    let mut summary = plan.summary;
     let workspace_id = ctx.workspace_id();
     let backend = ctx.db().backend();
     let now = ctx.now_ms();
@@ -326,20 +328,25 @@ pub async fn import_prospects(
     };
 
     let update = on_duplicate == OnDuplicate::Update;
-    let existing = plan::lookup(&mut tx, backend, workspace_id, &parsed.valid, update).await?;
-    let plan = plan::plan(&parsed.valid, &existing, update);
+    let keys = std::mem::take(&mut summary.keys);
+    let existing = plan::lookup(&mut tx, backend, workspace_id, &keys, update).await?;
+    let plan = plan::plan(&keys, &existing, update);
+    let valid_rows = keys.len();
+    drop(keys);
 
-    // New prospects: each from its first row (never a merged row), later matching rows merged in.
-    let mut valid = parsed.valid;
-    let mut creates: Vec<Fields> = plan
-        .creates
-        .iter()
-        .map(|&index| std::mem::take(&mut valid[index].fields))
-        .collect();
     // Ids in ascending order: the primary-key index then takes each batch in one sweep rather
     // than at random places (the ids are random anyway, so their order means nothing).
-    let mut new_ids: Vec<String> = (0..creates.len()).map(|_| ids::new_id("prs")).collect();
+    let mut new_ids: Vec<String> = (0..plan.creates.len())
+        .map(|_| ids::new_id("prs"))
+        .collect();
     new_ids.sort_unstable();
+    // The last valid row each new prospect takes values from: its own, or the last merged in.
+    let mut last_row = plan.creates.clone();
+    for merge in &plan.merges {
+        if let Target::New(n) = merge.target {
+            last_row[n] = merge.row;
+        }
+    }
 
     // Existing prospects the rows update.
     let touched: Vec<&str> = {
@@ -358,45 +365,52 @@ pub async fn import_prospects(
         .iter()
         .map(|(id, fields)| (id.as_str(), fields.clone()))
         .collect();
-    for merge in &plan.merges {
-        let row = &valid[merge.row];
-        match merge.target {
-            Target::New(n) => write::merge(&mut creates[n], row, merge.fill_url, merge.fill_email),
-            Target::Existing(n) => {
-                if let Some(fields) = after.get_mut(existing.ids[n].as_str()) {
-                    write::merge(fields, row, merge.fill_url, merge.fill_email);
-                }
-            }
-        }
-    }
 
-    if let Err(error) =
-        write::insert_prospects(&mut tx, backend, workspace_id, now, &new_ids, &creates).await
-    {
-        // A prospect with one of these profile URLs was created by another request meanwhile.
-        if let Some(sqlx_error) = error
-            .internal
-            .as_deref()
-            .filter(|cause| cause.contains("prospects_profile_url_key"))
-        {
-            tracing::info!(cause = sqlx_error, "import raced a prospect create");
-            return Err(ApiError::conflict(
-                "A prospect with one of these profile URLs was created while the import ran; nothing was imported or spent. Retry.",
-            ));
+    // The file again, row by row. A new prospect is made from its first row, later matching
+    // rows merged in, and written once the last of them has been read, a batch at a time.
+    let mut creating = NewProspects {
+        ids: &new_ids,
+        last_row: &last_row,
+        waiting: VecDeque::new(),
+        written: 0,
+        ready: 0,
+    };
+    let mut rows = input.open()?;
+    let (mut index, mut next_create, mut next_merge) = (0, 0, 0);
+    while let Some((_, row)) = rows.next_row()? {
+        let Ok(row) = row else { continue };
+        if plan.creates.get(next_create) == Some(&index) {
+            creating.waiting.push_back(row.fields);
+            next_create += 1;
+        } else if let Some(merge) = plan.merges.get(next_merge).filter(|m| m.row == index) {
+            let into = match merge.target {
+                Target::New(n) => Some(creating.waiting_mut(n)?),
+                // Gone since the lookup: nothing to update.
+                Target::Existing(n) => after.get_mut(existing.ids[n].as_str()),
+            };
+            if let Some(fields) = into {
+                write::merge(fields, &row, merge.fill_url, merge.fill_email);
+            }
+            next_merge += 1;
         }
-        return Err(error);
+        creating.advance(index);
+        if creating.ready >= write::PROSPECT_BATCH {
+            let ready = creating.ready;
+            creating
+                .write(&mut tx, backend, workspace_id, now, ready)
+                .await?;
+        }
+        index += 1;
     }
-    let tags: Vec<(&str, &str)> = new_ids
-        .iter()
-        .zip(&creates)
-        .flat_map(|(id, fields)| {
-            fields
-                .tags
-                .iter()
-                .map(move |tag| (id.as_str(), tag.as_str()))
-        })
-        .collect();
-    write::insert_tags(&mut tx, backend, workspace_id, &tags).await?;
+    if index != valid_rows || next_create != plan.creates.len() {
+        return Err(ApiError::internal(format!(
+            "the import read {index} valid rows the second time, {valid_rows} the first"
+        )));
+    }
+    let left = creating.waiting.len();
+    creating
+        .write(&mut tx, backend, workspace_id, now, left)
+        .await?;
 
     let mut updated = 0u64;
     for id in &touched {
@@ -436,7 +450,7 @@ pub async fn import_prospects(
             .await?;
     }
 
-    let created = creates.len() as u64;
+    let created = new_ids.len() as u64;
     let used = (created as i64).saturating_mul(ctx.unit_price(IMPORT_PROSPECT));
     let import = Import {
         id: import_id,
@@ -445,13 +459,13 @@ pub async fn import_prospects(
         on_duplicate,
         list_id,
         list_created,
-        rows: parsed.rows,
+        rows: summary.rows,
         created,
         updated,
         duplicates: plan.duplicates,
-        invalid: parsed.invalid,
-        errors: parsed.errors,
-        warnings: parsed.warnings,
+        invalid: summary.invalid,
+        errors: summary.errors,
+        warnings: summary.warnings,
         credits_spent: used,
         created_at: Timestamp(now),
     };
@@ -483,6 +497,81 @@ pub async fn import_prospects(
     // whole import rolls back.
     ctx.settle(&mut tx, used, &import.id).await?;
     Ok(import)
+}
+
+/// An import's new prospects between the two reads of the file: read, waiting for the rows that
+/// merge into them, and written in batches, in the order of their (sorted) ids.
+struct NewProspects<'a> {
+    /// The id of each new prospect.
+    ids: &'a [String],
+    /// The last valid row each new prospect takes values from.
+    last_row: &'a [usize],
+    /// Read and not written yet: new prospects `written..`.
+    waiting: VecDeque<Fields>,
+    written: usize,
+    /// How many of `waiting`, from the front, no later row changes.
+    ready: usize,
+}
+
+impl NewProspects<'_> {
+    /// New prospect `n`, which must still be waiting.
+    fn waiting_mut(&mut self, n: usize) -> Result<&mut Fields, ApiError> {
+        n.checked_sub(self.written)
+            .and_then(|at| self.waiting.get_mut(at))
+            .ok_or_else(|| ApiError::internal(format!("new prospect {n} was written too soon")))
+    }
+
+    /// Valid row `index` has been read.
+    fn advance(&mut self, index: usize) {
+        while self.ready < self.waiting.len() && self.last_row[self.written + self.ready] <= index
+        {
+            self.ready += 1;
+        }
+    }
+
+    /// Writes the first `count` waiting prospects and their tags.
+    async fn write(
+        &mut self,
+        tx: &mut sqlx::AnyConnection,
+        backend: outreach_runtime::prelude::Backend,
+        workspace_id: &str,
+        now: i64,
+        count: usize,
+    ) -> Result<(), ApiError> {
+        if count == 0 {
+            return Ok(());
+        }
+        let batch: Vec<Fields> = self.waiting.drain(..count).collect();
+        let ids = &self.ids[self.written..self.written + count];
+        self.written += count;
+        self.ready = self.ready.saturating_sub(count);
+        if let Err(error) = write::insert_prospects(tx, backend, workspace_id, now, ids, &batch).await
+        {
+            // A prospect with one of these profile URLs was created by another request meanwhile.
+            if let Some(cause) = error
+                .internal
+                .as_deref()
+                .filter(|cause| cause.contains("prospects_profile_url_key"))
+            {
+                tracing::info!(cause, "import raced a prospect create");
+                return Err(ApiError::conflict(
+                    "A prospect with one of these profile URLs was created while the import ran; nothing was imported or spent. Retry.",
+                ));
+            }
+            return Err(error);
+        }
+        let tags: Vec<(&str, &str)> = ids
+            .iter()
+            .zip(&batch)
+            .flat_map(|(id, fields)| {
+                fields
+                    .tags
+                    .iter()
+                    .map(move |tag| (id.as_str(), tag.as_str()))
+            })
+            .collect();
+        write::insert_tags(tx, backend, workspace_id, &tags).await
+    }
 }
 
 fn count(value: u64) -> i64 {

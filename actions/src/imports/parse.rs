@@ -8,7 +8,13 @@
 //!
 //! Rows are numbered from 1 for the first data row (the CSV header is not counted, nor are blank
 //! lines); for JSON, row 1 is `rows[0]`.
+//!
+//! An import reads its rows twice, one at a time ([`Rows`]): first to count them and keep only
+//! what deduplication needs ([`summarize`], which the price function runs), then to write them in
+//! batches. A 100,000-row file is never held as 100,000 rows of prospect fields (some 450 bytes
+//! each before their strings), only as its text and its keys.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use outreach_runtime::prelude::{ApiError, ErrorCode};
@@ -32,12 +38,20 @@ pub struct Row {
     pub do_not_contact_given: bool,
 }
 
-/// A whole import, read and validated.
+/// What deduplication matches a valid row by.
 #[derive(Debug, Default)]
-pub struct Parsed {
+pub struct Keys {
+    pub profile_url: Option<String>,
+    pub email: Option<String>,
+}
+
+/// A whole import, read and validated once, with only the keys of its valid rows kept.
+#[derive(Debug, Default)]
+pub struct Summary {
     /// Data rows read, valid or not.
     pub rows: u64,
-    pub valid: Vec<Row>,
+    /// The keys of the valid rows, in file order.
+    pub keys: Vec<Keys>,
     pub invalid: u64,
     /// The first [`MAX_REPORTED_ERRORS`] invalid rows.
     pub errors: Vec<RowError>,
@@ -45,17 +59,92 @@ pub struct Parsed {
     pub warnings: Vec<String>,
 }
 
-impl Parsed {
-    fn push(&mut self, number: u64, row: Result<ImportRow, RowError>) {
-        self.rows += 1;
-        match row.and_then(|row| validate(number, row)) {
-            Ok(row) => self.valid.push(row),
+/// Reads every row of `rows`, keeping the keys of the valid ones and the first errors.
+pub fn summarize(mut rows: Rows<'_>) -> Result<Summary, ApiError> {
+    let mut summary = Summary {
+        keys: Vec::with_capacity(rows.size_hint()),
+        ..Summary::default()
+    };
+    while let Some((_, row)) = rows.next_row()? {
+        summary.rows += 1;
+        match row {
+            Ok(row) => summary.keys.push(Keys {
+                profile_url: row.fields.profile_url,
+                email: row.fields.email,
+            }),
             Err(error) => {
-                self.invalid += 1;
-                if self.errors.len() < MAX_REPORTED_ERRORS {
-                    self.errors.push(error);
+                summary.invalid += 1;
+                if summary.errors.len() < MAX_REPORTED_ERRORS {
+                    summary.errors.push(error);
                 }
             }
+        }
+    }
+    summary.warnings = rows.warnings;
+    Ok(summary)
+}
+
+/// An import's rows, read one at a time from its CSV text or its JSON objects.
+pub struct Rows<'a> {
+    source: Source<'a>,
+    /// What the caller should know about the file as a whole.
+    pub warnings: Vec<String>,
+    /// Data rows read so far.
+    read: u64,
+}
+
+enum Source<'a> {
+    Csv {
+        reader: csv::Reader<std::io::Cursor<Cow<'a, [u8]>>>,
+        targets: Vec<Target>,
+        record: csv::StringRecord,
+        /// How many lines the text has: more than its rows, never fewer.
+        lines: usize,
+    },
+    Json(std::iter::Enumerate<std::slice::Iter<'a, Value>>, usize),
+}
+
+impl Rows<'_> {
+    /// The next row, numbered from 1, valid or with the reason it is not; `None` after the last.
+    /// A problem with the file as a whole (see the module header) is an error.
+    pub fn next_row(&mut self) -> Result<Option<(u64, Result<Row, RowError>)>, ApiError> {
+        let row = match &mut self.source {
+            Source::Csv {
+                reader,
+                targets,
+                record,
+                ..
+            } => {
+                if !reader.read_record(record).map_err(|error| csv_error(&error))? {
+                    if self.read == 0 {
+                        return Err(ApiError::invalid_request(
+                            "The CSV has a header row but no data rows.",
+                        ));
+                    }
+                    return Ok(None);
+                }
+                if self.read as usize >= MAX_ROWS {
+                    return Err(too_many_rows());
+                }
+                csv_row(self.read + 1, record, targets)
+            }
+            Source::Json(values, _) => {
+                let Some((index, value)) = values.next() else {
+                    return Ok(None);
+                };
+                Ok(json_row(index, value)?)
+            }
+        };
+        self.read += 1;
+        let number = self.read;
+        Ok(Some((number, row.and_then(|row| validate(number, row)))))
+    }
+
+    /// About how many rows there are (an upper bound for CSV: its lines).
+    fn size_hint(&self) -> usize {
+        match &self.source {
+            Source::Csv { lines, .. } => (*lines).min(MAX_ROWS),
+            Source::Json(_, len) => *len,
         }
     }
 }
@@ -71,8 +160,8 @@ fn too_many_rows() -> ApiError {
 
 // ----- JSON rows -----
 
-/// Decodes JSON rows; a row of the wrong shape refuses the import, naming the row and the field.
-pub fn json_rows(rows: &[Value]) -> Result<Parsed, ApiError> {
+/// Opens JSON rows; a row of the wrong shape refuses the import, naming the row and the field.
+pub fn json_rows(rows: &[Value]) -> Result<Rows<'_>, ApiError> {
     if rows.is_empty() {
         return Err(ApiError::invalid_request(
             "`rows` is empty; send at least one row.",
@@ -81,31 +170,32 @@ pub fn json_rows(rows: &[Value]) -> Result<Parsed, ApiError> {
     if rows.len() > MAX_ROWS {
         return Err(too_many_rows());
     }
-    let mut parsed = Parsed {
-        valid: Vec::with_capacity(rows.len()),
-        ..Parsed::default()
-    };
-    for (index, value) in rows.iter().enumerate() {
-        let number = index as u64 + 1;
-        let where_ = format!("`rows[{index}]` (row {number})");
-        if !value.is_object() {
-            return Err(ApiError::invalid_request(format!(
-                "{where_} must be an object of prospect fields, got {}.",
-                kind(value)
-            )));
-        }
-        let row: ImportRow = serde_path_to_error::deserialize(value).map_err(|error| {
-            let path = error.path().to_string();
-            let inner = error.into_inner();
-            if path == "." {
-                ApiError::invalid_request(format!("{where_}: {inner}."))
-            } else {
-                ApiError::invalid_request(format!("{where_}, field `{path}`: {inner}."))
-            }
-        })?;
-        parsed.push(number, Ok(row));
+    Ok(Rows {
+        source: Source::Json(rows.iter().enumerate(), rows.len()),
+        warnings: Vec::new(),
+        read: 0,
+    })
+}
+
+/// Decodes `rows[index]`.
+fn json_row(index: usize, value: &Value) -> Result<ImportRow, ApiError> {
+    let number = index as u64 + 1;
+    let where_ = format!("`rows[{index}]` (row {number})");
+    if !value.is_object() {
+        return Err(ApiError::invalid_request(format!(
+            "{where_} must be an object of prospect fields, got {}.",
+            kind(value)
+        )));
     }
-    Ok(parsed)
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        if path == "." {
+            ApiError::invalid_request(format!("{where_}: {inner}."))
+        } else {
+            ApiError::invalid_request(format!("{where_}, field `{path}`: {inner}."))
+        }
+    })
 }
 
 fn kind(value: &Value) -> &'static str {
@@ -570,60 +660,56 @@ fn skip_notes_preamble(text: &str) -> Option<String> {
     Some(format!("{}{rest}", "\n".repeat(newlines)))
 }
 
-/// Reads CSV text with a header row.
-pub fn csv(
-    text: &str,
+/// Opens CSV text with a header row.
+pub fn csv<'a>(
+    text: &'a str,
     mapping: Option<&BTreeMap<String, Option<String>>>,
-) -> Result<Parsed, ApiError> {
+) -> Result<Rows<'a>, ApiError> {
     if text.trim().is_empty() {
         return Err(ApiError::invalid_request(
             "The CSV is empty; send a header row and at least one data row.",
         ));
     }
     let unnoted = skip_notes_preamble(text);
-    let text = unnoted.as_deref().unwrap_or(text);
-    check_quotes(text)?;
+    let noted = unnoted.is_some();
+    let text: Cow<'a, str> = match unnoted {
+        Some(unnoted) => Cow::Owned(unnoted),
+        None => Cow::Borrowed(text),
+    };
+    check_quotes(&text)?;
+    let lines = text.bytes().filter(|byte| *byte == b'\n').count() + 1;
+    let bytes: Cow<'a, [u8]> = match text {
+        Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
+        Cow::Owned(text) => Cow::Owned(text.into_bytes()),
+    };
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(false)
-        .from_reader(text.as_bytes());
+        .from_reader(std::io::Cursor::new(bytes));
     let headers: Vec<String> = reader
         .headers()
         .map_err(|error| csv_error(&error))?
         .iter()
         .map(|header| header.trim().to_owned())
         .collect();
-    let (targets, warnings) = plan_columns(&headers, mapping)?;
-    let mut parsed = Parsed {
-        warnings,
-        ..Parsed::default()
-    };
-    if unnoted.is_some() {
-        parsed.warnings.insert(
+    let (targets, mut warnings) = plan_columns(&headers, mapping)?;
+    if noted {
+        warnings.insert(
             0,
             "The `Notes:` paragraph above the header (LinkedIn's connections export) was skipped."
                 .to_owned(),
         );
     }
-    let mut record = csv::StringRecord::new();
-    loop {
-        match reader.read_record(&mut record) {
-            Ok(true) => {}
-            Ok(false) => break,
-            Err(error) => return Err(csv_error(&error)),
-        }
-        if parsed.rows as usize >= MAX_ROWS {
-            return Err(too_many_rows());
-        }
-        let number = parsed.rows + 1;
-        parsed.push(number, csv_row(number, &record, &targets));
-    }
-    if parsed.rows == 0 {
-        return Err(ApiError::invalid_request(
-            "The CSV has a header row but no data rows.",
-        ));
-    }
-    Ok(parsed)
+    Ok(Rows {
+        source: Source::Csv {
+            reader,
+            targets,
+            record: csv::StringRecord::new(),
+            lines,
+        },
+        warnings,
+        read: 0,
+    })
 }
 
 fn csv_error(error: &csv::Error) -> ApiError {
@@ -834,8 +920,35 @@ fn validate(number: u64, row: ImportRow) -> Result<Row, RowError> {
 mod tests {
     use super::*;
 
+    /// Every row of a file, as the tests look at it.
+    #[derive(Debug, Default)]
+    struct Parsed {
+        rows: u64,
+        valid: Vec<Row>,
+        invalid: u64,
+        errors: Vec<RowError>,
+        warnings: Vec<String>,
+    }
+
+    fn collect(rows: Result<Rows<'_>, ApiError>) -> Result<Parsed, String> {
+        let mut rows = rows.map_err(|error| error.message)?;
+        let mut parsed = Parsed::default();
+        while let Some((_, row)) = rows.next_row().map_err(|error| error.message)? {
+            parsed.rows += 1;
+            match row {
+                Ok(row) => parsed.valid.push(row),
+                Err(error) => {
+                    parsed.invalid += 1;
+                    parsed.errors.push(error);
+                }
+            }
+        }
+        parsed.warnings = rows.warnings;
+        Ok(parsed)
+    }
+
     fn parse(text: &str) -> Result<Parsed, String> {
-        csv(text, None).map_err(|error| error.message)
+        collect(csv(text, None))
     }
 
     #[test]
@@ -952,29 +1065,27 @@ mod tests {
                 .collect()
         };
         let text = "Who,Where,Junk\nJane,Paris,x\n";
-        let parsed = csv(
+        let parsed = collect(csv(
             text,
             Some(&mapping(&[
                 ("Who", Some("full_name")),
                 ("where", Some("location")),
                 ("Junk", None),
             ])),
-        )
-        .unwrap_or_else(|error| panic!("{}", error.message));
+        ))
+        .unwrap_or_else(|error| panic!("{error}"));
         let row = &parsed.valid[0].fields;
         assert_eq!(row.location.as_deref(), Some("Paris"));
         assert!(row.custom_fields.is_empty());
-        let error = csv(text, Some(&mapping(&[("Who", Some("nickname"))])))
+        let error = collect(csv(text, Some(&mapping(&[("Who", Some("nickname"))]))))
             .err()
-            .map(|e| e.message)
             .unwrap_or_default();
         assert!(
             error.contains("`nickname`, which is not a prospect field"),
             "{error}"
         );
-        let error = csv(text, Some(&mapping(&[("Whom", Some("full_name"))])))
+        let error = collect(csv(text, Some(&mapping(&[("Whom", Some("full_name"))]))))
             .err()
-            .map(|e| e.message)
             .unwrap_or_default();
         assert!(
             error.contains("`Whom`, which is not in the CSV header"),
@@ -1127,28 +1238,25 @@ mod tests {
 
     #[test]
     fn json_rows_of_the_wrong_shape_name_the_row_and_field() {
-        let error = json_rows(&[
+        let error = collect(json_rows(&[
             serde_json::json!({"email": "a@b.co"}),
             serde_json::json!({"company_size": "big"}),
-        ])
+        ]))
         .err()
-        .map(|e| e.message)
         .unwrap_or_default();
         assert!(
             error.contains("`rows[1]` (row 2), field `company_size`"),
             "{error}"
         );
-        let error = json_rows(&[serde_json::json!({"nickname": "x"})])
+        let error = collect(json_rows(&[serde_json::json!({"nickname": "x"})]))
             .err()
-            .map(|e| e.message)
             .unwrap_or_default();
         assert!(
             error.contains("`rows[0]` (row 1)") && error.contains("nickname"),
             "{error}"
         );
-        let error = json_rows(&[serde_json::json!("x")])
+        let error = collect(json_rows(&[serde_json::json!("x")]))
             .err()
-            .map(|e| e.message)
             .unwrap_or_default();
         assert!(error.contains("must be an object"), "{error}");
     }

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use outreach_runtime::prelude::ApiError;
 use sqlx::{AssertSqlSafe, Row as _};
 
-use super::parse::Row;
+use super::parse::Keys;
 use super::sql::Placeholders;
 use outreach_runtime::prelude::Backend;
 
@@ -54,13 +54,12 @@ pub async fn lookup(
     conn: &mut sqlx::AnyConnection,
     backend: Backend,
     workspace_id: &str,
-    rows: &[Row],
+    rows: &[Keys],
     update: bool,
 ) -> Result<Existing, ApiError> {
     let mut found = Found::new();
     let urls = distinct(
-        rows.iter()
-            .filter_map(|row| row.fields.profile_url.as_deref()),
+        rows.iter().filter_map(|row| row.profile_url.as_deref()),
     );
     fetch(
         conn,
@@ -80,12 +79,11 @@ pub async fn lookup(
             .filter(|row| {
                 update
                     || row
-                        .fields
                         .profile_url
                         .as_deref()
                         .is_none_or(|url| !known_urls.contains(url))
             })
-            .filter_map(|row| row.fields.email.as_deref()),
+            .filter_map(|row| row.email.as_deref()),
     );
     drop(known_urls);
     fetch(conn, backend, workspace_id, "email", &emails, &mut found).await?;
@@ -180,7 +178,7 @@ pub struct Plan {
 }
 
 /// Classifies the valid rows, in file order.
-pub fn plan(rows: &[Row], existing: &Existing, update: bool) -> Plan {
+pub fn plan(rows: &[Keys], existing: &Existing, update: bool) -> Plan {
     let mut plan = Plan {
         creates: Vec::with_capacity(rows.len()),
         ..Plan::default()
@@ -204,8 +202,8 @@ pub fn plan(rows: &[Row], existing: &Existing, update: bool) -> Plan {
     let mut seen_members = HashSet::new();
 
     for (index, row) in rows.iter().enumerate() {
-        let url = row.fields.profile_url.as_deref();
-        let email = row.fields.email.as_deref();
+        let url = row.profile_url.as_deref();
+        let email = row.email.as_deref();
         let matched = url
             .and_then(|url| by_url.get(url))
             .or_else(|| email.and_then(|email| by_email.get(email)))
@@ -262,16 +260,11 @@ pub fn plan(rows: &[Row], existing: &Existing, update: bool) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prospects::Fields;
 
-    fn row(url: Option<&str>, email: Option<&str>) -> Row {
-        Row {
-            fields: Fields {
-                profile_url: url.map(str::to_owned),
-                email: email.map(str::to_owned),
-                ..Fields::default()
-            },
-            do_not_contact_given: false,
+    fn row(url: Option<&str>, email: Option<&str>) -> Keys {
+        Keys {
+            profile_url: url.map(str::to_owned),
+            email: email.map(str::to_owned),
         }
     }
 

@@ -21,7 +21,7 @@ use outreach_runtime::prelude::Backend;
 type Tx = sqlx::AnyConnection;
 
 /// Prospects per `insert`: 24 parameters each (`FIELD_COUNT` plus 4), so 24,000 per statement.
-const PROSPECT_BATCH: usize = 1000;
+pub const PROSPECT_BATCH: usize = 1000;
 /// Rows per `insert` of tags or list members.
 const SMALL_BATCH: usize = 5000;
 
