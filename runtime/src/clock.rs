@@ -85,7 +85,9 @@ const RFC3339_LEN: usize = 24;
 /// prospects writes 400 of them).
 fn rfc3339_digits(ms: i64, buffer: &mut [u8; RFC3339_LEN]) -> Option<&str> {
     let time = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()?;
-    let year = u32::try_from(time.year()).ok().filter(|year| *year <= 9999)?;
+    let year = u32::try_from(time.year())
+        .ok()
+        .filter(|year| *year <= 9999)?;
     let mut put = |at: usize, value: u32, width: usize| {
         let mut value = value;
         for index in (at..at + width).rev() {
@@ -100,7 +102,15 @@ fn rfc3339_digits(ms: i64, buffer: &mut [u8; RFC3339_LEN]) -> Option<&str> {
     put(14, u32::from(time.minute()), 2);
     put(17, u32::from(time.second()), 2);
     put(20, u32::from(time.millisecond()), 3);
-    for (at, separator) in [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':'), (19, b'.'), (23, b'Z')] {
+    for (at, separator) in [
+        (4, b'-'),
+        (7, b'-'),
+        (10, b'T'),
+        (13, b':'),
+        (16, b':'),
+        (19, b'.'),
+        (23, b'Z'),
+    ] {
         buffer[at] = separator;
     }
     std::str::from_utf8(buffer).ok()
@@ -217,7 +227,10 @@ mod tests {
         let mut buffer = [0; RFC3339_LEN];
         assert_eq!(rfc3339_digits(253_402_300_800_000, &mut buffer), None);
         assert_eq!(rfc3339_digits(-62_167_219_200_001, &mut buffer), None);
-        assert_eq!(rfc3339(-62_167_219_200_001), rfc3339_formatted(-62_167_219_200_001));
+        assert_eq!(
+            rfc3339(-62_167_219_200_001),
+            rfc3339_formatted(-62_167_219_200_001)
+        );
     }
 
     #[test]

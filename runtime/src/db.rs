@@ -237,7 +237,11 @@ impl InPlaceReaders {
         &self,
         read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
     ) -> rusqlite::Result<T> {
-        let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
         let connection = match idle {
             Some(connection) => connection,
             None => self.open()?,

@@ -141,7 +141,10 @@ impl<'a> Object<'a> {
             self.writer.out.push(b',');
         }
         let start = self.writer.out.len();
-        if key.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_') {
+        if key
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
+        {
             // A field name: nothing to escape.
             self.writer.out.push(b'"');
             self.writer.out.extend_from_slice(key.as_bytes());

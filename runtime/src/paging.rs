@@ -311,14 +311,12 @@ where
     let (total, reversed, mut items) = match in_place {
         Some(read) => read?,
         None => {
-            let total: Option<i64> = bind_all(
-                sqlx::query(AssertSqlSafe(total_sql)),
-                &binds[..total_binds],
-            )
-            .fetch_optional(db.pool())
-            .await?
-            .map(|row| row.try_get(0))
-            .transpose()?;
+            let total: Option<i64> =
+                bind_all(sqlx::query(AssertSqlSafe(total_sql)), &binds[..total_binds])
+                    .fetch_optional(db.pool())
+                    .await?
+                    .map(|row| row.try_get(0))
+                    .transpose()?;
             let total = total.unwrap_or(0);
             let (reversed, offset, limit) = from_nearer_end(total, offset, limit);
             let mut items = Vec::new();

@@ -414,7 +414,11 @@ async fn a_file_of_several_batches_merges_its_last_row_into_its_first() {
         .expect(200)["items"][0]
         .clone();
     assert_eq!(ada["last_name"], json!("Lovelace"));
-    assert_eq!(ada["title"], json!("Countess"), "the last row merged into the first");
+    assert_eq!(
+        ada["title"],
+        json!("Countess"),
+        "the last row merged into the first"
+    );
     assert_eq!(ada["tags"], json!(["first", "engine"]));
     let tagged = |tag: &'static str| {
         let app = &app;
@@ -432,9 +436,16 @@ async fn a_file_of_several_batches_merges_its_last_row_into_its_first() {
         .await
         .expect(200)["items"][0]
         .clone();
-    assert_eq!(person["last_name"], json!("2400"), "the last batch is written");
+    assert_eq!(
+        person["last_name"],
+        json!("2400"),
+        "the last batch is written"
+    );
     let list = app
-        .get(&format!("/lists/{}", outcome["list_id"].as_str().unwrap()), &app.key)
+        .get(
+            &format!("/lists/{}", outcome["list_id"].as_str().unwrap()),
+            &app.key,
+        )
         .await
         .expect(200)
         .clone();

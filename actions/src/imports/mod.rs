@@ -32,8 +32,8 @@ use sqlx::any::AnyRow;
 use crate::common::{IdKind, json_text};
 use crate::lists::check_name;
 use crate::prospects::Fields;
-use parse::{Rows, Summary};
 pub use parse::{MAX_REPORTED_ERRORS, MAX_ROWS};
+use parse::{Rows, Summary};
 use plan::Target;
 
 price_item! {
@@ -523,8 +523,7 @@ impl NewProspects<'_> {
 
     /// Valid row `index` has been read.
     fn advance(&mut self, index: usize) {
-        while self.ready < self.waiting.len() && self.last_row[self.written + self.ready] <= index
-        {
+        while self.ready < self.waiting.len() && self.last_row[self.written + self.ready] <= index {
             self.ready += 1;
         }
     }
@@ -545,7 +544,8 @@ impl NewProspects<'_> {
         let ids = &self.ids[self.written..self.written + count];
         self.written += count;
         self.ready = self.ready.saturating_sub(count);
-        if let Err(error) = write::insert_prospects(tx, backend, workspace_id, now, ids, &batch).await
+        if let Err(error) =
+            write::insert_prospects(tx, backend, workspace_id, now, ids, &batch).await
         {
             // A prospect with one of these profile URLs was created by another request meanwhile.
             if let Some(cause) = error

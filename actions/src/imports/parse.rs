@@ -84,6 +84,9 @@ pub fn summarize(mut rows: Rows<'_>) -> Result<Summary, ApiError> {
     Ok(summary)
 }
 
+/// A row as read: its number, and the row or why it is invalid.
+pub type NumberedRow = (u64, Result<Row, RowError>);
+
 /// An import's rows, read one at a time from its CSV text or its JSON objects.
 pub struct Rows<'a> {
     source: Source<'a>,
@@ -107,7 +110,7 @@ enum Source<'a> {
 impl Rows<'_> {
     /// The next row, numbered from 1, valid or with the reason it is not; `None` after the last.
     /// A problem with the file as a whole (see the module header) is an error.
-    pub fn next_row(&mut self) -> Result<Option<(u64, Result<Row, RowError>)>, ApiError> {
+    pub fn next_row(&mut self) -> Result<Option<NumberedRow>, ApiError> {
         let row = match &mut self.source {
             Source::Csv {
                 reader,
@@ -115,7 +118,10 @@ impl Rows<'_> {
                 record,
                 ..
             } => {
-                if !reader.read_record(record).map_err(|error| csv_error(&error))? {
+                if !reader
+                    .read_record(record)
+                    .map_err(|error| csv_error(&error))?
+                {
                     if self.read == 0 {
                         return Err(ApiError::invalid_request(
                             "The CSV has a header row but no data rows.",

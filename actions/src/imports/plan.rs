@@ -58,9 +58,7 @@ pub async fn lookup(
     update: bool,
 ) -> Result<Existing, ApiError> {
     let mut found = Found::new();
-    let urls = distinct(
-        rows.iter().filter_map(|row| row.profile_url.as_deref()),
-    );
+    let urls = distinct(rows.iter().filter_map(|row| row.profile_url.as_deref()));
     fetch(
         conn,
         backend,

@@ -15,8 +15,8 @@ use crate::common::{Deleted, IdKind, json_text};
 use crate::scoring::engine::Tier;
 use outreach_runtime::prelude::is_unique_violation;
 use outreach_runtime::prelude::{AnyQuery, Bind, OrderTerm, SortedQuery, Total, paged_sorted};
-use outreach_runtime::prelude::{Columns, Cursor, FromColumns};
 use outreach_runtime::prelude::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids};
+use outreach_runtime::prelude::{Columns, Cursor, FromColumns};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -223,7 +223,8 @@ impl FromColumns for Prospect {
         let tier = row
             .text("tier")?
             .map(|tier| {
-                Tier::parse(&tier).ok_or_else(|| ApiError::internal(format!("stored tier `{tier}`")))
+                Tier::parse(&tier)
+                    .ok_or_else(|| ApiError::internal(format!("stored tier `{tier}`")))
             })
             .transpose()?;
         let targeting_id = row.text("targeting_id")?;
