@@ -138,10 +138,12 @@ pub struct ImportInput {
     pub list_name: Option<String>,
 }
 
-/// What an import will write, worked out by its price function: the file's counts and the keys
-/// of its valid rows.
+/// What an import will write, worked out by its price function: the file's counts, the keys of
+/// its valid rows, the prospects they matched and what becomes of each row.
 pub struct ImportPlan {
     summary: Summary,
+    existing: plan::Existing,
+    plan: plan::Plan,
 }
 
 impl ImportInput {
@@ -265,7 +267,6 @@ async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Priced<ImportPla
     let plan = plan::plan(&summary.keys, &existing, update);
     let new = plan.creates.len() as u64;
     let duplicates = plan.duplicates;
-    drop(existing);
     Ok(ctx
         .price(IMPORT_PROSPECT, new as i64)
         .detail("rows", summary.rows)
@@ -273,7 +274,11 @@ async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Priced<ImportPla
         .detail("duplicates", duplicates)
         .detail("invalid", summary.invalid)
         .detail("warnings", summary.warnings.clone())
-        .plan(ImportPlan { summary }))
+        .plan(ImportPlan {
+            summary,
+            existing,
+            plan,
+        }))
 }
 
 /// Import prospects from CSV text or JSON rows.
@@ -305,7 +310,11 @@ pub async fn import_prospects(
 ) -> Result<Import, ApiError> {
     let source_format = input.source_format();
     let on_duplicate = input.on_duplicate;
-    let mut summary = plan.summary;
+    let ImportPlan {
+        mut summary,
+        existing: priced_existing,
+        plan: priced_plan,
+    } = plan;
     let workspace_id = ctx.workspace_id();
     let backend = ctx.db().backend();
     let now = ctx.now_ms();
@@ -329,10 +338,16 @@ pub async fn import_prospects(
 
     let update = on_duplicate == OnDuplicate::Update;
     let keys = std::mem::take(&mut summary.keys);
-    let existing = plan::lookup(&mut tx, backend, workspace_id, &keys, update).await?;
-    let plan = plan::plan(&keys, &existing, update);
     let valid_rows = keys.len();
-    drop(keys);
+    let existing = plan::lookup(&mut tx, backend, workspace_id, &keys, update).await?;
+    // The plan is worked out from the keys and the prospects they match: unless another request
+    // changed those since the price was worked out, it is the price's plan.
+    let plan = if existing == priced_existing {
+        priced_plan
+    } else {
+        plan::plan(&keys, &existing, update)
+    };
+    drop((priced_existing, keys));
 
     // Ids in ascending order: the primary-key index then takes each batch in one sweep rather
     // than at random places (the ids are random anyway, so their order means nothing).

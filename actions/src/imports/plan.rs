@@ -19,7 +19,7 @@ use outreach_runtime::prelude::Backend;
 pub const LOOKUP_BATCH: usize = 5000;
 
 /// The workspace's prospects that share a profile URL or an email with the file.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub struct Existing {
     pub ids: Vec<String>,
     has_url: Vec<bool>,

@@ -5,7 +5,9 @@
 //! SQLite's 32,766 parameters (PostgreSQL allows 65,535). Values shared by every row (workspace,
 //! time) are bound once per statement.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use outreach_runtime::prelude::ApiError;
 use sqlx::{AssertSqlSafe, Row as _};
@@ -36,17 +38,14 @@ pub async fn insert_prospects(
     ids: &[String],
     prospects: &[Fields],
 ) -> Result<(), ApiError> {
-    let mut full_batch_sql: Option<String> = None;
     for (ids, batch) in ids
         .chunks(PROSPECT_BATCH)
         .zip(prospects.chunks(PROSPECT_BATCH))
     {
         let sql = if batch.len() == PROSPECT_BATCH {
-            full_batch_sql
-                .get_or_insert_with(|| insert_prospects_sql(backend, PROSPECT_BATCH))
-                .clone()
+            Cow::Borrowed(full_batch_sql(backend))
         } else {
-            insert_prospects_sql(backend, batch.len())
+            Cow::Owned(insert_prospects_sql(backend, batch.len()))
         };
         let mut query = sqlx::query(AssertSqlSafe(sql));
         for (id, fields) in ids.iter().zip(batch) {
@@ -59,6 +58,17 @@ pub async fn insert_prospects(
         query.execute(&mut *tx).await?;
     }
     crate::prospects::totals::add(tx, workspace_id, ids.len() as i64).await
+}
+
+/// The insert of a full batch of prospects, made once per backend (an import writes a hundred).
+fn full_batch_sql(backend: Backend) -> &'static str {
+    static SQLITE: OnceLock<String> = OnceLock::new();
+    static POSTGRES: OnceLock<String> = OnceLock::new();
+    let sql = match backend {
+        Backend::Sqlite => &SQLITE,
+        Backend::Postgres => &POSTGRES,
+    };
+    sql.get_or_init(|| insert_prospects_sql(backend, PROSPECT_BATCH))
 }
 
 fn insert_prospects_sql(backend: Backend, rows: usize) -> String {
