@@ -163,7 +163,9 @@ impl Db {
 
     /// Runs a read of any length on a query-only SQLite connection on one of tokio's blocking
     /// threads (see the module header); `None` on PostgreSQL and in-memory SQLite, where the
-    /// caller uses the pool. At most [`BLOCKING_READS`] run at once; the rest wait their turn.
+    /// caller uses the pool. At most [`BLOCKING_READS`] callers hold a turn at once; the rest wait.
+    /// (A read whose caller went away runs to its end without a turn, so a burst of cancelled
+    /// requests can briefly run a few more.)
     pub async fn read_blocking<T, E>(
         &self,
         read: impl FnOnce(&rusqlite::Connection) -> Result<T, E> + Send + 'static,

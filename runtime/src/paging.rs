@@ -225,9 +225,9 @@ pub enum Total<'a> {
 
 /// Runs one page of `query`, cheap wherever it starts.
 ///
-/// Offset paging has to step over the rows before the page; two things keep that small. The
-/// page's ids are found first, through the index that serves the order, and only those rows are
-/// read (so a skipped row costs an index entry, not a row). And a page past the middle is read from
+/// Offset paging has to step over the rows before the page; two things keep that small. A page
+/// that skips rows finds its ids first, through the index that serves the order, and only those
+/// rows are read (so a skipped row costs an index entry, not a row). And a page past the middle is read from
 /// the other end, in the reversed order, then turned around: the last page of 100,000 rows costs
 /// what the first does. The total must be exact for that, which is why it is known first.
 ///
@@ -255,7 +255,7 @@ where
     };
     let total_binds = match total {
         Total::Count => binds.len(),
-        Total::Kept(_) => 1,
+        Total::Kept(_) => binds.len().min(1),
     };
     // The page in both directions; which one is read depends on the total. A page that skips no
     // row is read directly; one that does finds its ids first.

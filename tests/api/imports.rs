@@ -368,7 +368,7 @@ async fn json_rows_with_update_fill_and_overwrite_existing_prospects() {
 #[tokio::test]
 async fn a_file_of_several_batches_merges_its_last_row_into_its_first() {
     let app = spawn_app().await;
-    grant(&app, 3000).await;
+    grant(&app, 6000).await;
     let mut csv = String::from("First Name,Last Name,Title,Email,Tags,Company\n");
     csv.push_str("Ada,Lovelace,Analyst,ada@engine.test,first,\n");
     for i in 2..=2400 {
@@ -450,7 +450,57 @@ async fn a_file_of_several_batches_merges_its_last_row_into_its_first() {
         .expect(200)
         .clone();
     assert_eq!(list["size"], json!(2399));
-    assert_eq!(balance(&app).await, 3000 - 2399);
+    assert_eq!(balance(&app).await, 6000 - 2399);
+
+    // Again with the merge into a prospect made after the first 1,000 were written: the batch
+    // goes mid-file, and the prospect waits for its later row.
+    let mut csv = String::from("First Name,Last Name,Title,Email,Tags\n");
+    for i in 1..=2500 {
+        if i == 1500 {
+            csv.push_str("Bea,Byron,,bea@engine.test,b\n");
+        } else if i == 2200 {
+            csv.push_str(",,Engineer,BEA@engine.test,late\n");
+        } else {
+            csv.push_str(&format!("Quinn,{i},,q{i}@engine.test,\n"));
+        }
+    }
+    let outcome = import(
+        &app,
+        &app.key,
+        None,
+        json!({"csv": csv, "on_duplicate": "update"}),
+    )
+    .await
+    .expect(200)
+    .clone();
+    assert_eq!(
+        (
+            &outcome["created"],
+            &outcome["duplicates"],
+            &outcome["updated"]
+        ),
+        (&json!(2499), &json!(1), &json!(0))
+    );
+    let bea = app
+        .get("/prospects?email=bea@engine.test", &app.key)
+        .await
+        .expect(200)["items"][0]
+        .clone();
+    assert_eq!(
+        (&bea["last_name"], &bea["title"]),
+        (&json!("Byron"), &json!("Engineer"))
+    );
+    assert_eq!(bea["tags"], json!(["b", "late"]));
+    for i in [1, 1000, 1001, 2500] {
+        let quinn = app
+            .get(&format!("/prospects?email=q{i}@engine.test"), &app.key)
+            .await
+            .expect(200)["items"][0]
+            .clone();
+        assert_eq!(quinn["last_name"], json!(i.to_string()), "row {i}");
+    }
+    assert_eq!(app.prospect_count().await, 2399 + 2499);
+    assert_eq!(balance(&app).await, 6000 - 2399 - 2499);
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ mod plan;
 mod sql;
 mod write;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 
 use outreach_runtime::prelude::paged;
 use outreach_runtime::prelude::{
@@ -35,6 +35,7 @@ use crate::prospects::Fields;
 pub use parse::{MAX_REPORTED_ERRORS, MAX_ROWS};
 use parse::{Rows, Summary};
 use plan::Target;
+use write::NewProspects;
 
 price_item! {
     /// A prospect created by an import; updates and duplicates are free.
@@ -383,19 +384,13 @@ pub async fn import_prospects(
 
     // The file again, row by row. A new prospect is made from its first row, later matching
     // rows merged in, and written once the last of them has been read, a batch at a time.
-    let mut creating = NewProspects {
-        ids: &new_ids,
-        last_row: &last_row,
-        waiting: VecDeque::new(),
-        written: 0,
-        ready: 0,
-    };
+    let mut creating = NewProspects::new(&new_ids, &last_row);
     let mut rows = input.open()?;
     let (mut index, mut next_create, mut next_merge) = (0, 0, 0);
     while let Some((_, row)) = rows.next_row()? {
         let Ok(row) = row else { continue };
         if plan.creates.get(next_create) == Some(&index) {
-            creating.waiting.push_back(row.fields);
+            creating.push(row.fields);
             next_create += 1;
         } else if let Some(merge) = plan.merges.get(next_merge).filter(|m| m.row == index) {
             let into = match merge.target {
@@ -409,20 +404,20 @@ pub async fn import_prospects(
             next_merge += 1;
         }
         creating.advance(index);
-        if creating.ready >= write::PROSPECT_BATCH {
-            let ready = creating.ready;
+        if creating.ready() >= write::PROSPECT_BATCH {
+            let ready = creating.ready();
             creating
                 .write(&mut tx, backend, workspace_id, now, ready)
                 .await?;
         }
         index += 1;
     }
-    if index != valid_rows || next_create != plan.creates.len() {
+    if index != valid_rows || next_create != plan.creates.len() || next_merge != plan.merges.len() {
         return Err(ApiError::internal(format!(
             "the import read {index} valid rows the second time, {valid_rows} the first"
         )));
     }
-    let left = creating.waiting.len();
+    let left = creating.waiting();
     creating
         .write(&mut tx, backend, workspace_id, now, left)
         .await?;
@@ -512,81 +507,6 @@ pub async fn import_prospects(
     // whole import rolls back.
     ctx.settle(&mut tx, used, &import.id).await?;
     Ok(import)
-}
-
-/// An import's new prospects between the two reads of the file: read, waiting for the rows that
-/// merge into them, and written in batches, in the order of their (sorted) ids.
-struct NewProspects<'a> {
-    /// The id of each new prospect.
-    ids: &'a [String],
-    /// The last valid row each new prospect takes values from.
-    last_row: &'a [usize],
-    /// Read and not written yet: new prospects `written..`.
-    waiting: VecDeque<Fields>,
-    written: usize,
-    /// How many of `waiting`, from the front, no later row changes.
-    ready: usize,
-}
-
-impl NewProspects<'_> {
-    /// New prospect `n`, which must still be waiting.
-    fn waiting_mut(&mut self, n: usize) -> Result<&mut Fields, ApiError> {
-        n.checked_sub(self.written)
-            .and_then(|at| self.waiting.get_mut(at))
-            .ok_or_else(|| ApiError::internal(format!("new prospect {n} was written too soon")))
-    }
-
-    /// Valid row `index` has been read.
-    fn advance(&mut self, index: usize) {
-        while self.ready < self.waiting.len() && self.last_row[self.written + self.ready] <= index {
-            self.ready += 1;
-        }
-    }
-
-    /// Writes the first `count` waiting prospects and their tags.
-    async fn write(
-        &mut self,
-        tx: &mut sqlx::AnyConnection,
-        backend: outreach_runtime::prelude::Backend,
-        workspace_id: &str,
-        now: i64,
-        count: usize,
-    ) -> Result<(), ApiError> {
-        if count == 0 {
-            return Ok(());
-        }
-        let batch: Vec<Fields> = self.waiting.drain(..count).collect();
-        let ids = &self.ids[self.written..self.written + count];
-        self.written += count;
-        self.ready = self.ready.saturating_sub(count);
-        if let Err(error) =
-            write::insert_prospects(tx, backend, workspace_id, now, ids, &batch).await
-        {
-            // A prospect with one of these profile URLs was created by another request meanwhile.
-            if let Some(cause) = error
-                .internal
-                .as_deref()
-                .filter(|cause| cause.contains("prospects_profile_url_key"))
-            {
-                tracing::info!(cause, "import raced a prospect create");
-                return Err(ApiError::conflict(
-                    "A prospect with one of these profile URLs was created while the import ran; nothing was imported or spent. Retry.",
-                ));
-            }
-            return Err(error);
-        }
-        let tags: Vec<(&str, &str)> = ids
-            .iter()
-            .zip(&batch)
-            .flat_map(|(id, fields)| {
-                fields
-                    .tags
-                    .iter()
-                    .map(move |tag| (id.as_str(), tag.as_str()))
-            })
-            .collect();
-        write::insert_tags(tx, backend, workspace_id, &tags).await
-    }
 }
 
 fn count(value: u64) -> i64 {

@@ -104,7 +104,10 @@ enum Source<'a> {
         /// How many lines the text has: more than its rows, never fewer.
         lines: usize,
     },
-    Json(std::iter::Enumerate<std::slice::Iter<'a, Value>>, usize),
+    Json {
+        values: std::iter::Enumerate<std::slice::Iter<'a, Value>>,
+        count: usize,
+    },
 }
 
 impl Rows<'_> {
@@ -134,7 +137,7 @@ impl Rows<'_> {
                 }
                 csv_row(self.read + 1, record, targets)
             }
-            Source::Json(values, _) => {
+            Source::Json { values, .. } => {
                 let Some((index, value)) = values.next() else {
                     return Ok(None);
                 };
@@ -150,7 +153,7 @@ impl Rows<'_> {
     fn size_hint(&self) -> usize {
         match &self.source {
             Source::Csv { lines, .. } => (*lines).min(MAX_ROWS),
-            Source::Json(_, len) => *len,
+            Source::Json { count, .. } => *count,
         }
     }
 }
@@ -177,7 +180,10 @@ pub fn json_rows(rows: &[Value]) -> Result<Rows<'_>, ApiError> {
         return Err(too_many_rows());
     }
     Ok(Rows {
-        source: Source::Json(rows.iter().enumerate(), rows.len()),
+        source: Source::Json {
+            values: rows.iter().enumerate(),
+            count: rows.len(),
+        },
         warnings: Vec::new(),
         read: 0,
     })

@@ -6,7 +6,7 @@
 //! time) are bound once per statement.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::OnceLock;
 
 use outreach_runtime::prelude::ApiError;
@@ -290,4 +290,104 @@ pub async fn list_by_name(
         .fetch_one(&mut *tx)
         .await?;
     Ok((row.try_get("id")?, made))
+}
+
+/// An import's new prospects between the two reads of the file: read, waiting for the rows that
+/// merge into them, and written in batches, in the order of their (sorted) ids.
+pub struct NewProspects<'a> {
+    /// The id of each new prospect.
+    ids: &'a [String],
+    /// The last valid row each new prospect takes values from.
+    last_row: &'a [usize],
+    /// Read and not written yet: new prospects `written..`.
+    waiting: VecDeque<Fields>,
+    written: usize,
+    /// How many of `waiting`, from the front, no later row changes.
+    ready: usize,
+}
+
+impl<'a> NewProspects<'a> {
+    /// `ids[n]` is the id of new prospect `n`, and `last_row[n]` the last valid row it takes
+    /// values from.
+    pub fn new(ids: &'a [String], last_row: &'a [usize]) -> Self {
+        Self {
+            ids,
+            last_row,
+            waiting: VecDeque::new(),
+            written: 0,
+            ready: 0,
+        }
+    }
+
+    /// The next new prospect, as its first row made it.
+    pub fn push(&mut self, fields: Fields) {
+        self.waiting.push_back(fields);
+    }
+
+    /// How many are read and not written yet.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// How many of those, from the first, no later row changes.
+    pub fn ready(&self) -> usize {
+        self.ready
+    }
+
+    /// New prospect `n`, which must still be waiting.
+    pub fn waiting_mut(&mut self, n: usize) -> Result<&mut Fields, ApiError> {
+        n.checked_sub(self.written)
+            .and_then(|at| self.waiting.get_mut(at))
+            .ok_or_else(|| ApiError::internal(format!("new prospect {n} was written too soon")))
+    }
+
+    /// Valid row `index` has been read.
+    pub fn advance(&mut self, index: usize) {
+        while self.ready < self.waiting.len() && self.last_row[self.written + self.ready] <= index {
+            self.ready += 1;
+        }
+    }
+
+    /// Writes the first `count` waiting prospects and their tags.
+    pub async fn write(
+        &mut self,
+        tx: &mut Tx,
+        backend: Backend,
+        workspace_id: &str,
+        now: i64,
+        count: usize,
+    ) -> Result<(), ApiError> {
+        if count == 0 {
+            return Ok(());
+        }
+        let batch: Vec<Fields> = self.waiting.drain(..count).collect();
+        let ids = &self.ids[self.written..self.written + count];
+        self.written += count;
+        self.ready = self.ready.saturating_sub(count);
+        if let Err(error) = insert_prospects(tx, backend, workspace_id, now, ids, &batch).await {
+            // A prospect with one of these profile URLs was created by another request meanwhile.
+            if let Some(cause) = error
+                .internal
+                .as_deref()
+                .filter(|cause| cause.contains("prospects_profile_url_key"))
+            {
+                tracing::info!(cause, "import raced a prospect create");
+                return Err(ApiError::conflict(
+                    "A prospect with one of these profile URLs was created while the import ran; nothing was imported or spent. Retry.",
+                ));
+            }
+            return Err(error);
+        }
+        let tags: Vec<(&str, &str)> = ids
+            .iter()
+            .zip(&batch)
+            .flat_map(|(id, fields)| {
+                fields
+                    .tags
+                    .iter()
+                    .map(move |tag| (id.as_str(), tag.as_str()))
+            })
+            .collect();
+        insert_tags(tx, backend, workspace_id, &tags).await
+    }
 }

@@ -210,6 +210,8 @@ pub(crate) async fn write_fields(
 }
 
 impl Prospect {
+    /// Reads a row whose first columns are [`COLUMNS`] (or [`JOINED_COLUMNS`]), by position;
+    /// columns after them are the caller's to read by name.
     pub(crate) fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
         Self::from_columns(&mut Cursor::new(row))
     }

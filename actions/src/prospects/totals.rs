@@ -8,7 +8,7 @@
 //! `tests/api/prospects.rs` compares the total with `count(*)` after each of them.
 
 use outreach_runtime::prelude::ApiError;
-use sqlx::{AnyConnection, Row};
+use sqlx::AnyConnection;
 
 /// Moves the workspace's total by `delta` (negative when prospects were removed).
 pub async fn add(conn: &mut AnyConnection, workspace_id: &str, delta: i64) -> Result<(), ApiError> {
@@ -28,15 +28,3 @@ pub async fn add(conn: &mut AnyConnection, workspace_id: &str, delta: i64) -> Re
 
 /// The workspace's total, for the workspace `$1` (no row before its first prospect: 0).
 pub const READ_SQL: &str = "select total from prospect_totals where workspace_id = $1";
-
-/// The workspace's total (0 before its first prospect).
-pub async fn read(pool: &sqlx::AnyPool, workspace_id: &str) -> Result<i64, ApiError> {
-    let row = sqlx::query(READ_SQL)
-        .bind(workspace_id)
-        .fetch_optional(pool)
-        .await?;
-    Ok(match row {
-        Some(row) => row.try_get("total")?,
-        None => 0,
-    })
-}

@@ -861,7 +861,8 @@ async fn rerender_pending(
     steps: &[Step],
 ) -> Result<(), ApiError> {
     let sql = format!(
-        "select a.id as approval_id, {} from approvals a join prospects p on p.id = a.prospect_id \
+        // The prospect's columns first: `Prospect::from_row` reads them by position.
+        "select {}, a.id as approval_id from approvals a join prospects p on p.id = a.prospect_id \
          where a.workspace_id = $1 and a.sequence_id = $2 and a.kind = 'enrollment' and a.status = 'pending'",
         *crate::prospects::JOINED_COLUMNS
     );
