@@ -417,7 +417,8 @@ fn operation(action: &Action, schemas: &mut Schemas, example: Option<&OperationE
             "content": {"application/json": media},
         }),
     );
-    for code in error_codes(action, has_body) {
+    let writes = route.method != "GET";
+    for code in error_codes(action, has_body, writes) {
         responses.insert(
             code.status().as_u16().to_string(),
             json!({"$ref": format!("#/components/responses/{}", code.status().as_u16())}),
@@ -483,7 +484,7 @@ fn schema_is_array(schema: &Value) -> bool {
 }
 
 /// The error statuses an operation can answer, in status order.
-fn error_codes(action: &Action, has_body: bool) -> Vec<ErrorCode> {
+fn error_codes(action: &Action, has_body: bool, writes: bool) -> Vec<ErrorCode> {
     let mut codes = vec![ErrorCode::InvalidRequest, ErrorCode::Unauthenticated];
     if action.def.price.is_some() {
         codes.push(ErrorCode::InsufficientCredits);
@@ -491,8 +492,12 @@ fn error_codes(action: &Action, has_body: bool) -> Vec<ErrorCode> {
     codes.push(ErrorCode::InsufficientScope);
     // Any operation may name an object that does not exist, in its path or in its input.
     codes.push(ErrorCode::NotFound);
-    if has_body {
+    // Any write may find its object in a state that refuses it (`invalid_state`, e.g. deleting
+    // an agent while it runs) or a value taken (`conflict`): both are 409.
+    if writes {
         codes.push(ErrorCode::Conflict);
+    }
+    if has_body {
         codes.push(ErrorCode::PayloadTooLarge);
         codes.push(ErrorCode::UnsupportedMediaType);
     }
