@@ -114,6 +114,48 @@ impl Setup {
         setup
     }
 
+    /// The first matching prospect, proposed by a prospector run, approved into the active
+    /// sequence, invited and connected: ready to reply. Returns the prospect's id.
+    async fn connected_lead(&self) -> String {
+        let app = &self.app;
+        let lead = self.matching[0].clone();
+        let agent = self.prospector(json!({})).await;
+        let run = id(&self.run(&agent, &app.key, json!({})).await);
+        settle(app).await;
+        app.post_json(
+            &format!("/sequences/{}/activate", self.sequence),
+            &self.send,
+            json!({}),
+        )
+        .await
+        .expect(200);
+        app.post_json("/approvals/approve", &self.send, json!({"run_id": run}))
+            .await
+            .expect(200);
+        settle(app).await;
+        app.post_json(
+            "/sandbox/invitations/accept",
+            &app.key,
+            json!({"prospect_id": lead, "sender_id": self.sender}),
+        )
+        .await
+        .expect(200);
+        lead
+    }
+
+    /// `lead` replies `text` to the sender in the sandbox, and the jobs it starts run.
+    async fn reply(&self, lead: &str, text: &str) {
+        self.app
+            .post_json(
+                "/sandbox/replies",
+                &self.app.key,
+                json!({"prospect_id": lead, "sender_id": self.sender, "text": text}),
+            )
+            .await
+            .expect(200);
+        settle(&self.app).await;
+    }
+
     async fn prospect(&self, first_name: &str, title: &str, reachable: bool) -> String {
         let mut body = json!({"first_name": first_name, "title": title, "company_name": "Acme"});
         if reachable {
@@ -772,14 +814,7 @@ async fn an_approved_and_edited_draft_is_what_is_sent_and_a_reply_is_triaged() {
     )
     .await
     .expect(200);
-    app.post_json(
-        "/sandbox/replies",
-        &app.key,
-        json!({"prospect_id": lead, "sender_id": setup.sender, "text": "Sounds good, what does it cost?"}),
-    )
-    .await
-    .expect(200);
-    settle(app).await;
+    setup.reply(&lead, "Sounds good, what does it cost?").await;
     // The sequence does not stop on reply: the enrollment is still live until triage reads it.
     let enrollment = app
         .get(
@@ -883,36 +918,8 @@ async fn an_approved_and_edited_draft_is_what_is_sent_and_a_reply_is_triaged() {
 async fn an_unsubscribe_is_marked_do_not_contact_and_stops_every_enrollment() {
     let setup = Setup::new(1).await;
     let app = &setup.app;
-    let lead = setup.matching[0].clone();
-    let agent = setup.prospector(json!({})).await;
-    let run = id(&setup.run(&agent, &app.key, json!({})).await);
-    settle(app).await;
-    app.post_json(
-        &format!("/sequences/{}/activate", setup.sequence),
-        &setup.send,
-        json!({}),
-    )
-    .await
-    .expect(200);
-    app.post_json("/approvals/approve", &setup.send, json!({"run_id": run}))
-        .await
-        .expect(200);
-    settle(app).await;
-    app.post_json(
-        "/sandbox/invitations/accept",
-        &app.key,
-        json!({"prospect_id": lead, "sender_id": setup.sender}),
-    )
-    .await
-    .expect(200);
-    app.post_json(
-        "/sandbox/replies",
-        &app.key,
-        json!({"prospect_id": lead, "sender_id": setup.sender, "text": "Please remove me from your list."}),
-    )
-    .await
-    .expect(200);
-    settle(app).await;
+    let lead = setup.connected_lead().await;
+    setup.reply(&lead, "Please remove me from your list.").await;
     let triage = app
         .post_json(
             "/agents",
@@ -1045,39 +1052,10 @@ async fn an_autonomous_triage_run_with_send_still_only_drafts_and_an_unsubscribe
  {
     let setup = Setup::new(1).await;
     let app = &setup.app;
-    let lead = setup.matching[0].clone();
-    let agent = setup.prospector(json!({})).await;
-    let run = id(&setup.run(&agent, &app.key, json!({})).await);
-    settle(app).await;
-    app.post_json(
-        &format!("/sequences/{}/activate", setup.sequence),
-        &setup.send,
-        json!({}),
-    )
-    .await
-    .expect(200);
-    app.post_json("/approvals/approve", &setup.send, json!({"run_id": run}))
-        .await
-        .expect(200);
-    settle(app).await;
-    app.post_json(
-        "/sandbox/invitations/accept",
-        &app.key,
-        json!({"prospect_id": lead, "sender_id": setup.sender}),
-    )
-    .await
-    .expect(200);
-    let reply = async |text: &str| {
-        app.post_json(
-            "/sandbox/replies",
-            &app.key,
-            json!({"prospect_id": lead, "sender_id": setup.sender, "text": text}),
-        )
-        .await
-        .expect(200);
-        settle(app).await;
-    };
-    reply("Sounds good, let's talk next week").await;
+    let lead = setup.connected_lead().await;
+    setup
+        .reply(&lead, "Sounds good, let's talk next week")
+        .await;
     let triage = app
         .post_json(
             "/agents",
@@ -1151,28 +1129,7 @@ async fn an_autonomous_triage_run_with_send_still_only_drafts_and_an_unsubscribe
 async fn a_decline_after_a_keen_reply_drops_the_reply_still_waiting() {
     let setup = Setup::new(1).await;
     let app = &setup.app;
-    let lead = setup.matching[0].clone();
-    let agent = setup.prospector(json!({})).await;
-    let run = id(&setup.run(&agent, &app.key, json!({})).await);
-    settle(app).await;
-    app.post_json(
-        &format!("/sequences/{}/activate", setup.sequence),
-        &setup.send,
-        json!({}),
-    )
-    .await
-    .expect(200);
-    app.post_json("/approvals/approve", &setup.send, json!({"run_id": run}))
-        .await
-        .expect(200);
-    settle(app).await;
-    app.post_json(
-        "/sandbox/invitations/accept",
-        &app.key,
-        json!({"prospect_id": lead, "sender_id": setup.sender}),
-    )
-    .await
-    .expect(200);
+    let lead = setup.connected_lead().await;
     let triage = app
         .post_json(
             "/agents",
@@ -1185,14 +1142,7 @@ async fn a_decline_after_a_keen_reply_drops_the_reply_still_waiting() {
         ("Yes, interested!", 1),
         ("Actually, not really interested.", 0),
     ] {
-        app.post_json(
-            "/sandbox/replies",
-            &app.key,
-            json!({"prospect_id": lead, "sender_id": setup.sender, "text": text}),
-        )
-        .await
-        .expect(200);
-        settle(app).await;
+        setup.reply(&lead, text).await;
         setup.run(&triage, &app.key, json!({})).await;
         settle(app).await;
         let waiting = setup.approvals("kind=reply&status=pending").await;

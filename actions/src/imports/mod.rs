@@ -387,7 +387,7 @@ pub async fn import_prospects(
     let mut creating = NewProspects::new(&new_ids, &last_row);
     let mut rows = input.open()?;
     let (mut index, mut next_create, mut next_merge) = (0, 0, 0);
-    while let Some((_, row)) = rows.next_row()? {
+    while let Some(row) = rows.next_row()? {
         let Ok(row) = row else { continue };
         if plan.creates.get(next_create) == Some(&index) {
             creating.push(row.fields);

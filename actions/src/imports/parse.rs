@@ -65,7 +65,7 @@ pub fn summarize(mut rows: Rows<'_>) -> Result<Summary, ApiError> {
         keys: Vec::with_capacity(rows.size_hint()),
         ..Summary::default()
     };
-    while let Some((_, row)) = rows.next_row()? {
+    while let Some(row) = rows.next_row()? {
         summary.rows += 1;
         match row {
             Ok(row) => summary.keys.push(Keys {
@@ -83,9 +83,6 @@ pub fn summarize(mut rows: Rows<'_>) -> Result<Summary, ApiError> {
     summary.warnings = rows.warnings;
     Ok(summary)
 }
-
-/// A row as read: its number, and the row or why it is invalid.
-pub type NumberedRow = (u64, Result<Row, RowError>);
 
 /// An import's rows, read one at a time from its CSV text or its JSON objects.
 pub struct Rows<'a> {
@@ -111,9 +108,9 @@ enum Source<'a> {
 }
 
 impl Rows<'_> {
-    /// The next row, numbered from 1, valid or with the reason it is not; `None` after the last.
-    /// A problem with the file as a whole (see the module header) is an error.
-    pub fn next_row(&mut self) -> Result<Option<NumberedRow>, ApiError> {
+    /// The next row, valid or with the reason it is not (which names its number); `None` after
+    /// the last. A problem with the file as a whole (see the module header) is an error.
+    pub fn next_row(&mut self) -> Result<Option<Result<Row, RowError>>, ApiError> {
         let row = match &mut self.source {
             Source::Csv {
                 reader,
@@ -146,7 +143,7 @@ impl Rows<'_> {
         };
         self.read += 1;
         let number = self.read;
-        Ok(Some((number, row.and_then(|row| validate(number, row)))))
+        Ok(Some(row.and_then(|row| validate(number, row))))
     }
 
     /// About how many rows there are (an upper bound for CSV: its lines).
@@ -945,7 +942,7 @@ mod tests {
     fn collect(rows: Result<Rows<'_>, ApiError>) -> Result<Parsed, String> {
         let mut rows = rows.map_err(|error| error.message)?;
         let mut parsed = Parsed::default();
-        while let Some((_, row)) = rows.next_row().map_err(|error| error.message)? {
+        while let Some(row) = rows.next_row().map_err(|error| error.message)? {
             parsed.rows += 1;
             match row {
                 Ok(row) => parsed.valid.push(row),
