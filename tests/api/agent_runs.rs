@@ -169,8 +169,21 @@ impl Setup {
 
     /// A prospector over the setup's targeting, list and sequence.
     pub async fn prospector(&self, extra: Value) -> String {
-        let mut body = json!({"name": "Finder", "kind": "prospector", "targeting_id": self.targeting,
-                              "list_id": self.list, "sequence_id": self.sequence});
+        self.agent(
+            json!({"name": "Finder", "kind": "prospector", "targeting_id": self.targeting,
+                   "list_id": self.list, "sequence_id": self.sequence}),
+            extra,
+        )
+        .await
+    }
+
+    /// An inbox_triage agent, with `extra` fields.
+    pub async fn triage(&self, extra: Value) -> String {
+        self.agent(json!({"name": "Inbox", "kind": "inbox_triage"}), extra)
+            .await
+    }
+
+    async fn agent(&self, mut body: Value, extra: Value) -> String {
         for (key, value) in extra.as_object().expect("an object") {
             body[key] = value.clone();
         }
@@ -827,15 +840,9 @@ async fn an_approved_and_edited_draft_is_what_is_sent_and_a_reply_is_triaged() {
         json!("active")
     );
 
-    let triage = app
-        .post_json(
-            "/agents",
-            &app.key,
-            json!({"name": "Inbox", "kind": "inbox_triage",
-                   "templates": {"question": "Good question, {{first_name}}: it depends on the team size."}}),
-        )
+    let triage = setup
+        .triage(json!({"templates": {"question": "Good question, {{first_name}}: it depends on the team size."}}))
         .await;
-    let triage = id(triage.expect(201));
     let triage_run = id(&setup.run(&triage, &setup.send, json!({})).await);
     settle(app).await;
     let triage_run = setup.get_run(&triage_run).await;
@@ -920,14 +927,7 @@ async fn an_unsubscribe_is_marked_do_not_contact_and_stops_every_enrollment() {
     let app = &setup.app;
     let lead = setup.connected_lead().await;
     setup.reply(&lead, "Please remove me from your list.").await;
-    let triage = app
-        .post_json(
-            "/agents",
-            &app.key,
-            json!({"name": "Inbox", "kind": "inbox_triage"}),
-        )
-        .await;
-    let triage = id(triage.expect(201));
+    let triage = setup.triage(json!({})).await;
     let triage_run = id(&setup.run(&triage, &app.key, json!({})).await);
     settle(app).await;
     let triage_run = setup.get_run(&triage_run).await;
@@ -1056,14 +1056,7 @@ async fn an_autonomous_triage_run_with_send_still_only_drafts_and_an_unsubscribe
     setup
         .reply(&lead, "Sounds good, let's talk next week")
         .await;
-    let triage = app
-        .post_json(
-            "/agents",
-            &app.key,
-            json!({"name": "Inbox", "kind": "inbox_triage", "mode": "autonomous"}),
-        )
-        .await;
-    let triage = id(triage.expect(201));
+    let triage = setup.triage(json!({"mode": "autonomous"})).await;
     let first = id(&setup.run(&triage, &setup.send, json!({})).await);
     settle(app).await;
     assert_eq!(
@@ -1130,14 +1123,7 @@ async fn a_decline_after_a_keen_reply_drops_the_reply_still_waiting() {
     let setup = Setup::new(1).await;
     let app = &setup.app;
     let lead = setup.connected_lead().await;
-    let triage = app
-        .post_json(
-            "/agents",
-            &app.key,
-            json!({"name": "Inbox", "kind": "inbox_triage"}),
-        )
-        .await;
-    let triage = id(triage.expect(201));
+    let triage = setup.triage(json!({})).await;
     for (text, pending) in [
         ("Yes, interested!", 1),
         ("Actually, not really interested.", 0),
