@@ -228,13 +228,17 @@ await named("ts-every-tool-success-path", async () => {
   await okCall("service_list_approvals", { sequence_id: sequence.id });
   await okCall("service_reject_outreach", { ids: [byProspect[people[1]].approval_id] });
   await sendCall("service_approve_outreach", { ids: [byProspect[people[0]].approval_id, byProspect[people[2]].approval_id] });
+  // The third person is paused, resumed and stopped before the sequence starts, so whatever the
+  // sandbox decides for them (about 2% of profiles are unreachable) cannot end their enrollment
+  // first. Resuming races the step job the approval enqueued, which ends itself while the
+  // sequence is a draft: the lock order that keeps the two from deadlocking on PostgreSQL.
+  await sendCall("service_pause_enrollment", { id: byProspect[people[2]].enrollment_id });
+  await sendCall("service_resume_enrollment", { id: byProspect[people[2]].enrollment_id });
+  await sendCall("service_stop_enrollment", { id: byProspect[people[2]].enrollment_id });
   await sendCall("service_activate_sequence", { id: sequence.id });
   const first = byProspect[people[0]].enrollment_id;
   await okCall("service_list_enrollments", { sequence_id: sequence.id, limit: 5 });
   await okCall("service_get_enrollment", { id: first });
-  await sendCall("service_pause_enrollment", { id: byProspect[people[2]].enrollment_id });
-  await sendCall("service_resume_enrollment", { id: byProspect[people[2]].enrollment_id });
-  await sendCall("service_stop_enrollment", { id: byProspect[people[2]].enrollment_id });
   await sendCall("service_pause_sequence", { id: sequence.id });
   await sendCall("service_resume_sequence", { id: sequence.id });
   // The scheduler runs in the server: move the clock until the first person's invitation is in

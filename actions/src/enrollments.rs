@@ -504,6 +504,11 @@ async fn change(ctx: &Ctx, id: &str, change: Change) -> Result<EnrollmentDetail,
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
     IdKind::Enrollment.check(id)?;
+    if change == Change::Resume {
+        // Resuming schedules the step job, which waits for a run of it in flight; that run will
+        // lock this enrollment, so wait for it before locking the enrollment below.
+        crate::delivery::wait_for_step_in_flight(&mut tx, id).await?;
+    }
     // A write first: it locks the row (PostgreSQL) or the database (SQLite) before the read.
     let touched =
         sqlx::query("update enrollments set updated_at = $3 where workspace_id = $1 and id = $2")

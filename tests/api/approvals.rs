@@ -364,6 +364,120 @@ async fn enrollments_pause_resume_and_stop_with_send_and_refuse_wrong_states() {
     let _ = approvals;
 }
 
+/// Resuming an enrollment while a run of its step job is in flight (the run holds the job row and
+/// is about to lock the enrollment, as `delivery::prepare` does) waits for the run, then enqueues
+/// the step again. On PostgreSQL the test holds the run's locks itself: resuming used to lock the
+/// enrollment and then wait for the job row, the run waited for the enrollment, and PostgreSQL
+/// aborted one of them (a 500, or the run failing).
+#[tokio::test]
+async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_again() {
+    let app = crate::outreach::no_worker_app().await;
+    let send = send_key(&app).await;
+    let (id, _) = queued(&app, 1).await;
+    app.post_json(&format!("/sequences/{id}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    app.post_json("/approvals/approve", &send, json!({"sequence_id": id}))
+        .await
+        .expect(200);
+    let enrollments = app
+        .get(&format!("/enrollments?sequence_id={id}"), &app.key)
+        .await;
+    let enrollment = enrollments.expect(200)["items"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let key = format!("enrollment:{enrollment}");
+    app.post_json(
+        &format!("/enrollments/{enrollment}/pause"),
+        &send,
+        json!({}),
+    )
+    .await
+    .expect(200);
+    // A worker claims the step's job.
+    let claimed = sqlx::query(
+        "update jobs set state = 'running' where kind = 'outreach_step' and unique_key = $1 and state = 'available'",
+    )
+    .bind(&key)
+    .execute(app.db.pool())
+    .await
+    .expect("claim the job");
+    assert_eq!(claimed.rows_affected(), 1);
+
+    // The run: fenced on its job row, then the enrollment, found paused, so the job ends.
+    let on_postgres = app.db.backend() == outreach_runtime::prelude::Backend::Postgres;
+    let (fenced, run_is_fenced) = tokio::sync::oneshot::channel::<()>();
+    let run = async {
+        let mut fenced = Some(fenced);
+        let mut tx = app.db.pool().begin().await.expect("begin");
+        if on_postgres {
+            sqlx::query("select id from jobs where unique_key = $1 for update")
+                .bind(&key)
+                .fetch_one(&mut *tx)
+                .await
+                .expect("the run locks its job row");
+            fenced.take().map(|fenced| fenced.send(()));
+            // Until the resume below is waiting for a lock.
+            for _ in 0..500 {
+                let waiting: i64 = sqlx::Row::get(
+                    &sqlx::query(
+                        "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+                    )
+                    .fetch_one(app.db.pool())
+                    .await
+                    .expect("count waiting"),
+                    0,
+                );
+                if waiting > 0 {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+        let lock = if on_postgres { " for update" } else { "" };
+        let status: String = sqlx::Row::get(
+            &sqlx::query(sqlx::AssertSqlSafe(format!(
+                "select status from enrollments where id = $1{lock}"
+            )))
+            .bind(&enrollment)
+            .fetch_one(&mut *tx)
+            .await
+            .expect("the run reads the enrollment without a deadlock"),
+            0,
+        );
+        assert_eq!(status, "paused");
+        sqlx::query("update jobs set state = 'completed', finished_at = 0 where unique_key = $1 and state = 'running'")
+            .bind(&key)
+            .execute(&mut *tx)
+            .await
+            .expect("the run ends its job");
+        tx.commit().await.expect("commit the run");
+        // On SQLite, which runs one writer at a time, the resume comes after the run.
+        fenced.take().map(|fenced| fenced.send(()));
+    };
+    let resume = async {
+        run_is_fenced.await.expect("the run is fenced");
+        app.post_json(
+            &format!("/enrollments/{enrollment}/resume"),
+            &send,
+            json!({}),
+        )
+        .await
+    };
+    let ((), resumed) = tokio::join!(run, resume);
+    assert_eq!(resumed.expect(200)["status"], json!("scheduled"));
+    let waiting: i64 = sqlx::Row::get(
+        &sqlx::query("select count(*) from jobs where unique_key = $1 and state = 'available'")
+            .bind(&key)
+            .fetch_one(app.db.pool())
+            .await
+            .expect("count the step's jobs"),
+        0,
+    );
+    assert_eq!(waiting, 1, "the resumed step is enqueued again");
+}
+
 #[tokio::test]
 async fn stopping_a_sequence_finishes_its_enrollments_and_expires_its_queue() {
     let app = spawn_app().await;

@@ -63,8 +63,37 @@ fn step_key(enrollment_id: &str) -> String {
     format!("enrollment:{enrollment_id}")
 }
 
+/// Waits (in the caller's transaction) for a run of the enrollment's step job that is in flight,
+/// and keeps its job row locked until the transaction ends. PostgreSQL only; on SQLite the two
+/// transactions already run one after the other.
+///
+/// A run holds its job row (its fenced transaction) while it decides, and then locks the
+/// enrollment row. A transaction that changes an enrollment and then schedules its step must
+/// therefore call this *before* it touches the enrollment: locks are taken job first, enrollment
+/// second, everywhere, or the two wait for each other until PostgreSQL aborts one.
+pub async fn wait_for_step_in_flight(
+    conn: &mut AnyConnection,
+    enrollment_id: &str,
+) -> Result<(), ApiError> {
+    if locks_rows_one_by_one(conn) {
+        sqlx::query(
+            "select id from jobs where kind = $1 and unique_key = $2 and state = 'running' for update",
+        )
+        .bind(STEP_JOB)
+        .bind(step_key(enrollment_id))
+        .fetch_all(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
 /// Enqueues (in the caller's transaction) the job that performs an enrollment's next step at
 /// `run_at_ms`. An enrollment already holding a waiting job gets it moved to `run_at_ms`.
+///
+/// A run in flight may be about to end the job (because the sequence was not active yet): this
+/// waits for it first ([`wait_for_step_in_flight`]), so the job enqueued here is not dropped as a
+/// duplicate of one that then ends. A caller that has locked the enrollment row must have called
+/// [`wait_for_step_in_flight`] before it did.
 pub async fn schedule(
     conn: &mut AnyConnection,
     clock: &Clock,
@@ -73,19 +102,7 @@ pub async fn schedule(
     run_at_ms: i64,
 ) -> Result<(), ApiError> {
     let key = step_key(enrollment_id);
-    if locks_rows_one_by_one(conn) {
-        // A run of the enrollment's job in flight holds its row (its fenced transaction) while
-        // it decides, and may be about to end the job because the sequence was not active yet:
-        // wait for it, so the job enqueued below is not dropped as a duplicate of one that then
-        // ends. (On SQLite the two transactions already run one after the other.)
-        sqlx::query(
-            "select id from jobs where kind = $1 and unique_key = $2 and state = 'running' for update",
-        )
-        .bind(STEP_JOB)
-        .bind(&key)
-        .fetch_all(&mut *conn)
-        .await?;
-    }
+    wait_for_step_in_flight(conn, enrollment_id).await?;
     jobs::cancel_unique(&mut *conn, clock, STEP_JOB, &key).await?;
     enqueue(
         conn,
