@@ -29,6 +29,7 @@ mod log_fields;
 /// after they were freed (`.cargo/config.toml`), even while the server is idle; mimalloc, used
 /// before, purged only when the thread that freed them allocated again, so an idle server kept
 /// what its start and its last large request had used (bench/RESULTS.md has the figures).
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

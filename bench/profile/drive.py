@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Drives N requests over one keep-alive connection: drive.py PORT KEY KIND N (bench/profile/callgrind.sh runs it)
-KIND: rest | mcp | list | seed (imports N prospects)"""
+KIND: rest | mcp | list | seed (imports N prospects) | import (N rows shaped as the issue3 phase's, into a list)"""
 import http.client, sys, json
 port, key, kind, n = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 conn = http.client.HTTPConnection("127.0.0.1", port)
@@ -10,6 +10,14 @@ if kind == "seed":
     body = json.dumps({"csv": "First Name,Last Name,Company,Title,LinkedIn URL,Email\n" + rows})
     conn.request("POST", "/api/v1/imports", body=body, headers={"authorization": "Bearer " + key, "content-type": "application/json"})
     r = conn.getresponse(); print(r.status, r.read()[:200]); sys.exit(0 if r.status == 200 else 1)
+if kind == "import":
+    # The rows of bench/src/issue3.rs: distinct URLs and emails, so every row creates a prospect.
+    first = ["Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Fran", "John", "Kate", "Linus", "Meg", "Klaus", "Radia", "Tim", "Sophie", "Ken"]
+    titles = ["VP Engineering", "CTO", "Head of Engineering", "VP Sales", "Founder", "Engineering Intern", "Account Executive", "Marketing Director"]
+    rows = "".join(f"{first[i % 16]},Last{(i // 16) % 16},Company {i % 5000},{titles[(i // 7) % 8]},linkedin.com/in/{first[i % 16].lower()}-{i},{first[i % 16].lower()}{i}@co{i % 5000}.com\n" for i in range(n))
+    body = json.dumps({"csv": "First Name,Last Name,Company,Title,LinkedIn URL,Email\n" + rows, "list_name": "Imported"})
+    conn.request("POST", "/api/v1/imports", body=body, headers={"authorization": "Bearer " + key, "content-type": "application/json"})
+    r = conn.getresponse(); print(r.status, r.read()[:300]); sys.exit(0 if r.status == 200 else 1)
 mcp_body = json.dumps({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"service_get_workspace","arguments":{}}})
 for i in range(n):
     if kind == "rest":

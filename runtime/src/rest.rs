@@ -414,9 +414,40 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
     if declared.is_some_and(|length| length > limit as u64) {
         return Err(too_large());
     }
-    axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| too_large())
+    // Not `axum::body::to_bytes`: it keeps every chunk until the last has come and then copies
+    // them into one buffer, so a large body (an import's 8.5 MiB) is held twice. Here each chunk
+    // is copied into a buffer sized by `Content-Length` as it comes, and dropped; a body of one
+    // chunk (most requests) is that chunk, uncopied.
+    let mut body = std::pin::pin!(body);
+    let mut next = async || {
+        std::future::poll_fn(|cx| http_body::Body::poll_frame(body.as_mut(), cx))
+            .await
+            .transpose()
+            .map_err(|_| too_large())
+    };
+    let mut first: Option<Bytes> = None;
+    let mut collected: Vec<u8> = Vec::new();
+    while let Some(frame) = next().await? {
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let so_far = first.as_ref().map_or(collected.len(), Bytes::len);
+        if so_far + data.len() > limit {
+            return Err(too_large());
+        }
+        match first.take() {
+            None if collected.is_empty() => first = Some(data),
+            held => {
+                if let Some(held) = held {
+                    let expected = declared.map_or(0, |length| length as usize).min(limit);
+                    collected.reserve_exact(expected.max(held.len() + data.len()));
+                    collected.extend_from_slice(&held);
+                }
+                collected.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(first.unwrap_or_else(|| Bytes::from(collected)))
 }
 
 fn is_json(headers: &HeaderMap) -> bool {

@@ -196,6 +196,70 @@ async fn a_body_over_the_limit_is_a_413() {
     assert!(message.contains("headline"), "{message}");
 }
 
+/// Sends `chunks` as one chunked request body (no `Content-Length`) over a raw connection and
+/// returns the response's status line and body.
+async fn post_chunked(app: &TestApp, chunks: &[&[u8]]) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = app.base_url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST /api/v1/prospects HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer {}\r\n\
+         content-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+        app.key
+    );
+    stream.write_all(head.as_bytes()).await.expect("head");
+    for chunk in chunks {
+        let framed = [format!("{:x}\r\n", chunk.len()).as_bytes(), chunk, b"\r\n"].concat();
+        // The server may answer and close before the whole body is sent (over the limit).
+        if stream.write_all(&framed).await.is_err() {
+            break;
+        }
+    }
+    stream.write_all(b"0\r\n\r\n").await.ok();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.ok();
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let status = response.lines().next().unwrap_or_default().to_owned();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test]
+async fn a_chunked_body_is_read_whole_and_held_to_the_limit_without_a_length() {
+    let app = spawn_app().await;
+    // A body in several chunks is put back together in order.
+    let (status, body) = post_chunked(
+        &app,
+        &[
+            br#"{"first_name": "Ch"#,
+            br#"unked", "last_name": "#,
+            br#""Body"}"#,
+        ],
+    )
+    .await;
+    assert!(status.contains(" 201 "), "{status}: {body}");
+    assert!(body.contains(r#""first_name":"Chunked""#), "{body}");
+    assert!(body.contains(r#""last_name":"Body""#), "{body}");
+
+    // Without a declared length the limit is counted as the chunks arrive.
+    let chunk = vec![b'x'; 1024 * 1024];
+    let mut chunks: Vec<&[u8]> = vec![br#"{"first_name": "A", "headline": ""#];
+    chunks.extend(std::iter::repeat_n(
+        chunk.as_slice(),
+        DEFAULT_MAX_BODY_BYTES / chunk.len() + 1,
+    ));
+    chunks.push(br#""}"#);
+    let (status, body) = post_chunked(&app, &chunks).await;
+    assert!(status.contains(" 413 "), "{status}: {body}");
+    assert!(body.contains("payload_too_large"), "{body}");
+    assert_eq!(app.prospect_count().await, 1, "only the first prospect");
+}
+
 #[tokio::test]
 async fn bad_ids_are_404_with_a_sentence_naming_the_id() {
     let app = spawn_app().await;

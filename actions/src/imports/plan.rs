@@ -181,23 +181,33 @@ pub fn plan(rows: &[Keys], existing: &Existing, update: bool) -> Plan {
         creates: Vec::with_capacity(rows.len()),
         ..Plan::default()
     };
-    let mut by_url: HashMap<&str, Target> = existing
-        .by_url
-        .iter()
-        .map(|(url, &index)| (url.as_str(), Target::Existing(index)))
-        .collect();
-    let mut by_email: HashMap<&str, Target> = existing
-        .by_email
-        .iter()
-        .map(|(email, &index)| (email.as_str(), Target::Existing(index)))
-        .collect();
+    // Sized for every row adding its URL and email: a map that grows while it is filled holds its
+    // old table and the new one at once (an import of 100,000 rows is sized once, not eighteen
+    // times).
+    let mut by_url: HashMap<&str, Target> =
+        HashMap::with_capacity(existing.by_url.len() + rows.len());
+    by_url.extend(
+        existing
+            .by_url
+            .iter()
+            .map(|(url, &index)| (url.as_str(), Target::Existing(index))),
+    );
+    let mut by_email: HashMap<&str, Target> =
+        HashMap::with_capacity(existing.by_email.len() + rows.len());
+    by_email.extend(
+        existing
+            .by_email
+            .iter()
+            .map(|(email, &index)| (email.as_str(), Target::Existing(index))),
+    );
     let mut existing_url = existing.has_url.clone();
     let mut existing_email = existing.has_email.clone();
     let (mut new_url, mut new_email) = (
         Vec::with_capacity(rows.len()),
         Vec::with_capacity(rows.len()),
     );
-    let mut seen_members = HashSet::new();
+    // A new prospect is a member from the row that creates it; an existing one from its first row.
+    let mut existing_member = vec![false; existing.ids.len()];
 
     for (index, row) in rows.iter().enumerate() {
         let url = row.profile_url.as_deref();
@@ -248,7 +258,12 @@ pub fn plan(rows: &[Keys], existing: &Existing, update: bool) -> Plan {
                 target
             }
         };
-        if seen_members.insert(target) {
+        let first_seen = match (target, matched) {
+            (_, None) => true,
+            (Target::Existing(n), Some(_)) => !std::mem::replace(&mut existing_member[n], true),
+            (Target::New(_), Some(_)) => false,
+        };
+        if first_seen {
             plan.members.push(target);
         }
     }
