@@ -28,7 +28,9 @@ mod log_fields;
 /// is built with a background thread that hands freed pages back to the system about a second
 /// after they were freed (`.cargo/config.toml`), even while the server is idle; mimalloc, used
 /// before, purged only when the thread that freed them allocated again, so an idle server kept
-/// what its start and its last large request had used (bench/RESULTS.md has the figures).
+/// what its start and its last large request had used (bench/RESULTS.md has the figures). It runs
+/// one arena for every thread, so what one thread frees the next one reuses. Off (the `jemalloc`
+/// feature) only to profile the heap with tools that watch the system allocator.
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
