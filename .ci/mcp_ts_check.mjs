@@ -207,12 +207,12 @@ await named("ts-every-tool-success-path", async () => {
   await okCall("service_delete_sender", { id: spare.id });
   const people = [];
   // Fixed profiles, not the run's: the sandbox decides each person's fate from the seed (the
-  // default, 42) and the profile URL, and about 2% are unreachable. Under the default seed these
+  // default, 42, which .ci/mcp_ts_check.py passes) and the profile URL, and about 2% are unreachable. Under the default seed these
   // are reachable and neither accept nor reply by themselves (what tests/api/outreach.rs's
   // `quiet_profile` looks for), so the check decides what the person does, every run.
-  for (const name of ["edsger", "barbara", "donald"]) {
+  for (const [name, n] of [["edsger", 2], ["barbara", 8], ["donald", 2]]) {
     const made = await okCall("service_create_prospect", {
-      first_name: name, profile_url: `https://www.linkedin.com/in/${name}-ts-2/`,
+      first_name: name, profile_url: `https://www.linkedin.com/in/${name}-ts-${n}/`,
     });
     people.push(made.id);
   }

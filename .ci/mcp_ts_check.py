@@ -117,7 +117,9 @@ def main() -> int:
                          "--owner-email", owner)
             poor_key = admin(binary, database_url, "key", "create", "--workspace", poor["workspace_id"],
                              "--email", owner, "--name", "ts poor", "--scopes", "read,write")
-            server = Server(binary, database_url, work / "server.log", ["--test-clock"])
+            # The default sandbox seed, whatever the environment says: the check's people have profiles
+            # whose fate under it is known (see mcp_ts_check.mjs).
+            server = Server(binary, database_url, work / "server.log", ["--test-clock", "--sandbox-seed", "42"])
             with server:
                 config = work / "config.json"
                 config.write_text(json.dumps({

@@ -29,8 +29,10 @@ mod log_fields;
 /// after they were freed (`.cargo/config.toml`), even while the server is idle; mimalloc, used
 /// before, purged only when the thread that freed them allocated again, so an idle server kept
 /// what its start and its last large request had used (bench/RESULTS.md has the figures). It runs
-/// one arena for every thread, so what one thread frees the next one reuses. Off (the `jemalloc`
-/// feature) only to profile the heap with tools that watch the system allocator.
+/// one arena for every thread, so what one thread frees the next one reuses (measured on two
+/// cores; on a larger machine `_RJEM_MALLOC_CONF=narenas:N` in the environment overrides it).
+/// Off (the `jemalloc` feature) only to profile the heap with tools that watch the system
+/// allocator.
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -506,8 +506,8 @@ async fn change(ctx: &Ctx, id: &str, change: Change) -> Result<EnrollmentDetail,
     IdKind::Enrollment.check(id)?;
     if change == Change::Resume {
         // Resuming schedules the step job, which waits for a run of it in flight; that run will
-        // lock this enrollment, so wait for it before locking the enrollment below.
-        crate::delivery::wait_for_step_in_flight(&mut tx, id).await?;
+        // lock this enrollment, so the job is locked before the enrollment below.
+        crate::delivery::lock_step_job(&mut tx, id).await?;
     }
     // A write first: it locks the row (PostgreSQL) or the database (SQLite) before the read.
     let touched =

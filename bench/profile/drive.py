@@ -13,9 +13,10 @@ if kind == "seed":
 if kind == "import":
     # The rows of bench/src/issue3.rs: distinct URLs and emails, so every row creates a prospect.
     first = ["Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Fran", "John", "Kate", "Linus", "Meg", "Klaus", "Radia", "Tim", "Sophie", "Ken"]
+    last = ["Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "McCarthy", "Johnson", "Torvalds", "Hamilton", "Wirth", "Perlman", "Lee", "Wilson", "Thompson"]
     titles = ["VP Engineering", "CTO", "Head of Engineering", "VP Sales", "Founder", "Engineering Intern", "Account Executive", "Marketing Director"]
-    rows = "".join(f"{first[i % 16]},Last{(i // 16) % 16},Company {i % 5000},{titles[(i // 7) % 8]},linkedin.com/in/{first[i % 16].lower()}-{i},{first[i % 16].lower()}{i}@co{i % 5000}.com\n" for i in range(n))
-    body = json.dumps({"csv": "First Name,Last Name,Company,Title,LinkedIn URL,Email\n" + rows, "list_name": "Imported"})
+    rows = "".join(f"{first[i % 16]},{last[(i // 16) % 16]},Company {i % 5000},{titles[(i // 7) % 8]},linkedin.com/in/{first[i % 16].lower()}-{i},{first[i % 16].lower()}{i}@co{i % 5000}.com\n" for i in range(n))
+    body = json.dumps({"csv": "First Name,Last Name,Company,Title,LinkedIn URL,Email\n" + rows, "list_name": "Bench import"})
     conn.request("POST", "/api/v1/imports", body=body, headers={"authorization": "Bearer " + key, "content-type": "application/json"})
     r = conn.getresponse(); print(r.status, r.read()[:300]); sys.exit(0 if r.status == 200 else 1)
 mcp_body = json.dumps({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"service_get_workspace","arguments":{}}})

@@ -17,6 +17,7 @@ $BIN migrate --database-url $URL >/dev/null
 WS=$(ADMIN workspace create --name Bench --owner-email bench@example.com | python3 -c 'import json,sys;print(json.load(sys.stdin)["workspace_id"])')
 ADMIN credits grant --workspace $WS --amount $((ROWS * 3)) >/dev/null
 KEY=$(ADMIN key create --workspace $WS --email bench@example.com --name bench --scopes read,write | python3 -c 'import json,sys;print(json.load(sys.stdin)["key"])')
+trap 'kill $HPID 2>/dev/null; pkill -f "$D/o.db"; rm -rf $D' EXIT
 heaptrack -o $OUT $BIN serve --addr 127.0.0.1:0 --database-url $URL --no-worker > $D/out.log 2> $D/err.log &
 HPID=$!
 for i in $(seq 1 120); do grep -q "REST: http://" $D/out.log 2>/dev/null && break; sleep 1; done
@@ -26,4 +27,3 @@ python3 "$(dirname "$0")/drive.py" $PORT $KEY import $ROWS
 grep VmHWM /proc/$SERVER/status || true
 kill -INT $SERVER; wait $HPID 2>/dev/null || true
 ls $OUT*
-rm -rf $D

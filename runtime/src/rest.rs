@@ -416,8 +416,7 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
     }
     // Not `axum::body::to_bytes`: it keeps every chunk until the last has come and then copies
     // them into one buffer, so a large body (an import's 8.5 MiB) is held twice. Here each chunk
-    // is copied into a buffer sized by `Content-Length` as it comes, and dropped; a body of one
-    // chunk (most requests) is that chunk, uncopied.
+    // is copied into a buffer sized by `Content-Length` as it comes, and dropped.
     let mut body = std::pin::pin!(body);
     let mut next = async || {
         std::future::poll_fn(|cx| http_body::Body::poll_frame(body.as_mut(), cx))
@@ -425,6 +424,7 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
             .transpose()
             .map_err(|_| too_large())
     };
+    let expected = declared.map_or(0, |length| length as usize).min(limit);
     let mut first: Option<Bytes> = None;
     let mut collected: Vec<u8> = Vec::new();
     while let Some(frame) = next().await? {
@@ -435,17 +435,19 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
         if so_far + data.len() > limit {
             return Err(too_large());
         }
-        match first.take() {
-            None if collected.is_empty() => first = Some(data),
-            held => {
-                if let Some(held) = held {
-                    let expected = declared.map_or(0, |length| length as usize).min(limit);
-                    collected.reserve_exact(expected.max(held.len() + data.len()));
-                    collected.extend_from_slice(&held);
-                }
-                collected.extend_from_slice(&data);
-            }
+        if first.is_none() && collected.is_empty() {
+            first = Some(data);
+            continue;
         }
+        if let Some(held) = first.take() {
+            collected.extend_from_slice(&held);
+        }
+        // Room for the whole declared body at once, but only once an eighth of it has come: a
+        // client cannot have the limit set aside by declaring it and sending two bytes.
+        if collected.len() + data.len() >= expected / 8 && collected.capacity() < expected {
+            collected.reserve_exact(expected - collected.len());
+        }
+        collected.extend_from_slice(&data);
     }
     Ok(first.unwrap_or_else(|| Bytes::from(collected)))
 }

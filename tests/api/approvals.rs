@@ -365,8 +365,7 @@ async fn enrollments_pause_resume_and_stop_with_send_and_refuse_wrong_states() {
 }
 
 /// Resuming an enrollment while a run of its step job is in flight (the run holds the job row and
-/// is about to lock the enrollment, as `delivery::prepare` does) waits for the run, then enqueues
-/// the step again. On PostgreSQL the test holds the run's locks itself: resuming used to lock the
+/// is about to lock the enrollment) waits for the run, then enqueues the step again. On PostgreSQL the test holds the run's locks itself: resuming used to lock the
 /// enrollment and then wait for the job row, the run waited for the enrollment, and PostgreSQL
 /// aborted one of them (a 500, or the run failing).
 #[tokio::test]
@@ -417,9 +416,12 @@ async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_ag
                 .fetch_one(&mut *tx)
                 .await
                 .expect("the run locks its job row");
-            fenced.take().map(|fenced| fenced.send(()));
+            if let Some(fenced) = fenced.take() {
+                fenced.send(()).ok();
+            }
             // Until the resume below is waiting for a lock.
-            for _ in 0..500 {
+            let mut resume_waits = false;
+            for _ in 0..1000 {
                 let waiting: i64 = sqlx::Row::get(
                     &sqlx::query(
                         "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
@@ -430,10 +432,15 @@ async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_ag
                     0,
                 );
                 if waiting > 0 {
+                    resume_waits = true;
                     break;
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
+            assert!(
+                resume_waits,
+                "the resume never waited for the run's job row"
+            );
         }
         let lock = if on_postgres { " for update" } else { "" };
         let status: String = sqlx::Row::get(
@@ -454,7 +461,9 @@ async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_ag
             .expect("the run ends its job");
         tx.commit().await.expect("commit the run");
         // On SQLite, which runs one writer at a time, the resume comes after the run.
-        fenced.take().map(|fenced| fenced.send(()));
+        if let Some(fenced) = fenced.take() {
+            fenced.send(()).ok();
+        }
     };
     let resume = async {
         run_is_fenced.await.expect("the run is fenced");

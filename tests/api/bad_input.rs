@@ -199,6 +199,15 @@ async fn a_body_over_the_limit_is_a_413() {
 /// Sends `chunks` as one chunked request body (no `Content-Length`) over a raw connection and
 /// returns the response's status line and body.
 async fn post_chunked(app: &TestApp, chunks: &[&[u8]]) -> (String, String) {
+    tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        exchange_chunked(app, chunks),
+    )
+    .await
+    .expect("the server answers a chunked body within a minute")
+}
+
+async fn exchange_chunked(app: &TestApp, chunks: &[&[u8]]) -> (String, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let address = app.base_url.trim_start_matches("http://");
     let mut stream = tokio::net::TcpStream::connect(address)

@@ -63,21 +63,21 @@ fn step_key(enrollment_id: &str) -> String {
     format!("enrollment:{enrollment_id}")
 }
 
-/// Waits (in the caller's transaction) for a run of the enrollment's step job that is in flight,
-/// and keeps its job row locked until the transaction ends. PostgreSQL only; on SQLite the two
+/// Locks (in the caller's transaction) the enrollment's step job, waiting or running, until the
+/// transaction ends; waits for a run of it in flight first. PostgreSQL only: on SQLite the
 /// transactions already run one after the other.
 ///
-/// A run holds its job row (its fenced transaction) while it decides, and then locks the
-/// enrollment row. A transaction that changes an enrollment and then schedules its step must
-/// therefore call this *before* it touches the enrollment: locks are taken job first, enrollment
-/// second, everywhere, or the two wait for each other until PostgreSQL aborts one.
-pub async fn wait_for_step_in_flight(
-    conn: &mut AnyConnection,
-    enrollment_id: &str,
-) -> Result<(), ApiError> {
+/// A run holds its job row (its fenced transaction) and then locks the enrollment and its
+/// prospect. A transaction that changes either of those and then schedules or cancels the step
+/// must call this first: locks are taken job first, everywhere, or the two transactions wait for
+/// each other until PostgreSQL aborts one. A waiting job locked here is not claimed (workers skip
+/// locked jobs) until the transaction ends. (A run that finds its enrollment locked does not wait
+/// either: [`prepare`] gives the job back instead.)
+pub async fn lock_step_job(conn: &mut AnyConnection, enrollment_id: &str) -> Result<(), ApiError> {
     if locks_rows_one_by_one(conn) {
         sqlx::query(
-            "select id from jobs where kind = $1 and unique_key = $2 and state = 'running' for update",
+            "select id from jobs where kind = $1 and unique_key = $2 and state in ('available', 'running') \
+             for update",
         )
         .bind(STEP_JOB)
         .bind(step_key(enrollment_id))
@@ -91,9 +91,9 @@ pub async fn wait_for_step_in_flight(
 /// `run_at_ms`. An enrollment already holding a waiting job gets it moved to `run_at_ms`.
 ///
 /// A run in flight may be about to end the job (because the sequence was not active yet): this
-/// waits for it first ([`wait_for_step_in_flight`]), so the job enqueued here is not dropped as a
-/// duplicate of one that then ends. A caller that has locked the enrollment row must have called
-/// [`wait_for_step_in_flight`] before it did.
+/// waits for it first ([`lock_step_job`]), so the job enqueued here is not dropped as a
+/// duplicate of one that then ends. A caller that locked the enrollment, its prospect or its
+/// sequence must have called [`lock_step_job`] before it did.
 pub async fn schedule(
     conn: &mut AnyConnection,
     clock: &Clock,
@@ -102,7 +102,7 @@ pub async fn schedule(
     run_at_ms: i64,
 ) -> Result<(), ApiError> {
     let key = step_key(enrollment_id);
-    wait_for_step_in_flight(conn, enrollment_id).await?;
+    lock_step_job(conn, enrollment_id).await?;
     jobs::cancel_unique(&mut *conn, clock, STEP_JOB, &key).await?;
     enqueue(
         conn,
@@ -158,12 +158,21 @@ struct EnrollmentRow {
     accepted_at: Option<i64>,
 }
 
-async fn load_enrollment(
-    conn: &mut AnyConnection,
-    id: &str,
-) -> Result<Option<EnrollmentRow>, ApiError> {
-    let lock = if conn.backend_name().eq_ignore_ascii_case("postgresql") {
-        " for update"
+/// An enrollment as a run finds it.
+enum Loaded {
+    Found(EnrollmentRow),
+    /// Deleted since the job was enqueued.
+    Gone,
+    /// Another transaction holds its row (PostgreSQL).
+    Locked,
+}
+
+/// Reads and locks the enrollment (PostgreSQL; SQLite's write transaction holds the database),
+/// without waiting for a transaction that holds it: that transaction may be waiting for this job.
+async fn load_enrollment(conn: &mut AnyConnection, id: &str) -> Result<Loaded, ApiError> {
+    let postgres = locks_rows_one_by_one(conn);
+    let lock = if postgres {
+        " for update skip locked"
     } else {
         ""
     };
@@ -172,10 +181,18 @@ async fn load_enrollment(
          slot_at, invited_at, accepted_at from enrollments where id = $1{lock}"
     )))
     .bind(id)
-    .fetch_optional(conn)
+    .fetch_optional(&mut *conn)
     .await?;
-    let Some(row) = row else { return Ok(None) };
-    Ok(Some(EnrollmentRow {
+    let Some(row) = row else {
+        let exists = postgres
+            && sqlx::query("select id from enrollments where id = $1")
+                .bind(id)
+                .fetch_optional(&mut *conn)
+                .await?
+                .is_some();
+        return Ok(if exists { Loaded::Locked } else { Loaded::Gone });
+    };
+    Ok(Loaded::Found(EnrollmentRow {
         id: row.try_get("id")?,
         workspace_id: row.try_get("workspace_id")?,
         sequence_id: row.try_get("sequence_id")?,
@@ -504,8 +521,12 @@ fn network_fault(error: &NetworkError) -> JobError {
 async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
     let now = job.now_ms();
     let mut tx = job.tx().await?;
-    let Some(enrollment) = load_enrollment(&mut tx, enrollment_id).await? else {
-        return Ok(Plan::Outcome(JobOutcome::Done));
+    let enrollment = match load_enrollment(&mut tx, enrollment_id).await? {
+        Loaded::Found(enrollment) => enrollment,
+        Loaded::Gone => return Ok(Plan::Outcome(JobOutcome::Done)),
+        // A change of the enrollment is being made; it may be waiting for this job's row (see
+        // `lock_step_job`). Give the job back, due at once: the next run sees the change.
+        Loaded::Locked => return Ok(Plan::Outcome(JobOutcome::Snooze { until_ms: now })),
     };
     if !matches!(enrollment.status.as_str(), "scheduled" | "active") {
         // Paused, finished or failed: resuming enqueues the job again.

@@ -142,7 +142,7 @@ fn distinct<'a>(values: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
 }
 
 /// The prospect a row goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     /// The `n`th prospect this import creates.
     New(usize),
@@ -182,7 +182,7 @@ pub fn plan(rows: &[Keys], existing: &Existing, update: bool) -> Plan {
         ..Plan::default()
     };
     // Sized for every row adding its URL and email: a map that grows while it is filled holds its
-    // old table and the new one at once (an import of 100,000 rows is sized once, not eighteen
+    // old table and the new one at once (an import of 100,000 rows is sized once, not sixteen
     // times).
     let mut by_url: HashMap<&str, Target> =
         HashMap::with_capacity(existing.by_url.len() + rows.len());
@@ -320,5 +320,6 @@ mod tests {
         assert_eq!(plan.merges.len(), 2);
         assert!(plan.merges[0].fill_url && !plan.merges[0].fill_email);
         assert_eq!(plan.merges[1].target, Target::Existing(0));
+        assert_eq!(plan.members, vec![Target::Existing(0)], "a member once");
     }
 }
