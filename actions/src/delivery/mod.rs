@@ -158,9 +158,8 @@ struct EnrollmentRow {
     accepted_at: Option<i64>,
 }
 
-/// An enrollment as a run finds it.
-enum Loaded {
-    Found(EnrollmentRow),
+/// Why a run has no enrollment to work on.
+enum Unavailable {
     /// Deleted since the job was enqueued.
     Gone,
     /// Another transaction holds its row (PostgreSQL).
@@ -169,7 +168,10 @@ enum Loaded {
 
 /// Reads and locks the enrollment (PostgreSQL; SQLite's write transaction holds the database),
 /// without waiting for a transaction that holds it: that transaction may be waiting for this job.
-async fn load_enrollment(conn: &mut AnyConnection, id: &str) -> Result<Loaded, ApiError> {
+async fn load_enrollment(
+    conn: &mut AnyConnection,
+    id: &str,
+) -> Result<Result<EnrollmentRow, Unavailable>, ApiError> {
     let postgres = locks_rows_one_by_one(conn);
     let lock = if postgres {
         " for update skip locked"
@@ -190,9 +192,13 @@ async fn load_enrollment(conn: &mut AnyConnection, id: &str) -> Result<Loaded, A
                 .fetch_optional(&mut *conn)
                 .await?
                 .is_some();
-        return Ok(if exists { Loaded::Locked } else { Loaded::Gone });
+        return Ok(Err(if exists {
+            Unavailable::Locked
+        } else {
+            Unavailable::Gone
+        }));
     };
-    Ok(Loaded::Found(EnrollmentRow {
+    Ok(Ok(EnrollmentRow {
         id: row.try_get("id")?,
         workspace_id: row.try_get("workspace_id")?,
         sequence_id: row.try_get("sequence_id")?,
@@ -522,11 +528,11 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
     let now = job.now_ms();
     let mut tx = job.tx().await?;
     let enrollment = match load_enrollment(&mut tx, enrollment_id).await? {
-        Loaded::Found(enrollment) => enrollment,
-        Loaded::Gone => return Ok(Plan::Outcome(JobOutcome::Done)),
+        Ok(enrollment) => enrollment,
+        Err(Unavailable::Gone) => return Ok(Plan::Outcome(JobOutcome::Done)),
         // A change of the enrollment is being made; it may be waiting for this job's row (see
         // `lock_step_job`). Give the job back, due at once: the next run sees the change.
-        Loaded::Locked => return Ok(Plan::Outcome(JobOutcome::Snooze { until_ms: now })),
+        Err(Unavailable::Locked) => return Ok(Plan::Outcome(JobOutcome::Snooze { until_ms: now })),
     };
     if !matches!(enrollment.status.as_str(), "scheduled" | "active") {
         // Paused, finished or failed: resuming enqueues the job again.
