@@ -92,7 +92,7 @@ async fn lock_steps_of(
     workspace_id: &str,
     prospect_id: &str,
 ) -> Result<(), ApiError> {
-    if !conn.backend_name().eq_ignore_ascii_case("postgresql") {
+    if !super::locks_rows_one_by_one(conn) {
         return Ok(());
     }
     let live: Vec<String> = sqlx::query_scalar(

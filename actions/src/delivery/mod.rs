@@ -92,8 +92,8 @@ pub async fn lock_step_job(conn: &mut AnyConnection, enrollment_id: &str) -> Res
 ///
 /// A run in flight may be about to end the job (because the sequence was not active yet): this
 /// waits for it first ([`lock_step_job`]), so the job enqueued here is not dropped as a
-/// duplicate of one that then ends. A caller that locked the enrollment, its prospect or its
-/// sequence must have called [`lock_step_job`] before it did.
+/// duplicate of one that then ends. A caller that locked the enrollment or its prospect must
+/// have called [`lock_step_job`] before it did.
 pub async fn schedule(
     conn: &mut AnyConnection,
     clock: &Clock,
@@ -819,7 +819,7 @@ pub(crate) async fn gate(
 /// before it was locked may be out of date and a transaction in flight elsewhere must be waited
 /// for row by row; not on SQLite, whose write transaction (`BEGIN IMMEDIATE`, from a job's fence
 /// on) holds the whole database.
-fn locks_rows_one_by_one(tx: &AnyConnection) -> bool {
+pub(super) fn locks_rows_one_by_one(tx: &AnyConnection) -> bool {
     tx.backend_name().eq_ignore_ascii_case("postgresql")
 }
 
