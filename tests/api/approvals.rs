@@ -419,26 +419,8 @@ async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_ag
             if let Some(fenced) = fenced.take() {
                 fenced.send(()).ok();
             }
-            // Until the resume below is waiting for a lock.
-            let mut resume_waits = false;
-            for _ in 0..1000 {
-                let waiting: i64 = sqlx::Row::get(
-                    &sqlx::query(
-                        "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
-                    )
-                    .fetch_one(app.db.pool())
-                    .await
-                    .expect("count waiting"),
-                    0,
-                );
-                if waiting > 0 {
-                    resume_waits = true;
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-            }
             assert!(
-                resume_waits,
+                a_request_waits_for_a_lock(&app).await,
                 "the resume never waited for the run's job row"
             );
         }
@@ -485,6 +467,133 @@ async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_ag
         0,
     );
     assert_eq!(waiting, 1, "the resumed step is enqueued again");
+}
+
+/// Whether, within ten seconds, a session of the app's PostgreSQL database waits for a row lock.
+async fn a_request_waits_for_a_lock(app: &TestApp) -> bool {
+    for _ in 0..1000 {
+        let waiting: i64 = sqlx::Row::get(
+            &sqlx::query(
+                "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+            )
+            .fetch_one(app.db.pool())
+            .await
+            .expect("count waiting"),
+            0,
+        );
+        if waiting > 0 {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    false
+}
+
+/// Stopping a sequence while a run ends its last live enrollment (the run holds the step's job
+/// and the enrollment, and then completes the sequence) waits for the run and then finds the
+/// sequence completed. On PostgreSQL the test holds the run's locks itself: stopping used to lock
+/// the sequence and then wait for the enrollment, the run waited for the sequence, and PostgreSQL
+/// aborted one of them.
+#[tokio::test]
+async fn stopping_while_a_run_ends_the_last_enrollment_waits_for_the_run() {
+    let app = crate::outreach::no_worker_app().await;
+    let send = send_key(&app).await;
+    let (id, _) = queued(&app, 1).await;
+    app.post_json(&format!("/sequences/{id}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    app.post_json("/approvals/approve", &send, json!({"sequence_id": id}))
+        .await
+        .expect(200);
+    let enrollments = app
+        .get(&format!("/enrollments?sequence_id={id}"), &app.key)
+        .await;
+    let enrollment = enrollments.expect(200)["items"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let key = format!("enrollment:{enrollment}");
+    let claimed = sqlx::query(
+        "update jobs set state = 'running' where kind = 'outreach_step' and unique_key = $1 and state = 'available'",
+    )
+    .bind(&key)
+    .execute(app.db.pool())
+    .await
+    .expect("claim the job");
+    assert_eq!(claimed.rows_affected(), 1);
+
+    let on_postgres = app.db.backend() == outreach_runtime::prelude::Backend::Postgres;
+    let (holding, run_holds) = tokio::sync::oneshot::channel::<()>();
+    let run = async {
+        let mut holding = Some(holding);
+        let mut tx = app.db.pool().begin().await.expect("begin");
+        if on_postgres {
+            // The run's fence and its `prepare`: the job row, then the enrollment.
+            sqlx::query("select id from jobs where unique_key = $1 for update")
+                .bind(&key)
+                .fetch_one(&mut *tx)
+                .await
+                .expect("the run locks its job row");
+            sqlx::query("select id from enrollments where id = $1 for update")
+                .bind(&enrollment)
+                .fetch_one(&mut *tx)
+                .await
+                .expect("the run locks its enrollment");
+            if let Some(holding) = holding.take() {
+                holding.send(()).ok();
+            }
+            assert!(
+                a_request_waits_for_a_lock(&app).await,
+                "the stop never waited for the run"
+            );
+        }
+        // The run's last step ends the enrollment, which completes the sequence.
+        sqlx::query(
+            "update enrollments set status = 'finished', exit_reason = 'completed_steps', next_step_at = null where id = $1",
+        )
+        .bind(&enrollment)
+        .execute(&mut *tx)
+        .await
+        .expect("the run ends the enrollment");
+        let completed = sqlx::query(
+            "update sequences set status = 'completed', finished_at = 1 where id = $1 and status = 'active' \
+             and not exists (select 1 from enrollments e where e.sequence_id = $1 \
+             and e.status in ('awaiting_approval', 'scheduled', 'active', 'paused'))",
+        )
+        .bind(&id)
+        .execute(&mut *tx)
+        .await
+        .expect("the run completes the sequence without a deadlock");
+        assert_eq!(completed.rows_affected(), 1);
+        sqlx::query("update jobs set state = 'completed', finished_at = 0 where unique_key = $1 and state = 'running'")
+            .bind(&key)
+            .execute(&mut *tx)
+            .await
+            .expect("the run ends its job");
+        tx.commit().await.expect("commit the run");
+        // On SQLite, which runs one writer at a time, the stop comes after the run.
+        if let Some(holding) = holding.take() {
+            holding.send(()).ok();
+        }
+    };
+    let stop = async {
+        run_holds.await.expect("the run holds its locks");
+        app.post_json(&format!("/sequences/{id}/stop"), &send, json!({}))
+            .await
+    };
+    let ((), stopped) = tokio::join!(run, stop);
+    let message = stopped.expect_error(409, "invalid_state");
+    assert!(message.contains("is `completed`"), "{message}");
+    assert_eq!(stopped.body["status"], json!("completed"));
+    let sequence = app.get(&format!("/sequences/{id}"), &app.key).await;
+    assert_eq!(sequence.expect(200)["status"], json!("completed"));
+    let enrollment = app
+        .get(&format!("/enrollments/{enrollment}"), &app.key)
+        .await;
+    assert_eq!(
+        enrollment.expect(200)["exit_reason"],
+        json!("completed_steps")
+    );
 }
 
 #[tokio::test]

@@ -59,8 +59,11 @@ struct StepPayload {
     enrollment_id: String,
 }
 
+/// What a step job's `unique_key` starts with; the enrollment's id follows.
+const STEP_KEY_PREFIX: &str = "enrollment:";
+
 fn step_key(enrollment_id: &str) -> String {
-    format!("enrollment:{enrollment_id}")
+    format!("{STEP_KEY_PREFIX}{enrollment_id}")
 }
 
 /// Locks (in the caller's transaction) the enrollment's step job, waiting or running, until the
@@ -84,6 +87,47 @@ pub async fn lock_step_job(conn: &mut AnyConnection, enrollment_id: &str) -> Res
         .fetch_all(&mut *conn)
         .await?;
     }
+    Ok(())
+}
+
+/// Locks (in the caller's transaction, PostgreSQL only) the step jobs of a sequence's live
+/// enrollments and then those enrollments, each in enrollment id order, as a caller about to
+/// lock the sequence's own row and finish them must.
+///
+/// The order is the one every writer keeps: step job, then enrollment, then sequence. A run
+/// holds its job and its enrollment and, when it ends the sequence's last live enrollment,
+/// completes the sequence ([`complete_sequence_if_done`]); a reply does the same without a job.
+/// Stopping the sequence by locking its row first and then its enrollments made the two wait
+/// for each other until PostgreSQL aborted one.
+pub async fn lock_live_of_sequence(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    sequence_id: &str,
+) -> Result<(), ApiError> {
+    if !locks_rows_one_by_one(conn) {
+        return Ok(());
+    }
+    let live = crate::enrollments::LIVE_SQL;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "select j.id from jobs j where j.kind = $1 and j.state in ('available', 'running') \
+         and j.unique_key in (select $2 || e.id from enrollments e \
+         where e.workspace_id = $3 and e.sequence_id = $4 and e.status in {live}) \
+         order by j.unique_key for update of j"
+    )))
+    .bind(STEP_JOB)
+    .bind(STEP_KEY_PREFIX)
+    .bind(workspace_id)
+    .bind(sequence_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "select id from enrollments where workspace_id = $1 and sequence_id = $2 and status in {live} \
+         order by id for update"
+    )))
+    .bind(workspace_id)
+    .bind(sequence_id)
+    .fetch_all(&mut *conn)
+    .await?;
     Ok(())
 }
 

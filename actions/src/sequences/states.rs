@@ -136,6 +136,10 @@ async fn transition(ctx: &Ctx, id: &str, transition: Transition) -> Result<Seque
     let workspace_id = ctx.workspace_id();
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
+    if transition == Transition::Stop {
+        // Step jobs and enrollments before the sequence's row, as runs and replies take them.
+        crate::delivery::lock_live_of_sequence(&mut tx, workspace_id, id).await?;
+    }
     let sequence = lock(&mut tx, workspace_id, id, now).await?;
     if !allowed(sequence.status).contains(&transition) {
         return Err(refusal(&sequence.id, sequence.status, transition));
