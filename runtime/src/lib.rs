@@ -14,7 +14,7 @@
 //! checks both and holds the same list):
 //!
 //! 1. `clock`, `ids`, `json`, `error`, `scope`, `columns`, `paging`, `db`, `schema`, `words`,
-//!    `cors`: foundations that import nothing here.
+//!    `cors`, `body`: foundations that import nothing here.
 //! 2. `lease`, `credits`, `idempotency`, `principal`, `config`, `admin`, `test_clock`: the
 //!    bookkeeping and the rules that the faces, the web pages and the CLI share.
 //! 3. `ctx`: what an action receives; `jobs`, `worker`: durable jobs, what their handlers
@@ -35,6 +35,7 @@
 //!     runs.
 
 // Declared bottom to top, in the order above.
+pub mod body;
 pub mod clock;
 pub mod columns;
 pub mod cors;

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{
     DefaultBodyLimit, Extension, FromRef, FromRequest, Multipart, OriginalUri, Path, Request, State,
@@ -222,7 +222,7 @@ async fn rest_input(
     }
 
     if has_body {
-        let bytes = read_body(state, &parts.headers, body).await?;
+        let bytes = crate::body::read(state.config.max_body_bytes, &parts.headers, body).await?;
         // Only an empty body means "no fields"; anything else must be a JSON object.
         if !bytes.is_empty() {
             if !is_json(&parts.headers) {
@@ -325,7 +325,7 @@ async fn upload_input(
             add(&mut input, &key, &value, "query string")?;
         }
     }
-    let bytes = read_body(state, &parts.headers, body).await?;
+    let bytes = crate::body::read(state.config.max_body_bytes, &parts.headers, body).await?;
     let file = match kind {
         Upload::Text => bytes.to_vec(),
         Upload::Multipart => {
@@ -396,60 +396,6 @@ fn coerce_field(schema: &Map<String, Value>, field: &str, text: &str) -> Result<
             });
     }
     coerce(schema, field, text)
-}
-
-/// Reads the body up to the configured limit, answering 413 past it.
-async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
-    let limit = state.config.max_body_bytes;
-    let too_large = || {
-        ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("The body is larger than the limit of {limit} bytes."),
-        )
-    };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit as u64) {
-        return Err(too_large());
-    }
-    // Not `axum::body::to_bytes`: it keeps every chunk until the last has come and then copies
-    // them into one buffer, so a large body (an import's 8.5 MiB) is held twice. Here each chunk
-    // is copied into a buffer sized by `Content-Length` as it comes, and dropped.
-    let mut body = std::pin::pin!(body);
-    let mut next = async || {
-        std::future::poll_fn(|cx| http_body::Body::poll_frame(body.as_mut(), cx))
-            .await
-            .transpose()
-            .map_err(|_| too_large())
-    };
-    let expected = declared.map_or(0, |length| length as usize).min(limit);
-    let mut first: Option<Bytes> = None;
-    let mut collected: Vec<u8> = Vec::new();
-    while let Some(frame) = next().await? {
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        let so_far = first.as_ref().map_or(collected.len(), Bytes::len);
-        if so_far + data.len() > limit {
-            return Err(too_large());
-        }
-        if first.is_none() && collected.is_empty() {
-            first = Some(data);
-            continue;
-        }
-        if let Some(held) = first.take() {
-            collected.extend_from_slice(&held);
-        }
-        // Room for the whole declared body at once, but only once an eighth of it has come: a
-        // client cannot have the limit set aside by declaring it and sending two bytes.
-        if collected.len() + data.len() >= expected / 8 && collected.capacity() < expected {
-            collected.reserve_exact(expected - collected.len());
-        }
-        collected.extend_from_slice(&data);
-    }
-    Ok(first.unwrap_or_else(|| Bytes::from(collected)))
 }
 
 fn is_json(headers: &HeaderMap) -> bool {

@@ -24,7 +24,7 @@ const LAYERS: &[&[&str]] = &[
     // Foundations: they import nothing from this crate.
     &[
         "clock", "ids", "json", "error", "scope", "columns", "paging", "db", "schema", "words",
-        "cors",
+        "cors", "body",
     ],
     // The bookkeeping and the rules that the faces, the web pages and the CLI share.
     // `lease` keeps a hold on a shared row alive while its work runs.

@@ -199,34 +199,44 @@ async fn a_body_over_the_limit_is_a_413() {
 /// Sends `chunks` as one chunked request body (no `Content-Length`) over a raw connection and
 /// returns the response's status line and body.
 async fn post_chunked(app: &TestApp, chunks: &[&[u8]]) -> (String, String) {
+    let mut frames: Vec<Vec<u8>> = chunks
+        .iter()
+        .map(|chunk| [format!("{:x}\r\n", chunk.len()).as_bytes(), chunk, b"\r\n"].concat())
+        .collect();
+    frames.push(b"0\r\n\r\n".to_vec());
+    post_chunked_frames(app, "/api/v1/prospects", &frames).await
+}
+
+/// Sends a chunked JSON `POST` to `path` whose body is `frames`, each written as it is (so a test
+/// can break the chunked framing), and returns the status line and the response's body.
+async fn post_chunked_frames(app: &TestApp, path: &str, frames: &[Vec<u8>]) -> (String, String) {
     tokio::time::timeout(
         std::time::Duration::from_secs(60),
-        exchange_chunked(app, chunks),
+        exchange_chunked(app, path, frames),
     )
     .await
     .expect("the server answers a chunked body within a minute")
 }
 
-async fn exchange_chunked(app: &TestApp, chunks: &[&[u8]]) -> (String, String) {
+async fn exchange_chunked(app: &TestApp, path: &str, frames: &[Vec<u8>]) -> (String, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let address = app.base_url.trim_start_matches("http://");
     let mut stream = tokio::net::TcpStream::connect(address)
         .await
         .expect("connect");
     let head = format!(
-        "POST /api/v1/prospects HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer {}\r\n\
-         content-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer {}\r\n\
+         content-type: application/json\r\naccept: application/json, text/event-stream\r\n\
+         transfer-encoding: chunked\r\nconnection: close\r\n\r\n",
         app.key
     );
     stream.write_all(head.as_bytes()).await.expect("head");
-    for chunk in chunks {
-        let framed = [format!("{:x}\r\n", chunk.len()).as_bytes(), chunk, b"\r\n"].concat();
+    for frame in frames {
         // The server may answer and close before the whole body is sent (over the limit).
-        if stream.write_all(&framed).await.is_err() {
+        if stream.write_all(frame).await.is_err() {
             break;
         }
     }
-    stream.write_all(b"0\r\n\r\n").await.ok();
     let mut response = Vec::new();
     stream.read_to_end(&mut response).await.ok();
     let response = String::from_utf8_lossy(&response).into_owned();
@@ -236,6 +246,30 @@ async fn exchange_chunked(app: &TestApp, chunks: &[&[u8]]) -> (String, String) {
         .map(|(_, body)| body.to_owned())
         .unwrap_or_default();
     (status, body)
+}
+
+/// A body whose chunked framing breaks off is a 400 that says the body could not be read, not a
+/// 413 (it was not too large), on both faces.
+#[tokio::test]
+async fn a_body_with_broken_chunked_framing_is_a_400_and_changes_nothing() {
+    let app = spawn_app().await;
+    let broken = |start: &[u8]| {
+        [
+            [format!("{:x}\r\n", start.len()).as_bytes(), start, b"\r\n"].concat(),
+            b"zz\r\nnot a chunk size\r\n".to_vec(),
+        ]
+    };
+    let rest = broken(br#"{"first_name": "Broken"#);
+    let mcp = broken(
+        br#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "service_create_prospect", "arguments": {"first_name": "Broken"#,
+    );
+    for (path, frames) in [("/api/v1/prospects", rest), ("/api/mcp", mcp)] {
+        let (status, body) = post_chunked_frames(&app, path, &frames).await;
+        assert!(status.contains(" 400 "), "{path}: {status}: {body}");
+        assert!(body.contains("invalid_request"), "{path}: {body}");
+        assert!(body.contains("could not be read"), "{path}: {body}");
+    }
+    assert_eq!(app.prospect_count().await, 0);
 }
 
 #[tokio::test]

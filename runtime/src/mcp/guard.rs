@@ -113,15 +113,9 @@ pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> 
         )
         .into_response();
     }
-    let Ok(bytes) = axum::body::to_bytes(body, config.max_body_bytes).await else {
-        return ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!(
-                "The request body is over the limit of {} bytes.",
-                config.max_body_bytes
-            ),
-        )
-        .into_response();
+    let bytes = match crate::body::read(config.max_body_bytes, &parts.headers, body).await {
+        Ok(bytes) => bytes,
+        Err(error) => return error.into_response(),
     };
     // A call read plainly (see `crate::rpc`) is a message this would accept.
     if ToolCall::of(&parts.extensions, &bytes).is_none()

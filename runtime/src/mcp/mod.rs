@@ -55,7 +55,7 @@ pub use tools::{input_schema, output_schema, tool_description, tools};
 
 use crate::auth::{self, CredentialKind, Principal};
 use crate::dispatch::Dispatcher;
-use crate::error::{ApiError, ErrorCode};
+use crate::error::ApiError;
 use crate::json::JsonBody;
 use crate::registry::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD, Registry};
 use crate::request_id::{RequestId, request_id};
@@ -499,15 +499,9 @@ pub async fn step_up(State(state): State<Arc<AppState>>, request: Request, next:
     }
     let request_id = request_id(&request);
     let (mut parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, state.config.max_body_bytes).await else {
-        return ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!(
-                "The request body is over the limit of {} bytes.",
-                state.config.max_body_bytes
-            ),
-        )
-        .into_response();
+    let bytes = match crate::body::read(state.config.max_body_bytes, &parts.headers, body).await {
+        Ok(bytes) => bytes,
+        Err(error) => return error.into_response(),
     };
     let needed = match ToolCall::of_or_read(&mut parts.extensions, &bytes) {
         Some(call) => scope_of_plain_call(&state.registry, &call),
