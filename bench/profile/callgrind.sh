@@ -8,10 +8,17 @@
 # (tools/call service_get_workspace) or list (GET /api/v1/prospects?limit=200, over 1,000 prospects it imports first); N: requests
 # measured, over one keep-alive connection, after 200 unmeasured ones; OUT: the callgrind file
 # (the measured part is OUT.1). Instructions per request = the `summary:` line of OUT.1 / N.
+# With PG_URL set (postgres://postgres@127.0.0.1:5432), the server runs on a fresh PostgreSQL
+# database there, dropped at the end; callgrind counts only the server's own instructions.
 set -e
 BIN=$1; KIND=$2; N=$3; OUT=$4
 D=$(mktemp -d)
 URL="sqlite://$D/o.db"
+if [ -n "$PG_URL" ]; then
+  PG_DB="callgrind_$$"
+  psql "$PG_URL/postgres" -qc "create database $PG_DB" >/dev/null
+  URL="$PG_URL/$PG_DB"
+fi
 $BIN migrate --database-url $URL >/dev/null
 WS=$($BIN admin --json --database-url $URL workspace create --name Bench --owner-email bench@example.com | python3 -c 'import json,sys;print(json.load(sys.stdin)["workspace_id"])')
 KEY=$($BIN admin --json --database-url $URL key create --workspace $WS --email bench@example.com --name bench --scopes read,write | python3 -c 'import json,sys;print(json.load(sys.stdin)["key"])')
@@ -30,3 +37,4 @@ sleep 1
 kill $VPID; wait $VPID 2>/dev/null || true
 ls $OUT* ; echo "log lines: $(wc -l < $D/err.log)"
 rm -rf $D
+if [ -n "$PG_URL" ]; then psql "$PG_URL/postgres" -qc "drop database $PG_DB" >/dev/null; fi

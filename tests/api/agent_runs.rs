@@ -961,6 +961,70 @@ async fn an_unsubscribe_is_marked_do_not_contact_and_stops_every_enrollment() {
     assert!(setup.approvals("kind=reply").await.is_empty());
 }
 
+/// An unsubscribe triaged while a run of the person's step holds its job and enrollment and
+/// is about to write the prospect waits for the run. On PostgreSQL the test holds the run's
+/// locks itself: the triage used to lock the prospect and then wait for the enrollment, the run
+/// waited for the prospect, and PostgreSQL aborted one of them.
+#[tokio::test]
+async fn an_unsubscribe_triaged_while_a_step_runs_waits_for_the_run() {
+    let setup = Setup::new(1).await;
+    let app = &setup.app;
+    let lead = setup.connected_lead().await;
+    setup.reply(&lead, "Please remove me from your list.").await;
+    let enrollments = app
+        .get(
+            &format!("/enrollments?sequence_id={}", setup.sequence),
+            &app.key,
+        )
+        .await;
+    let enrollment = enrollments.expect(200)["items"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let triage = setup.triage(json!({})).await;
+    let triage_run = id(&setup.run(&triage, &app.key, json!({})).await);
+
+    let on_postgres = app.db.backend() == outreach_runtime::prelude::Backend::Postgres;
+    let (holding, run_holds) = tokio::sync::oneshot::channel::<()>();
+    let step_run = async {
+        let mut holding = Some(holding);
+        let mut tx = app.hold_step_run(&enrollment).await;
+        if on_postgres {
+            if let Some(holding) = holding.take() {
+                holding.send(()).ok();
+            }
+            assert!(
+                app.a_session_waits_for_a_lock().await,
+                "the triage never waited for the step's run"
+            );
+        }
+        // What the run writes after a step went out.
+        sqlx::query("update prospects set last_contacted_at = 1 where id = $1")
+            .bind(&lead)
+            .execute(&mut *tx)
+            .await
+            .expect("the run writes the prospect without a deadlock");
+        tx.commit().await.expect("commit the run");
+        // On SQLite, which runs one writer at a time, the triage comes after the run.
+        if let Some(holding) = holding.take() {
+            holding.send(()).ok();
+        }
+    };
+    let triaged = async {
+        run_holds.await.expect("the run holds its locks");
+        settle(app).await;
+    };
+    tokio::join!(step_run, triaged);
+    let triage_run = setup.get_run(&triage_run).await;
+    assert_eq!(triage_run["status"], json!("succeeded"), "{triage_run}");
+    let prospect = app.get(&format!("/prospects/{lead}"), &app.key).await;
+    assert_eq!(prospect.expect(200)["do_not_contact"], json!(true));
+    let enrollment = app
+        .get(&format!("/enrollments/{enrollment}"), &app.key)
+        .await;
+    assert_eq!(enrollment.expect(200)["exit_reason"], json!("unsubscribed"));
+}
+
 #[tokio::test]
 async fn the_dashboard_counts_runs_by_status_and_what_agents_spent() {
     let setup = Setup::new(2).await;

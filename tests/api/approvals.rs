@@ -420,7 +420,7 @@ async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_ag
                 fenced.send(()).ok();
             }
             assert!(
-                a_request_waits_for_a_lock(&app).await,
+                app.a_session_waits_for_a_lock().await,
                 "the resume never waited for the run's job row"
             );
         }
@@ -469,26 +469,6 @@ async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_ag
     assert_eq!(waiting, 1, "the resumed step is enqueued again");
 }
 
-/// Whether, within ten seconds, a session of the app's PostgreSQL database waits for a row lock.
-async fn a_request_waits_for_a_lock(app: &TestApp) -> bool {
-    for _ in 0..1000 {
-        let waiting: i64 = sqlx::Row::get(
-            &sqlx::query(
-                "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
-            )
-            .fetch_one(app.db.pool())
-            .await
-            .expect("count waiting"),
-            0,
-        );
-        if waiting > 0 {
-            return true;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    false
-}
-
 /// Stopping a sequence while a run ends its last live enrollment (the run holds the step's job
 /// and the enrollment, and then completes the sequence) waits for the run and then finds the
 /// sequence completed. On PostgreSQL the test holds the run's locks itself: stopping used to lock
@@ -526,24 +506,13 @@ async fn stopping_while_a_run_ends_the_last_enrollment_waits_for_the_run() {
     let (holding, run_holds) = tokio::sync::oneshot::channel::<()>();
     let run = async {
         let mut holding = Some(holding);
-        let mut tx = app.db.pool().begin().await.expect("begin");
+        let mut tx = app.hold_step_run(&enrollment).await;
         if on_postgres {
-            // The run's fence and its `prepare`: the job row, then the enrollment.
-            sqlx::query("select id from jobs where unique_key = $1 for update")
-                .bind(&key)
-                .fetch_one(&mut *tx)
-                .await
-                .expect("the run locks its job row");
-            sqlx::query("select id from enrollments where id = $1 for update")
-                .bind(&enrollment)
-                .fetch_one(&mut *tx)
-                .await
-                .expect("the run locks its enrollment");
             if let Some(holding) = holding.take() {
                 holding.send(()).ok();
             }
             assert!(
-                a_request_waits_for_a_lock(&app).await,
+                app.a_session_waits_for_a_lock().await,
                 "the stop never waited for the run"
             );
         }
@@ -594,6 +563,68 @@ async fn stopping_while_a_run_ends_the_last_enrollment_waits_for_the_run() {
         enrollment.expect(200)["exit_reason"],
         json!("completed_steps")
     );
+}
+
+/// Deleting a prospect while a run of their step holds its job and enrollment and is about to
+/// write the prospect waits for the run. On PostgreSQL the test holds the run's locks itself: the
+/// delete used to lock the prospect and then wait for the enrollment (its cascade), the run
+/// waited for the prospect, and PostgreSQL aborted one of them.
+#[tokio::test]
+async fn deleting_a_prospect_while_their_step_runs_waits_for_the_run() {
+    let app = crate::outreach::no_worker_app().await;
+    let send = send_key(&app).await;
+    let (id, _) = queued(&app, 1).await;
+    app.post_json(&format!("/sequences/{id}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    app.post_json("/approvals/approve", &send, json!({"sequence_id": id}))
+        .await
+        .expect(200);
+    let enrollments = app
+        .get(&format!("/enrollments?sequence_id={id}"), &app.key)
+        .await;
+    let enrollment = enrollments.expect(200)["items"][0].clone();
+    let prospect = enrollment["prospect_id"].as_str().expect("prospect");
+    let enrollment = enrollment["id"].as_str().expect("id");
+
+    let on_postgres = app.db.backend() == outreach_runtime::prelude::Backend::Postgres;
+    let (holding, run_holds) = tokio::sync::oneshot::channel::<()>();
+    let run = async {
+        let mut holding = Some(holding);
+        let mut tx = app.hold_step_run(enrollment).await;
+        if on_postgres {
+            if let Some(holding) = holding.take() {
+                holding.send(()).ok();
+            }
+            assert!(
+                app.a_session_waits_for_a_lock().await,
+                "the delete never waited for the run"
+            );
+        }
+        // What the run writes after a step went out.
+        sqlx::query("update prospects set last_contacted_at = 1 where id = $1")
+            .bind(prospect)
+            .execute(&mut *tx)
+            .await
+            .expect("the run writes the prospect without a deadlock");
+        tx.commit().await.expect("commit the run");
+        if let Some(holding) = holding.take() {
+            holding.send(()).ok();
+        }
+    };
+    let delete = async {
+        run_holds.await.expect("the run holds its locks");
+        app.delete(&format!("/prospects/{prospect}"), &app.key)
+            .await
+    };
+    let ((), deleted) = tokio::join!(run, delete);
+    deleted.expect(200);
+    app.get(&format!("/prospects/{prospect}"), &app.key)
+        .await
+        .expect_error(404, "not_found");
+    app.get(&format!("/enrollments/{enrollment}"), &app.key)
+        .await
+        .expect_error(404, "not_found");
 }
 
 #[tokio::test]

@@ -517,6 +517,50 @@ impl TestApp {
         page.expect(200)["total"].as_u64().expect("a total")
     }
 
+    /// A transaction that holds what a run of `enrollment`'s step job holds once it has begun:
+    /// its job row (the run's fence) and then the enrollment (its `prepare`). PostgreSQL only;
+    /// on SQLite, which runs one writer at a time, an empty transaction.
+    pub async fn hold_step_run(&self, enrollment: &str) -> sqlx::Transaction<'static, sqlx::Any> {
+        let mut tx = self.db.pool().begin().await.expect("begin");
+        if self.db.backend() == outreach_runtime::Backend::Postgres {
+            sqlx::query(
+                "select id from jobs where kind = 'outreach_step' and unique_key = $1 \
+                 and state in ('available', 'running') for update",
+            )
+            .bind(format!("enrollment:{enrollment}"))
+            .fetch_one(&mut *tx)
+            .await
+            .expect("the step has a job and the run locks it");
+            sqlx::query("select id from enrollments where id = $1 for update")
+                .bind(enrollment)
+                .fetch_one(&mut *tx)
+                .await
+                .expect("the run locks its enrollment");
+        }
+        tx
+    }
+
+    /// Whether, within ten seconds, a session of the app's PostgreSQL database waits for a row
+    /// lock (a request the test holds back with a transaction of its own).
+    pub async fn a_session_waits_for_a_lock(&self) -> bool {
+        for _ in 0..1000 {
+            let waiting: i64 = sqlx::Row::get(
+                &sqlx::query(
+                    "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+                )
+                .fetch_one(self.db.pool())
+                .await
+                .expect("count waiting"),
+                0,
+            );
+            if waiting > 0 {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        false
+    }
+
     /// Calls an action over REST with an input object, the way a client reading the OpenAPI
     /// document would: path parameters in the path, the rest in the query string (`GET`,
     /// `DELETE`) or the JSON body.

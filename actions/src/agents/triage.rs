@@ -47,6 +47,13 @@ outreach_runtime::prelude::text_enum! {
     }
 }
 
+impl Classification {
+    /// Whether a reply read this way ends the prospect's live enrollments.
+    fn stops_enrollments(self) -> bool {
+        !matches!(self, Classification::OutOfOffice | Classification::Unclear)
+    }
+}
+
 /// The default reply to a positive answer.
 pub const DEFAULT_POSITIVE: &str =
     "Thanks, {{first_name|there}}! Glad to hear it. Would a short call next week work for you?";
@@ -359,6 +366,11 @@ async fn triage_one(
     };
     let read_as = format!("read as `{classification}`{matched}");
     let prospect_id = item.prospect_id.as_str();
+    if classification.stops_enrollments() {
+        // The step jobs first, as every writer takes them: a run of one holds its job, then its
+        // enrollment, then the prospect, which an unsubscribe changes.
+        crate::delivery::lock_steps_of_person(conn, workspace_id, prospect_id).await?;
+    }
     match classification {
         Classification::Unsubscribe => {
             sqlx::query(

@@ -49,7 +49,7 @@ pub async fn apply(
             let Some(prospect_id) = prospect_of(conn, workspace_id, profile_url).await? else {
                 return Ok(());
             };
-            lock_steps_of(conn, workspace_id, &prospect_id).await?;
+            super::lock_steps_of_person(conn, workspace_id, &prospect_id).await?;
             let inbound = Inbound {
                 workspace_id,
                 sender_id,
@@ -84,31 +84,6 @@ async fn prospect_of(
         .map_err(Into::into)
 }
 
-/// Locks the step jobs of the person's live enrollments, before anything else of theirs (see
-/// `lock_step_job`): a run of one holds its job and then locks the enrollment, the prospect and
-/// its conversation, which an accepted invitation or a reply changes. PostgreSQL only.
-async fn lock_steps_of(
-    conn: &mut AnyConnection,
-    workspace_id: &str,
-    prospect_id: &str,
-) -> Result<(), ApiError> {
-    if !super::locks_rows_one_by_one(conn) {
-        return Ok(());
-    }
-    let live: Vec<String> = sqlx::query_scalar(
-        "select id from enrollments where workspace_id = $1 and prospect_id = $2 \
-         and status in ('scheduled', 'active', 'paused') order by id",
-    )
-    .bind(workspace_id)
-    .bind(prospect_id)
-    .fetch_all(&mut *conn)
-    .await?;
-    for id in live {
-        super::lock_step_job(conn, &id).await?;
-    }
-    Ok(())
-}
-
 async fn accepted(
     conn: &mut AnyConnection,
     clock: &Clock,
@@ -120,7 +95,7 @@ async fn accepted(
     let Some(prospect_id) = prospect_of(conn, workspace_id, profile_url).await? else {
         return Ok(());
     };
-    lock_steps_of(conn, workspace_id, &prospect_id).await?;
+    super::lock_steps_of_person(conn, workspace_id, &prospect_id).await?;
     sqlx::query("update prospects set connection_state = 'connected' where id = $1")
         .bind(&prospect_id)
         .execute(&mut *conn)

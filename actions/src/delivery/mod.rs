@@ -20,6 +20,23 @@
 //! happened ([`NetworkProvider::find_outbound`]) and records the answer instead of sending again.
 //! Refusals for the account (limit signal, disconnected) give the quota unit back and wait;
 //! refusals for the person (unreachable, cannot resend yet) fail the enrollment with the error.
+//!
+//! ## One lock order (PostgreSQL)
+//!
+//! A run holds its job row for the whole of each transaction, locks its enrollment, then writes
+//! the prospect and the conversation, and may complete the sequence. Any other transaction that
+//! changes those rows takes them in the same order, or the two wait for each other until
+//! PostgreSQL aborts one (a 500, or a run that fails):
+//!
+//! 1. the step jobs of the enrollments it touches, in enrollment id order ([`lock_step_job`],
+//!    [`lock_steps_of_person`], [`lock_live_of_sequence`]);
+//! 2. the prospect and the conversation;
+//! 3. the enrollments, in id order;
+//! 4. the sequence.
+//!
+//! A run itself never waits for its enrollment: it takes it `skip locked` and gives the job back
+//! if another transaction holds it. On SQLite none of this applies: one transaction writes at a
+//! time.
 
 pub mod inbound;
 pub mod intents;
@@ -86,6 +103,32 @@ pub async fn lock_step_job(conn: &mut AnyConnection, enrollment_id: &str) -> Res
         .bind(step_key(enrollment_id))
         .fetch_all(&mut *conn)
         .await?;
+    }
+    Ok(())
+}
+
+/// Locks (in the caller's transaction, PostgreSQL only) the step jobs of a person's live
+/// enrollments, in enrollment id order, before anything else of theirs: a run of one holds its
+/// job and then locks the enrollment, the prospect and its conversation, which an accepted
+/// invitation, a reply or an inbox triage (an unsubscribe) change. See [`lock_step_job`].
+pub async fn lock_steps_of_person(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    prospect_id: &str,
+) -> Result<(), ApiError> {
+    if !locks_rows_one_by_one(conn) {
+        return Ok(());
+    }
+    let live: Vec<String> = sqlx::query_scalar(
+        "select id from enrollments where workspace_id = $1 and prospect_id = $2 \
+         and status in ('scheduled', 'active', 'paused') order by id",
+    )
+    .bind(workspace_id)
+    .bind(prospect_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    for id in live {
+        lock_step_job(conn, &id).await?;
     }
     Ok(())
 }

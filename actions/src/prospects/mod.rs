@@ -929,6 +929,9 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
 pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, ApiError> {
     let prospect = fetch(&ctx, &input.id).await?;
     let mut tx = ctx.tx().await?;
+    // The delete cascades to the prospect's enrollments: their step jobs are locked first, as a
+    // run of one (job, enrollment, prospect) takes them.
+    crate::delivery::lock_steps_of_person(&mut tx, ctx.workspace_id(), &prospect.id).await?;
     sqlx::query("delete from prospect_tags where prospect_id = $1")
         .bind(&prospect.id)
         .execute(&mut *tx)
