@@ -54,7 +54,7 @@ error_codes! {
     NotFound => ("not_found", 404, "no such object in this workspace, or no such path"),
     MethodNotAllowed => ("method_not_allowed", 405, "the path exists but not with this method (see `Allow`)"),
     InvalidState => ("invalid_state", 409, "illegal state transition; the sentence says the state and what is allowed"),
-    Conflict => ("conflict", 409, "unique constraint (duplicate name, duplicate prospect)"),
+    Conflict => ("conflict", 409, "unique constraint (duplicate name, duplicate prospect); or another request changed the same records at the same moment, and nothing of this one was kept: send it again"),
     IdempotencyKeyInUse => ("idempotency_key_in_use", 409, "the same idempotency key is still being processed"),
     IdempotencyKeyReused => ("idempotency_key_reused", 422, "the same idempotency key was used for a different request"),
     InsufficientCredits => ("insufficient_credits", 402, "the balance is below the price (with `price` and `balance`)"),
@@ -189,8 +189,25 @@ impl fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+/// PostgreSQL's SQLSTATEs for a transaction it ended because another one held what it needed:
+/// `deadlock_detected` and `serialization_failure`. The transaction was rolled back whole; the
+/// same request sent again runs alone and succeeds.
+const CONTENTION_STATES: [&str; 2] = ["40P01", "40001"];
+
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> Self {
+        let contention = error
+            .as_database_error()
+            .and_then(|database| database.code())
+            .is_some_and(|state| CONTENTION_STATES.contains(&state.as_ref()));
+        if contention {
+            // Logged as a refusal (see `log`): each one is a lock order to look at.
+            let mut refused = Self::conflict(
+                "Another request changed the same records at the same moment, so this one was stopped and nothing of it was kept: send it again.",
+            );
+            refused.internal = Some(format!("database: {error}"));
+            return refused;
+        }
         Self::internal(format!("database: {error}"))
     }
 }

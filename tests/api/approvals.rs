@@ -627,6 +627,66 @@ async fn deleting_a_prospect_while_their_step_runs_waits_for_the_run() {
         .expect_error(404, "not_found");
 }
 
+/// A transaction PostgreSQL ends to break a deadlock (whatever lock order caused it) reaches the
+/// caller as a 409 `conflict` that says nothing was kept and to send the request again, not as a
+/// 500: dispatch rolls the whole call back. SQLite runs one writer at a time and has no deadlocks.
+#[tokio::test]
+async fn a_deadlock_is_a_409_conflict_that_says_to_send_it_again() {
+    let app = spawn_app().await;
+    if app.db.backend() != outreach_runtime::prelude::Backend::Postgres {
+        return;
+    }
+    let first = app.create_prospect(json!({"first_name": "One"})).await;
+    let second = app.create_prospect(json!({"first_name": "Two"})).await;
+    let (one, two) = (first["id"].as_str(), second["id"].as_str());
+    let touch = "update prospects set first_name = first_name where id = $1";
+    let mut a = app.db.pool().begin().await.expect("begin");
+    let mut b = app.db.pool().begin().await.expect("begin");
+    sqlx::query(touch)
+        .bind(one)
+        .execute(&mut *a)
+        .await
+        .expect("a");
+    sqlx::query(touch)
+        .bind(two)
+        .execute(&mut *b)
+        .await
+        .expect("b");
+    let a_waits = sqlx::query(touch).bind(two).execute(&mut *a);
+    let b_waits = async {
+        assert!(app.a_session_waits_for_a_lock().await);
+        sqlx::query(touch).bind(one).execute(&mut *b).await
+    };
+    let (a_done, b_done) = tokio::join!(a_waits, b_waits);
+    let error = match (a_done, b_done) {
+        (Err(error), Ok(_)) | (Ok(_), Err(error)) => error,
+        other => panic!("one of the two must be ended: {other:?}"),
+    };
+    let refused = outreach_runtime::prelude::ApiError::from(error);
+    assert_eq!(
+        refused.code,
+        outreach_runtime::prelude::ErrorCode::Conflict,
+        "{refused:?}"
+    );
+    assert!(
+        refused.message.contains("send it again"),
+        "{}",
+        refused.message
+    );
+    assert!(
+        refused.message.contains("nothing of it was kept"),
+        "{}",
+        refused.message
+    );
+    assert!(
+        refused
+            .internal
+            .as_deref()
+            .is_some_and(|cause| cause.contains("deadlock")),
+        "the cause is kept for the log: {refused:?}"
+    );
+}
+
 #[tokio::test]
 async fn stopping_a_sequence_finishes_its_enrollments_and_expires_its_queue() {
     let app = spawn_app().await;
