@@ -8,35 +8,39 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetWorkspaceInput {}
 
+// The fields of this answer's structs are declared in key order: the JSON writer then sends
+// them as they come instead of sorting them (see `outreach_runtime::json`), on the API's most
+// frequent call.
+
 /// The workspace and who is calling.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct WorkspaceView {
-    pub workspace: Workspace,
     pub caller: Caller,
+    pub workspace: Workspace,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Workspace {
-    pub id: String,
-    pub name: String,
+    pub created_at: Timestamp,
+    /// Credits available to actions that spend them.
+    pub credits_balance: i64,
     /// `production` (keys start `pk_live_`) or another name such as `development` (`pk_test_`).
     pub environment: String,
-    pub created_at: Timestamp,
+    pub id: String,
+    pub name: String,
     /// Whether an owner or admin has accepted the sending terms; `send` needs them.
     pub sending_terms_accepted: bool,
     pub sending_terms_accepted_at: Option<Timestamp>,
-    /// Credits available to actions that spend them.
-    pub credits_balance: i64,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Caller {
-    pub person_id: String,
-    pub email: String,
-    pub role: Role,
-    pub credential_kind: CredentialKind,
     pub credential_id: String,
+    pub credential_kind: CredentialKind,
     pub credential_name: String,
+    pub email: String,
+    pub person_id: String,
+    pub role: Role,
     /// What this credential may do now: its own scopes capped by the role and the sending terms.
     pub scopes: Vec<Scope>,
 }
