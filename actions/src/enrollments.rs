@@ -509,6 +509,12 @@ async fn change(ctx: &Ctx, id: &str, change: Change) -> Result<EnrollmentDetail,
         // lock this enrollment, so the job is locked before the enrollment below.
         crate::delivery::lock_step_job(&mut tx, id).await?;
     }
+    if change == Change::Stop {
+        // Stopping expires the enrollment's pending item, which an approval locks before the
+        // enrollment: the item first here too (see `delivery`'s lock order).
+        let of = crate::delivery::PendingOf::Enrollment(id);
+        crate::delivery::lock_pending_items(&mut tx, workspace_id, of).await?;
+    }
     // A write first: it locks the row (PostgreSQL) or the database (SQLite) before the read.
     let touched =
         sqlx::query("update enrollments set updated_at = $3 where workspace_id = $1 and id = $2")

@@ -687,6 +687,106 @@ async fn a_deadlock_is_a_409_conflict_that_says_to_send_it_again() {
     );
 }
 
+/// Stopping a sequence while an approval of one of its people is under way (it holds the item
+/// and is about to schedule the enrollment) waits for the approval, then stops the person it
+/// approved. On PostgreSQL the test holds the approval's locks itself: stopping used to lock the
+/// enrollments and then wait for the item, the approval waited for the enrollment, and
+/// PostgreSQL ended the stop.
+#[tokio::test]
+async fn stopping_while_an_approval_is_under_way_waits_and_stops_the_approved_person() {
+    stop_while_an_approval_is_under_way(Stopping::Sequence).await;
+}
+
+/// The same with the one enrollment stopped (`stop_enrollment`), which expires its item.
+#[tokio::test]
+async fn stopping_an_enrollment_while_its_approval_is_under_way_waits_and_stops_it() {
+    stop_while_an_approval_is_under_way(Stopping::Enrollment).await;
+}
+
+/// What a test stops.
+enum Stopping {
+    Sequence,
+    Enrollment,
+}
+
+async fn stop_while_an_approval_is_under_way(stopping: Stopping) {
+    let app = crate::outreach::no_worker_app().await;
+    let send = send_key(&app).await;
+    let (id, approvals) = queued(&app, 1).await;
+    app.post_json(&format!("/sequences/{id}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    let enrollments = app
+        .get(&format!("/enrollments?sequence_id={id}"), &app.key)
+        .await;
+    let enrollment = enrollments.expect(200)["items"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let item = approvals[0].clone();
+
+    let on_postgres = app.db.backend() == outreach_runtime::prelude::Backend::Postgres;
+    let (holding, approval_holds) = tokio::sync::oneshot::channel::<()>();
+    let approval = async {
+        let mut holding = Some(holding);
+        let mut tx = app.db.pool().begin().await.expect("begin");
+        // `approve_outreach`: the item, then the enrollment.
+        let marked = sqlx::query(
+            "update approvals set status = 'approved', decided_at = 1 where id = $1 and status = 'pending'",
+        )
+        .bind(&item)
+        .execute(&mut *tx)
+        .await
+        .expect("the approval marks its item");
+        assert_eq!(marked.rows_affected(), 1);
+        if on_postgres {
+            if let Some(holding) = holding.take() {
+                holding.send(()).ok();
+            }
+            assert!(
+                app.a_session_waits_for_a_lock().await,
+                "the stop never waited for the approval"
+            );
+        }
+        sqlx::query(
+            "update enrollments set status = 'scheduled', next_step_at = 1, approved_at = 1 \
+             where id = $1 and status = 'awaiting_approval'",
+        )
+        .bind(&enrollment)
+        .execute(&mut *tx)
+        .await
+        .expect("the approval schedules the enrollment without a deadlock");
+        tx.commit().await.expect("commit the approval");
+        if let Some(holding) = holding.take() {
+            holding.send(()).ok();
+        }
+    };
+    let path = match stopping {
+        Stopping::Sequence => format!("/sequences/{id}/stop"),
+        Stopping::Enrollment => format!("/enrollments/{enrollment}/stop"),
+    };
+    let stop = async {
+        approval_holds.await.expect("the approval holds its item");
+        app.post_json(&path, &send, json!({})).await
+    };
+    let ((), stopped) = tokio::join!(approval, stop);
+    let stopped = stopped.expect(200);
+    match stopping {
+        Stopping::Sequence => assert_eq!(stopped["status"], json!("stopped")),
+        Stopping::Enrollment => assert_eq!(stopped["exit_reason"], json!("stopped")),
+    }
+    let enrollment = app
+        .get(&format!("/enrollments/{enrollment}"), &app.key)
+        .await;
+    let enrollment = enrollment.expect(200);
+    assert_eq!(
+        (&enrollment["status"], &enrollment["exit_reason"]),
+        (&json!("finished"), &json!("stopped"))
+    );
+    let item = app.get(&format!("/approvals/{item}"), &app.key).await;
+    assert_eq!(item.expect(200)["status"], json!("approved"));
+}
+
 #[tokio::test]
 async fn stopping_a_sequence_finishes_its_enrollments_and_expires_its_queue() {
     let app = spawn_app().await;

@@ -367,9 +367,12 @@ async fn triage_one(
     let read_as = format!("read as `{classification}`{matched}");
     let prospect_id = item.prospect_id.as_str();
     if classification.stops_enrollments() {
-        // The step jobs first, as every writer takes them: a run of one holds its job, then its
-        // enrollment, then the prospect, which an unsubscribe changes.
+        // The step jobs first, then the pending approval items, as every writer takes them (see
+        // `delivery`): a run of one holds its job, then its enrollment, then the prospect, which
+        // an unsubscribe changes; an approval holds its item, then the enrollment.
         crate::delivery::lock_steps_of_person(conn, workspace_id, prospect_id).await?;
+        let of = crate::delivery::PendingOf::Person(prospect_id);
+        crate::delivery::lock_pending_items(conn, workspace_id, of).await?;
     }
     match classification {
         Classification::Unsubscribe => {

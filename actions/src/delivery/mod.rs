@@ -30,9 +30,11 @@
 //!
 //! 1. the step jobs of the enrollments it touches, in enrollment id order ([`lock_step_job`],
 //!    [`lock_steps_of_person`], [`lock_live_of_sequence`]);
-//! 2. the prospect and the conversation;
-//! 3. the enrollments, in id order;
-//! 4. the sequence.
+//! 2. approval items, in the order `approve_outreach` takes them (`created_at`, then id), each
+//!    before its enrollment;
+//! 3. the prospect and the conversation;
+//! 4. the enrollments, in id order;
+//! 5. the sequence.
 //!
 //! A run itself never waits for its enrollment: it takes it `skip locked` and gives the job back
 //! if another transaction holds it. On SQLite none of this applies: one transaction writes at a
@@ -133,9 +135,45 @@ pub async fn lock_steps_of_person(
     Ok(())
 }
 
+/// Locks (in the caller's transaction, PostgreSQL only) the pending approval items of one
+/// enrollment (`Some`) or of every enrollment and reply of a person, in the order
+/// `approve_outreach` takes them: an approval locks its item and then the enrollment, so a
+/// transaction that finishes an enrollment (and expires its item) takes the item first.
+pub async fn lock_pending_items(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    of: PendingOf<'_>,
+) -> Result<(), ApiError> {
+    if !locks_rows_one_by_one(conn) {
+        return Ok(());
+    }
+    let (filter, id) = match of {
+        PendingOf::Enrollment(id) => ("kind = 'enrollment' and subject_id = $2", id),
+        PendingOf::Person(id) => ("prospect_id = $2", id),
+    };
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "select id from approvals where workspace_id = $1 and {filter} and status = 'pending' \
+         order by created_at, id for update"
+    )))
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Whose pending approval items [`lock_pending_items`] locks.
+#[derive(Debug, Clone, Copy)]
+pub enum PendingOf<'a> {
+    /// The item that decides whether this enrollment (`enr_...`) may start.
+    Enrollment(&'a str),
+    /// Every item about this prospect (`prs_...`): enrollments and reply drafts.
+    Person(&'a str),
+}
+
 /// Locks (in the caller's transaction, PostgreSQL only) the step jobs of a sequence's live
-/// enrollments and then those enrollments, each in enrollment id order, as a caller about to
-/// lock the sequence's own row and finish them must.
+/// enrollments, its pending approval items, and then the live enrollments, as a caller about to
+/// lock the sequence's own row, finish them and expire the items must.
 ///
 /// The order is the one every writer keeps: step job, then enrollment, then sequence. A run
 /// holds its job and its enrollment and, when it ends the sequence's last live enrollment,
@@ -159,6 +197,15 @@ pub async fn lock_live_of_sequence(
     )))
     .bind(STEP_JOB)
     .bind(STEP_KEY_PREFIX)
+    .bind(workspace_id)
+    .bind(sequence_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    // Its pending approval items, in the order an approval takes them (item, then enrollment).
+    sqlx::query(
+        "select id from approvals where workspace_id = $1 and sequence_id = $2 and status = 'pending' \
+         order by created_at, id for update",
+    )
     .bind(workspace_id)
     .bind(sequence_id)
     .fetch_all(&mut *conn)
