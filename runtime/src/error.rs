@@ -54,7 +54,7 @@ error_codes! {
     NotFound => ("not_found", 404, "no such object in this workspace, or no such path"),
     MethodNotAllowed => ("method_not_allowed", 405, "the path exists but not with this method (see `Allow`)"),
     InvalidState => ("invalid_state", 409, "illegal state transition; the sentence says the state and what is allowed"),
-    Conflict => ("conflict", 409, "unique constraint (duplicate name, duplicate prospect); or another request changed the same records at the same moment, and nothing of this one was kept: send it again"),
+    Conflict => ("conflict", 409, "unique constraint (duplicate name, duplicate prospect); or, with `retryable: true`, another request changed the same records at the same moment and nothing of this one was kept: send it again"),
     IdempotencyKeyInUse => ("idempotency_key_in_use", 409, "the same idempotency key is still being processed"),
     IdempotencyKeyReused => ("idempotency_key_reused", 422, "the same idempotency key was used for a different request"),
     InsufficientCredits => ("insufficient_credits", 402, "the balance is below the price (with `price` and `balance`)"),
@@ -119,6 +119,27 @@ impl ApiError {
 
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Conflict, message)
+    }
+
+    /// A 409 `conflict` with `retryable: true`: the database ended this call's transaction
+    /// because another one held what it needed. Dispatch runs a call in one transaction, so
+    /// nothing of it was kept and the same request sent again may succeed. The cause is logged as
+    /// a refusal (see [`ApiError::log`]): each one is a lock order to look at.
+    pub fn contention(cause: impl fmt::Display) -> Self {
+        let mut error = Self::conflict(
+            "Another request changed the same records at the same moment, so this one was stopped and nothing of it was kept: send it again.",
+        )
+        .with_extra("retryable", true);
+        error.internal = Some(cause.to_string());
+        error
+    }
+
+    /// Whether the same work tried again may succeed: a fault on our side, or a transaction the
+    /// database ended for another one ([`ApiError::contention`]). A job retries these and fails
+    /// on the others.
+    pub fn is_transient(&self) -> bool {
+        self.code == ErrorCode::InternalError
+            || self.extra.get("retryable") == Some(&Value::Bool(true))
     }
 
     pub fn forbidden(message: impl Into<String>) -> Self {
@@ -201,12 +222,7 @@ impl From<sqlx::Error> for ApiError {
             .and_then(|database| database.code())
             .is_some_and(|state| CONTENTION_STATES.contains(&state.as_ref()));
         if contention {
-            // Logged as a refusal (see `log`): each one is a lock order to look at.
-            let mut refused = Self::conflict(
-                "Another request changed the same records at the same moment, so this one was stopped and nothing of it was kept: send it again.",
-            );
-            refused.internal = Some(format!("database: {error}"));
-            return refused;
+            return Self::contention(format!("database: {error}"));
         }
         Self::internal(format!("database: {error}"))
     }

@@ -528,6 +528,7 @@ fn error_schema() -> Value {
             "retry_after": {"type": "integer", "description": "With `rate_limited`: seconds to wait."},
             "request_id": {"type": "string", "description": "With `internal_error`: the id to quote."},
             "existing_id": {"type": "string", "description": "With `conflict`: the id of the object that already holds the unique value."},
+            "retryable": {"type": "boolean", "description": "With `conflict`: `true` when another request changed the same records at the same moment; nothing of this one was kept, and the same request sent again may succeed."},
         },
     })
 }

@@ -961,10 +961,10 @@ async fn an_unsubscribe_is_marked_do_not_contact_and_stops_every_enrollment() {
     assert!(setup.approvals("kind=reply").await.is_empty());
 }
 
-/// An unsubscribe triaged while a run of the person's step holds its job and enrollment and
-/// is about to write the prospect waits for the run. On PostgreSQL the test holds the run's
-/// locks itself: the triage used to lock the prospect and then wait for the enrollment, the run
-/// waited for the prospect, and PostgreSQL aborted one of them.
+/// An unsubscribe triaged while a run of the person's step is in its outcome transaction (its
+/// job held, about to write the prospect) waits for the run: a triage takes the people's step
+/// jobs first, the order every writer keeps (see `delivery`), instead of taking the prospect in
+/// the middle of the run's transaction. On PostgreSQL the test plays the run's transaction.
 #[tokio::test]
 async fn an_unsubscribe_triaged_while_a_step_runs_waits_for_the_run() {
     let setup = Setup::new(1).await;
@@ -994,7 +994,7 @@ async fn an_unsubscribe_triaged_while_a_step_runs_waits_for_the_run() {
                 holding.send(()).ok();
             }
             assert!(
-                app.a_session_waits_for_a_lock().await,
+                app.a_session_waits_on(&mut tx).await,
                 "the triage never waited for the step's run"
             );
         }

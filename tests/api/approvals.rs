@@ -420,7 +420,7 @@ async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_ag
                 fenced.send(()).ok();
             }
             assert!(
-                app.a_session_waits_for_a_lock().await,
+                app.a_session_waits_on(&mut tx).await,
                 "the resume never waited for the run's job row"
             );
         }
@@ -469,11 +469,11 @@ async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_ag
     assert_eq!(waiting, 1, "the resumed step is enqueued again");
 }
 
-/// Stopping a sequence while a run ends its last live enrollment (the run holds the step's job
-/// and the enrollment, and then completes the sequence) waits for the run and then finds the
-/// sequence completed. On PostgreSQL the test holds the run's locks itself: stopping used to lock
-/// the sequence and then wait for the enrollment, the run waited for the sequence, and PostgreSQL
-/// aborted one of them.
+/// Stopping a sequence while a run ends its last live enrollment (the run holds the step's job,
+/// has finished the enrollment and is about to complete the sequence) waits for the run and then
+/// finds the sequence completed. On PostgreSQL the test plays the run's transaction itself:
+/// stopping used to lock the sequence and then wait for the enrollment, the run waited for the
+/// sequence, and PostgreSQL ended one of them.
 #[tokio::test]
 async fn stopping_while_a_run_ends_the_last_enrollment_waits_for_the_run() {
     let app = crate::outreach::no_worker_app().await;
@@ -507,16 +507,7 @@ async fn stopping_while_a_run_ends_the_last_enrollment_waits_for_the_run() {
     let run = async {
         let mut holding = Some(holding);
         let mut tx = app.hold_step_run(&enrollment).await;
-        if on_postgres {
-            if let Some(holding) = holding.take() {
-                holding.send(()).ok();
-            }
-            assert!(
-                app.a_session_waits_for_a_lock().await,
-                "the stop never waited for the run"
-            );
-        }
-        // The run's last step ends the enrollment, which completes the sequence.
+        // The run's last step ends the enrollment, which then completes the sequence.
         sqlx::query(
             "update enrollments set status = 'finished', exit_reason = 'completed_steps', next_step_at = null where id = $1",
         )
@@ -524,6 +515,15 @@ async fn stopping_while_a_run_ends_the_last_enrollment_waits_for_the_run() {
         .execute(&mut *tx)
         .await
         .expect("the run ends the enrollment");
+        if on_postgres {
+            if let Some(holding) = holding.take() {
+                holding.send(()).ok();
+            }
+            assert!(
+                app.a_session_waits_on(&mut tx).await,
+                "the stop never waited for the run"
+            );
+        }
         let completed = sqlx::query(
             "update sequences set status = 'completed', finished_at = 1 where id = $1 and status = 'active' \
              and not exists (select 1 from enrollments e where e.sequence_id = $1 \
@@ -565,10 +565,11 @@ async fn stopping_while_a_run_ends_the_last_enrollment_waits_for_the_run() {
     );
 }
 
-/// Deleting a prospect while a run of their step holds its job and enrollment and is about to
-/// write the prospect waits for the run. On PostgreSQL the test holds the run's locks itself: the
-/// delete used to lock the prospect and then wait for the enrollment (its cascade), the run
-/// waited for the prospect, and PostgreSQL aborted one of them.
+/// Deleting a prospect while a run of their step is in its outcome transaction (its job held, its
+/// history entry referencing the enrollment, about to write the prospect) waits for the run. On
+/// PostgreSQL the test plays the run's transaction: the delete used to lock the prospect and then
+/// wait for the enrollment (its cascade, against the entry's key-share lock), the run waited for
+/// the prospect, and PostgreSQL ended one of them.
 #[tokio::test]
 async fn deleting_a_prospect_while_their_step_runs_waits_for_the_run() {
     let app = crate::outreach::no_worker_app().await;
@@ -597,7 +598,7 @@ async fn deleting_a_prospect_while_their_step_runs_waits_for_the_run() {
                 holding.send(()).ok();
             }
             assert!(
-                app.a_session_waits_for_a_lock().await,
+                app.a_session_waits_on(&mut tx).await,
                 "the delete never waited for the run"
             );
         }
@@ -654,7 +655,7 @@ async fn a_deadlock_is_a_409_conflict_that_says_to_send_it_again() {
         .expect("b");
     let a_waits = sqlx::query(touch).bind(two).execute(&mut *a);
     let b_waits = async {
-        assert!(app.a_session_waits_for_a_lock().await);
+        assert!(app.a_session_waits_on(&mut b).await);
         sqlx::query(touch).bind(one).execute(&mut *b).await
     };
     let (a_done, b_done) = tokio::join!(a_waits, b_waits);
@@ -668,6 +669,8 @@ async fn a_deadlock_is_a_409_conflict_that_says_to_send_it_again() {
         outreach_runtime::prelude::ErrorCode::Conflict,
         "{refused:?}"
     );
+    assert!(refused.is_transient(), "a job retries it");
+    assert_eq!(refused.body()["retryable"], json!(true));
     assert!(
         refused.message.contains("send it again"),
         "{}",
@@ -744,7 +747,7 @@ async fn stop_while_an_approval_is_under_way(stopping: Stopping) {
                 holding.send(()).ok();
             }
             assert!(
-                app.a_session_waits_for_a_lock().await,
+                app.a_session_waits_on(&mut tx).await,
                 "the stop never waited for the approval"
             );
         }

@@ -517,8 +517,9 @@ impl TestApp {
         page.expect(200)["total"].as_u64().expect("a total")
     }
 
-    /// A transaction that holds what a run of `enrollment`'s step job holds once it has begun:
-    /// its job row (the run's fence) and then the enrollment (its `prepare`). PostgreSQL only;
+    /// A transaction that holds what a run of `enrollment`'s step job holds in its outcome
+    /// transaction before it writes the prospect: its job row (the run's fence) and a key-share
+    /// lock on the enrollment (the foreign key of the history entry it wrote). PostgreSQL only;
     /// on SQLite, which runs one writer at a time, an empty transaction.
     pub async fn hold_step_run(&self, enrollment: &str) -> sqlx::Transaction<'static, sqlx::Any> {
         let mut tx = self.db.pool().begin().await.expect("begin");
@@ -531,28 +532,31 @@ impl TestApp {
             .fetch_one(&mut *tx)
             .await
             .expect("the step has a job and the run locks it");
-            sqlx::query("select id from enrollments where id = $1 for update")
+            sqlx::query("select id from enrollments where id = $1 for key share")
                 .bind(enrollment)
                 .fetch_one(&mut *tx)
                 .await
-                .expect("the run locks its enrollment");
+                .expect("the run's history entry references its enrollment");
         }
         tx
     }
 
-    /// Whether, within ten seconds, a session of the app's PostgreSQL database waits for a row
-    /// lock (a request the test holds back with a transaction of its own).
-    pub async fn a_session_waits_for_a_lock(&self) -> bool {
+    /// Whether, within ten seconds, another session of the app's PostgreSQL database waits for a
+    /// lock that `holder` (a transaction the test holds open) holds.
+    pub async fn a_session_waits_on(&self, holder: &mut sqlx::AnyConnection) -> bool {
+        let pid: i64 = sqlx::query_scalar("select cast(pg_backend_pid() as bigint)")
+            .fetch_one(&mut *holder)
+            .await
+            .expect("the holder's backend");
         for _ in 0..1000 {
-            let waiting: i64 = sqlx::Row::get(
-                &sqlx::query(
-                    "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
-                )
-                .fetch_one(self.db.pool())
-                .await
-                .expect("count waiting"),
-                0,
-            );
+            let waiting: i64 = sqlx::query_scalar(
+                "select count(*) from pg_stat_activity where datname = current_database() \
+                 and cast($1 as integer) = any(pg_blocking_pids(pid))",
+            )
+            .bind(pid)
+            .fetch_one(self.db.pool())
+            .await
+            .expect("count waiting");
             if waiting > 0 {
                 return true;
             }

@@ -184,7 +184,7 @@ async fn advance(job: &JobCtx, run_id: &str, drafter: &Drafter) -> JobResult {
         };
         match step {
             Ok(()) => {}
-            Err(error) if error.code == ErrorCode::InternalError => return Err(error.into()),
+            Err(error) if error.is_transient() => return Err(error.into()),
             Err(failure) => {
                 // The step's writes go; the failure is recorded in a fresh transaction.
                 drop(tx);
@@ -534,7 +534,7 @@ async fn propose_or_approve(
             )
             .await;
             if let Err(refusal) = preview {
-                if refusal.code == ErrorCode::InternalError {
+                if refusal.is_transient() {
                     return Err(refusal);
                 }
                 runs::log(

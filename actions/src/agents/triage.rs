@@ -47,13 +47,6 @@ outreach_runtime::prelude::text_enum! {
     }
 }
 
-impl Classification {
-    /// Whether a reply read this way ends the prospect's live enrollments.
-    fn stops_enrollments(self) -> bool {
-        !matches!(self, Classification::OutOfOffice | Classification::Unclear)
-    }
-}
-
 /// The default reply to a positive answer.
 pub const DEFAULT_POSITIVE: &str =
     "Thanks, {{first_name|there}}! Glad to hear it. Would a short call next week work for you?";
@@ -289,6 +282,15 @@ pub(crate) async fn process(
     work: &Work<'_>,
     items: &[WorkItem],
 ) -> Result<Vec<Outcome>, ApiError> {
+    // A triage may stop the people's enrollments and expire their items: their step jobs and
+    // pending items are locked first, all of the batch's at once, in the order every writer
+    // takes them (see `delivery`): a run holds its job, then its enrollment, then the prospect;
+    // an approval holds its item, then the enrollment.
+    let people: Vec<&str> = items.iter().map(|item| item.prospect_id.as_str()).collect();
+    let workspace_id = work.run.workspace_id.as_str();
+    crate::delivery::lock_steps_of_people(conn, workspace_id, &people).await?;
+    let of = crate::delivery::PendingOf::People(&people);
+    crate::delivery::lock_pending_items(conn, workspace_id, of).await?;
     let mut outcomes = Vec::with_capacity(items.len());
     for item in items {
         outcomes.push(triage_one(conn, work, item).await?);
@@ -366,14 +368,6 @@ async fn triage_one(
     };
     let read_as = format!("read as `{classification}`{matched}");
     let prospect_id = item.prospect_id.as_str();
-    if classification.stops_enrollments() {
-        // The step jobs first, then the pending approval items, as every writer takes them (see
-        // `delivery`): a run of one holds its job, then its enrollment, then the prospect, which
-        // an unsubscribe changes; an approval holds its item, then the enrollment.
-        crate::delivery::lock_steps_of_person(conn, workspace_id, prospect_id).await?;
-        let of = crate::delivery::PendingOf::Person(prospect_id);
-        crate::delivery::lock_pending_items(conn, workspace_id, of).await?;
-    }
     match classification {
         Classification::Unsubscribe => {
             sqlx::query(

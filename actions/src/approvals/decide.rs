@@ -231,6 +231,11 @@ async fn choose(
     if !lapsed.is_empty() {
         return Err(expired(&lapsed));
     }
+    // Every chosen item is locked now, in the lock order (see `delivery`), before any is written:
+    // the writes below take them one kind at a time, not in that order.
+    let ids: Vec<&str> = chosen.iter().map(|item| item.id.as_str()).collect();
+    let of = crate::delivery::PendingOf::Items(&ids);
+    crate::delivery::lock_pending_items(conn, workspace_id, of).await?;
     Ok(chosen)
 }
 

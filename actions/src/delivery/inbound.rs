@@ -49,7 +49,7 @@ pub async fn apply(
             let Some(prospect_id) = prospect_of(conn, workspace_id, profile_url).await? else {
                 return Ok(());
             };
-            super::lock_steps_of_person(conn, workspace_id, &prospect_id).await?;
+            super::lock_steps_of_people(conn, workspace_id, &[prospect_id.as_str()]).await?;
             let inbound = Inbound {
                 workspace_id,
                 sender_id,
@@ -95,7 +95,7 @@ async fn accepted(
     let Some(prospect_id) = prospect_of(conn, workspace_id, profile_url).await? else {
         return Ok(());
     };
-    super::lock_steps_of_person(conn, workspace_id, &prospect_id).await?;
+    super::lock_steps_of_people(conn, workspace_id, &[prospect_id.as_str()]).await?;
     sqlx::query("update prospects set connection_state = 'connected' where id = $1")
         .bind(&prospect_id)
         .execute(&mut *conn)

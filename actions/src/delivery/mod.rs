@@ -23,22 +23,25 @@
 //!
 //! ## One lock order (PostgreSQL)
 //!
-//! A run holds its job row for the whole of each transaction, locks its enrollment, then writes
-//! the prospect and the conversation, and may complete the sequence. Any other transaction that
-//! changes those rows takes them in the same order, or the two wait for each other until
-//! PostgreSQL aborts one (a 500, or a run that fails):
+//! A run holds its job row for the whole of each of its transactions. In the first it locks
+//! its enrollment (`skip locked`: if another transaction holds it, the job is given back at
+//! once); in the outcome transaction it writes the enrollment's history, the prospect, the
+//! conversation and the enrollment, and may complete the sequence. Any other transaction that
+//! changes those rows takes them in this order, or the two can wait for each other until
+//! PostgreSQL ends one (a call then answers 409 `conflict` with `retryable: true`; a job tries
+//! again later):
 //!
-//! 1. the step jobs of the enrollments it touches, in enrollment id order ([`lock_step_job`],
-//!    [`lock_steps_of_person`], [`lock_live_of_sequence`]);
-//! 2. approval items, in the order `approve_outreach` takes them (`created_at`, then id), each
-//!    before its enrollment;
+//! 1. the step jobs of the enrollments it touches, all at once in enrollment id order
+//!    ([`lock_step_job`], [`lock_steps_of_people`], [`lock_live_of_sequence`]);
+//! 2. approval items, all at once in the order `created_at`, then id ([`lock_pending_items`];
+//!    a decision locks the items it chose before it writes any);
 //! 3. the prospect and the conversation;
 //! 4. the enrollments, in id order;
 //! 5. the sequence.
 //!
-//! A run itself never waits for its enrollment: it takes it `skip locked` and gives the job back
-//! if another transaction holds it. On SQLite none of this applies: one transaction writes at a
-//! time.
+//! A transaction that handles several people (a triage batch, the sandbox's due events) locks
+//! the step jobs of all of them before the first person's prospect. On SQLite none of this
+//! applies: one transaction writes at a time.
 
 pub mod inbound;
 pub mod intents;
@@ -109,36 +112,41 @@ pub async fn lock_step_job(conn: &mut AnyConnection, enrollment_id: &str) -> Res
     Ok(())
 }
 
-/// Locks (in the caller's transaction, PostgreSQL only) the step jobs of a person's live
-/// enrollments, in enrollment id order, before anything else of theirs: a run of one holds its
-/// job and then locks the enrollment, the prospect and its conversation, which an accepted
-/// invitation, a reply or an inbox triage (an unsubscribe) change. See [`lock_step_job`].
-pub async fn lock_steps_of_person(
+/// Locks (in the caller's transaction, PostgreSQL only) the step jobs of the live enrollments of
+/// `people` (prospect ids), all in one statement in enrollment id order, before anything else
+/// of theirs: a run of one holds its job and then locks the enrollment, the prospect and its
+/// conversation, which an accepted invitation, a reply, an inbox triage (an unsubscribe) or a
+/// delete change. A transaction that handles several people (the sandbox's delivery of due
+/// events, a triage batch) locks them all at once: one person's jobs and then another's would
+/// cross a stop that locks both in id order. See [`lock_step_job`].
+pub async fn lock_steps_of_people(
     conn: &mut AnyConnection,
     workspace_id: &str,
-    prospect_id: &str,
+    people: &[&str],
 ) -> Result<(), ApiError> {
-    if !locks_rows_one_by_one(conn) {
+    if people.is_empty() || !locks_rows_one_by_one(conn) {
         return Ok(());
     }
-    let live: Vec<String> = sqlx::query_scalar(
-        "select id from enrollments where workspace_id = $1 and prospect_id = $2 \
-         and status in ('scheduled', 'active', 'paused') order by id",
+    // Prospect ids are base62: a comma list is one bind however many people there are.
+    sqlx::query(
+        "select j.id from jobs j where j.kind = $1 and j.state in ('available', 'running') \
+         and j.unique_key in (select $2 || e.id from enrollments e where e.workspace_id = $3 \
+         and e.prospect_id = any(string_to_array($4, ',')) and e.status in ('scheduled', 'active', 'paused')) \
+         order by j.unique_key for update of j",
     )
+    .bind(STEP_JOB)
+    .bind(STEP_KEY_PREFIX)
     .bind(workspace_id)
-    .bind(prospect_id)
+    .bind(people.join(","))
     .fetch_all(&mut *conn)
     .await?;
-    for id in live {
-        lock_step_job(conn, &id).await?;
-    }
     Ok(())
 }
 
-/// Locks (in the caller's transaction, PostgreSQL only) the pending approval items of one
-/// enrollment (`Some`) or of every enrollment and reply of a person, in the order
-/// `approve_outreach` takes them: an approval locks its item and then the enrollment, so a
-/// transaction that finishes an enrollment (and expires its item) takes the item first.
+/// Locks (in the caller's transaction, PostgreSQL only) pending approval items ([`PendingOf`]),
+/// all in one statement in the order `created_at`, then id: a decision locks the items it chose
+/// and then their enrollments, so a transaction that finishes an enrollment (and expires its
+/// item) takes the item first.
 pub async fn lock_pending_items(
     conn: &mut AnyConnection,
     workspace_id: &str,
@@ -147,16 +155,22 @@ pub async fn lock_pending_items(
     if !locks_rows_one_by_one(conn) {
         return Ok(());
     }
-    let (filter, id) = match of {
-        PendingOf::Enrollment(id) => ("kind = 'enrollment' and subject_id = $2", id),
-        PendingOf::Person(id) => ("prospect_id = $2", id),
+    let (filter, ids) = match of {
+        PendingOf::Enrollment(id) => ("kind = 'enrollment' and subject_id = $2", id.to_owned()),
+        PendingOf::People([]) | PendingOf::Items([]) => return Ok(()),
+        // Prospect and item ids are base62: a comma list is one bind.
+        PendingOf::People(people) => (
+            "prospect_id = any(string_to_array($2, ','))",
+            people.join(","),
+        ),
+        PendingOf::Items(items) => ("id = any(string_to_array($2, ','))", items.join(",")),
     };
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "select id from approvals where workspace_id = $1 and {filter} and status = 'pending' \
          order by created_at, id for update"
     )))
     .bind(workspace_id)
-    .bind(id)
+    .bind(ids)
     .fetch_all(&mut *conn)
     .await?;
     Ok(())
@@ -167,19 +181,22 @@ pub async fn lock_pending_items(
 pub enum PendingOf<'a> {
     /// The item that decides whether this enrollment (`enr_...`) may start.
     Enrollment(&'a str),
-    /// Every item about this prospect (`prs_...`): enrollments and reply drafts.
-    Person(&'a str),
+    /// Every item about these prospects (`prs_...`): enrollments and reply drafts.
+    People(&'a [&'a str]),
+    /// These items (`apr_...`), as a decision chose them.
+    Items(&'a [&'a str]),
 }
 
 /// Locks (in the caller's transaction, PostgreSQL only) the step jobs of a sequence's live
 /// enrollments, its pending approval items, and then the live enrollments, as a caller about to
 /// lock the sequence's own row, finish them and expire the items must.
 ///
-/// The order is the one every writer keeps: step job, then enrollment, then sequence. A run
-/// holds its job and its enrollment and, when it ends the sequence's last live enrollment,
-/// completes the sequence ([`complete_sequence_if_done`]); a reply does the same without a job.
-/// Stopping the sequence by locking its row first and then its enrollments made the two wait
-/// for each other until PostgreSQL aborted one.
+/// The order is the module's (step jobs, items, enrollments, sequence). A run that ends the
+/// sequence's last live enrollment holds its job and the enrollment and then completes the
+/// sequence ([`complete_sequence_if_done`]); a reply does the same without a job; an approval
+/// holds its items and then their enrollments. Stopping the sequence by locking its row first
+/// and then the rest made each of them wait for the stop while the stop waited for them.
+/// Editing a sequence's content and deleting a draft take the same locks first.
 pub async fn lock_live_of_sequence(
     conn: &mut AnyConnection,
     workspace_id: &str,
@@ -953,7 +970,7 @@ pub(crate) async fn gate(
 /// before it was locked may be out of date and a transaction in flight elsewhere must be waited
 /// for row by row; not on SQLite, whose write transaction (`BEGIN IMMEDIATE`, from a job's fence
 /// on) holds the whole database.
-pub(super) fn locks_rows_one_by_one(tx: &AnyConnection) -> bool {
+pub(crate) fn locks_rows_one_by_one(tx: &AnyConnection) -> bool {
     tx.backend_name().eq_ignore_ascii_case("postgresql")
 }
 

@@ -400,6 +400,15 @@ impl Sandbox {
         .bind(now)
         .fetch_all(&mut *tx)
         .await?;
+        let replies = sqlx::query(
+            "select sender_id, profile_url, reply_at, reply_text from sandbox_connections \
+             where workspace_id = $1 and reply_at <= $2 order by reply_at",
+        )
+        .bind(workspace_id)
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await?;
+        lock_steps_of_recipients(&mut tx, workspace_id, accepted.iter().chain(&replies)).await?;
         for row in accepted {
             let sender_id: String = row.try_get("sender_id")?;
             let profile_url: String = row.try_get("profile_url")?;
@@ -423,14 +432,6 @@ impl Sandbox {
                 delivered += u64::from(ingest(&mut tx, &self.clock, workspace_id, &event).await?);
             }
         }
-        let replies = sqlx::query(
-            "select sender_id, profile_url, reply_at, reply_text from sandbox_connections \
-             where workspace_id = $1 and reply_at <= $2 order by reply_at",
-        )
-        .bind(workspace_id)
-        .bind(now)
-        .fetch_all(&mut *tx)
-        .await?;
         for row in replies {
             let sender_id: String = row.try_get("sender_id")?;
             let profile_url: String = row.try_get("profile_url")?;
@@ -509,6 +510,36 @@ pub(crate) async fn insert_message(
         text: text.to_owned(),
         at_ms,
     })
+}
+/// Locks the step jobs of every recipient of the due events (rows with `profile_url`) before
+/// any event is delivered: delivering one locks the person's jobs, prospect and enrollments, and
+/// the next person's jobs after those would cross a stop that locks both people's jobs in id
+/// order (see `delivery`'s lock order). PostgreSQL only, as the lock itself.
+async fn lock_steps_of_recipients(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    rows: impl Iterator<Item = &AnyRow>,
+) -> Result<(), ApiError> {
+    if !crate::delivery::locks_rows_one_by_one(conn) {
+        return Ok(());
+    }
+    let mut urls = Vec::new();
+    for row in rows {
+        urls.push(row.try_get::<String, _>("profile_url")?);
+    }
+    if urls.is_empty() {
+        return Ok(());
+    }
+    // A profile URL holds no line break: the list is one bind.
+    let people: Vec<String> = sqlx::query_scalar(
+        "select id from prospects where workspace_id = $1 and profile_url = any(string_to_array($2, chr(10)))",
+    )
+    .bind(workspace_id)
+    .bind(urls.join("\n"))
+    .fetch_all(&mut *conn)
+    .await?;
+    let people: Vec<&str> = people.iter().map(String::as_str).collect();
+    crate::delivery::lock_steps_of_people(conn, workspace_id, &people).await
 }
 
 /// The decisions and effects of each call, inside its transaction; `Ok(Some(id))` names what

@@ -929,9 +929,13 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
 pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, ApiError> {
     let prospect = fetch(&ctx, &input.id).await?;
     let mut tx = ctx.tx().await?;
-    // The delete cascades to the prospect's enrollments: their step jobs are locked first, as a
-    // run of one (job, enrollment, prospect) takes them.
-    crate::delivery::lock_steps_of_person(&mut tx, ctx.workspace_id(), &prospect.id).await?;
+    // The delete cascades to the prospect's enrollments, approval items and conversations: the
+    // step jobs and the pending items are locked first, in the order every writer takes them
+    // (see `delivery`).
+    let people = [prospect.id.as_str()];
+    crate::delivery::lock_steps_of_people(&mut tx, ctx.workspace_id(), &people).await?;
+    let of = crate::delivery::PendingOf::People(&people);
+    crate::delivery::lock_pending_items(&mut tx, ctx.workspace_id(), of).await?;
     sqlx::query("delete from prospect_tags where prospect_id = $1")
         .bind(&prospect.id)
         .execute(&mut *tx)

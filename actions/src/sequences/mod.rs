@@ -776,12 +776,17 @@ pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Seq
     let steps = input.steps.map(check_steps).transpose()?;
     let workspace_id = ctx.workspace_id();
     let now = ctx.now_ms();
-    let mut tx = ctx.tx().await?;
-    let current = lock(&mut tx, workspace_id, &input.id, now).await?;
     let edits_content = steps.is_some()
         || input.sender_ids.is_some()
         || input.schedule.is_some()
         || input.settings.is_some();
+    let mut tx = ctx.tx().await?;
+    if edits_content {
+        // New content renders its pending approval items again: they (and what comes before
+        // them in the lock order) are locked before the sequence, as stop_sequence takes them.
+        crate::delivery::lock_live_of_sequence(&mut tx, workspace_id, &input.id).await?;
+    }
+    let current = lock(&mut tx, workspace_id, &input.id, now).await?;
     if edits_content
         && !matches!(
             current.status,
@@ -928,6 +933,9 @@ async fn rerender_pending(
 pub async fn delete_sequence(ctx: Ctx, input: SequenceId) -> Result<Deleted, ApiError> {
     let workspace_id = ctx.workspace_id();
     let mut tx = ctx.tx().await?;
+    // Its approval items and enrollments go too: locked before the sequence, as stop_sequence
+    // takes them.
+    crate::delivery::lock_live_of_sequence(&mut tx, workspace_id, &input.id).await?;
     let current = lock(&mut tx, workspace_id, &input.id, ctx.now_ms()).await?;
     if current.status != SequenceStatus::Draft {
         return Err(ApiError::new(
