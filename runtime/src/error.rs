@@ -251,6 +251,17 @@ impl IntoResponse for ApiError {
 mod tests {
     use super::*;
 
+    #[test]
+    fn only_faults_and_contention_are_transient() {
+        assert!(ApiError::internal("boom").is_transient());
+        let contention = ApiError::contention("database: deadlock detected");
+        assert!(contention.is_transient());
+        assert_eq!(contention.code, ErrorCode::Conflict);
+        assert_eq!(contention.body()["retryable"], json!(true));
+        assert!(!ApiError::conflict("A list named `Leads` exists.").is_transient());
+        assert!(!ApiError::invalid_request("`name` must not be empty.").is_transient());
+    }
+
     /// A rename of a public code shows up here as a diff to review.
     #[test]
     fn error_table_snapshot() {
