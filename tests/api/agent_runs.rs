@@ -10,7 +10,7 @@ use std::str::FromStr;
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use crate::helpers::TestApp;
+use crate::helpers::{HeldBack, TestApp};
 use crate::outreach::{advance, always, no_worker_app, quiet_profile, settle};
 use crate::sequences::send_key;
 
@@ -984,20 +984,12 @@ async fn an_unsubscribe_triaged_while_a_step_runs_waits_for_the_run() {
     let triage = setup.triage(json!({})).await;
     let triage_run = id(&setup.run(&triage, &app.key, json!({})).await);
 
-    let on_postgres = app.db.backend() == outreach_runtime::prelude::Backend::Postgres;
-    let (holding, run_holds) = tokio::sync::oneshot::channel::<()>();
+    let (mut held_back, run_holds) = HeldBack::new();
     let step_run = async {
-        let mut holding = Some(holding);
         let mut tx = app.hold_step_run(&enrollment).await;
-        if on_postgres {
-            if let Some(holding) = holding.take() {
-                holding.send(()).ok();
-            }
-            assert!(
-                app.a_session_waits_on(&mut tx).await,
-                "the triage never waited for the step's run"
-            );
-        }
+        held_back
+            .until_it_waits(app, &mut tx, "the triage never waited for the step's run")
+            .await;
         // What the run writes after a step went out.
         sqlx::query("update prospects set last_contacted_at = 1 where id = $1")
             .bind(&lead)
@@ -1005,10 +997,7 @@ async fn an_unsubscribe_triaged_while_a_step_runs_waits_for_the_run() {
             .await
             .expect("the run writes the prospect without a deadlock");
         tx.commit().await.expect("commit the run");
-        // On SQLite, which runs one writer at a time, the triage comes after the run.
-        if let Some(holding) = holding.take() {
-            holding.send(()).ok();
-        }
+        held_back.release();
     };
     let triaged = async {
         run_holds.await.expect("the run holds its locks");

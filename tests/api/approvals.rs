@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, spawn_app};
+use crate::helpers::{HeldBack, TestApp, spawn_app};
 use crate::sequences::{insert_sender, prospect, send_key, sequence};
 
 /// A sequence with two senders and `n` prospects added; returns (sequence, approval ids).
@@ -364,6 +364,35 @@ async fn enrollments_pause_resume_and_stop_with_send_and_refuse_wrong_states() {
     let _ = approvals;
 }
 
+/// An active sequence whose one person is approved (their first step's job waits): the
+/// sequence's id and the enrollment as listed.
+async fn one_approved(app: &TestApp, send: &str) -> (String, Value) {
+    let (id, _) = queued(app, 1).await;
+    app.post_json(&format!("/sequences/{id}/activate"), send, json!({}))
+        .await
+        .expect(200);
+    app.post_json("/approvals/approve", send, json!({"sequence_id": id}))
+        .await
+        .expect(200);
+    let enrollments = app
+        .get(&format!("/enrollments?sequence_id={id}"), &app.key)
+        .await;
+    let enrollment = enrollments.expect(200)["items"][0].clone();
+    (id, enrollment)
+}
+
+/// Claims a step's waiting job (`key`, `enrollment:...`) as a worker would.
+async fn claim_step_job(app: &TestApp, key: &str) {
+    let claimed = sqlx::query(
+        "update jobs set state = 'running' where kind = 'outreach_step' and unique_key = $1 and state = 'available'",
+    )
+    .bind(key)
+    .execute(app.db.pool())
+    .await
+    .expect("claim the job");
+    assert_eq!(claimed.rows_affected(), 1);
+}
+
 /// Resuming an enrollment while a run of its step job is in flight (the run holds the job row and
 /// is about to lock the enrollment) waits for the run, then enqueues the step again. On PostgreSQL the test holds the run's locks itself: resuming used to lock the
 /// enrollment and then wait for the job row, the run waited for the enrollment, and PostgreSQL
@@ -372,20 +401,8 @@ async fn enrollments_pause_resume_and_stop_with_send_and_refuse_wrong_states() {
 async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_again() {
     let app = crate::outreach::no_worker_app().await;
     let send = send_key(&app).await;
-    let (id, _) = queued(&app, 1).await;
-    app.post_json(&format!("/sequences/{id}/activate"), &send, json!({}))
-        .await
-        .expect(200);
-    app.post_json("/approvals/approve", &send, json!({"sequence_id": id}))
-        .await
-        .expect(200);
-    let enrollments = app
-        .get(&format!("/enrollments?sequence_id={id}"), &app.key)
-        .await;
-    let enrollment = enrollments.expect(200)["items"][0]["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let (_, enrollment) = one_approved(&app, &send).await;
+    let enrollment = enrollment["id"].as_str().expect("id").to_owned();
     let key = format!("enrollment:{enrollment}");
     app.post_json(
         &format!("/enrollments/{enrollment}/pause"),
@@ -395,20 +412,12 @@ async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_ag
     .await
     .expect(200);
     // A worker claims the step's job.
-    let claimed = sqlx::query(
-        "update jobs set state = 'running' where kind = 'outreach_step' and unique_key = $1 and state = 'available'",
-    )
-    .bind(&key)
-    .execute(app.db.pool())
-    .await
-    .expect("claim the job");
-    assert_eq!(claimed.rows_affected(), 1);
+    claim_step_job(&app, &key).await;
 
     // The run: fenced on its job row, then the enrollment, found paused, so the job ends.
     let on_postgres = app.db.backend() == outreach_runtime::prelude::Backend::Postgres;
-    let (fenced, run_is_fenced) = tokio::sync::oneshot::channel::<()>();
+    let (mut held_back, run_is_fenced) = HeldBack::new();
     let run = async {
-        let mut fenced = Some(fenced);
         let mut tx = app.db.pool().begin().await.expect("begin");
         if on_postgres {
             sqlx::query("select id from jobs where unique_key = $1 for update")
@@ -416,14 +425,14 @@ async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_ag
                 .fetch_one(&mut *tx)
                 .await
                 .expect("the run locks its job row");
-            if let Some(fenced) = fenced.take() {
-                fenced.send(()).ok();
-            }
-            assert!(
-                app.a_session_waits_on(&mut tx).await,
-                "the resume never waited for the run's job row"
-            );
         }
+        held_back
+            .until_it_waits(
+                &app,
+                &mut tx,
+                "the resume never waited for the run's job row",
+            )
+            .await;
         let lock = if on_postgres { " for update" } else { "" };
         let status: String = sqlx::Row::get(
             &sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -442,10 +451,7 @@ async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_ag
             .await
             .expect("the run ends its job");
         tx.commit().await.expect("commit the run");
-        // On SQLite, which runs one writer at a time, the resume comes after the run.
-        if let Some(fenced) = fenced.take() {
-            fenced.send(()).ok();
-        }
+        held_back.release();
     };
     let resume = async {
         run_is_fenced.await.expect("the run is fenced");
@@ -478,34 +484,13 @@ async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_ag
 async fn stopping_while_a_run_ends_the_last_enrollment_waits_for_the_run() {
     let app = crate::outreach::no_worker_app().await;
     let send = send_key(&app).await;
-    let (id, _) = queued(&app, 1).await;
-    app.post_json(&format!("/sequences/{id}/activate"), &send, json!({}))
-        .await
-        .expect(200);
-    app.post_json("/approvals/approve", &send, json!({"sequence_id": id}))
-        .await
-        .expect(200);
-    let enrollments = app
-        .get(&format!("/enrollments?sequence_id={id}"), &app.key)
-        .await;
-    let enrollment = enrollments.expect(200)["items"][0]["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let (id, enrollment) = one_approved(&app, &send).await;
+    let enrollment = enrollment["id"].as_str().expect("id").to_owned();
     let key = format!("enrollment:{enrollment}");
-    let claimed = sqlx::query(
-        "update jobs set state = 'running' where kind = 'outreach_step' and unique_key = $1 and state = 'available'",
-    )
-    .bind(&key)
-    .execute(app.db.pool())
-    .await
-    .expect("claim the job");
-    assert_eq!(claimed.rows_affected(), 1);
+    claim_step_job(&app, &key).await;
 
-    let on_postgres = app.db.backend() == outreach_runtime::prelude::Backend::Postgres;
-    let (holding, run_holds) = tokio::sync::oneshot::channel::<()>();
+    let (mut held_back, run_holds) = HeldBack::new();
     let run = async {
-        let mut holding = Some(holding);
         let mut tx = app.hold_step_run(&enrollment).await;
         // The run's last step ends the enrollment, which then completes the sequence.
         sqlx::query(
@@ -515,15 +500,9 @@ async fn stopping_while_a_run_ends_the_last_enrollment_waits_for_the_run() {
         .execute(&mut *tx)
         .await
         .expect("the run ends the enrollment");
-        if on_postgres {
-            if let Some(holding) = holding.take() {
-                holding.send(()).ok();
-            }
-            assert!(
-                app.a_session_waits_on(&mut tx).await,
-                "the stop never waited for the run"
-            );
-        }
+        held_back
+            .until_it_waits(&app, &mut tx, "the stop never waited for the run")
+            .await;
         let completed = sqlx::query(
             "update sequences set status = 'completed', finished_at = 1 where id = $1 and status = 'active' \
              and not exists (select 1 from enrollments e where e.sequence_id = $1 \
@@ -540,10 +519,7 @@ async fn stopping_while_a_run_ends_the_last_enrollment_waits_for_the_run() {
             .await
             .expect("the run ends its job");
         tx.commit().await.expect("commit the run");
-        // On SQLite, which runs one writer at a time, the stop comes after the run.
-        if let Some(holding) = holding.take() {
-            holding.send(()).ok();
-        }
+        held_back.release();
     };
     let stop = async {
         run_holds.await.expect("the run holds its locks");
@@ -574,34 +550,16 @@ async fn stopping_while_a_run_ends_the_last_enrollment_waits_for_the_run() {
 async fn deleting_a_prospect_while_their_step_runs_waits_for_the_run() {
     let app = crate::outreach::no_worker_app().await;
     let send = send_key(&app).await;
-    let (id, _) = queued(&app, 1).await;
-    app.post_json(&format!("/sequences/{id}/activate"), &send, json!({}))
-        .await
-        .expect(200);
-    app.post_json("/approvals/approve", &send, json!({"sequence_id": id}))
-        .await
-        .expect(200);
-    let enrollments = app
-        .get(&format!("/enrollments?sequence_id={id}"), &app.key)
-        .await;
-    let enrollment = enrollments.expect(200)["items"][0].clone();
+    let (_, enrollment) = one_approved(&app, &send).await;
     let prospect = enrollment["prospect_id"].as_str().expect("prospect");
     let enrollment = enrollment["id"].as_str().expect("id");
 
-    let on_postgres = app.db.backend() == outreach_runtime::prelude::Backend::Postgres;
-    let (holding, run_holds) = tokio::sync::oneshot::channel::<()>();
+    let (mut held_back, run_holds) = HeldBack::new();
     let run = async {
-        let mut holding = Some(holding);
         let mut tx = app.hold_step_run(enrollment).await;
-        if on_postgres {
-            if let Some(holding) = holding.take() {
-                holding.send(()).ok();
-            }
-            assert!(
-                app.a_session_waits_on(&mut tx).await,
-                "the delete never waited for the run"
-            );
-        }
+        held_back
+            .until_it_waits(&app, &mut tx, "the delete never waited for the run")
+            .await;
         // What the run writes after a step went out.
         sqlx::query("update prospects set last_contacted_at = 1 where id = $1")
             .bind(prospect)
@@ -609,9 +567,7 @@ async fn deleting_a_prospect_while_their_step_runs_waits_for_the_run() {
             .await
             .expect("the run writes the prospect without a deadlock");
         tx.commit().await.expect("commit the run");
-        if let Some(holding) = holding.take() {
-            holding.send(()).ok();
-        }
+        held_back.release();
     };
     let delete = async {
         run_holds.await.expect("the run holds its locks");
@@ -728,10 +684,8 @@ async fn stop_while_an_approval_is_under_way(stopping: Stopping) {
         .to_owned();
     let item = approvals[0].clone();
 
-    let on_postgres = app.db.backend() == outreach_runtime::prelude::Backend::Postgres;
-    let (holding, approval_holds) = tokio::sync::oneshot::channel::<()>();
+    let (mut held_back, approval_holds) = HeldBack::new();
     let approval = async {
-        let mut holding = Some(holding);
         let mut tx = app.db.pool().begin().await.expect("begin");
         // `approve_outreach`: the item, then the enrollment.
         let marked = sqlx::query(
@@ -742,15 +696,9 @@ async fn stop_while_an_approval_is_under_way(stopping: Stopping) {
         .await
         .expect("the approval marks its item");
         assert_eq!(marked.rows_affected(), 1);
-        if on_postgres {
-            if let Some(holding) = holding.take() {
-                holding.send(()).ok();
-            }
-            assert!(
-                app.a_session_waits_on(&mut tx).await,
-                "the stop never waited for the approval"
-            );
-        }
+        held_back
+            .until_it_waits(&app, &mut tx, "the stop never waited for the approval")
+            .await;
         sqlx::query(
             "update enrollments set status = 'scheduled', next_step_at = 1, approved_at = 1 \
              where id = $1 and status = 'awaiting_approval'",
@@ -760,9 +708,7 @@ async fn stop_while_an_approval_is_under_way(stopping: Stopping) {
         .await
         .expect("the approval schedules the enrollment without a deadlock");
         tx.commit().await.expect("commit the approval");
-        if let Some(holding) = holding.take() {
-            holding.send(()).ok();
-        }
+        held_back.release();
     };
     let path = match stopping {
         Stopping::Sequence => format!("/sequences/{id}/stop"),

@@ -1038,3 +1038,43 @@ pub async fn sender_with_id(app: &TestApp, id: &str) {
         .await
         .expect("give the sender its fixed id");
 }
+
+/// The two sides of a lock-order test: a transaction the test plays (a run of a step, an
+/// approval) and a request it holds back. On PostgreSQL the request starts while the transaction
+/// holds its locks, and the transaction goes on once the request waits for them; on SQLite, which
+/// runs one writer at a time, the request starts after the transaction committed.
+pub struct HeldBack {
+    start: Option<oneshot::Sender<()>>,
+}
+
+impl HeldBack {
+    /// The holder's side, and what the held-back request awaits before it starts.
+    pub fn new() -> (Self, oneshot::Receiver<()>) {
+        let (start, started) = oneshot::channel();
+        (Self { start: Some(start) }, started)
+    }
+
+    /// On PostgreSQL: lets the request start and returns once it waits for a lock `holder`
+    /// holds; panics with `never` if it does not within ten seconds. On SQLite: nothing.
+    pub async fn until_it_waits(
+        &mut self,
+        app: &TestApp,
+        holder: &mut sqlx::AnyConnection,
+        never: &str,
+    ) {
+        if app.db.backend() != outreach_runtime::Backend::Postgres {
+            return;
+        }
+        if let Some(start) = self.start.take() {
+            start.send(()).ok();
+        }
+        assert!(app.a_session_waits_on(holder).await, "{never}");
+    }
+
+    /// After the holder committed: lets the request start if it has not yet (SQLite).
+    pub fn release(mut self) {
+        if let Some(start) = self.start.take() {
+            start.send(()).ok();
+        }
+    }
+}
