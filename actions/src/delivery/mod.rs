@@ -128,16 +128,30 @@ pub async fn lock_steps_of_people(
         return Ok(());
     }
     // Prospect ids are base62: a comma list is one bind however many people there are.
-    sqlx::query(
+    let filter = "e.prospect_id = any(string_to_array($4, ','))";
+    lock_live_step_jobs(conn, workspace_id, filter, &people.join(",")).await
+}
+
+/// Locks the step jobs of the workspace's live enrollments that `filter` (a condition on `e`,
+/// with `value` as `$4`) selects, in enrollment id order, in one statement. PostgreSQL only: the
+/// callers check.
+async fn lock_live_step_jobs(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    filter: &str,
+    value: &str,
+) -> Result<(), ApiError> {
+    let live = crate::enrollments::LIVE_SQL;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
         "select j.id from jobs j where j.kind = $1 and j.state in ('available', 'running') \
-         and j.unique_key in (select $2 || e.id from enrollments e where e.workspace_id = $3 \
-         and e.prospect_id = any(string_to_array($4, ',')) and e.status in ('scheduled', 'active', 'paused')) \
-         order by j.unique_key for update of j",
-    )
+         and j.unique_key in (select $2 || e.id from enrollments e \
+         where e.workspace_id = $3 and {filter} and e.status in {live}) \
+         order by j.unique_key for update of j"
+    )))
     .bind(STEP_JOB)
     .bind(STEP_KEY_PREFIX)
     .bind(workspace_id)
-    .bind(people.join(","))
+    .bind(value)
     .fetch_all(&mut *conn)
     .await?;
     Ok(())
@@ -157,6 +171,7 @@ pub async fn lock_pending_items(
     }
     let (filter, ids) = match of {
         PendingOf::Enrollment(id) => ("kind = 'enrollment' and subject_id = $2", id.to_owned()),
+        PendingOf::Sequence(id) => ("sequence_id = $2", id.to_owned()),
         PendingOf::People([]) | PendingOf::Items([]) => return Ok(()),
         // Prospect and item ids are base62: a comma list is one bind.
         PendingOf::People(people) => (
@@ -181,6 +196,8 @@ pub async fn lock_pending_items(
 pub enum PendingOf<'a> {
     /// The item that decides whether this enrollment (`enr_...`) may start.
     Enrollment(&'a str),
+    /// Every item of this sequence (`seq_...`).
+    Sequence(&'a str),
     /// Every item about these prospects (`prs_...`): enrollments and reply drafts.
     People(&'a [&'a str]),
     /// These items (`apr_...`), as a decision chose them.
@@ -205,28 +222,9 @@ pub async fn lock_live_of_sequence(
     if !locks_rows_one_by_one(conn) {
         return Ok(());
     }
+    lock_live_step_jobs(conn, workspace_id, "e.sequence_id = $4", sequence_id).await?;
+    lock_pending_items(conn, workspace_id, PendingOf::Sequence(sequence_id)).await?;
     let live = crate::enrollments::LIVE_SQL;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "select j.id from jobs j where j.kind = $1 and j.state in ('available', 'running') \
-         and j.unique_key in (select $2 || e.id from enrollments e \
-         where e.workspace_id = $3 and e.sequence_id = $4 and e.status in {live}) \
-         order by j.unique_key for update of j"
-    )))
-    .bind(STEP_JOB)
-    .bind(STEP_KEY_PREFIX)
-    .bind(workspace_id)
-    .bind(sequence_id)
-    .fetch_all(&mut *conn)
-    .await?;
-    // Its pending approval items, in the order an approval takes them (item, then enrollment).
-    sqlx::query(
-        "select id from approvals where workspace_id = $1 and sequence_id = $2 and status = 'pending' \
-         order by created_at, id for update",
-    )
-    .bind(workspace_id)
-    .bind(sequence_id)
-    .fetch_all(&mut *conn)
-    .await?;
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "select id from enrollments where workspace_id = $1 and sequence_id = $2 and status in {live} \
          order by id for update"

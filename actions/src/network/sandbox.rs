@@ -511,6 +511,7 @@ pub(crate) async fn insert_message(
         at_ms,
     })
 }
+
 /// Locks the step jobs of every recipient of the due events (rows with `profile_url`) before
 /// any event is delivered: delivering one locks the person's jobs, prospect and enrollments, and
 /// the next person's jobs after those would cross a stop that locks both people's jobs in id
