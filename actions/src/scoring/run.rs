@@ -7,9 +7,9 @@
 //! statement is the insert of its row, a write, so on SQLite the transaction takes the write lock
 //! before it reads (a read first could not be upgraded while another writer is active).
 //!
-//! Writes are batched: results go in as multi-row inserts of [`BATCH`] rows, and the prospects'
-//! latest scores are then updated by one `update ... from scoring_results` join, which both
-//! backends accept. On PostgreSQL the prospects are locked in id order as they are read, so two
+//! Writes are batched: results go in as multi-row inserts of [`BATCH`] rows, each batch scored
+//! while the one before it is being inserted, and the prospects' latest scores are then updated
+//! by one `update ... from scoring_results` join, which both backends accept. On PostgreSQL the prospects are locked in id order as they are read, so two
 //! runs over overlapping prospects queue instead of deadlocking; SQLite has one writer at a time.
 
 use std::borrow::Cow;
@@ -400,6 +400,37 @@ impl Batch {
     }
 }
 
+/// What scores the prospects of a run, batch by batch.
+struct Scoring<'t> {
+    scorer: Scorer<'t>,
+    scratch: Scratch,
+    counts: TierCounts,
+}
+
+impl Scoring<'_> {
+    /// Scores `rows` (packed prospects, see [`Packed`]) into `batch`, which must be empty.
+    fn fill(&mut self, batch: &mut Batch, rows: &[AnyRow]) -> Result<(), ApiError> {
+        batch.text.reserve(rows.len() * 64);
+        batch.rows.reserve(rows.len());
+        for row in rows {
+            let text: &str = row.try_get(0)?;
+            let packed: Packed<'_> = serde_json::from_str(text).map_err(ApiError::internal)?;
+            let outcome = self.scorer.score(&packed.fields(), &mut self.scratch);
+            self.counts.add(outcome.tier);
+            let result = ResultRow {
+                prospect_id: batch.push_text(&packed.id),
+                score: outcome.score,
+                tier: outcome.tier,
+                matched: batch.push_json(&outcome.matched)?,
+                gates_failed: batch.push_json(&outcome.gates_failed)?,
+                missing: batch.push_json(&outcome.missing)?,
+            };
+            batch.rows.push(result);
+        }
+        Ok(())
+    }
+}
+
 async fn insert_results(
     conn: &mut AnyConnection,
     backend: Backend,
@@ -464,38 +495,36 @@ pub async fn score_prospects(
     }
 
     let prospects = load(conn, ctx.db().backend(), workspace_id, subject).await?;
-    let scorer = Scorer::new(&targeting.criteria, &targeting.gates, targeting.tiers);
-    let mut scratch = Scratch::default();
-    let mut counts = TierCounts::default();
+    let mut scoring = Scoring {
+        scorer: Scorer::new(&targeting.criteria, &targeting.gates, targeting.tiers),
+        scratch: Scratch::default(),
+        counts: TierCounts::default(),
+    };
     let backend = ctx.db().backend();
     let full_sql: Arc<str> = Arc::from(insert_sql(backend, BATCH));
-    let mut batch = Batch {
-        text: Vec::with_capacity(BATCH * 64),
-        rows: Vec::with_capacity(BATCH),
-    };
-    for row in &prospects {
-        let text: &str = row.try_get(0)?;
-        let packed: Packed<'_> = serde_json::from_str(text).map_err(ApiError::internal)?;
-        let outcome = scorer.score(&packed.fields(), &mut scratch);
-        counts.add(outcome.tier);
-        let result = ResultRow {
-            prospect_id: batch.push_text(&packed.id),
-            score: outcome.score,
-            tier: outcome.tier,
-            matched: batch.push_json(&outcome.matched)?,
-            gates_failed: batch.push_json(&outcome.gates_failed)?,
-            missing: batch.push_json(&outcome.missing)?,
-        };
-        batch.rows.push(result);
-        if batch.rows.len() == BATCH {
-            insert_results(conn, backend, &run_id, &batch, &full_sql).await?;
-            batch.clear();
-        }
+    // Two batches in turn: while the database inserts one, the next is scored into the other
+    // (`biased`: the insert is polled first, so its statement is on its way before the scoring,
+    // which never waits, takes the task).
+    let mut chunks = prospects.chunks(BATCH);
+    let mut inserting = Batch::default();
+    let mut filling = Batch::default();
+    if let Some(chunk) = chunks.next() {
+        scoring.fill(&mut inserting, chunk)?;
     }
-    if !batch.rows.is_empty() {
-        insert_results(conn, backend, &run_id, &batch, &full_sql).await?;
+    while !inserting.rows.is_empty() {
+        let next = chunks.next();
+        let (inserted, filled) = tokio::join!(
+            biased;
+            insert_results(conn, backend, &run_id, &inserting, &full_sql),
+            async { next.map_or(Ok(()), |chunk| scoring.fill(&mut filling, chunk)) },
+        );
+        inserted?;
+        filled?;
+        std::mem::swap(&mut inserting, &mut filling);
+        filling.clear();
     }
     drop(prospects);
+    let counts = scoring.counts;
 
     let completed_at = ctx.now_ms();
     sqlx::query(
