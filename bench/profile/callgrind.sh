@@ -8,6 +8,10 @@
 # (tools/call service_get_workspace) or list (GET /api/v1/prospects?limit=200, over 1,000 prospects it imports first); N: requests
 # measured, over one keep-alive connection, after 200 unmeasured ones; OUT: the callgrind file
 # (the measured part is OUT.1). Instructions per request = the `summary:` line of OUT.1 / N.
+# KIND score: N rows of the issue3 phase's shape imported into a list and a targeting made
+# (unmeasured), then one scoring run over the list (measured: OUT.1 is that run's instructions);
+# with SPREAD=1 the rows also carry a seniority, industry, size and location, which spread the
+# scores over every tier (without, every prospect is `d` or `disqualified`).
 # With PG_URL set (postgres://postgres@127.0.0.1:5432), the server runs on a fresh PostgreSQL
 # database there, dropped at the end; callgrind counts only the server's own instructions.
 set -e
@@ -22,16 +26,25 @@ fi
 $BIN migrate --database-url $URL >/dev/null
 WS=$($BIN admin --json --database-url $URL workspace create --name Bench --owner-email bench@example.com | python3 -c 'import json,sys;print(json.load(sys.stdin)["workspace_id"])')
 KEY=$($BIN admin --json --database-url $URL key create --workspace $WS --email bench@example.com --name bench --scopes read,write | python3 -c 'import json,sys;print(json.load(sys.stdin)["key"])')
+if [ "$KIND" = score ]; then $BIN admin --database-url $URL credits grant --workspace $WS --amount $((N * 3)) >/dev/null; fi
 valgrind --tool=callgrind --callgrind-out-file=$OUT --dump-instr=no \
   $BIN serve --addr 127.0.0.1:0 --database-url $URL --rate-limit 100000000 --rate-limit-burst 100000000 --no-worker \
   > $D/out.log 2> $D/err.log &
 VPID=$!
 for i in $(seq 1 120); do grep -q "REST: http://" $D/out.log 2>/dev/null && break; sleep 1; done
 PORT=$(grep -o "REST: http://127.0.0.1:[0-9]*" $D/out.log | sed 's/.*://')
-if [ "$KIND" = list ]; then python3 "$(dirname "$0")/drive.py" $PORT $KEY seed 1000 >/dev/null; fi
-python3 "$(dirname "$0")/drive.py" $PORT $KEY $KIND 200 >/dev/null
-callgrind_control -z $VPID >/dev/null
-python3 "$(dirname "$0")/drive.py" $PORT $KEY $KIND $N
+if [ "$KIND" = score ]; then
+  # N rows imported (unmeasured), then one scoring run over them (measured).
+  python3 "$(dirname "$0")/drive.py" $PORT $KEY import $N >/dev/null
+  python3 "$(dirname "$0")/drive.py" $PORT $KEY score 0 > $D/ids
+  callgrind_control -z $VPID >/dev/null
+  python3 "$(dirname "$0")/drive.py" $PORT $KEY score 1 < $D/ids
+else
+  if [ "$KIND" = list ]; then python3 "$(dirname "$0")/drive.py" $PORT $KEY seed 1000 >/dev/null; fi
+  python3 "$(dirname "$0")/drive.py" $PORT $KEY $KIND 200 >/dev/null
+  callgrind_control -z $VPID >/dev/null
+  python3 "$(dirname "$0")/drive.py" $PORT $KEY $KIND $N
+fi
 callgrind_control -d $VPID >/dev/null
 sleep 1
 kill $VPID; wait $VPID 2>/dev/null || true

@@ -44,7 +44,9 @@ const LAST: [&str; 16] = [
     "Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "McCarthy", "Johnson",
     "Torvalds", "Hamilton", "Wirth", "Perlman", "Lee", "Wilson", "Thompson",
 ];
-/// Titles chosen so the targeting below sorts the prospects into every tier.
+/// Titles. With no seniority, industry, size or location in the rows, the targeting below can give
+/// at most 35 of its 110 points, so every prospect is `d` (a few distinct scores) or, for the
+/// interns, `disqualified`: the scores are not spread as real ones are.
 const TITLES: [&str; 8] = [
     "VP Engineering",
     "CTO",
