@@ -2,7 +2,10 @@
 //! prospects' latest scores; estimates, scopes, 402s and idempotent replays; a table of
 //! hand-checked prospects scored end to end.
 
+use outreach_actions::scoring::copy_scores_to_prospects;
+use outreach_runtime::prelude::Backend;
 use serde_json::{Value, json};
+use sqlx::Row;
 
 use crate::helpers::{ApiResponse, TestApp, spawn_app};
 
@@ -928,6 +931,30 @@ async fn a_large_list_is_scored_in_batches_with_every_result_written() {
         .await
         .expect("count scored prospects");
     assert_eq!(scored, count);
+    if app.db.backend() == Backend::Sqlite {
+        // The copy of the scores reads the run's results by their key, in prospect id order, not
+        // best score first through the page index.
+        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "explain query plan {}",
+            copy_scores_to_prospects(Backend::Sqlite)
+        )))
+        .bind(run["id"].as_str().expect("id"))
+        .bind(&targeting_id)
+        .bind(1_i64)
+        .bind(now)
+        .fetch_all(app.db.pool())
+        .await
+        .expect("plan")
+        .iter()
+        .map(|row| row.get::<String, _>(3))
+        .collect();
+        assert!(
+            plan.iter()
+                .any(|step| step
+                    == "SEARCH scoring_results USING INDEX sqlite_autoindex_scoring_results_1 (run_id=?)"),
+            "{plan:?}"
+        );
+    }
     let disqualified = app
         .get(
             &format!(

@@ -23,7 +23,7 @@ use sqlx::{AssertSqlSafe, Row};
 use crate::common::IdKind;
 use crate::targeting::{self, Targeting};
 use engine::{FailedGate, MatchedCriterion, Tier};
-pub use run::{Subject, score_prospects};
+pub use run::{Subject, copy_scores_to_prospects, score_prospects};
 
 price_item! {
     /// A prospect scored by a scoring run.

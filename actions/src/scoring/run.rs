@@ -9,8 +9,9 @@
 //!
 //! Writes are batched: results go in as multi-row inserts of [`BATCH`] rows, each batch scored
 //! while the one before it is being inserted, and the prospects' latest scores are then updated
-//! by one `update ... from scoring_results` join, which both backends accept. On PostgreSQL the prospects are locked in id order as they are read, so two
-//! runs over overlapping prospects queue instead of deadlocking; SQLite has one writer at a time.
+//! by one `update ... from scoring_results` join, which both backends accept. On PostgreSQL the
+//! prospects are locked in id order as they are read, so two runs over overlapping prospects
+//! queue instead of deadlocking; SQLite has one writer at a time.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -28,6 +29,29 @@ use crate::targeting::Targeting;
 /// Rows per multi-row insert, and ids per `in (...)` lookup: 500 rows of 7 values stay far
 /// below both backends' limits on bound parameters (32,766 on SQLite, 65,535 on PostgreSQL).
 pub const BATCH: usize = 500;
+
+/// The statement that copies a run's scores to its prospects: `$1` the run, `$2` and `$3` the
+/// targeting's id and version, `$4` the time.
+///
+/// On SQLite the run's results are read in prospect id order, from an ordered subquery. Joined
+/// directly, SQLite's planner read them through the page index, best score first, and so visited
+/// the prospects and their score and tier indexes at random: a third slower at 100,000 prospects
+/// with spread scores (bench/RESULTS.md, issue 13 round 6). The subquery's order makes it take
+/// the primary key instead; the scoring suite checks that plan. PostgreSQL joins the results by
+/// hash, where an order would only add a sort.
+pub fn copy_scores_to_prospects(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => {
+            "update prospects set score = r.score, tier = r.tier, targeting_id = $2, targeting_version = $3, \
+             scored_at = $4 from (select prospect_id, score, tier from scoring_results where run_id = $1 \
+             order by prospect_id) r where r.prospect_id = prospects.id"
+        }
+        Backend::Postgres => {
+            "update prospects set score = r.score, tier = r.tier, targeting_id = $2, targeting_version = $3, \
+             scored_at = $4 from scoring_results r where r.run_id = $1 and r.prospect_id = prospects.id"
+        }
+    }
+}
 
 /// The most prospect ids one call may name; larger sets belong in a list.
 pub const MAX_PROSPECT_IDS: usize = 10_000;
@@ -502,9 +526,12 @@ pub async fn score_prospects(
     };
     let backend = ctx.db().backend();
     let full_sql: Arc<str> = Arc::from(insert_sql(backend, BATCH));
-    // Two batches in turn: while the database inserts one, the next is scored into the other
-    // (`biased`: the insert is polled first, so its statement is on its way before the scoring,
-    // which never waits, takes the task).
+    // Two batches in turn: while the database inserts one, the next is scored into the other.
+    // `biased`: the insert is polled first, so its statement is on its way before the scoring,
+    // which never waits, takes the task. On SQLite the first poll hands the statement to the
+    // connection's thread. On PostgreSQL a statement not yet prepared waits for its description
+    // first, so the first full batch's insert goes out only once the next batch is scored; the
+    // later ones, prepared by then, overlap as on SQLite.
     let mut chunks = prospects.chunks(BATCH);
     let mut inserting = Batch::default();
     let mut filling = Batch::default();
@@ -527,16 +554,13 @@ pub async fn score_prospects(
     let counts = scoring.counts;
 
     let completed_at = ctx.now_ms();
-    sqlx::query(
-        "update prospects set score = r.score, tier = r.tier, targeting_id = $2, targeting_version = $3, scored_at = $4 \
-         from scoring_results r where r.run_id = $1 and r.prospect_id = prospects.id",
-    )
-    .bind(&run_id)
-    .bind(&targeting.id)
-    .bind(targeting.version)
-    .bind(completed_at)
-    .execute(&mut *conn)
-    .await?;
+    sqlx::query(copy_scores_to_prospects(backend))
+        .bind(&run_id)
+        .bind(&targeting.id)
+        .bind(targeting.version)
+        .bind(completed_at)
+        .execute(&mut *conn)
+        .await?;
 
     let total = counts.total();
     let credits_spent = total.saturating_mul(unit_price);
