@@ -9,9 +9,9 @@
 //!
 //! Writes are batched: results go in as multi-row inserts of [`BATCH`] rows, each batch scored
 //! while the one before it is being inserted, and the prospects' latest scores are then updated
-//! by one `update ... from scoring_results` join, which both backends accept. On PostgreSQL the
-//! prospects are locked in id order as they are read, so two runs over overlapping prospects
-//! queue instead of deadlocking; SQLite has one writer at a time.
+//! by one `update ... from` join over the run's results ([`copy_scores_to_prospects`]). On
+//! PostgreSQL the prospects are locked in id order as they are read, so two runs over
+//! overlapping prospects queue instead of deadlocking; SQLite has one writer at a time.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -35,10 +35,10 @@ pub const BATCH: usize = 500;
 ///
 /// On SQLite the run's results are read in prospect id order, from an ordered subquery. Joined
 /// directly, SQLite's planner read them through the page index, best score first, and so visited
-/// the prospects and their score and tier indexes at random: a third slower at 100,000 prospects
-/// with spread scores (bench/RESULTS.md, issue 13 round 6). The subquery's order makes it take
-/// the primary key instead; the scoring suite checks that plan. PostgreSQL joins the results by
-/// hash, where an order would only add a sort.
+/// the prospects and their score and tier indexes at random: 0.1-0.25 s more of a 1.6-2.1 s run
+/// over 100,000 prospects with spread scores (bench/RESULTS.md, issue 13 round 6). The
+/// subquery's order makes it take the primary key instead; the scoring suite checks that plan.
+/// PostgreSQL joins the results by hash, where an order would only add a sort.
 pub fn copy_scores_to_prospects(backend: Backend) -> &'static str {
     match backend {
         Backend::Sqlite => {
