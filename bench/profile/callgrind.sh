@@ -15,6 +15,7 @@
 # With PG_URL set (postgres://postgres@127.0.0.1:5432), the server runs on a fresh PostgreSQL
 # database there, dropped at the end; callgrind counts only the server's own instructions.
 set -e
+source "$(dirname "$0")/common.sh"
 BIN=$1; KIND=$2; N=$3; OUT=$4
 D=$(mktemp -d)
 URL="sqlite://$D/o.db"
@@ -23,16 +24,12 @@ if [ -n "$PG_URL" ]; then
   psql "$PG_URL/postgres" -qc "create database $PG_DB" >/dev/null
   URL="$PG_URL/$PG_DB"
 fi
-$BIN migrate --database-url $URL >/dev/null
-WS=$($BIN admin --json --database-url $URL workspace create --name Bench --owner-email bench@example.com | python3 -c 'import json,sys;print(json.load(sys.stdin)["workspace_id"])')
-KEY=$($BIN admin --json --database-url $URL key create --workspace $WS --email bench@example.com --name bench --scopes read,write | python3 -c 'import json,sys;print(json.load(sys.stdin)["key"])')
-if [ "$KIND" = score ]; then $BIN admin --database-url $URL credits grant --workspace $WS --amount $((N * 3)) >/dev/null; fi
+if [ "$KIND" = score ]; then fresh_workspace $BIN $URL $((N * 3)); else fresh_workspace $BIN $URL; fi
 valgrind --tool=callgrind --callgrind-out-file=$OUT --dump-instr=no \
   $BIN serve --addr 127.0.0.1:0 --database-url $URL --rate-limit 100000000 --rate-limit-burst 100000000 --no-worker \
   > $D/out.log 2> $D/err.log &
 VPID=$!
-for i in $(seq 1 120); do grep -q "REST: http://" $D/out.log 2>/dev/null && break; sleep 1; done
-PORT=$(grep -o "REST: http://127.0.0.1:[0-9]*" $D/out.log | sed 's/.*://')
+PORT=$(server_port $D/out.log)
 if [ "$KIND" = score ]; then
   # N rows imported (unmeasured), then one scoring run over them (measured).
   python3 "$(dirname "$0")/drive.py" $PORT $KEY import $N >/dev/null

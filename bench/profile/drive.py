@@ -16,8 +16,10 @@ if kind == "import":
     first = ["Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Fran", "John", "Kate", "Linus", "Meg", "Klaus", "Radia", "Tim", "Sophie", "Ken"]
     last = ["Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "McCarthy", "Johnson", "Torvalds", "Hamilton", "Wirth", "Perlman", "Lee", "Wilson", "Thompson"]
     titles = ["VP Engineering", "CTO", "Head of Engineering", "VP Sales", "Founder", "Engineering Intern", "Account Executive", "Marketing Director"]
-    rows = "".join(f"{first[i % 16]},{last[(i // 16) % 16]},Company {i % 5000},{titles[(i // 7) % 8]},linkedin.com/in/{first[i % 16].lower()}-{i},{first[i % 16].lower()}{i}@co{i % 5000}.com\n" for i in range(n))
-    header = "First Name,Last Name,Company,Title,LinkedIn URL,Email\n"
+    def row(i):
+        return f"{first[i % 16]},{last[(i // 16) % 16]},Company {i % 5000},{titles[(i // 7) % 8]},linkedin.com/in/{first[i % 16].lower()}-{i},{first[i % 16].lower()}{i}@co{i % 5000}.com"
+    header = "First Name,Last Name,Company,Title,LinkedIn URL,Email"
+    extra = lambda i: ""
     if os.environ.get("SPREAD"):
         # SPREAD=1: also a seniority, industry, company size and location per row, so the
         # `score` kind's targeting spreads the scores over 0-100 and every tier, as real ones are.
@@ -25,9 +27,10 @@ if kind == "import":
         industries = ["Software", "Financial Services", "Retail", "Software", "Healthcare"]
         sizes = [12, 80, 250, 900, 3000, 12000]
         locations = ["Berlin, Germany", "Munich, Germany", "London, United Kingdom", "New York, United States"]
-        rows = "".join(f"{first[i % 16]},{last[(i // 16) % 16]},Company {i % 5000},{titles[(i // 7) % 8]},linkedin.com/in/{first[i % 16].lower()}-{i},{first[i % 16].lower()}{i}@co{i % 5000}.com,{seniorities[(i // 13) % 5]},{industries[i % 5]},{sizes[(i // 3) % 6]},\"{locations[(i // 11) % 4]}\"\n" for i in range(n))
-        header = "First Name,Last Name,Company,Title,LinkedIn URL,Email,Seniority,Industry,Company Size,Location\n"
-    body = json.dumps({"csv": header + rows, "list_name": "Bench import"})
+        header += ",Seniority,Industry,Company Size,Location"
+        extra = lambda i: f",{seniorities[(i // 13) % 5]},{industries[i % 5]},{sizes[(i // 3) % 6]},\"{locations[(i // 11) % 4]}\""
+    rows = "".join(row(i) + extra(i) + "\n" for i in range(n))
+    body = json.dumps({"csv": header + "\n" + rows, "list_name": "Bench import"})
     conn.request("POST", "/api/v1/imports", body=body, headers={"authorization": "Bearer " + key, "content-type": "application/json"})
     r = conn.getresponse(); print(r.status, r.read()[:300]); sys.exit(0 if r.status == 200 else 1)
 if kind == "score":

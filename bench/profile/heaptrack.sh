@@ -9,19 +9,15 @@
 # ROWS: CSV rows imported in one request (shaped as the issue3 phase's rows); OUT: heaptrack's output prefix. `heaptrack_print -f OUT.*.zst` prints the peak and who
 # allocated it; the server's RSS at its peak is printed at the end (VmHWM).
 set -e
+source "$(dirname "$0")/common.sh"
 BIN=$1; ROWS=$2; OUT=$3
 D=$(mktemp -d)
 URL="sqlite://$D/o.db"
-ADMIN() { $BIN admin --json --database-url $URL "$@"; }
-$BIN migrate --database-url $URL >/dev/null
-WS=$(ADMIN workspace create --name Bench --owner-email bench@example.com | python3 -c 'import json,sys;print(json.load(sys.stdin)["workspace_id"])')
-ADMIN credits grant --workspace $WS --amount $((ROWS * 3)) >/dev/null
-KEY=$(ADMIN key create --workspace $WS --email bench@example.com --name bench --scopes read,write | python3 -c 'import json,sys;print(json.load(sys.stdin)["key"])')
+fresh_workspace $BIN $URL $((ROWS * 3))
 trap 'kill $HPID 2>/dev/null; pkill -f "$D/o.db"; rm -rf $D' EXIT
 heaptrack -o $OUT $BIN serve --addr 127.0.0.1:0 --database-url $URL --no-worker > $D/out.log 2> $D/err.log &
 HPID=$!
-for i in $(seq 1 120); do grep -q "REST: http://" $D/out.log 2>/dev/null && break; sleep 1; done
-PORT=$(grep -o "REST: http://127.0.0.1:[0-9]*" $D/out.log | sed 's/.*://')
+PORT=$(server_port $D/out.log)
 SERVER=$(pgrep -P $HPID -f "serve --addr" || pgrep -f "$D/o.db" | head -1)
 python3 "$(dirname "$0")/drive.py" $PORT $KEY import $ROWS
 grep VmHWM /proc/$SERVER/status || true

@@ -11,17 +11,14 @@
 set -e
 BIN=$1; N=$2; RUNS=${3:-3}
 HERE="$(dirname "$0")"
+source "$HERE/common.sh"
 D=$(mktemp -d)
 URL="sqlite://$D/o.db"
-$BIN migrate --database-url $URL >/dev/null
-WS=$($BIN admin --json --database-url $URL workspace create --name Bench --owner-email bench@example.com | python3 -c 'import json,sys;print(json.load(sys.stdin)["workspace_id"])')
-KEY=$($BIN admin --json --database-url $URL key create --workspace $WS --email bench@example.com --name bench --scopes read,write | python3 -c 'import json,sys;print(json.load(sys.stdin)["key"])')
-$BIN admin --database-url $URL credits grant --workspace $WS --amount $((N * (RUNS + 1))) >/dev/null
+fresh_workspace $BIN $URL $((N * (RUNS + 1)))
 $BIN serve --addr 127.0.0.1:0 --database-url $URL --rate-limit 100000000 --rate-limit-burst 100000000 --no-worker \
   > $D/out.log 2> $D/err.log &
 PID=$!
-for i in $(seq 1 60); do grep -q "REST: http://" $D/out.log 2>/dev/null && break; sleep 0.5; done
-PORT=$(grep -o "REST: http://127.0.0.1:[0-9]*" $D/out.log | sed 's/.*://')
+PORT=$(server_port $D/out.log)
 SPREAD=1 python3 "$HERE/drive.py" $PORT $KEY import $N >/dev/null
 python3 "$HERE/drive.py" $PORT $KEY score 0 > $D/ids
 TICKS=$(getconf CLK_TCK)
