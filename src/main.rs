@@ -94,8 +94,9 @@ struct ServeArgs {
     #[arg(long, value_name = "PEM_FILE")]
     cimd_root_cert: Vec<std::path::PathBuf>,
     /// A reverse proxy's address (repeatable): when the TCP peer is one, the sign-in throttle
-    /// counts the right-most X-Forwarded-For address that is not a trusted proxy. X-Forwarded-For
-    /// from any other peer is ignored.
+    /// counts the right-most X-Forwarded-For address that is not a trusted proxy, and its
+    /// connections are not held to --max-connections-per-client. X-Forwarded-For from any other
+    /// peer is ignored.
     #[arg(
         long = "trusted-proxy",
         value_name = "IP",
@@ -103,8 +104,9 @@ struct ServeArgs {
         value_delimiter = ','
     )]
     trusted_proxies: Vec<std::net::IpAddr>,
-    /// Seconds a client has to send a request's headers (and an idle HTTP/1 keep-alive
-    /// connection to start its next request) before the connection is closed.
+    /// Seconds a new connection has, from its accept, to send its first request's headers (and
+    /// an HTTP/1 keep-alive connection, from the end of a response, to send the next one's)
+    /// before it is closed without an answer.
     #[arg(long, env = "OUTREACH_HEADER_TIMEOUT", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     header_timeout: u64,
     /// Seconds a request body has to arrive in full once it is read; 400 `invalid_request` after.
@@ -113,9 +115,15 @@ struct ServeArgs {
     /// Seconds without a byte either way after which a connection is closed.
     #[arg(long, env = "OUTREACH_IDLE_TIMEOUT", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     idle_timeout: u64,
-    /// Connections served at once; more wait in the listen backlog.
+    /// Connections served at once. Past it a new connection takes the slot of the one waiting
+    /// longest with no request in flight; when every slot has a request in flight it is refused
+    /// at once with 429 `rate_limited`.
     #[arg(long, env = "OUTREACH_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: u64,
+    /// Connections one client address may hold at once (an IPv6 client counts by its /64);
+    /// past it a new one is refused at once with 429 `rate_limited`. Trusted proxies are exempt.
+    #[arg(long, env = "OUTREACH_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections_per_client: u64,
     /// Requests a second per credential, per instance (0 turns the limit off).
     #[arg(long, env = "OUTREACH_RATE_LIMIT", default_value_t = 100)]
     rate_limit: u32,
@@ -582,6 +590,8 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         body_timeout: Duration::from_secs(args.body_timeout),
         idle_timeout: Duration::from_secs(args.idle_timeout),
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        max_connections_per_client: usize::try_from(args.max_connections_per_client)
+            .unwrap_or(usize::MAX),
     };
     config.rate_limit = RateLimit {
         per_second: args.rate_limit,
@@ -780,7 +790,7 @@ async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
 /// `outreach admin sandbox ...`: the same functions as the test-helper actions, on a shared test
 /// clock (so "now" is what a `--test-clock` server on this database shows).
 async fn run_sandbox(db: &Db, command: SandboxCommand) -> anyhow::Result<Value> {
-    use outreach_actions::network::helpers::{self, ListSandboxLogInput};
+    use outreach_actions::sandbox_helpers::{self as helpers, ListSandboxLogInput};
     use outreach_runtime::paging::PageParams;
     if environment().is_production() {
         anyhow::bail!(
@@ -894,15 +904,12 @@ async fn run_sandbox(db: &Db, command: SandboxCommand) -> anyhow::Result<Value> 
 enum SandboxWrite {
     Accept(
         String,
-        outreach_actions::network::helpers::AcceptInvitationInput,
+        outreach_actions::sandbox_helpers::AcceptInvitationInput,
     ),
-    Reply(
-        String,
-        outreach_actions::network::helpers::SandboxReplyInput,
-    ),
+    Reply(String, outreach_actions::sandbox_helpers::SandboxReplyInput),
     Status(
         String,
-        outreach_actions::network::helpers::SetSenderStatusInput,
+        outreach_actions::sandbox_helpers::SetSenderStatusInput,
     ),
 }
 

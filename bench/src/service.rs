@@ -88,6 +88,11 @@ pub async fn start_server(bin: &Path, database_url: &str, log: &Path) -> anyhow:
             "100000000",
             "--rate-limit-burst",
             "100000000",
+            // The load generator is one client address: the per-client connection cap (128 by
+            // default) would refuse a run with more connections than that, so it is the global
+            // cap here.
+            "--max-connections-per-client",
+            "1024",
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

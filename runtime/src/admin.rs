@@ -81,7 +81,7 @@ pub async fn create_workspace(
     let email = normalize_email(owner_email)?;
     let now = clock.now_ms();
     let workspace_id = ids::new_id("wsp");
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin_write().await?;
     sqlx::query("insert into workspaces (id, name, created_at) values ($1, $2, $3)")
         .bind(&workspace_id)
         .bind(name)
@@ -219,7 +219,7 @@ pub async fn add_named_member(
     require_workspace(db, workspace_id).await?;
     let email = normalize_email(email)?;
     let now = clock.now_ms();
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin_write().await?;
     let (person_id, generated) =
         find_or_create_person(&mut tx, &email, display_name, password, now).await?;
     let already =
@@ -263,7 +263,7 @@ async fn change_membership_keeping_an_owner(
     change: &str,
     new_role: Option<Role>,
 ) -> anyhow::Result<()> {
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin_write().await?;
     if db.backend() == Backend::Postgres {
         sqlx::query(
             "select person_id from memberships where workspace_id = $1 and role = 'owner' for update",
@@ -473,7 +473,7 @@ pub async fn set_password(
     let password = password.or(generated.as_deref()).unwrap_or_default();
     check_password(password)?;
     let hash = hash_password(password)?;
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin_write().await?;
     let person_id: String = sqlx::query_scalar("select id from people where email = $1")
         .bind(&email)
         .fetch_optional(&mut *tx)

@@ -72,10 +72,11 @@ pub struct Config {
     /// What the OAuth server may fetch when a client identifies itself by a metadata document URL.
     pub cimd: CimdPolicy,
     /// Reverse proxies whose `X-Forwarded-For` names the client the sign-in throttle counts
-    /// (the right-most entry that is not one of them). Empty: the TCP peer is the client, and
-    /// `X-Forwarded-For` is ignored.
+    /// (the right-most entry that is not one of them), and whose connections are not held to
+    /// the per-client connection cap. Empty: the TCP peer is the client, and `X-Forwarded-For`
+    /// is ignored.
     pub trusted_proxies: Vec<std::net::IpAddr>,
-    /// Timeouts and the connection cap of the listener.
+    /// Timeouts and the connection caps of the listener.
     pub http: HttpLimits,
     /// Requests per credential, per instance.
     pub rate_limit: RateLimit,
@@ -119,21 +120,36 @@ impl Default for JobsConfig {
 /// The sandbox network's seed when none is configured.
 pub const DEFAULT_SANDBOX_SEED: u64 = 42;
 
-/// What a connection may hold, and for how long, before it is closed.
+/// What a connection may hold, and for how long, before it is closed (see `crate::connections`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpLimits {
-    /// From a connection's first byte (or the end of its previous response) to the end of the
-    /// request headers; an HTTP/1 keep-alive connection waiting for its next request is closed
-    /// after this too.
+    /// For a connection's first request, from its accept to the end of the request's head: a
+    /// connection that has not sent one by then is closed without an answer. For each later
+    /// request on an HTTP/1 keep-alive connection, from the end of the previous response (so an
+    /// idle keep-alive connection is closed after this too).
     pub header_timeout: Duration,
     /// From the first read of a request body to its last byte.
     pub body_timeout: Duration,
     /// A connection on which no byte moves either way for this long is closed (after the
     /// response in flight, if any).
     pub idle_timeout: Duration,
-    /// Connections served at once; the next ones wait in the listen backlog until one closes.
+    /// Connections served at once. Past it, a new connection takes the slot of the one that
+    /// has waited longest with no request in flight (never sent a request, or idle between
+    /// two), which is closed; when every slot has a request in flight, the new one is refused
+    /// at once with 429 `rate_limited`.
     pub max_connections: usize,
+    /// Connections one client address may hold at once (an IPv6 client counts by its /64);
+    /// past it a new one is refused at once with 429 `rate_limited`. Connections from
+    /// [`Config::trusted_proxies`] are not counted, since every client behind a proxy shares its
+    /// address.
+    pub max_connections_per_client: usize,
 }
+
+/// The default per-client cap: an eighth of the default global cap, so at least eight addresses
+/// are needed to fill the server, and still far above what one client needs (a browser opens 6
+/// connections to a host, the benchmark drives 32). Many clients behind one address with no
+/// trusted proxy in front (a NAT) may need it raised.
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 128;
 
 impl Default for HttpLimits {
     fn default() -> Self {
@@ -142,6 +158,7 @@ impl Default for HttpLimits {
             body_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(120),
             max_connections: 1024,
+            max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
         }
     }
 }

@@ -354,7 +354,7 @@ pub async fn grant(
             "A grant must be a positive number of credits.",
         ));
     }
-    let mut tx = db.pool().begin().await?;
+    let mut tx = db.begin_write().await?;
     let balance = grant_in(&mut tx, clock.now_ms(), workspace_id, amount, source).await?;
     tx.commit().await?;
     Ok(balance)
@@ -526,7 +526,19 @@ async fn release_in(
         .fetch_one(&mut *conn)
         .await?;
     let balance: i64 = row.try_get("credits_balance")?;
+    // A release names what its spend names (the action, the object it paid for), so the entries
+    // of one object (a run's hold, its release) add up to what it cost.
+    let spend = sqlx::query("select action, object_id from credit_ledger where id = $1")
+        .bind(&reservation.id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let (action, object_id): (Option<String>, Option<String>) = match &spend {
+        Some(spend) => (spend.try_get("action")?, spend.try_get("object_id")?),
+        None => (None, None),
+    };
     let source = Source {
+        action: action.as_deref(),
+        object_id: object_id.as_deref(),
         reason: Some(reason),
         ..Source::default()
     };
@@ -587,7 +599,7 @@ pub async fn release_lapsed_holds(db: &Db, clock: &Clock) -> Result<u64, ApiErro
             workspace_id: row.try_get("workspace_id")?,
             amount: -row.try_get::<i64, _>("amount")?,
         };
-        let mut tx = db.pool().begin().await?;
+        let mut tx = db.begin_write().await?;
         // The workspace row first, as every priced transaction takes it, then the hold, which is
         // only released if it is still open and still lapsed (a late renewal or settlement wins).
         sqlx::query("update workspaces set credits_balance = credits_balance where id = $1")

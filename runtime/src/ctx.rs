@@ -31,6 +31,8 @@ pub struct Ctx {
     clock: Clock,
     config: Arc<Config>,
     request_id: Arc<str>,
+    /// The id of the idempotent call this request runs (see [`Ctx::call_id`]).
+    call_id: Option<Arc<str>>,
     work: Arc<Work>,
 }
 
@@ -67,8 +69,23 @@ impl Ctx {
             clock,
             config,
             request_id,
+            call_id: None,
             work: Arc::default(),
         }
+    }
+
+    /// This context for a request that holds the claim of an idempotency key.
+    pub(crate) fn claimed(mut self, call_id: String) -> Self {
+        self.call_id = Some(call_id.into());
+        self
+    }
+
+    /// For a request that holds an idempotency key's claim, an id of its call that every retry
+    /// with the key shares: a mark the action committed before its work under this id (a list
+    /// `processing`) was left by an earlier attempt that died, so it can be taken over at once
+    /// instead of after its lease. `None` without a key.
+    pub fn call_id(&self) -> Option<&str> {
+        self.call_id.as_deref()
     }
 
     /// This context for a priced call: its transaction reserves `price` as it begins.

@@ -42,6 +42,18 @@ pub enum Backend {
     Postgres,
 }
 
+impl Backend {
+    /// The backend a connection (or a transaction, through `&mut *tx`) talks to: what SQL that
+    /// differs between them (`for update` on PostgreSQL) asks.
+    pub fn of(conn: &sqlx::AnyConnection) -> Self {
+        if conn.backend_name().eq_ignore_ascii_case("postgresql") {
+            Self::Postgres
+        } else {
+            Self::Sqlite
+        }
+    }
+}
+
 /// A transaction begun by [`Db::begin_write`].
 pub type WriteTx = sqlx::Transaction<'static, sqlx::Any>;
 

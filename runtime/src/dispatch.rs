@@ -3,8 +3,13 @@
 //! REST and MCP differ only in how they find the action and assemble its input object; from there
 //! on the pipeline is this function, so the two faces cannot disagree:
 //!
-//! scope check -> strict decode -> [plan: price the call] -> [estimate: return the price]
-//! -> [claim the idempotency key, or replay] -> call -> commit (work, settlement, stored answer)
+//! scope check -> [a used idempotency key: replay, or 422 for another request] -> strict decode
+//! -> [plan: price the call] -> [estimate: return the price] -> [claim the idempotency key]
+//! -> call -> commit (work, settlement, stored answer)
+//!
+//! A call that the database stopped for a conflict with another one (a deadlock, a serialization
+//! failure) had no effect, and runs again from the decode, a few times, before a client sees the
+//! 409 ([`crate::retry`]); its key's claim is kept across the runs.
 //!
 //! The caller has already authenticated (the shared middleware). Everything up to the claim only
 //! reads: the price function works out a plan (a parsed file, a resolved list) that the action
@@ -33,6 +38,7 @@ use crate::idempotency::{self, Claim, Claimed};
 use crate::json::JsonBody;
 use crate::lease::Heartbeat;
 use crate::registry::{Action, ErasedInput, ErasedPlan, Registry};
+use crate::retry::{self, Retries};
 use crate::scope::Scope;
 use crate::words;
 
@@ -46,6 +52,8 @@ pub struct Dispatcher {
     pub clock: Clock,
     pub config: Arc<Config>,
     pub registry: Arc<Registry>,
+    /// Counts the calls run again after a conflict ([`crate::retry`]).
+    pub retries: Retries,
 }
 use crate::state::AppState;
 
@@ -56,6 +64,7 @@ impl FromRef<Arc<AppState>> for Dispatcher {
             clock: state.clock.clone(),
             config: state.config.clone(),
             registry: state.registry.clone(),
+            retries: state.retries.clone(),
         }
     }
 }
@@ -130,27 +139,110 @@ impl Dispatcher {
         if !principal.allows(needed) {
             return Err(auth::insufficient_scope(&self.config, &principal, needed));
         }
-        check_fields(action, &fields)?;
-        for (name, value) in &fields {
-            refuse_nul(name, value)?;
-        }
         if let Some(key) = &idempotency_key {
             idempotency::validate_key(key)?;
         }
         let input = Value::Object(fields);
-        let fingerprint = (def.idempotent && idempotency_key.is_some())
-            .then(|| idempotency::fingerprint(def.name, &input));
-        let decoded = (def.decode)(&input, &action.input_schema)?;
-        // The decoded input is a copy: an import's 8.5 MiB of CSV need not be held twice.
-        drop(input);
-        let ctx = Ctx::new(
-            self.db.clone(),
-            principal.clone(),
-            self.clock.clone(),
-            self.config.clone(),
-            request_id,
-        );
+        let key = idempotency_key
+            .clone()
+            .filter(|_| def.idempotent)
+            .map(|key| idempotency::Key {
+                workspace_id: principal.workspace_id.clone(),
+                person_id: principal.person_id.clone(),
+                action: def.name,
+                key,
+            });
+        let fingerprint = key
+            .as_ref()
+            .map(|_| idempotency::fingerprint(def.name, &input));
+        // A key already used: its first answer, or 422 when it named another request, before
+        // this body is judged (a replay answers what the first call did, whatever is true now).
+        if let (Some(key), Some(fingerprint), false) = (&key, &fingerprint, estimate)
+            && let Some(Claimed::Replay { status, body }) =
+                idempotency::recall(&self.db, &self.clock, key, fingerprint).await?
+        {
+            return replay(status, &body);
+        }
+        let Value::Object(mut fields) = input else {
+            unreachable!("the input was an object above")
+        };
+        crate::input::prepare(&mut fields, &action.input_schema)?;
+        check_fields(action, &fields)?;
+        for (name, value) in &fields {
+            refuse_nul(name, value)?;
+        }
+        let input = Value::Object(fields);
+        let mut decoded = Some((def.decode)(&input, &action.input_schema)?);
+        // Kept to decode again if a conflict makes the call run again (`crate::retry`); an
+        // input of megabytes (an import's CSV) is not held twice, and such a call is not rerun.
+        let input = retry::worth_keeping(&input).then_some(input);
 
+        let mut claim: Option<Claim> = None;
+        let mut heartbeat: Option<Heartbeat> = None;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let decoded = match (decoded.take(), &input) {
+                (Some(decoded), _) => decoded,
+                (None, Some(input)) => (def.decode)(input, &action.input_schema)?,
+                (None, None) => unreachable!("a call without its input is not run again"),
+            };
+            let ctx = Ctx::new(
+                self.db.clone(),
+                principal.clone(),
+                self.clock.clone(),
+                self.config.clone(),
+                request_id.clone(),
+            );
+            let outcome = self
+                .try_once(
+                    ctx,
+                    action,
+                    decoded,
+                    estimate,
+                    (key.as_ref(), fingerprint.as_deref()),
+                    &mut claim,
+                    &mut heartbeat,
+                )
+                .await;
+            match outcome {
+                Err(error) if error.is_contention() && input.is_some() && tries < retry::TRIES => {
+                    self.retries.retried(retry::Face::Request);
+                    tracing::info!(action = def.name, try_number = tries, cause = ?error.internal,
+                        "a call met a conflict and runs again");
+                    retry::pause(tries).await;
+                }
+                Err(error) => {
+                    if error.is_contention() {
+                        self.retries.exhausted(retry::Face::Request);
+                    }
+                    if let Some(claim) = &claim
+                        && let Err(release_error) = claim.release(&self.db).await
+                    {
+                        tracing::warn!(key = claim.key.key, error = %release_error.message,
+                            "could not free the idempotency key of a failed call; its lease will lapse");
+                    }
+                    return Err(error);
+                }
+                Ok(reply) => return Ok(reply),
+            }
+        }
+    }
+
+    /// One run of a decoded call: its plan, the estimate or the claim of its key (once, kept in
+    /// `claim` across runs), the action and the commit. Whatever fails here has rolled back.
+    #[allow(clippy::too_many_arguments)]
+    async fn try_once(
+        &self,
+        ctx: Ctx,
+        action: &Action,
+        decoded: ErasedInput,
+        estimate: bool,
+        (key, fingerprint): (Option<&idempotency::Key>, Option<&str>),
+        claim: &mut Option<Claim>,
+        heartbeat: &mut Option<Heartbeat>,
+    ) -> Result<Reply, ApiError> {
+        let def = action.def;
         // The plan: reads only, so whatever fails here has done nothing.
         let planned = match def.price {
             Some(_) => Some(plan(&ctx, action, &decoded).await?),
@@ -160,7 +252,7 @@ impl Dispatcher {
             let Some((price, _)) = planned else {
                 unreachable!("an estimate is only taken for a priced action")
             };
-            let balance = credits::balance(&self.db, &principal.workspace_id).await?;
+            let balance = credits::balance(&self.db, &ctx.principal().workspace_id).await?;
             let estimate = Estimate {
                 estimate: true,
                 sufficient: balance >= price.total,
@@ -176,38 +268,29 @@ impl Dispatcher {
             });
         }
 
-        let claim = match (fingerprint, idempotency_key.clone()) {
-            (Some(fingerprint), Some(key)) => {
-                let key = idempotency::Key {
-                    workspace_id: principal.workspace_id.clone(),
-                    person_id: principal.person_id.clone(),
-                    action: def.name,
-                    key,
-                };
-                match idempotency::claim(&self.db, &self.clock, key, &fingerprint).await? {
-                    Claimed::Replay { status, body } => {
-                        return Ok(Reply {
-                            status: StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
-                            body: JsonBody::of(&body).map_err(ApiError::internal)?,
-                            replayed: true,
-                        });
-                    }
-                    Claimed::Run(claim) => Some(claim),
+        if claim.is_none()
+            && let (Some(key), Some(fingerprint)) = (key, fingerprint)
+        {
+            match idempotency::claim(&self.db, &self.clock, key.clone(), fingerprint).await? {
+                Claimed::Replay { status, body } => return replay(status, &body),
+                Claimed::Run(won) => {
+                    let (db, clock, renewed) = (self.db.clone(), self.clock.clone(), won.clone());
+                    *heartbeat = Some(Heartbeat::start("idempotency claim", move || {
+                        let (claim, db, clock) = (renewed.clone(), db.clone(), clock.clone());
+                        async move { claim.renew(&db, &clock).await }
+                    }));
+                    *claim = Some(won);
                 }
             }
-            _ => None,
-        };
-        let _heartbeat = claim.clone().map(|claim| {
-            let (db, clock) = (self.db.clone(), self.clock.clone());
-            Heartbeat::start("idempotency claim", move || {
-                let (claim, db, clock) = (claim.clone(), db.clone(), clock.clone());
-                async move { claim.renew(&db, &clock).await }
-            })
-        });
+        }
 
+        let ctx = match claim.as_ref() {
+            Some(claim) => ctx.claimed(claim.key.call_id()),
+            None => ctx,
+        };
         let (ctx, plan) = match planned {
             Some((price, plan)) => (
-                ctx.charging(price.total, def.name, idempotency_key),
+                ctx.charging(price.total, def.name, key.map(|key| key.key.clone())),
                 Some(plan),
             ),
             None => (ctx, None),
@@ -219,26 +302,24 @@ impl Dispatcher {
                 .map(|()| body),
             Err(error) => Err(error),
         };
-        match outcome {
-            Ok(body) => Ok(Reply {
-                status,
-                body,
-                replayed: false,
-            }),
-            Err(error) => {
-                // Whatever the action wrote is rolled back with its transaction (dropped here
-                // if it is still open), so the call had no effect: free the key.
-                drop(ctx.take_tx().await);
-                if let Some(claim) = &claim
-                    && let Err(release_error) = claim.release(&self.db).await
-                {
-                    tracing::warn!(key = claim.key.key, error = %release_error.message,
-                        "could not free the idempotency key of a failed call; its lease will lapse");
-                }
-                Err(error)
-            }
-        }
+        // Whatever the action wrote and did not commit is rolled back with its transaction
+        // (dropped here if it is still open), so a failed call had no effect.
+        drop(ctx.take_tx().await);
+        outcome.map(|body| Reply {
+            status,
+            body,
+            replayed: false,
+        })
     }
+}
+
+/// The stored first answer of an idempotent call, sent again.
+fn replay(status: u16, body: &Value) -> Result<Reply, ApiError> {
+    Ok(Reply {
+        status: StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+        body: JsonBody::of(body).map_err(ApiError::internal)?,
+        replayed: true,
+    })
 }
 
 /// Finishes a call that succeeded: a priced call pays (its whole price if the action did not

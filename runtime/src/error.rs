@@ -34,7 +34,7 @@ macro_rules! error_codes {
                 }
             }
 
-            /// When the code is used, as documented in the README and OpenAPI.
+            /// When the code is used, as OpenAPI and `docs/errors.md` (generated from it) say.
             pub fn when(self) -> &'static str {
                 match self { $(ErrorCode::$variant => $when,)* }
             }
@@ -49,19 +49,19 @@ error_codes! {
     CredentialExpired => ("credential_expired", 401, "key past its expiry, access token past its lifetime"),
     CredentialRevoked => ("credential_revoked", 401, "key revoked, OAuth grant disconnected"),
     NotAMember => ("not_a_member", 401, "the credential's person is no longer in the workspace"),
-    InsufficientScope => ("insufficient_scope", 403, "the credential lacks the scope the action needs"),
+    InsufficientScope => ("insufficient_scope", 403, "the credential lacks the scope the action needs (with `required_scope`)"),
     Forbidden => ("forbidden", 403, "the person's role does not allow it"),
-    NotFound => ("not_found", 404, "no such object in this workspace, or no such path"),
+    NotFound => ("not_found", 404, "no such object in this workspace (also another workspace's ids), or no such path"),
     MethodNotAllowed => ("method_not_allowed", 405, "the path exists but not with this method (see `Allow`)"),
     InvalidState => ("invalid_state", 409, "illegal state transition; the sentence says the state and what is allowed"),
-    Conflict => ("conflict", 409, "unique constraint (duplicate name, duplicate prospect); or, with `retryable: true`, another request changed the same records at the same moment and nothing of this one was kept: send it again"),
+    Conflict => ("conflict", 409, "unique constraint (duplicate name, duplicate prospect); or, with `retryable: true`, other requests kept changing the same records at the same moment, the server ran this one again a few times without success, and nothing of it was kept: send it again"),
     IdempotencyKeyInUse => ("idempotency_key_in_use", 409, "the same idempotency key is still being processed"),
     IdempotencyKeyReused => ("idempotency_key_reused", 422, "the same idempotency key was used for a different request"),
     InsufficientCredits => ("insufficient_credits", 402, "the balance is below the price (with `price` and `balance`)"),
     PayloadTooLarge => ("payload_too_large", 413, "the body is over the limit"),
     UnsupportedMediaType => ("unsupported_media_type", 415, "the body is not `application/json`"),
     RateLimited => ("rate_limited", 429, "too many requests (with `Retry-After`)"),
-    InternalError => ("internal_error", 500, "a fault on our side, with a request id to quote"),
+    InternalError => ("internal_error", 500, "a fault on our side, with a `request_id` to quote (the cause is only logged)"),
     NotConnected => ("not_connected", 409, "the network: a message to someone who is not a first-degree connection"),
     AlreadyInvited => ("already_invited", 409, "the network: an invitation to this person is already pending"),
     AlreadyConnected => ("already_connected", 409, "the network: the person is already a connection"),
@@ -127,11 +127,17 @@ impl ApiError {
     /// a refusal (see [`ApiError::log`]): each one is a lock order to look at.
     pub fn contention(cause: impl fmt::Display) -> Self {
         let mut error = Self::conflict(
-            "Another request changed the same records at the same moment, so this one was stopped and nothing of it was kept: send it again.",
+            "Other requests kept changing the same records at the same moment; this one was run again a few times without success, and nothing of it was kept: send it again.",
         )
         .with_extra("retryable", true);
         error.internal = Some(cause.to_string());
         error
+    }
+
+    /// Whether this is [`ApiError::contention`]: the database ended the call's transaction for
+    /// another one, so nothing of it was kept.
+    pub fn is_contention(&self) -> bool {
+        self.code == ErrorCode::Conflict && self.extra.get("retryable") == Some(&Value::Bool(true))
     }
 
     /// Whether the same work tried again may succeed: a fault on our side, or a transaction the
@@ -159,6 +165,14 @@ impl ApiError {
     pub fn with_extra(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.extra.insert(key.to_owned(), value.into());
         self
+    }
+
+    /// Tells the caller when to try again: `retry_after` (whole seconds, at least 1) in the body
+    /// and a `Retry-After` header.
+    pub fn with_retry_after(self, left_ms: i64) -> Self {
+        let seconds = (left_ms.max(1) + 999) / 1000;
+        self.with_extra("retry_after", seconds)
+            .with_header(header::RETRY_AFTER, &seconds.to_string())
     }
 
     pub fn with_header(mut self, name: header::HeaderName, value: &str) -> Self {
@@ -215,13 +229,17 @@ impl std::error::Error for ApiError {}
 /// same request sent again runs alone and succeeds.
 const CONTENTION_STATES: [&str; 2] = ["40P01", "40001"];
 
+/// Whether the database ended the transaction of `error` for another one.
+pub fn is_contention_error(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|database| database.code())
+        .is_some_and(|state| CONTENTION_STATES.contains(&state.as_ref()))
+}
+
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> Self {
-        let contention = error
-            .as_database_error()
-            .and_then(|database| database.code())
-            .is_some_and(|state| CONTENTION_STATES.contains(&state.as_ref()));
-        if contention {
+        if is_contention_error(&error) {
             return Self::contention(format!("database: {error}"));
         }
         Self::internal(format!("database: {error}"))
@@ -260,6 +278,10 @@ mod tests {
         assert_eq!(contention.body()["retryable"], json!(true));
         assert!(!ApiError::conflict("A list named `Leads` exists.").is_transient());
         assert!(!ApiError::invalid_request("`name` must not be empty.").is_transient());
+        // Only contention is a conflict the same work run again may not meet.
+        assert!(contention.is_contention());
+        assert!(!ApiError::conflict("A list named `Leads` exists.").is_contention());
+        assert!(!ApiError::internal("boom").is_contention());
     }
 
     /// A rename of a public code shows up here as a diff to review.

@@ -35,9 +35,19 @@ pub async fn run(state: Arc<AppState>) {
     let start = tokio::time::Instant::now();
     let mut purges = tokio::time::interval_at(start + EVERY, EVERY);
     let mut recoveries = tokio::time::interval_at(start, recovery::EVERY);
+    // A process that died just before this one started (a restart) left leases that are still
+    // running: they lapse within one lease, so the round after the first comes then, not a
+    // whole period later, and what they held is free within seconds of the start.
+    let lapsed = tokio::time::sleep(recovery::AFTER_START);
+    tokio::pin!(lapsed);
+    let mut lapsed_done = false;
     loop {
         tokio::select! {
             _ = recoveries.tick() => {
+                recovery::run_all(&state.db, &state.clock).await;
+            }
+            () = &mut lapsed, if !lapsed_done => {
+                lapsed_done = true;
                 recovery::run_all(&state.db, &state.clock).await;
             }
             _ = purges.tick() => match purge(&state).await {

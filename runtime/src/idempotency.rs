@@ -31,6 +31,9 @@ pub const WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
 pub const MAX_KEY_LEN: usize = 255;
 
 /// Checks a key's shape: 1 to 255 printable ASCII characters.
+/// The schema pattern of a key: printable ASCII, as [`validate_key`] takes it.
+pub const KEY_PATTERN: &str = "^[\\x20-\\x7E]+$";
+
 pub fn validate_key(key: &str) -> Result<(), ApiError> {
     if key.is_empty() {
         return Err(ApiError::invalid_request(
@@ -67,6 +70,32 @@ pub struct Claim {
     token: String,
 }
 
+impl Key {
+    /// An id of the call this key names, the same on every retry with the key (a digest, so the
+    /// key itself is not written elsewhere). Only one request holds a key's claim at a time, so
+    /// a mark an action left under this id was left by a request that has since died (its claim
+    /// lapsed and this one took it over): the action may take the mark over at once.
+    pub fn call_id(&self) -> String {
+        let mut digest = Sha256::new();
+        for part in [
+            self.workspace_id.as_str(),
+            self.person_id.as_str(),
+            self.action,
+            self.key.as_str(),
+        ] {
+            digest.update(part.as_bytes());
+            digest.update([0]);
+        }
+        let hex: String = digest
+            .finalize()
+            .iter()
+            .take(16)
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        format!("call_{hex}")
+    }
+}
+
 /// What claiming a key found.
 pub enum Claimed {
     /// This request runs.
@@ -96,6 +125,67 @@ fn bind_key<'q>(
         .bind(&key.person_id)
         .bind(key.action)
         .bind(&key.key)
+}
+
+/// Looks up `key` before the request is decoded or priced, reading only: the first response
+/// when the same request already ran (replayed whatever the world is now), 422
+/// `idempotency_key_reused` when the key names another request (whatever this body's own faults),
+/// and `None` when the request is to run (claimed later by [`claim`], which checks again).
+pub async fn recall(
+    db: &Db,
+    clock: &Clock,
+    key: &Key,
+    fingerprint: &str,
+) -> Result<Option<Claimed>, ApiError> {
+    let existing = bind_key(
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "select fingerprint, state, status_code, response_body, created_at \
+             from idempotency_records where {WHERE_KEY}"
+        ))),
+        key,
+    )
+    .fetch_optional(db.pool())
+    .await?;
+    let Some(existing) = existing else {
+        return Ok(None);
+    };
+    let created_at: i64 = existing.try_get("created_at")?;
+    if clock.now_ms() - created_at >= WINDOW_MS {
+        return Ok(None);
+    }
+    judge(&existing, key, fingerprint)
+}
+
+/// What a live record of `key` says of a request with `fingerprint`: 422 when it was made by
+/// another request, its answer when it is done, `None` while it runs.
+fn judge(
+    existing: &sqlx::any::AnyRow,
+    key: &Key,
+    fingerprint: &str,
+) -> Result<Option<Claimed>, ApiError> {
+    if existing.try_get::<String, _>("fingerprint")? != fingerprint {
+        return Err(ApiError::new(
+            ErrorCode::IdempotencyKeyReused,
+            format!(
+                "The idempotency key `{}` was used for a different `{}` request in the last 24 hours; use a new key for a new request.",
+                key.key, key.action
+            ),
+        ));
+    }
+    if existing.try_get::<String, _>("state")? != "done" {
+        return Ok(None);
+    }
+    let status: i64 = existing
+        .try_get::<Option<i64>, _>("status_code")?
+        .unwrap_or(200);
+    let body: String = existing
+        .try_get::<Option<String>, _>("response_body")?
+        .unwrap_or_default();
+    let body: Value = serde_json::from_str(&body).map_err(ApiError::internal)?;
+    Ok(Some(Claimed::Replay {
+        status: u16::try_from(status).unwrap_or(200),
+        body,
+    }))
 }
 
 /// Claims `key` for this request, or reports why it cannot run.
@@ -151,27 +241,8 @@ pub async fn claim(
             .await?;
             continue;
         }
-        if existing.try_get::<String, _>("fingerprint")? != fingerprint {
-            return Err(ApiError::new(
-                ErrorCode::IdempotencyKeyReused,
-                format!(
-                    "The idempotency key `{}` was used for a different `{}` request in the last 24 hours; use a new key for a new request.",
-                    key.key, key.action
-                ),
-            ));
-        }
-        if existing.try_get::<String, _>("state")? == "done" {
-            let status: i64 = existing
-                .try_get::<Option<i64>, _>("status_code")?
-                .unwrap_or(200);
-            let body: String = existing
-                .try_get::<Option<String>, _>("response_body")?
-                .unwrap_or_default();
-            let body: Value = serde_json::from_str(&body).map_err(ApiError::internal)?;
-            return Ok(Claimed::Replay {
-                status: u16::try_from(status).unwrap_or(200),
-                body,
-            });
+        if let Some(replay) = judge(&existing, &key, fingerprint)? {
+            return Ok(replay);
         }
         let holder: Option<String> = existing.try_get("lease_token")?;
         let expires_at: Option<i64> = existing.try_get("lease_expires_at")?;
@@ -216,8 +287,7 @@ fn in_use(key: &str, left_ms: i64) -> ApiError {
             if seconds == 1 { "" } else { "s" }
         ),
     )
-    .with_extra("retry_after", seconds)
-    .with_header(http::header::RETRY_AFTER, &seconds.to_string())
+    .with_retry_after(left_ms)
 }
 
 impl Claim {

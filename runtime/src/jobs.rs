@@ -37,6 +37,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand::Rng;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqlx::Row;
 use tokio::sync::{Mutex, MutexGuard, watch};
@@ -67,8 +68,8 @@ crate::text_enum! {
         Completed => "completed",
         /// Out of attempts, or given up by its handler; `last_error` says why.
         Discarded => "discarded",
-        /// Cancelled before it ran.
-        Cancelled => "cancelled",
+        /// Canceled before it ran.
+        Canceled => "canceled",
     }
 }
 
@@ -90,7 +91,22 @@ pub struct NewJob {
     pub max_attempts: Option<i32>,
 }
 
+/// A kind of job, as its arguments: the type its handler reads ([`JobCtx::args`]) names the
+/// kind it is stored under, so a kind has one spelling and its payload one shape. Enqueue one
+/// with [`NewJob::of`]; register its handler with `job!(Args::KIND, handler)`.
+pub trait JobArgs: Serialize + DeserializeOwned {
+    /// The kind's name in the `jobs` table (stable: unfinished jobs keep it across releases).
+    const KIND: &'static str;
+}
+
 impl NewJob {
+    /// A job of the kind `A` names, carrying `args`.
+    pub fn of<A: JobArgs>(args: &A) -> Self {
+        // A derived `Serialize` of plain fields cannot fail; were it to, the handler would find
+        // a null payload and discard the job, saying it does not decode.
+        Self::new(A::KIND, serde_json::to_value(args).unwrap_or_default())
+    }
+
     pub fn new(kind: impl Into<String>, payload: serde_json::Value) -> Self {
         Self {
             kind: kind.into(),
@@ -129,6 +145,34 @@ pub async fn enqueue(
     clock: &Clock,
     job: NewJob,
 ) -> Result<String, ApiError> {
+    Ok(match write(conn, clock, &job).await? {
+        Written::New(id) | Written::Existing(id) => id,
+    })
+}
+
+/// Like [`enqueue`], but says whether it wrote the job: `None` when an unfinished job of the same
+/// kind already holds its `unique_key` (what a recovery that makes sure a job exists counts).
+pub async fn enqueue_if_absent(
+    conn: &mut sqlx::AnyConnection,
+    clock: &Clock,
+    job: NewJob,
+) -> Result<Option<String>, ApiError> {
+    Ok(match write(conn, clock, &job).await? {
+        Written::New(id) => Some(id),
+        Written::Existing(_) => None,
+    })
+}
+
+enum Written {
+    New(String),
+    Existing(String),
+}
+
+async fn write(
+    conn: &mut sqlx::AnyConnection,
+    clock: &Clock,
+    job: &NewJob,
+) -> Result<Written, ApiError> {
     if handler(&job.kind).is_none() {
         return Err(ApiError::internal(format!(
             "no job handler is registered for kind `{}` (register one with `job!`)",
@@ -161,7 +205,7 @@ pub async fn enqueue(
             .await?;
         if inserted.is_some() {
             wake();
-            return Ok(id);
+            return Ok(Written::New(id));
         }
         let existing = sqlx::query(sql::FIND_UNIQUE)
             .bind(&job.kind)
@@ -169,7 +213,7 @@ pub async fn enqueue(
             .fetch_optional(&mut *conn)
             .await?;
         if let Some(row) = existing {
-            return Ok(row.try_get("id")?);
+            return Ok(Written::Existing(row.try_get("id")?));
         }
     }
     Err(ApiError::internal(format!(
@@ -186,7 +230,7 @@ pub async fn cancel(
     id: &str,
 ) -> Result<bool, ApiError> {
     let done = sqlx::query(
-        "update jobs set state = 'cancelled', finished_at = $2, updated_at = $2 \
+        "update jobs set state = 'canceled', finished_at = $2, updated_at = $2 \
          where id = $1 and state = 'available'",
     )
     .bind(id)
@@ -204,7 +248,7 @@ pub async fn cancel_unique(
     unique_key: &str,
 ) -> Result<bool, ApiError> {
     let done = sqlx::query(
-        "update jobs set state = 'cancelled', finished_at = $3, updated_at = $3 \
+        "update jobs set state = 'canceled', finished_at = $3, updated_at = $3 \
          where kind = $1 and unique_key = $2 and state = 'available'",
     )
     .bind(kind)
@@ -314,6 +358,9 @@ pub enum JobOutcome {
 pub struct JobError {
     kind: JobErrorKind,
     message: String,
+    /// The database ended the run's transaction for another one ([`ApiError::contention`]):
+    /// the worker may run the handler again at once ([`crate::retry`]).
+    contention: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -329,6 +376,7 @@ impl JobError {
         Self {
             kind: JobErrorKind::Retry,
             message: message.to_string(),
+            contention: false,
         }
     }
 
@@ -337,6 +385,7 @@ impl JobError {
         Self {
             kind: JobErrorKind::Discard,
             message: message.to_string(),
+            contention: false,
         }
     }
 
@@ -346,6 +395,7 @@ impl JobError {
             kind: JobErrorKind::LeaseLost,
             message: "the job's lease lapsed and it was taken back; this run's writes are dropped"
                 .to_owned(),
+            contention: false,
         }
     }
 
@@ -360,6 +410,11 @@ impl JobError {
     pub fn message(&self) -> &str {
         &self.message
     }
+
+    /// Whether the database ended the run's transaction for a conflict with another one.
+    pub fn is_contention(&self) -> bool {
+        self.contention
+    }
 }
 
 impl fmt::Display for JobError {
@@ -372,16 +427,21 @@ impl std::error::Error for JobError {}
 
 impl From<sqlx::Error> for JobError {
     fn from(error: sqlx::Error) -> Self {
-        Self::retry(format!("database: {error}"))
+        let mut job_error = Self::retry(format!("database: {error}"));
+        job_error.contention = crate::error::is_contention_error(&error);
+        job_error
     }
 }
 
 impl From<ApiError> for JobError {
     fn from(error: ApiError) -> Self {
-        match error.internal {
+        let contention = error.is_contention();
+        let mut job_error = match error.internal {
             Some(cause) => Self::retry(format!("{}: {} ({cause})", error.code, error.message)),
             None => Self::retry(format!("{}: {}", error.code, error.message)),
-        }
+        };
+        job_error.contention = contention;
+        job_error
     }
 }
 
@@ -409,10 +469,11 @@ pub struct JobKind {
 inventory::collect!(JobKind);
 
 /// Registers `async fn(JobCtx) -> Result<JobOutcome, JobError>` as the handler of a job kind:
-/// `job!("send_step", run_send_step);`.
+/// `job!(StepJob::KIND, run_step);`, with the kind its [`JobArgs`] type names, so a module
+/// below the handler's can own the kind and enqueue it.
 #[macro_export]
 macro_rules! job {
-    ($kind:literal, $handler:path) => {
+    ($kind:expr, $handler:path) => {
         $crate::__private::inventory::submit! {
             $crate::jobs::JobKind {
                 kind: $kind,
@@ -477,6 +538,9 @@ struct Inner {
     job: Job,
     token: String,
     tx: Mutex<Option<crate::db::WriteTx>>,
+    /// Whether this run has committed writes before its end ([`JobCtx::commit`]): from then on
+    /// it may have reached the outside world, and is never run again in place.
+    committed: std::sync::atomic::AtomicBool,
 }
 
 impl JobCtx {
@@ -489,6 +553,7 @@ impl JobCtx {
             job,
             token,
             tx: Mutex::new(None),
+            committed: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -512,9 +577,18 @@ impl JobCtx {
         &self.0.job.payload
     }
 
-    /// The payload as `T`; a payload that does not decode discards the job (`?` does that).
-    pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T, JobError> {
-        Ok(T::deserialize(&self.0.job.payload)?)
+    /// The job's arguments, as the kind `A` they were enqueued as; a job of another kind is
+    /// discarded (its handler was registered under the wrong kind), and so is a payload that
+    /// does not decode (`?` does that).
+    pub fn args<A: JobArgs>(&self) -> Result<A, JobError> {
+        if self.0.job.kind != A::KIND {
+            return Err(JobError::discard(format!(
+                "a `{}` job was handed to the handler of `{}`",
+                self.0.job.kind,
+                A::KIND
+            )));
+        }
+        Ok(A::deserialize(&self.0.job.payload)?)
     }
 
     pub fn attempt(&self) -> i32 {
@@ -558,9 +632,17 @@ impl JobCtx {
     /// such as an intent row before a send. The next [`JobCtx::tx`] is fenced again.
     pub async fn commit(&self) -> Result<(), JobError> {
         if let Some(tx) = self.0.tx.lock().await.take() {
+            self.0
+                .committed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             tx.commit().await?;
         }
         Ok(())
+    }
+
+    /// Whether this run committed writes before its end ([`JobCtx::commit`]).
+    pub fn has_committed(&self) -> bool {
+        self.0.committed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Drops the writes made since the last commit.
@@ -832,14 +914,14 @@ pub async fn rescue(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
     Ok(done.rows_affected())
 }
 
-/// How long finished jobs are kept: completed and cancelled ones for a day, discarded ones (a
+/// How long finished jobs are kept: completed and canceled ones for a day, discarded ones (a
 /// failure someone may want to read) for a week.
 pub async fn purge(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
     const DAY_MS: i64 = 24 * 60 * 60 * 1000;
     let now = clock.now_ms();
     let done = sqlx::query(
         "delete from jobs where finished_at is not null and \
-         ((state in ('completed', 'cancelled') and finished_at < $1) \
+         ((state in ('completed', 'canceled') and finished_at < $1) \
           or (state = 'discarded' and finished_at < $2))",
     )
     .bind(now - DAY_MS)

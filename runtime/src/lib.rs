@@ -14,7 +14,7 @@
 //! checks both and holds the same list):
 //!
 //! 1. `clock`, `ids`, `json`, `error`, `scope`, `columns`, `paging`, `db`, `schema`, `words`,
-//!    `cors`, `body`: foundations that import nothing here.
+//!    `cors`, `body`, `input`: foundations that import nothing here.
 //! 2. `lease`, `credits`, `idempotency`, `principal`, `config`, `admin`, `test_clock`: the
 //!    bookkeeping and the rules that the faces, the web pages and the CLI share.
 //! 3. `ctx`: what an action receives; `jobs`, `worker`: durable jobs, what their handlers
@@ -31,7 +31,7 @@
 //! 10. `web`, `housekeeping`: the settings pages (which disconnect OAuth grants) and the periodic
 //!     deletions (which keep codes as long as OAuth refresh tokens live).
 //! 11. `server`, `prelude`: the top; nothing in the crate imports them. Beside them
-//!     `connections`, the accept loop with its timeouts and connection cap, which only `server`
+//!     `connections`, the accept loop with its timeouts and connection caps, which only `server`
 //!     runs.
 
 // Declared bottom to top, in the order above.
@@ -42,6 +42,7 @@ pub mod cors;
 pub mod db;
 pub mod error;
 pub mod ids;
+pub mod input;
 pub mod json;
 pub mod paging;
 pub mod schema;
@@ -61,6 +62,7 @@ pub mod jobs;
 pub mod worker;
 
 pub mod registry;
+pub mod retry;
 pub mod tasks;
 
 pub mod recovery;

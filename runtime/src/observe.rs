@@ -11,7 +11,9 @@
 //! can send any tool name, and a label per name would grow without end); every other request is
 //! labelled by its route template, or `unmatched`. The registry is this instance's own
 //! (`prometheus-client`, not a global recorder), so tests running several apps in one process
-//! each read their own figures. The job worker's counters ([`JobMetrics`]) are registered here too.
+//! each read their own figures. The job worker's counters ([`JobMetrics`]) and the accept loop's
+//! ([`ConnectionMetrics`]: connections refused, evicted and timed out, which never reach a
+//! request) are registered here too.
 //!
 //! `/metrics` is public by default, as is common for a self-hosted service scraped on its own
 //! port; setting a metrics token makes it need `Authorization: Bearer <token>`.
@@ -52,12 +54,48 @@ struct LatencyLabels {
     action: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+/// What the accept loop (`crate::connections`) refused, and closed of its own accord.
+#[derive(Clone, Default)]
+pub struct ConnectionMetrics {
+    refused: Family<ReasonLabels, Counter>,
+    closed: Family<ReasonLabels, Counter>,
+}
+
+impl ConnectionMetrics {
+    fn register(&self, metrics: &mut Metrics) {
+        metrics.register(
+            "outreach_connections_refused",
+            "Connections refused at accept with 429, by reason: per_client (the client address holds its cap), all_busy (every slot has a request in flight)",
+            self.refused.clone(),
+        );
+        metrics.register(
+            "outreach_connections_closed",
+            "Connections the server closed of its own accord, by reason: evicted (its slot went to a newcomer), no_request (no request head within the header timeout of accept), idle (the idle timeout)",
+            self.closed.clone(),
+        );
+    }
+
+    pub fn refused(&self, reason: &'static str) {
+        self.refused.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    pub fn closed(&self, reason: &'static str) {
+        self.closed.get_or_create(&ReasonLabels { reason }).inc();
+    }
+}
+
 /// This instance's metrics, the action of each REST route, and the limits `track` applies.
 #[derive(Clone)]
 pub struct Observer(Arc<Inner>);
 
 struct Inner {
     metrics: Mutex<Metrics>,
+    connections: ConnectionMetrics,
     requests: Family<RequestLabels, Counter>,
     latency: Family<LatencyLabels, Histogram>,
     /// `(method, "/api/v1/...")` to the action's name.
@@ -82,6 +120,8 @@ impl Observer {
     ) -> Self {
         let mut metrics = Metrics::default();
         jobs.register(&mut metrics);
+        let connections = ConnectionMetrics::default();
+        connections.register(&mut metrics);
         let requests = Family::<RequestLabels, Counter>::default();
         metrics.register(
             "outreach_http_requests",
@@ -109,6 +149,7 @@ impl Observer {
         }
         Self(Arc::new(Inner {
             metrics: Mutex::new(metrics),
+            connections,
             requests,
             latency,
             routes,
@@ -116,6 +157,11 @@ impl Observer {
             body_timeout,
             token: token.filter(|token| !token.is_empty()),
         }))
+    }
+
+    /// The accept loop's counters, on this instance's `/metrics`.
+    pub fn connections(&self) -> ConnectionMetrics {
+        self.0.connections.clone()
     }
 
     fn encode(&self) -> String {

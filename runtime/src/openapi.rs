@@ -99,6 +99,7 @@ impl Schemas {
                 settings.definitions_path = "/components/schemas".into();
             })
             .with_transform(RecursiveTransform(crate::schema::signed_int_formats))
+            .with_transform(RecursiveTransform(crate::schema::no_nul_strings))
             .into_generator();
         Self {
             generator,
@@ -152,12 +153,13 @@ impl Schemas {
             name = format!("{item}{name}");
         }
         let schema = Value::Object(schema);
-        let taken = self
-            .generator
-            .definitions()
-            .get(&name)
-            .or_else(|| self.hoisted.get(&name));
-        if taken.is_some_and(|other| *other != schema) {
+        // The generator's definitions get its transforms only when they are taken (`finish`);
+        // the root schema has had them already, so compare like with like.
+        let taken = match self.generator.definitions().get(&name) {
+            Some(definition) => Some(transformed(definition)),
+            None => self.hoisted.get(&name).cloned(),
+        };
+        if taken.is_some_and(|other| other != schema) {
             return schema;
         }
         self.hoisted.insert(name.clone(), schema);
@@ -175,32 +177,43 @@ impl Schemas {
     }
 }
 
-/// One line per resource tag, shown above its operations by documentation tools and generators.
-/// The runtime names no resource, so an unknown tag gets a plain sentence from its name.
-fn tag_description(tag: &str) -> String {
-    let known = match tag {
-        "workspace" => {
-            "The workspace the credential acts in: its name, members and credit balance."
-        }
-        "credits" => "The credit ledger: grants, spends and releases, each with its source.",
-        "prospects" => {
-            "People you may reach out to: company, contact details, tags, custom fields and score."
-        }
-        "lists" => "Named sets of prospects; processing a list scores all of its members.",
-        "targetings" => "Ideal-customer profiles that scoring compares prospects against.",
-        "imports" => {
-            "Bulk creation of prospects from CSV text or JSON rows, priced per row and idempotent."
-        }
-        "scoring-runs" => {
-            "Scoring prospects against a targeting: score, tier, matched criteria and gaps."
-        }
-        "dashboard" => "Counts and rates over a period.",
-        _ => "",
+/// `definition` with the transforms [`Schemas::new`] gives its generator.
+fn transformed(definition: &Value) -> Value {
+    use schemars::transform::Transform;
+    let Ok(mut schema) = schemars::Schema::try_from(definition.clone()) else {
+        return definition.clone();
     };
-    if known.is_empty() {
-        format!("Operations on {}.", tag.replace(['-', '_'], " "))
-    } else {
-        known.to_owned()
+    RecursiveTransform(crate::schema::signed_int_formats).transform(&mut schema);
+    RecursiveTransform(crate::schema::no_nul_strings).transform(&mut schema);
+    schema.to_value()
+}
+
+/// One line per resource tag, shown above its operations by documentation tools and generators:
+/// registered by the crate that defines the actions ([`resource_tag!`](crate::resource_tag)),
+/// since the runtime names no resource. A tag nobody described has no description (a test of the
+/// document says so).
+pub struct TagDescription {
+    pub tag: &'static str,
+    pub description: &'static str,
+}
+
+inventory::collect!(TagDescription);
+
+/// Describes a resource tag (the first segment of its actions' REST paths) in the OpenAPI document:
+/// `resource_tag!("prospects", "People you may reach out to ...");`.
+#[macro_export]
+macro_rules! resource_tag {
+    ($tag:literal, $description:literal) => {
+        $crate::__private::inventory::submit! {
+            $crate::openapi::TagDescription { tag: $tag, description: $description }
+        }
+    };
+}
+
+fn tag_entry(tag: &str) -> Value {
+    match inventory::iter::<TagDescription>().find(|described| described.tag == tag) {
+        Some(described) => json!({"name": tag, "description": described.description}),
+        None => json!({"name": tag}),
     }
 }
 
@@ -238,7 +251,7 @@ pub fn document(registry: &Registry) -> Value {
         },
         "servers": [{"url": "/api/v1"}],
         "security": [{"bearerAuth": []}],
-        "tags": tags.iter().map(|tag| json!({"name": tag, "description": tag_description(tag)})).collect::<Vec<_>>(),
+        "tags": tags.iter().map(|tag| tag_entry(tag)).collect::<Vec<_>>(),
         "paths": paths,
         "components": {
             "securitySchemes": {
@@ -256,7 +269,7 @@ pub fn document(registry: &Registry) -> Value {
                     "in": "header",
                     "required": false,
                     "description": IDEMPOTENCY_KEY_DESCRIPTION,
-                    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LEN},
+                    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LEN, "pattern": crate::idempotency::KEY_PATTERN},
                     "example": "import-2026-05-01-a",
                 },
             },
@@ -378,10 +391,9 @@ fn operation(action: &Action, schemas: &mut Schemas, example: Option<&OperationE
     }
     if has_body {
         let body = without_path_params(input, &route.path_params);
-        let body_required = body
-            .get("required")
-            .and_then(Value::as_array)
-            .is_some_and(|names| !names.is_empty());
+        // Required when an empty body fails the schema: a required field, `minProperties`, a
+        // `oneOf` whose every branch requires one, or a cross-field rule (`not`) that refuses `{}`.
+        let body_required = needs_a_field(&body) || body.contains_key("not");
         let mut media = json!({"schema": Value::Object(body)});
         if let Some(Value::Object(mut request)) = request_example.clone() {
             for param in &route.path_params {
@@ -528,7 +540,7 @@ fn error_schema() -> Value {
             "retry_after": {"type": "integer", "description": "With `rate_limited`: seconds to wait."},
             "request_id": {"type": "string", "description": "With `internal_error`: the id to quote."},
             "existing_id": {"type": "string", "description": "With `conflict`: the id of the object that already holds the unique value."},
-            "retryable": {"type": "boolean", "description": "With `conflict`: `true` when another request changed the same records at the same moment; nothing of this one was kept, and the same request sent again may succeed."},
+            "retryable": {"type": "boolean", "description": "With `conflict`: `true` when other requests kept changing the same records at the same moment and the server's own tries ran out; nothing of this one was kept, and the same request sent again may succeed."},
         },
     })
 }
@@ -562,7 +574,60 @@ fn error_responses() -> Value {
     Value::Object(by_status)
 }
 
+/// Whether an empty object fails `schema`: it requires a field, itself or in every branch of its
+/// `oneOf` / `anyOf`, or it has `minProperties` (an import takes `csv` or `rows`, so it needs a
+/// body though it names no field as required). Such a request body is `required: true`.
+fn needs_a_field(schema: &Map<String, Value>) -> bool {
+    let requires = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|names| !names.is_empty())
+        || schema
+            .get("minProperties")
+            .and_then(Value::as_u64)
+            .is_some_and(|least| least > 0);
+    let every_branch_requires = |keyword: &str| {
+        schema
+            .get(keyword)
+            .and_then(Value::as_array)
+            .is_some_and(|branches| {
+                !branches.is_empty()
+                    && branches
+                        .iter()
+                        .all(|branch| branch.as_object().is_some_and(needs_a_field))
+            })
+    };
+    requires || every_branch_requires("oneOf") || every_branch_requires("anyOf")
+}
+
 // ----- file uploads (`text_body!`) -----
+
+/// `from` as `to` wherever `schema` names a field: in `required` lists and `properties` keys.
+fn rename_field(schema: &mut Value, from: &str, to: &str) {
+    match schema {
+        Value::Object(object) => {
+            if let Some(Value::Array(required)) = object.get_mut("required") {
+                for name in required.iter_mut().filter(|name| *name == from) {
+                    *name = to.into();
+                }
+            }
+            if let Some(Value::Object(properties)) = object.get_mut("properties")
+                && let Some(value) = properties.remove(from)
+            {
+                properties.insert(to.into(), value);
+            }
+            for (key, value) in object.iter_mut() {
+                if key != "required" {
+                    rename_field(value, from, to);
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| rename_field(item, from, to)),
+        _ => {}
+    }
+}
 
 /// The other request content types of an action that declared a file field with `text_body!`
 /// (see `registry::TextBody`): the file as the whole body, or as the `file` part of a
@@ -596,6 +661,41 @@ fn add_text_body_content(action: &Action, operation: &mut Map<String, Value>) {
     if let Some(form) = form.as_object_mut() {
         form.remove("oneOf");
         form.remove("anyOf");
+        // The cross-field rules name the field the file fills.
+        for keyword in ["not", "if", "then"] {
+            if let Some(rule) = form.get_mut(keyword) {
+                rename_field(rule, field, "file");
+            }
+        }
+        // A field the rules forbid beside the file is not a part of the form at all: a form part
+        // is text, and cannot be sent as the `null` that would leave it out.
+        let excluded: Vec<String> = form
+            .get("not")
+            .and_then(|rule| rule.get("anyOf"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|branch| branch.get("required")?.as_array())
+            .filter(|names| names.len() == 2 && names.iter().any(|name| name == "file"))
+            .flat_map(|names| {
+                names
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .filter(|name| *name != "file")
+            })
+            .map(str::to_owned)
+            .collect();
+        if let Some(Value::Object(properties)) = form.get_mut("properties") {
+            for name in &excluded {
+                properties.remove(name);
+            }
+            // Nor can any part be null: a field that may be null is left out instead.
+            for property in properties.values_mut() {
+                if let Some(Value::Array(types)) = property.get_mut("type") {
+                    types.retain(|kind| kind != "null");
+                }
+            }
+        }
     }
     content.insert(
         text_body.media_type.into(),

@@ -24,7 +24,7 @@ pub use crate::db::{Backend, Db, is_unique_violation};
 pub use crate::error::{ApiError, ErrorCode};
 pub use crate::ids;
 pub use crate::jobs::{
-    self, Job, JobCtx, JobError, JobOutcome, JobResult, JobState, NewJob, enqueue,
+    self, Job, JobArgs, JobCtx, JobError, JobOutcome, JobResult, JobState, NewJob, enqueue,
 };
 pub use crate::lease::{self, Heartbeat};
 pub use crate::paging::{
@@ -34,4 +34,6 @@ pub use crate::principal::{CredentialKind, scope_now};
 pub use crate::scope::{Role, Scope};
 pub use crate::tasks::{TaskProgress, TaskState, TaskView};
 pub use crate::test_clock;
-pub use crate::{example_table, job, mcp_task, price_item, recovery, text_body, text_enum};
+pub use crate::{
+    example_table, job, mcp_task, price_item, recovery, resource_tag, text_body, text_enum,
+};

@@ -4,9 +4,9 @@
 //! grant), never by an address a proxy may share; an unauthenticated request is refused by auth
 //! before it costs a bucket. Buckets live in this process (the `governor` crate's GCRA, which is
 //! a token bucket without a timer task): with N instances behind a load balancer a credential
-//! may make up to N times the configured rate, which the README says. Keeping it in memory keeps
-//! the database out of every request's way; a shared limit would need a store every instance
-//! reaches, and is not worth a round trip per call at this service's scale.
+//! may make up to N times the configured rate, which docs/configuration.md says. Keeping it in
+//! memory keeps the database out of every request's way; a shared limit would need a store
+//! every instance reaches, and is not worth a round trip per call at this service's scale.
 //!
 //! Every answer carries the IETF `RateLimit-Policy` and `RateLimit` fields
 //! (draft-ietf-httpapi-ratelimit-headers): the quota `q` is the burst, the window `w` the seconds

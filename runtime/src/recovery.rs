@@ -15,10 +15,14 @@ use crate::clock::Clock;
 use crate::db::Db;
 use crate::error::ApiError;
 use crate::registry::BoxFuture;
-use crate::{credits, jobs};
+use crate::{credits, jobs, lease};
 
 /// How often the recoveries run after the first round on start.
 pub const EVERY: Duration = Duration::from_secs(30);
+
+/// When the second round runs after start: once every lease a process that died just before
+/// could have left has lapsed (a lease lasts [`lease::LEASE_MS`]), with a second to spare.
+pub const AFTER_START: Duration = Duration::from_millis(lease::LEASE_MS.unsigned_abs() + 1_000);
 
 /// Puts back what lapsed leases held; returns how many rows it recovered.
 pub type RecoverFn = for<'a> fn(&'a Db, &'a Clock) -> BoxFuture<'a, Result<u64, ApiError>>;

@@ -334,7 +334,9 @@ fn validate(def: &'static ActionDef) -> Result<Action, String> {
     {
         return Err(format!("action name `{name}` must be snake_case ASCII"));
     }
-    let input_schema = input_object(def, &mut schema_generator())?;
+    let mut input_schema = input_object(def, &mut schema_generator())?;
+    // Inputs only: an answer's text never holds NUL, and MCP tool lists have a size budget.
+    input_schema = crate::schema::without_nul(input_schema);
     let input_fields: BTreeSet<String> = input_schema
         .get("properties")
         .and_then(Value::as_object)
@@ -361,6 +363,7 @@ fn validate(def: &'static ActionDef) -> Result<Action, String> {
                 "type": "string",
                 "minLength": 1,
                 "maxLength": MAX_KEY_LEN,
+                "pattern": crate::idempotency::KEY_PATTERN,
                 "description": IDEMPOTENCY_KEY_DESCRIPTION,
             }),
         );

@@ -178,6 +178,51 @@ pub fn signed_int_formats(schema: &mut Schema) {
     }
 }
 
+/// The pattern of a string without the NUL character, which dispatch refuses in every input
+/// (PostgreSQL text cannot hold it).
+pub const NO_NUL: &str = "^[^\\x00]*$";
+
+/// States the NUL rule in the schema: every string without a pattern, value list or format of
+/// its own gets [`NO_NUL`], and every map's keys too, so a generated client or a fuzzer does not
+/// send what dispatch refuses. (A field's own pattern excludes NUL itself.)
+pub fn no_nul_strings(schema: &mut Schema) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let is_string = match object.get("type") {
+        Some(Value::String(kind)) => kind == "string",
+        Some(Value::Array(kinds)) => kinds.iter().any(|kind| kind == "string"),
+        _ => false,
+    };
+    let constrained = ["pattern", "enum", "const", "format"]
+        .iter()
+        .any(|keyword| object.contains_key(*keyword));
+    if is_string && !constrained {
+        object.insert("pattern".into(), NO_NUL.into());
+    }
+    if object
+        .get("additionalProperties")
+        .is_some_and(Value::is_object)
+        && !object.contains_key("propertyNames")
+    {
+        object.insert(
+            "propertyNames".into(),
+            serde_json::json!({ "pattern": NO_NUL }),
+        );
+    }
+}
+
+/// [`no_nul_strings`] applied to every subschema of an inlined input schema.
+pub fn without_nul(schema: serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+    use schemars::transform::{RecursiveTransform, Transform};
+    let mut schema = Schema::from(schema);
+    RecursiveTransform(no_nul_strings).transform(&mut schema);
+    match schema.to_value() {
+        Value::Object(object) => object,
+        _ => serde_json::Map::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@
 //! `x-request-id` and on its log lines, and one access line. The bearer surfaces (REST and MCP)
 //! share one CORS policy ([`crate::cors`], outside authentication so preflights need no
 //! credential) and a per-credential rate limit ([`crate::rate_limit`], inside it). The accept
-//! loop with its timeouts and connection cap is [`crate::connections`]. [`serve`] runs the job
+//! loop with its timeouts and connection caps is [`crate::connections`]. [`serve`] runs the job
 //! worker beside the router unless told not to; [`work`] runs only the worker.
 
 use std::future::Future;
@@ -59,6 +59,11 @@ pub fn build_state(db: Db, clock: Clock, config: Config) -> anyhow::Result<Arc<A
 /// router once, from outside, and authentication and the rate limit are one middleware
 /// ([`bearer`]) rather than two.
 pub fn router(state: Arc<AppState>) -> Router {
+    app(state).0
+}
+
+/// The router, and the counters of the accept loop that serves it (on the same `/metrics`).
+fn app(state: Arc<AppState>) -> (Router, observe::ConnectionMetrics) {
     let observer = observe::Observer::new(
         &state.registry,
         &state.job_metrics,
@@ -98,11 +103,12 @@ pub fn router(state: Arc<AppState>) -> Router {
         ))
         .fallback(rest::not_found)
         .with_state(state);
+    let connections = observer.connections();
     let outer = tower::ServiceBuilder::new()
         .layer(middleware::from_fn(with_request_id))
         .layer(middleware::from_fn_with_state(observer, observe::track))
         .service(app);
-    Router::new().fallback_service(outer)
+    (Router::new().fallback_service(outer), connections)
 }
 
 /// What the bearer surfaces (REST and MCP) check before a call: the credential, then its rate.
@@ -167,8 +173,8 @@ pub async fn serve(
             stopper.stop();
         }
     };
-    let limits = state.config.http.clone();
-    let served = connections::serve(listener, router(state), limits, shutdown).await;
+    let (router, metrics) = app(state.clone());
+    let served = connections::serve(listener, router, &state.config, metrics, shutdown).await;
     if let Some(worker) = worker {
         worker.shutdown(worker::SHUTDOWN_GRACE).await;
     }

@@ -18,6 +18,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::Db;
 use crate::registry::Registry;
+use crate::retry::Retries;
 use crate::worker::JobMetrics;
 
 /// What every request shares.
@@ -30,6 +31,8 @@ pub struct AppState {
     pub documents: Documents,
     /// The job worker's counters, shown on `/metrics`.
     pub job_metrics: JobMetrics,
+    /// Conflicts run again in place by dispatch and the worker, shown on `/metrics`.
+    pub retries: Retries,
     /// Set when the server begins to shut down, for the requests that wait on purpose (an MCP
     /// call held open for its progress) to answer at once rather than hold the shutdown up.
     pub shutdown: Shutdown,
@@ -78,6 +81,7 @@ impl AppState {
         tools: Vec<rmcp::model::Tool>,
         documents: Documents,
     ) -> Arc<Self> {
+        let retries = Retries::default();
         Arc::new(Self {
             db,
             clock,
@@ -85,7 +89,8 @@ impl AppState {
             registry: Arc::new(registry),
             tools: Arc::new(tools),
             documents,
-            job_metrics: JobMetrics::default(),
+            job_metrics: JobMetrics::with_retries(retries.clone()),
+            retries,
             shutdown: Shutdown::default(),
         })
     }

@@ -42,18 +42,16 @@ pub async fn advance(db: &Db, clock: &Clock, ms: i64) -> Result<i64, ApiError> {
              `outreach serve --test-clock` (refused in production) to use advance_clock.",
         ));
     }
+    // One row, created on first use by the same statement that adds to it, so two instances
+    // advancing at once both count, the very first time too (an update then an insert raced).
     let mut tx = db.begin_write().await?;
-    // One row, created on first use; the update adds, so two instances advancing at once both count.
-    let updated = sqlx::query("update test_clock set offset_ms = offset_ms + $1 where id = 1")
-        .bind(ms)
-        .execute(&mut *tx)
-        .await?;
-    if updated.rows_affected() == 0 {
-        sqlx::query("insert into test_clock (id, offset_ms) values (1, $1)")
-            .bind(ms)
-            .execute(&mut *tx)
-            .await?;
-    }
+    sqlx::query(
+        "insert into test_clock (id, offset_ms) values (1, $1) \
+         on conflict (id) do update set offset_ms = test_clock.offset_ms + excluded.offset_ms",
+    )
+    .bind(ms)
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await?;
     clock.sync(db).await?;
     Ok(clock.now_ms())

@@ -29,6 +29,7 @@ use crate::config::Config;
 use crate::db::Db;
 use crate::jobs::{self, Finished, Job, JobCtx, JobError};
 use crate::lease::{self, Heartbeat};
+use crate::retry::{self, Retries};
 
 /// How long [`Worker::shutdown`] waits for running handlers by default.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -54,16 +55,34 @@ struct EventLabels {
 #[derive(Clone, Default)]
 pub struct JobMetrics {
     events: Family<EventLabels, Counter>,
+    /// Runs whose handler met a conflict and ran again in place ([`crate::retry`]); shared with
+    /// dispatch, which counts its own face.
+    retries: Retries,
 }
 
 impl JobMetrics {
-    /// Adds the counters to an instance's metrics registry.
+    /// Counters whose in-place retries are counted in `retries` (the instance's, which dispatch
+    /// shares).
+    pub fn with_retries(retries: Retries) -> Self {
+        Self {
+            events: Family::default(),
+            retries,
+        }
+    }
+
+    /// Adds the counters to an instance's metrics registry, the retries' included.
     pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
         registry.register(
             "outreach_job_events",
             "Jobs this instance claimed, completed, retried, snoozed, discarded, rescued, or lost the lease of",
             self.events.clone(),
         );
+        self.retries.register(registry);
+    }
+
+    /// The in-place retries of this instance's job runs and requests.
+    pub fn retries(&self) -> &Retries {
+        &self.retries
     }
 
     fn add(&self, event: &'static str, count: u64) {
@@ -244,7 +263,15 @@ impl Drop for AbortOnDrop {
 
 /// Runs one claimed job in a slot and counts how it ended.
 async fn run_job(shared: Arc<Shared>, job: Job, token: String, _slot: OwnedSemaphorePermit) {
-    let finished = run_claimed(&shared.db, &shared.clock, shared.config.clone(), job, token).await;
+    let finished = run_claimed(
+        &shared.db,
+        &shared.clock,
+        shared.config.clone(),
+        job,
+        token,
+        shared.metrics.retries(),
+    )
+    .await;
     let event = match finished {
         Finished::Completed => "completed",
         Finished::Snoozed => "snoozed",
@@ -274,7 +301,15 @@ pub async fn drain(db: &Db, clock: &Clock, config: Arc<Config>) -> Vec<(String, 
         }
         for job in batch {
             let id = job.id.clone();
-            let end = run_claimed(db, clock, config.clone(), job, token.clone()).await;
+            let end = run_claimed(
+                db,
+                clock,
+                config.clone(),
+                job,
+                token.clone(),
+                &Retries::default(),
+            )
+            .await;
             finished.push((id, end));
         }
     }
@@ -283,13 +318,16 @@ pub async fn drain(db: &Db, clock: &Clock, config: Arc<Config>) -> Vec<(String, 
 
 /// Runs one job claimed with `token` (by [`jobs::claim`]) as the loop does: its handler on a
 /// task of its own (a panic is a failed attempt), a heartbeat renewing its lease while it runs,
-/// then its outcome, fenced. Public so tests and tools can run a claimed job step by step.
+/// then its outcome, fenced. A handler that met a conflict before committing anything runs again
+/// at once, a few times ([`crate::retry`], counted in `retries`). Public so tests and tools can
+/// run a claimed job step by step.
 pub async fn run_claimed(
     db: &Db,
     clock: &Clock,
     config: Arc<Config>,
     job: Job,
     token: String,
+    retries: &Retries,
 ) -> Finished {
     let heartbeat = {
         let (db, id, token) = (db.clone(), job.id.clone(), token.clone());
@@ -300,25 +338,23 @@ pub async fn run_claimed(
     };
     let (id, kind) = (job.id.clone(), job.kind.clone());
     let ctx = JobCtx::new(db.clone(), clock.clone(), config, job, token);
-    let result = match jobs::handler(&kind) {
-        None => Err(JobError::retry(format!(
-            "no handler for the job kind `{kind}` is registered in this process"
-        ))),
-        Some(handler) => {
-            let mut task = AbortOnDrop(tokio::spawn(handler(ctx.clone())));
-            match (&mut task.0).await {
-                Ok(result) => result,
-                Err(error) if error.is_panic() => {
-                    let panic = error.into_panic();
-                    let text = panic
-                        .downcast_ref::<&str>()
-                        .map(|text| (*text).to_owned())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_default();
-                    Err(JobError::retry(format!("the handler panicked: {text}")))
+    let mut tries = 0;
+    let result = loop {
+        tries += 1;
+        let result = run_handler(&ctx, &kind).await;
+        match &result {
+            Err(error) if error.is_contention() && !ctx.has_committed() => {
+                if tries >= retry::TRIES {
+                    retries.exhausted(retry::Face::Job);
+                    break result;
                 }
-                Err(_) => Err(JobError::retry("the handler was cancelled")),
+                retries.retried(retry::Face::Job);
+                tracing::info!(job = %id, %kind, try_number = tries, error = %error,
+                    "a job met a conflict and runs again");
+                ctx.rollback().await;
+                retry::pause(tries).await;
             }
+            _ => break result,
         }
     };
     if let Err(error) = &result {
@@ -330,4 +366,27 @@ pub async fn run_claimed(
     }
     drop(heartbeat);
     finished
+}
+
+/// Runs the handler of `kind` once on a task of its own; a panic is a failed attempt.
+async fn run_handler(ctx: &JobCtx, kind: &str) -> jobs::JobResult {
+    let Some(handler) = jobs::handler(kind) else {
+        return Err(JobError::retry(format!(
+            "no handler for the job kind `{kind}` is registered in this process"
+        )));
+    };
+    let mut task = AbortOnDrop(tokio::spawn(handler(ctx.clone())));
+    match (&mut task.0).await {
+        Ok(result) => result,
+        Err(error) if error.is_panic() => {
+            let panic = error.into_panic();
+            let text = panic
+                .downcast_ref::<&str>()
+                .map(|text| (*text).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(JobError::retry(format!("the handler panicked: {text}")))
+        }
+        Err(_) => Err(JobError::retry("the handler was cancelled")),
+    }
 }

@@ -12,6 +12,7 @@ use outreach_runtime::auth::{CredentialKind, Principal, WorkspaceSnapshot};
 use outreach_runtime::credits::{self, Source};
 use outreach_runtime::dispatch::{Dispatcher, Reply};
 use outreach_runtime::registry::Registry;
+use outreach_runtime::retry::{Face, Retries};
 use outreach_runtime::{
     ApiError, Clock, Config, Ctx, Db, Environment, ErrorCode, Priced, Role, Scope, action, admin,
     price_item,
@@ -33,6 +34,25 @@ pub struct WorkInput {
     /// Fail after writing the units.
     #[serde(default)]
     pub fail: bool,
+    /// Meet a conflict (as a deadlock would) after writing the units, on this many runs of the
+    /// workspace's calls.
+    #[serde(default)]
+    pub conflicts: u32,
+}
+
+/// Runs of `do_work` per workspace, for `conflicts` (tests share the process).
+static RUNS: std::sync::Mutex<Vec<(String, u32)>> = std::sync::Mutex::new(Vec::new());
+
+fn count_run(workspace_id: &str) -> u32 {
+    let mut runs = RUNS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, count)) = runs.iter_mut().find(|(id, _)| id == workspace_id) {
+        *count += 1;
+        return *count;
+    }
+    runs.push((workspace_id.to_owned(), 1));
+    1
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -67,6 +87,11 @@ pub async fn do_work(ctx: Ctx, input: WorkInput, plan: WorkPlan) -> Result<WorkD
     }
     if input.fail {
         return Err(ApiError::new(ErrorCode::InvalidState, "Failing as asked."));
+    }
+    if count_run(ctx.workspace_id()) <= input.conflicts {
+        return Err(ApiError::contention(
+            "database: deadlock detected (a fake one)",
+        ));
     }
     let charged = plan.units * ctx.unit_price(FAKE_UNIT);
     ctx.settle(&mut tx, charged, "fake_object").await?;
@@ -194,6 +219,7 @@ async fn fixture(balance: i64) -> Fixture {
         clock,
         config: Arc::new(Config::new("http://127.0.0.1:1", Environment::default())),
         registry: Arc::new(Registry::build().expect("the fake registry")),
+        retries: Retries::default(),
     };
     Fixture {
         dispatcher,
@@ -447,4 +473,70 @@ async fn recovery_returns_what_a_lapsed_hold_still_keeps() {
     );
     app.assert_ledger_balances().await;
     drop(held);
+}
+
+#[tokio::test]
+async fn a_conflict_runs_the_call_again_in_place_and_it_counts_once() {
+    let app = fixture(100).await;
+    let reply = app
+        .call(json!({"units": 3, "conflicts": 2}), Some("k-conflict"))
+        .await
+        .expect("the third run succeeds");
+    assert_eq!(reply.body.to_value(), json!({"units": 3, "charged": 6}));
+    assert_eq!((app.effects().await, app.balance().await), (3, 94));
+    app.assert_ledger_balances().await;
+    let retries = &app.dispatcher.retries;
+    assert_eq!(retries.get(Face::Request, "retried"), 2);
+    assert_eq!(retries.get(Face::Request, "exhausted"), 0);
+    let replay = app
+        .call(json!({"units": 3, "conflicts": 2}), Some("k-conflict"))
+        .await
+        .expect("a replay");
+    assert!(replay.replayed);
+    assert_eq!(app.effects().await, 3);
+}
+
+#[tokio::test]
+async fn conflicts_past_the_last_try_reach_the_client_as_a_retryable_409_and_change_nothing() {
+    let app = fixture(100).await;
+    let error = app
+        .call(json!({"units": 2, "conflicts": 99}), Some("k-stuck"))
+        .await
+        .expect_err("every try meets a conflict");
+    assert_eq!(error.code, ErrorCode::Conflict);
+    assert_eq!(error.body()["retryable"], json!(true));
+    assert_eq!((app.effects().await, app.balance().await), (0, 100));
+    assert_eq!(app.records().await, 0, "the key was freed");
+    app.assert_ledger_balances().await;
+    let retries = &app.dispatcher.retries;
+    assert_eq!(
+        retries.get(Face::Request, "retried"),
+        u64::from(outreach_runtime::retry::TRIES - 1)
+    );
+    assert_eq!(retries.get(Face::Request, "exhausted"), 1);
+}
+
+#[tokio::test]
+async fn a_reused_key_is_refused_before_the_new_body_is_judged() {
+    let app = fixture(100).await;
+    app.call(json!({"units": 1}), Some("k-reused"))
+        .await
+        .expect("the first call");
+    for other in [
+        json!({"units": -1}),
+        json!({"units": "many"}),
+        json!({"units": 2}),
+    ] {
+        let error = app
+            .call(other.clone(), Some("k-reused"))
+            .await
+            .expect_err("another request under a used key");
+        assert_eq!(
+            error.code,
+            ErrorCode::IdempotencyKeyReused,
+            "{other}: {}",
+            error.message
+        );
+    }
+    assert_eq!((app.effects().await, app.balance().await), (1, 98));
 }

@@ -14,8 +14,9 @@ use outreach_runtime::config::JobsConfig;
 use outreach_runtime::jobs::{
     self, Finished, JobCtx, JobError, JobOutcome, JobResult, JobState, NewJob,
 };
+use outreach_runtime::retry::{Face, Retries};
 use outreach_runtime::worker::{JobMetrics, Worker, drain, run_claimed};
-use outreach_runtime::{Clock, Config, Db, Environment, job};
+use outreach_runtime::{ApiError, Clock, Config, Db, Environment, job};
 use serde_json::json;
 use sqlx::Row;
 use tokio::sync::Notify;
@@ -92,6 +93,39 @@ async fn ends_as_told(job: JobCtx) -> JobResult {
     }
 }
 job!("test.ends_as_told", ends_as_told);
+
+/// Runs of `test.conflicts` per job.
+static CONFLICT_RUNS: std::sync::Mutex<Vec<(String, i64)>> = std::sync::Mutex::new(Vec::new());
+
+/// Writes an effect, then meets a conflict (as a deadlock would) on its first `conflicts` runs;
+/// with `commit_first`, commits an intent before anything else.
+async fn meets_conflicts(job: JobCtx) -> JobResult {
+    if job.payload()["commit_first"] == json!(true) {
+        insert_effect(&job, "intent").await?;
+        job.commit().await?;
+    }
+    insert_effect(&job, "wrote").await?;
+    let run = {
+        let mut runs = CONFLICT_RUNS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match runs.iter_mut().find(|(id, _)| id == job.id()) {
+            Some((_, count)) => {
+                *count += 1;
+                *count
+            }
+            None => {
+                runs.push((job.id().to_owned(), 1));
+                1
+            }
+        }
+    };
+    if run <= job.payload()["conflicts"].as_i64().unwrap_or(0) {
+        return Err(ApiError::contention("database: deadlock detected (a fake one)").into());
+    }
+    Ok(JobOutcome::Done)
+}
+job!("test.conflicts", meets_conflicts);
 
 async fn panics(_job: JobCtx) -> JobResult {
     panic!("boom")
@@ -234,6 +268,21 @@ impl Fixture {
             .expect("an integer")
     }
 
+    /// Claims the next due job and runs it as the worker would, counting its in-place retries.
+    async fn run_next(&self, retries: &Retries) -> Finished {
+        let (claimed, token) = jobs::claim(&self.db, &self.clock, 1).await.expect("claim");
+        let job = claimed.into_iter().next().expect("a due job");
+        run_claimed(
+            &self.db,
+            &self.clock,
+            self.config.clone(),
+            job,
+            token,
+            retries,
+        )
+        .await
+    }
+
     /// Runs what is due, one job after the other, as a worker would.
     async fn run_due(&self) -> Vec<(String, Finished)> {
         drain(&self.db, &self.clock, self.config.clone()).await
@@ -285,7 +334,7 @@ async fn enqueueing_a_unique_key_twice_while_unfinished_returns_the_first_job() 
     let next = app.enqueue(job()).await;
     assert_ne!(next, first);
 
-    // A cancelled job frees its key too.
+    // A canceled job frees its key too.
     let mut tx = app.db.begin_write().await.expect("a transaction");
     assert!(
         jobs::cancel_unique(&mut tx, &app.clock, "test.effect", "enr_1:0")
@@ -293,7 +342,7 @@ async fn enqueueing_a_unique_key_twice_while_unfinished_returns_the_first_job() 
             .expect("cancel")
     );
     tx.commit().await.expect("commit");
-    assert_eq!(app.job(&next).await.state, JobState::Cancelled);
+    assert_eq!(app.job(&next).await.state, JobState::Canceled);
     assert_ne!(app.enqueue(job()).await, next);
 }
 
@@ -425,7 +474,9 @@ async fn a_lapsed_lease_is_rescued_and_the_old_owners_writes_never_land() {
     let old_owner = {
         let (db, clock, config) = (app.db.clone(), app.clock.clone(), app.config.clone());
         let job = claimed.into_iter().next().expect("the job");
-        tokio::spawn(async move { run_claimed(&db, &clock, config, job, old_token).await })
+        tokio::spawn(async move {
+            run_claimed(&db, &clock, config, job, old_token, &Retries::default()).await
+        })
     };
     // The old owner committed its intent and is now stalled (as if its process hung).
     INTENT_COMMITTED.notified().await;
@@ -666,7 +717,7 @@ async fn retry_and_discard_outcomes_keep_the_writes_and_a_discarding_error_drops
 }
 
 #[tokio::test]
-async fn only_a_job_that_has_not_started_can_be_cancelled() {
+async fn only_a_job_that_has_not_started_can_be_canceled() {
     let app = fixture().await;
     let waiting = app
         .enqueue(NewJob::new("test.effect", json!({})).run_at(app.clock.now_ms() + 60_000))
@@ -686,8 +737,58 @@ async fn only_a_job_that_has_not_started_can_be_cancelled() {
             .expect("cancel")
     );
     tx.commit().await.expect("commit");
-    assert_eq!(app.job(&waiting).await.state, JobState::Cancelled);
+    assert_eq!(app.job(&waiting).await.state, JobState::Canceled);
     assert_eq!(app.job(&started).await.state, JobState::Running);
     app.clock.advance_ms(120_000);
-    assert!(app.run_due().await.is_empty(), "a cancelled job never runs");
+    assert!(app.run_due().await.is_empty(), "a canceled job never runs");
+}
+
+#[tokio::test]
+async fn a_conflict_runs_the_handler_again_in_place_within_the_same_attempt() {
+    let app = fixture().await;
+    let id = app
+        .enqueue(NewJob::new("test.conflicts", json!({"conflicts": 2})))
+        .await;
+    let retries = Retries::default();
+    let finished = app.run_next(&retries).await;
+    assert_eq!(finished, Finished::Completed);
+    let record = app.job(&id).await;
+    assert_eq!(record.attempt, 1, "no attempt was spent on the conflicts");
+    assert_eq!(
+        app.count("select count(*) from effects where what = 'wrote'")
+            .await,
+        1,
+        "only the last run's writes landed"
+    );
+    assert_eq!(retries.get(Face::Job, "retried"), 2);
+    assert_eq!(retries.get(Face::Job, "exhausted"), 0);
+}
+
+#[tokio::test]
+async fn a_run_that_committed_before_its_conflict_goes_back_to_the_queue() {
+    let app = fixture().await;
+    let id = app
+        .enqueue(NewJob::new(
+            "test.conflicts",
+            json!({"conflicts": 1, "commit_first": true}),
+        ))
+        .await;
+    let retries = Retries::default();
+    let finished = app.run_next(&retries).await;
+    assert_eq!(
+        finished,
+        Finished::Retried,
+        "it may have reached the outside world"
+    );
+    assert_eq!(retries.get(Face::Job, "retried"), 0);
+    assert_eq!(app.job(&id).await.attempt, 1);
+    assert_eq!(
+        (
+            app.count("select count(*) from effects where what = 'intent'")
+                .await,
+            app.count("select count(*) from effects where what = 'wrote'")
+                .await
+        ),
+        (1, 0)
+    );
 }

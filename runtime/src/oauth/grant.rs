@@ -34,7 +34,7 @@ pub async fn create_with_code(state: &AppState, grant: &NewGrant<'_>) -> Result<
     let now = state.clock.now_ms();
     let grant_id = ids::new_id("grt");
     let code = ids::new_secret("oac_");
-    let mut tx = state.db.pool().begin().await?;
+    let mut tx = state.db.begin_write().await?;
     sqlx::query(
         "insert into oauth_grants \
             (id, workspace_id, person_id, client_id, client_name, client_source, scopes, resource, created_at) \
@@ -120,7 +120,7 @@ pub async fn issue_tokens(
 /// Revokes a grant and every token it issued.
 pub async fn revoke(state: &AppState, grant_id: &str) -> Result<(), ApiError> {
     let now = state.clock.now_ms();
-    let mut tx = state.db.pool().begin().await?;
+    let mut tx = state.db.begin_write().await?;
     sqlx::query("update oauth_grants set revoked_at = $1 where id = $2 and revoked_at is null")
         .bind(now)
         .bind(grant_id)

@@ -165,7 +165,7 @@ async fn authorization_code(
     let grant_scope = parse_scopes(&row.try_get::<String, _>("scopes")?)?;
 
     let now = state.clock.now_ms();
-    let mut tx = state.db.pool().begin().await?;
+    let mut tx = state.db.begin_write().await?;
     let consumed =
         sqlx::query("update oauth_codes set used_at = $1 where code_hash = $2 and used_at is null")
             .bind(now)
@@ -261,7 +261,7 @@ async fn refresh(
     };
 
     let now = state.clock.now_ms();
-    let mut tx = state.db.pool().begin().await?;
+    let mut tx = state.db.begin_write().await?;
     let rotated = sqlx::query(
         "update oauth_tokens set used_at = $1 \
          where token_hash = $2 and used_at is null and revoked_at is null",

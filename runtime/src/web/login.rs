@@ -394,7 +394,7 @@ async fn record_attempt(
     now: i64,
 ) -> Result<String, PageError> {
     let attempt = ids::new_id("att");
-    let mut tx = state.db.pool().begin().await?;
+    let mut tx = state.db.begin_write().await?;
     sqlx::query("delete from sign_in_failures where failed_at <= $1")
         .bind(now - THROTTLE_WINDOW_MS)
         .execute(&mut *tx)
