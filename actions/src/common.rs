@@ -101,57 +101,53 @@ pub fn patch<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     Option::<T>::deserialize(deserializer).map(Some)
 }
 
+/// The schema pattern of a text that must not be blank: at least one character that is not
+/// white space (the service trims texts, so `"  "` is empty), and no NUL anywhere.
+pub const NOT_BLANK: &str = "^[^\\x00]*[^\\s\\x00][^\\x00]*$";
+
+/// The schema pattern of an email address as `normalize::email` takes it (or a blank, which is
+/// no email): something, `@`, and a
+/// domain with a dot inside it; no spaces (surrounding ones are trimmed) and no second `@`.
+pub const EMAIL: &str =
+    "^\\s*$|^\\s*[^\\s@\\x00]+@[^\\s@.\\x00][^\\s@\\x00]*\\.[^\\s@\\x00]*[^\\s@.\\x00]\\s*$";
+
+/// The schema pattern of a profile address as `normalize::profile_url` takes it: an optional
+/// `http(s)://` in any case, a host of ASCII labels whose last one starts with a letter, and a path of at
+/// least one segment (each starting with a letter, digit, `_`, `~`, `+` or `-`, so that no
+/// segment is `.` or `..`), then an optional query or fragment. A host of just `www.` and one
+/// label is refused by the service (it drops `www.`) and cannot be said without look-ahead; it
+/// is stated in the description.
+pub const PROFILE_URL: &str = "^\\s*$|^\\s*([Hh][Tt][Tt][Pp][Ss]?://)?([A-Za-z0-9-]+\\.)+[A-Za-z][A-Za-z0-9-]*(/[A-Za-z0-9_~+-][^\\s?#/\\\\\\x00]*)+/*([?#][^\\s\\x00]*)?\\s*$";
+
+/// The schema pattern of a company domain: a host with a dot, optionally as a URL.
+pub const DOMAIN: &str =
+    "^\\s*([Hh][Tt][Tt][Pp][Ss]?://)?([A-Za-z0-9-]+\\.)+[A-Za-z][A-Za-z0-9-]*(/[^\\s\\x00]*)?\\s*$";
+
+/// [`DOMAIN`] or a blank (a prospect's `company_domain` left empty is no domain).
+pub const OPTIONAL_DOMAIN: &str = "^\\s*$|^\\s*([Hh][Tt][Tt][Pp][Ss]?://)?([A-Za-z0-9-]+\\.)+[A-Za-z][A-Za-z0-9-]*(/[^\\s\\x00]*)?\\s*$";
+
+/// Writes `text` into `out` as ` word word `: lowercase, each run of characters that are not
+/// letters or digits one space, a space at each end. Empty or punctuation-only text gives `" "`.
+pub fn words_into(text: &str, out: &mut String) {
+    out.clear();
+    out.push(' ');
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if c.is_alphanumeric() {
+            out.extend(c.to_lowercase());
+        } else if !out.ends_with(' ') {
+            out.push(' ');
+        }
+    }
+    if !out.ends_with(' ') {
+        out.push(' ');
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Every `text_enum!` of the actions sends the same text it stores.
-    #[test]
-    fn text_enums_send_what_they_store() {
-        fn check<T: Serialize + Copy>(all: &[T], as_str: fn(T) -> &'static str) {
-            for value in all {
-                assert_eq!(
-                    serde_json::to_value(value).ok(),
-                    Some(serde_json::Value::from(as_str(*value)))
-                );
-            }
-        }
-        use crate::conversations::{Direction, MessageStatus};
-        use crate::imports::{ImportStatus, SourceFormat};
-        use crate::lists::ProcessingStatus;
-        use crate::prospects::ProspectSource;
-        use crate::scoring::RunStatus;
-        use outreach_runtime::prelude::credits::TransactionKind;
-        check(ProspectSource::ALL, ProspectSource::as_str);
-        check(ProcessingStatus::ALL, ProcessingStatus::as_str);
-        check(ImportStatus::ALL, ImportStatus::as_str);
-        check(SourceFormat::ALL, SourceFormat::as_str);
-        check(RunStatus::ALL, RunStatus::as_str);
-        check(TransactionKind::ALL, TransactionKind::as_str);
-        check(Direction::ALL, Direction::as_str);
-        check(MessageStatus::ALL, MessageStatus::as_str);
-        use crate::senders::{QuotaKind, SenderStatus, SendingState};
-        check(SenderStatus::ALL, SenderStatus::as_str);
-        check(SendingState::ALL, SendingState::as_str);
-        check(QuotaKind::ALL, QuotaKind::as_str);
-        use crate::agents::runs::AgentRunStatus;
-        use crate::agents::triage::Classification;
-        use crate::approvals::{ApprovalKind, ApprovalStatus};
-        use crate::drafting::DraftedBy;
-        check(AgentRunStatus::ALL, AgentRunStatus::as_str);
-        check(Classification::ALL, Classification::as_str);
-        check(DraftedBy::ALL, DraftedBy::as_str);
-        use crate::enrollments::{EnrollmentStatus, ExitReason};
-        use crate::sequences::enroll::SkipReason;
-        use crate::sequences::{SequenceStatus, StepType};
-        check(SequenceStatus::ALL, SequenceStatus::as_str);
-        check(StepType::ALL, StepType::as_str);
-        check(EnrollmentStatus::ALL, EnrollmentStatus::as_str);
-        check(ExitReason::ALL, ExitReason::as_str);
-        check(SkipReason::ALL, SkipReason::as_str);
-        check(ApprovalKind::ALL, ApprovalKind::as_str);
-        check(ApprovalStatus::ALL, ApprovalStatus::as_str);
-    }
 
     #[test]
     fn malformed_and_missing_ids_get_one_sentence() {

@@ -7,16 +7,38 @@
 //! counters on the conversation (unread, last message times) are kept in the same transaction as
 //! the message, and an inbound message the network reports twice is stored once.
 
-use crate::agents::triage::Classification;
 use outreach_runtime::prelude::{
-    ApiError, Ctx, Page, PageParams, Timestamp, action, ids, paged, text_enum,
+    ApiError, Backend, Ctx, Page, PageParams, Timestamp, action, ids, paged, text_enum,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
 use crate::common::IdKind;
+
+outreach_runtime::prelude::resource_tag!(
+    "conversations",
+    "Conversations with prospects, one per sender and prospect: messages both ways and unread counts."
+);
+
+text_enum! {
+    /// What a prospect's reply was read as.
+    pub enum Classification {
+        /// Asks not to be contacted again.
+        Unsubscribe => "unsubscribe",
+        /// Declines.
+        NotInterested => "not_interested",
+        /// An automatic absence notice.
+        OutOfOffice => "out_of_office",
+        /// Interested, or agrees to talk.
+        Positive => "positive",
+        /// Asks something.
+        Question => "question",
+        /// None of the above: left for a person.
+        Unclear => "unclear",
+    }
+}
 
 text_enum! {
     /// Which way a message went.
@@ -147,7 +169,7 @@ pub async fn fetch(
     id: &str,
 ) -> Result<Conversation, ApiError> {
     IdKind::Conversation.check(id)?;
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let row = sqlx::query(AssertSqlSafe(format!(
         "select {CONVERSATION_COLUMNS} from conversations where workspace_id = $1 and id = $2"
     )))
     .bind(workspace_id)
@@ -164,7 +186,7 @@ pub async fn fetch_message(
     workspace_id: &str,
     id: &str,
 ) -> Result<Message, ApiError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let row = sqlx::query(AssertSqlSafe(format!(
         "select {MESSAGE_COLUMNS} from messages where workspace_id = $1 and id = $2"
     )))
     .bind(workspace_id)
@@ -184,6 +206,23 @@ pub async fn conversation_for(
     sequence_id: Option<&str>,
     now_ms: i64,
 ) -> Result<String, ApiError> {
+    // The person first, held (on PostgreSQL) until this transaction ends: a delete of the person
+    // waits for it, or, having won, leaves a 404 here rather than a foreign-key fault at the insert.
+    let lock = if Backend::of(conn) == Backend::Postgres {
+        " for key share"
+    } else {
+        ""
+    };
+    let person = sqlx::query(AssertSqlSafe(format!(
+        "select id from prospects where workspace_id = $1 and id = $2{lock}"
+    )))
+    .bind(workspace_id)
+    .bind(prospect_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if person.is_none() {
+        return Err(ApiError::not_found("prospect", prospect_id));
+    }
     // Insert-or-nothing then read: portable, and a concurrent writer of the same pair (a reply
     // arriving while a step sends) ends with one row.
     sqlx::query(
@@ -498,4 +537,40 @@ pub async fn mark_conversation_read(
         return Err(IdKind::Conversation.not_found(&input.id));
     }
     fetch(&mut tx, ctx.workspace_id(), &input.id).await
+}
+
+/// Claims an inbound message for triage with its classification: answers whether this call
+/// claimed it (another run triaging the same conversation at once claims nothing).
+pub(crate) async fn claim_for_triage(
+    conn: &mut AnyConnection,
+    message_id: &str,
+    classification: Classification,
+    at: i64,
+    run_id: &str,
+) -> Result<bool, ApiError> {
+    let claimed = sqlx::query(
+        "update messages set classification = $2, triaged_at = $3, triaged_by = $4 \
+         where id = $1 and triaged_at is null",
+    )
+    .bind(message_id)
+    .bind(classification.as_str())
+    .bind(at)
+    .bind(run_id)
+    .execute(conn)
+    .await?;
+    Ok(claimed.rows_affected() == 1)
+}
+
+/// Moves a queued outbound message to the time it will now be sent.
+pub(crate) async fn postpone_queued(
+    conn: &mut AnyConnection,
+    message_id: &str,
+    at: i64,
+) -> Result<(), ApiError> {
+    sqlx::query("update messages set at = $2 where id = $1 and status = 'queued'")
+        .bind(message_id)
+        .bind(at)
+        .execute(conn)
+        .await?;
+    Ok(())
 }

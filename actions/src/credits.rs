@@ -5,6 +5,11 @@ use outreach_runtime::prelude::{ApiError, Ctx, Page, PageParams, action};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+outreach_runtime::prelude::resource_tag!(
+    "credits",
+    "The credit ledger: grants, spends and releases, each with its source."
+);
+
 /// The input of `list_credit_transactions`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListCreditTransactionsInput {

@@ -19,23 +19,12 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use outreach_runtime::prelude::{DraftingModel, text_enum};
+use outreach_runtime::prelude::DraftingModel;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::prospects::Prospect;
-use crate::sequences::StepType;
-
-text_enum! {
-    /// Who wrote a draft's text.
-    pub enum DraftedBy {
-        /// The drafting model; its text passed the checks a rendered template passes.
-        Llm => "llm",
-        /// The step's template, rendered for the prospect: no model is configured, or the model's
-        /// answer could not be used.
-        Template => "template",
-    }
-}
+use crate::sequences::{DraftedBy, StepType};
 
 /// What the model is asked to write: one step's text for one prospect.
 #[derive(Debug, Clone, Copy)]

@@ -13,8 +13,14 @@ use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::common::IdKind;
+use crate::step_jobs::LIVE_SQL;
 use outreach_runtime::prelude::{ApiError, Ctx, ErrorCode, Page, PageParams, Timestamp, action};
 use outreach_runtime::prelude::{ids, paged};
+
+outreach_runtime::prelude::resource_tag!(
+    "enrollments",
+    "A prospect's way through a sequence: its status, next step and history; pause, resume or stop it."
+);
 
 outreach_runtime::prelude::text_enum! {
     /// Where an enrollment is.
@@ -47,9 +53,6 @@ impl EnrollmentStatus {
         matches!(self, EnrollmentStatus::Finished | EnrollmentStatus::Failed)
     }
 }
-
-/// `('awaiting_approval', 'scheduled', 'active', 'paused')`, for SQL.
-pub const LIVE_SQL: &str = "('awaiting_approval', 'scheduled', 'active', 'paused')";
 
 outreach_runtime::prelude::text_enum! {
     /// Why an enrollment finished.
@@ -127,13 +130,41 @@ impl Enrollment {
     }
 }
 
+outreach_runtime::prelude::text_enum! {
+    /// What an entry of an enrollment's history records.
+    pub enum EnrollmentEventKind {
+        /// Enrolled in the sequence.
+        Added => "added",
+        /// Approved for outreach.
+        Approved => "approved",
+        /// Rejected in the approval queue.
+        Rejected => "rejected",
+        /// Paused.
+        Paused => "paused",
+        /// Resumed after a pause.
+        Resumed => "resumed",
+        /// Stopped by a person, a triage or the sequence's stop (`outcome` says why).
+        Stopped => "stopped",
+        /// Came to its end (`outcome`: `completed`, `replied`, ...).
+        Finished => "finished",
+        /// Failed (`outcome` is the error code).
+        Failed => "failed",
+        /// The person accepted the invitation.
+        Accepted => "accepted",
+        /// A `view_profile` step ran (`outcome` says what came of it).
+        ViewProfile => "view_profile",
+        /// A `connection_request` step ran.
+        ConnectionRequest => "connection_request",
+        /// A `message` step ran.
+        Message => "message",
+    }
+}
+
 /// One entry of an enrollment's history.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct EnrollmentEvent {
     pub at: Timestamp,
-    /// `added`, `approved`, `rejected`, `paused`, `resumed`, `stopped`, or what a step did
-    /// (`profile_view`, `invitation`, `message`, `accepted`, `replied`, ...).
-    pub kind: String,
+    pub kind: EnrollmentEventKind,
     /// The step it belongs to, if any.
     pub step_index: Option<i64>,
     /// What was sent, if anything.
@@ -149,7 +180,7 @@ pub async fn record_event(
     workspace_id: &str,
     enrollment_id: &str,
     at: i64,
-    kind: &str,
+    kind: EnrollmentEventKind,
     step_index: Option<i64>,
     text: Option<&str>,
     outcome: Option<&str>,
@@ -162,7 +193,7 @@ pub async fn record_event(
     .bind(workspace_id)
     .bind(enrollment_id)
     .bind(at)
-    .bind(kind)
+    .bind(kind.as_str())
     .bind(step_index)
     .bind(text)
     .bind(outcome)
@@ -177,7 +208,7 @@ pub(crate) async fn record_events(
     workspace_id: &str,
     enrollment_ids: &[String],
     at: i64,
-    kind: &str,
+    kind: EnrollmentEventKind,
     outcome: Option<&str>,
 ) -> Result<(), ApiError> {
     for chunk in enrollment_ids.chunks(200) {
@@ -192,7 +223,7 @@ pub(crate) async fn record_events(
             .persistent(false)
             .bind(workspace_id)
             .bind(at)
-            .bind(kind)
+            .bind(kind.as_str())
             .bind(outcome);
         for id in chunk {
             query = query.bind(ids::new_id("eev")).bind(id);
@@ -260,6 +291,7 @@ pub(crate) async fn finish(
 /// items (the sequence was stopped).
 pub(crate) async fn stop_all_of_sequence(
     conn: &mut sqlx::AnyConnection,
+    clock: &outreach_runtime::prelude::Clock,
     workspace_id: &str,
     sequence_id: &str,
     now: i64,
@@ -297,11 +329,11 @@ pub(crate) async fn stop_all_of_sequence(
         workspace_id,
         &live,
         now,
-        "stopped",
+        EnrollmentEventKind::Stopped,
         Some("sequence_stopped"),
     )
     .await?;
-    crate::agents::runs::proposals_decided(conn, workspace_id, now).await
+    crate::followups::runs_decided(conn, clock, workspace_id, now).await
 }
 
 /// An enrollment with its history, oldest entry first.
@@ -351,7 +383,7 @@ async fn detail(
         .map(|row| {
             Ok(EnrollmentEvent {
                 at: Timestamp(row.try_get("at")?),
-                kind: row.try_get("kind")?,
+                kind: EnrollmentEventKind::from_db(&row.try_get::<String, _>("kind")?)?,
                 step_index: row.try_get("step_index")?,
                 text: row.try_get("text")?,
                 outcome: row.try_get("outcome")?,
@@ -507,13 +539,13 @@ async fn change(ctx: &Ctx, id: &str, change: Change) -> Result<EnrollmentDetail,
     if change == Change::Resume {
         // Resuming schedules the step job, which waits for a run of it in flight; that run will
         // lock this enrollment, so the job is locked before the enrollment below.
-        crate::delivery::lock_step_job(&mut tx, id).await?;
+        crate::step_jobs::lock_step_job(&mut tx, id).await?;
     }
     if change == Change::Stop {
         // Stopping expires the enrollment's pending item, which an approval locks before the
-        // enrollment: the item first here too (see `delivery`'s lock order).
-        let of = crate::delivery::PendingOf::Enrollment(id);
-        crate::delivery::lock_pending_items(&mut tx, workspace_id, of).await?;
+        // enrollment: the item first here too (see `step_jobs`' lock order).
+        let of = crate::step_jobs::PendingOf::Enrollment(id);
+        crate::step_jobs::lock_pending_items(&mut tx, workspace_id, of).await?;
     }
     // A write first: it locks the row (PostgreSQL) or the database (SQLite) before the read.
     let touched =
@@ -541,7 +573,17 @@ async fn change(ctx: &Ctx, id: &str, change: Change) -> Result<EnrollmentDetail,
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
-            record_event(&mut tx, workspace_id, id, now, "paused", None, None, None).await?;
+            record_event(
+                &mut tx,
+                workspace_id,
+                id,
+                now,
+                EnrollmentEventKind::Paused,
+                None,
+                None,
+                None,
+            )
+            .await?;
         }
         Change::Resume => {
             // Back to where it was: `scheduled` until its first step went out, `active` after.
@@ -557,14 +599,284 @@ async fn change(ctx: &Ctx, id: &str, change: Change) -> Result<EnrollmentDetail,
                 .bind(next)
                 .execute(&mut *tx)
                 .await?;
-            record_event(&mut tx, workspace_id, id, now, "resumed", None, None, None).await?;
-            crate::delivery::schedule(&mut tx, ctx.clock(), workspace_id, id, next).await?;
+            record_event(
+                &mut tx,
+                workspace_id,
+                id,
+                now,
+                EnrollmentEventKind::Resumed,
+                None,
+                None,
+                None,
+            )
+            .await?;
+            crate::step_jobs::schedule(&mut tx, ctx.clock(), workspace_id, id, next).await?;
         }
         Change::Stop => {
             finish(&mut tx, workspace_id, &[id.to_owned()], "stopped", now).await?;
-            record_event(&mut tx, workspace_id, id, now, "stopped", None, None, None).await?;
-            crate::agents::runs::proposals_decided(&mut tx, workspace_id, now).await?;
+            record_event(
+                &mut tx,
+                workspace_id,
+                id,
+                now,
+                EnrollmentEventKind::Stopped,
+                None,
+                None,
+                None,
+            )
+            .await?;
+            crate::followups::runs_decided(&mut tx, ctx.clock(), workspace_id, now).await?;
         }
     }
     detail(&mut tx, workspace_id, id).await
+}
+
+// ----- The verbs: the only statements that write `enrollments` ------------------------------
+
+/// One enrollment to make, awaiting approval.
+pub(crate) struct NewEnrollment<'a> {
+    pub id: &'a str,
+    pub prospect_id: &'a str,
+    /// `None` while the sequence has no sender (one is assigned on approval).
+    pub sender_id: Option<&'a str>,
+}
+
+/// Makes enrollments of a sequence, each `awaiting_approval`, a hundred per statement.
+pub(crate) async fn insert_awaiting_approval(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sequence_id: &str,
+    rows: &[NewEnrollment<'_>],
+    now: i64,
+) -> Result<(), ApiError> {
+    for chunk in rows.chunks(100) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| {
+                let n = 4 + 3 * i;
+                format!(
+                    "(${n}, $1, $2, ${}, ${}, 'awaiting_approval', 0, $3, $3)",
+                    n + 1,
+                    n + 2
+                )
+            })
+            .collect();
+        let sql = format!(
+            "insert into enrollments (id, workspace_id, sequence_id, prospect_id, sender_id, status, step_index, created_at, updated_at) values {}",
+            values.join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .persistent(false)
+            .bind(workspace_id)
+            .bind(sequence_id)
+            .bind(now);
+        for row in chunk {
+            query = query.bind(row.id).bind(row.prospect_id).bind(row.sender_id);
+        }
+        query.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// Approves an enrollment awaiting approval: `scheduled` with its sender and first step's time.
+/// Answers whether it was still awaiting approval (a `false` means it changed meanwhile).
+pub(crate) async fn approve(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+    sender_id: &str,
+    next_step_at: i64,
+    person_id: &str,
+    now: i64,
+) -> Result<bool, ApiError> {
+    let approved = sqlx::query(
+        "update enrollments set status = 'scheduled', sender_id = $3, next_step_at = $4, approved_at = $5, \
+         approved_by = $6, updated_at = $5 \
+         where workspace_id = $1 and id = $2 and status = 'awaiting_approval'",
+    )
+    .bind(workspace_id)
+    .bind(id)
+    .bind(sender_id)
+    .bind(next_step_at)
+    .bind(now)
+    .bind(person_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(approved.rows_affected() == 1)
+}
+
+/// Finishes an approved enrollment that has not ended (`scheduled`, `active` or `paused`) with
+/// `exit_reason`; answers whether it did (a `false` means it had ended already).
+pub(crate) async fn finish_approved(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+    exit_reason: &str,
+    now: i64,
+) -> Result<bool, ApiError> {
+    let ended = sqlx::query(
+        "update enrollments set status = 'finished', exit_reason = $2, next_step_at = null, updated_at = $3 \
+         where id = $1 and status in ('scheduled', 'active', 'paused')",
+    )
+    .bind(id)
+    .bind(exit_reason)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(ended.rows_affected() == 1)
+}
+
+/// Finishes a live enrollment whose prospect replied (its sequence stops on reply).
+pub(crate) async fn finish_replied(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update enrollments set status = 'finished', exit_reason = 'replied', next_step_at = null, updated_at = $2 \
+         where id = $1",
+    )
+    .bind(id)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Fails an approved enrollment that has not ended, keeping the error (`code: sentence`).
+pub(crate) async fn fail(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+    last_error: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update enrollments set status = 'failed', last_error = $2, next_step_at = null, updated_at = $3 \
+         where id = $1 and status in ('scheduled', 'active', 'paused')",
+    )
+    .bind(id)
+    .bind(last_error)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Sets when the enrollment's step is next looked at, and the sender slot it holds, if any.
+pub(crate) async fn set_wait(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+    next_step_at: i64,
+    slot_at: Option<i64>,
+) -> Result<(), ApiError> {
+    sqlx::query("update enrollments set next_step_at = $2, slot_at = $3 where id = $1")
+        .bind(id)
+        .bind(next_step_at)
+        .bind(slot_at)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Notes that the enrollment's invitation was accepted at `at_ms`; with `next_step_at`, also when
+/// its next step comes due.
+pub(crate) async fn mark_accepted(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+    at_ms: i64,
+    next_step_at: Option<i64>,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update enrollments set accepted_at = $2, next_step_at = coalesce($3, next_step_at) where id = $1",
+    )
+    .bind(id)
+    .bind(at_ms)
+    .bind(next_step_at)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Notes that the enrollment's invitation went out at `at_ms`.
+pub(crate) async fn mark_invited(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+    at_ms: i64,
+) -> Result<(), ApiError> {
+    sqlx::query("update enrollments set invited_at = $2 where id = $1")
+        .bind(id)
+        .bind(at_ms)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Records that the steps before `step_index` are done (the last one: nothing follows).
+pub(crate) async fn set_step_index(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+    step_index: i64,
+) -> Result<(), ApiError> {
+    sqlx::query("update enrollments set step_index = $2 where id = $1")
+        .bind(id)
+        .bind(step_index)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Moves the enrollment to its step `step_index`, due at `next_step_at`; a `scheduled` one
+/// becomes `active`, a status a person set meanwhile (`paused`, finished) stays. Answers the
+/// status after the change.
+pub(crate) async fn advance(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+    step_index: i64,
+    next_step_at: i64,
+    now: i64,
+) -> Result<EnrollmentStatus, ApiError> {
+    let status: String = sqlx::query(
+        "update enrollments set status = case when status in ('scheduled', 'active') then 'active' else status end, \
+         step_index = $2, next_step_at = $3, slot_at = null, updated_at = $4 where id = $1 returning status",
+    )
+    .bind(id)
+    .bind(step_index)
+    .bind(next_step_at)
+    .bind(now)
+    .fetch_one(&mut *conn)
+    .await?
+    .try_get("status")?;
+    EnrollmentStatus::from_db(&status)
+}
+
+/// Deletes a sequence's enrollments and their history (the sequence is being deleted).
+pub(crate) async fn delete_of_sequence(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sequence_id: &str,
+) -> Result<(), ApiError> {
+    for sql in [
+        "delete from enrollment_events where enrollment_id in (select id from enrollments where workspace_id = $1 and sequence_id = $2)",
+        "delete from enrollments where workspace_id = $1 and sequence_id = $2",
+    ] {
+        sqlx::query(sql)
+            .bind(workspace_id)
+            .bind(sequence_id)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lock order's SQL list of live statuses is the typed one.
+    #[test]
+    fn live_sql_lists_the_live_statuses() {
+        let listed: Vec<String> = EnrollmentStatus::LIVE
+            .iter()
+            .map(|status| format!("'{}'", status.as_str()))
+            .collect();
+        assert_eq!(LIVE_SQL, format!("({})", listed.join(", ")));
+    }
 }

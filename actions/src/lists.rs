@@ -19,6 +19,11 @@ use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
+outreach_runtime::prelude::resource_tag!(
+    "lists",
+    "Named sets of prospects; processing a list scores all of its members."
+);
+
 pub const MAX_NAME_CHARS: usize = 200;
 pub const MAX_DESCRIPTION_CHARS: usize = 2000;
 /// The most prospect ids one membership call takes.
@@ -180,8 +185,10 @@ async fn name_conflict(ctx: &Ctx, error: sqlx::Error, name: &str) -> ApiError {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateListInput {
     /// 1 to 200 characters, unique in the workspace.
+    #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: String,
     /// Up to 2000 characters.
+    #[schemars(length(max = 2000))]
     pub description: Option<String>,
     /// The targeting (`tgt_...`) `process_list` uses when none is given; it must exist.
     pub default_targeting_id: Option<String>,
@@ -281,6 +288,7 @@ pub struct UpdateListInput {
     /// The list's id (`lst_...`).
     pub id: String,
     /// A new name, unique in the workspace.
+    #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: Option<String>,
     /// A new description; `null` clears it.
     #[serde(default, deserialize_with = "crate::common::patch")]
@@ -634,4 +642,57 @@ pub async fn list_list_prospects(
         .map(Prospect::from_row)
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Page::new(input.page, list.size, items))
+}
+
+// ----- The verbs other modules change a list through -----------------------------------------
+
+/// Adds a prospect to a list (nothing if it is a member already).
+pub(crate) async fn add_member(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    list_id: &str,
+    prospect_id: &str,
+    at: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "insert into list_members (list_id, prospect_id, workspace_id, added_at) values ($1, $2, $3, $4) \
+         on conflict do nothing",
+    )
+    .bind(list_id)
+    .bind(prospect_id)
+    .bind(workspace_id)
+    .bind(at)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Takes a prospect off a list.
+pub(crate) async fn remove_member(
+    conn: &mut sqlx::AnyConnection,
+    list_id: &str,
+    prospect_id: &str,
+) -> Result<(), ApiError> {
+    sqlx::query("delete from list_members where list_id = $1 and prospect_id = $2")
+        .bind(list_id)
+        .bind(prospect_id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Notes that a list's members changed at `now`.
+pub(crate) async fn touch(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    list_id: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    sqlx::query("update lists set updated_at = $3 where workspace_id = $1 and id = $2")
+        .bind(workspace_id)
+        .bind(list_id)
+        .bind(now)
+        .execute(conn)
+        .await?;
+    Ok(())
 }

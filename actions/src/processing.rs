@@ -104,6 +104,9 @@ pub struct ProcessingPlan {
     /// The list's processing token when the call was planned: the call may mark the list only
     /// if nobody marked it since.
     seen_token: String,
+    /// The list's processing status and `updated_at` then, put back when the call is refused.
+    seen_status: String,
+    seen_updated_at: i64,
 }
 
 async fn price_processing(
@@ -112,16 +115,23 @@ async fn price_processing(
 ) -> Result<Priced<ProcessingPlan>, ApiError> {
     // The token first: a processing that finishes after this read rotates it, so this call
     // cannot then mark the list with a plan made before.
-    let seen_token: String = sqlx::query(
-        "select coalesce(processing_token, '') as token from lists where workspace_id = $1 and id = $2",
+    let seen = sqlx::query(
+        "select coalesce(processing_token, '') as token, processing_status, updated_at from lists \
+         where workspace_id = $1 and id = $2",
     )
     .bind(ctx.workspace_id())
     .bind(input.id.trim())
     .fetch_optional(ctx.db().pool())
-    .await?
-    .map(|row| row.try_get("token"))
-    .transpose()?
-    .unwrap_or_default();
+    .await?;
+    let (seen_token, seen_status, seen_updated_at) = match seen {
+        Some(row) => (
+            row.try_get("token")?,
+            row.try_get("processing_status")?,
+            row.try_get("updated_at")?,
+        ),
+        // `resolve` answers the 404.
+        None => (String::new(), String::new(), 0),
+    };
     let (list, targeting) = resolve(ctx, input).await?;
     let prospects = member_count(ctx, &list.id).await?;
     Ok(ctx
@@ -131,6 +141,8 @@ async fn price_processing(
             list_id: list.id,
             targeting,
             seen_token,
+            seen_status,
+            seen_updated_at,
         }))
 }
 
@@ -153,13 +165,15 @@ async fn recover_lists(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
 }
 
 /// Marks the list `processing` for this call, unless another call marked it since the plan
-/// (or holds it now): a committed compare-and-set with a lease.
+/// (or holds it now): a committed compare-and-set with a lease. A mark whose lease lapsed is
+/// taken over at once, and so is a mark under this call's own token (an earlier attempt with the
+/// same idempotency key, which died: its key's claim is this call's now).
 async fn mark(ctx: &Ctx, plan: &ProcessingPlan, token: &str) -> Result<(), ApiError> {
     let now = ctx.now_ms();
     let marked = sqlx::query(
         "update lists set processing_status = $7, processing_token = $3, processing_lease_expires_at = $4, \
          updated_at = $5 where workspace_id = $1 and id = $2 and coalesce(processing_token, '') = $6 \
-         and (processing_status <> $7 or coalesce(processing_lease_expires_at, 0) <= $5)",
+         and (processing_status <> $7 or coalesce(processing_lease_expires_at, 0) <= $5 or processing_token = $3)",
     )
     .bind(ctx.workspace_id())
     .bind(&plan.list_id)
@@ -173,14 +187,31 @@ async fn mark(ctx: &Ctx, plan: &ProcessingPlan, token: &str) -> Result<(), ApiEr
     if marked.rows_affected() == 1 {
         return Ok(());
     }
-    Err(ApiError::new(
+    // Held by a call whose lease is alive: say how long it has left (a call whose process died
+    // is taken over once that is past, by the next call, at once).
+    let lease: Option<i64> = sqlx::query(
+        "select processing_lease_expires_at from lists where workspace_id = $1 and id = $2 and processing_status = $3",
+    )
+    .bind(ctx.workspace_id())
+    .bind(&plan.list_id)
+    .bind(ProcessingStatus::Processing.as_str())
+    .fetch_optional(ctx.db().pool())
+    .await?
+    .map(|row| row.try_get("processing_lease_expires_at"))
+    .transpose()?
+    .flatten();
+    let error = ApiError::new(
         ErrorCode::InvalidState,
         format!(
             "The list `{}` is `processing` for another call, or was processed by one while this call started; \
              nothing was done or charged. See `get_list`, and process it again once it is `processed` if you still need to.",
             plan.list_id
         ),
-    ))
+    );
+    Err(match lease {
+        Some(expires_at) => error.with_retry_after(expires_at - now),
+        None => error,
+    })
 }
 
 /// Process a list: normalise, deduplicate and score its prospects.
@@ -200,7 +231,12 @@ pub async fn process_list(
     _input: ProcessListInput,
     plan: ProcessingPlan,
 ) -> Result<ProcessingOutcome, ApiError> {
-    let token = ids::new_id("lease");
+    // With an idempotency key, the token is the call's own (the same on every retry): a mark
+    // left by an attempt that died is this call's, and is taken over at once rather than after
+    // its lease. Without one, a fresh token.
+    let token = ctx
+        .call_id()
+        .map_or_else(|| ids::new_id("lease"), ToOwned::to_owned);
     mark(&ctx, &plan, &token).await?;
     let heartbeat = {
         let (db, workspace_id, list_id, token, clock) = (
@@ -236,26 +272,49 @@ pub async fn process_list(
     };
     let result = process(&ctx, &plan.list_id, &plan.targeting, &token).await;
     drop(heartbeat);
-    if result.is_err() {
+    if let Err(error) = &result {
         // Undo the work first: on SQLite its transaction holds the write lock the mark needs.
         ctx.rollback().await;
-        let failed = sqlx::query(
+        unmark(&ctx, &plan, &token, error).await;
+    }
+    result
+}
+
+/// Takes this call's mark off a list whose processing failed (its work rolled back). A refusal
+/// (too few credits, a list that changed since it was priced) did nothing, so the list is put
+/// back as it was; a fault leaves it `failed`, which says the last processing did not finish.
+async fn unmark(ctx: &Ctx, plan: &ProcessingPlan, token: &str, error: &ApiError) {
+    let refused = error.code != ErrorCode::InternalError && !error.is_contention();
+    let unmarked = if refused {
+        sqlx::query(
+            "update lists set processing_status = $4, updated_at = $5, processing_token = nullif($6, ''), \
+             processing_lease_expires_at = null where workspace_id = $1 and id = $2 and processing_token = $3",
+        )
+        .bind(ctx.workspace_id())
+        .bind(&plan.list_id)
+        .bind(token)
+        .bind(&plan.seen_status)
+        .bind(plan.seen_updated_at)
+        .bind(&plan.seen_token)
+        .execute(ctx.db().pool())
+        .await
+    } else {
+        sqlx::query(
             "update lists set processing_status = $5, processing_lease_expires_at = null, updated_at = $4 \
              where workspace_id = $1 and id = $2 and processing_token = $3",
         )
         .bind(ctx.workspace_id())
         .bind(&plan.list_id)
-        .bind(&token)
+        .bind(token)
         .bind(ctx.now_ms())
         .bind(ProcessingStatus::Failed.as_str())
         .execute(ctx.db().pool())
-        .await;
-        if let Err(error) = failed {
-            // Its lease lapses and recovery marks it `failed` then.
-            tracing::warn!(list = plan.list_id, %error, "could not mark a list `failed`");
-        }
+        .await
+    };
+    if let Err(error) = unmarked {
+        // Its lease lapses and recovery marks it `failed` then.
+        tracing::warn!(list = plan.list_id, %error, "could not take the processing mark off a list");
     }
-    result
 }
 
 async fn process(
@@ -296,15 +355,14 @@ async fn process(
         let clean_domain =
             normalize::company_domain(domain.clone()).unwrap_or_else(|_| domain.clone());
         if (&clean_email, &clean_domain) != (&email, &domain) {
-            sqlx::query(
-                "update prospects set email = $3, company_domain = $4, updated_at = $5 where workspace_id = $1 and id = $2",
+            crate::prospects::set_contact(
+                &mut tx,
+                workspace_id,
+                &id,
+                clean_email.as_deref(),
+                clean_domain.as_deref(),
+                ctx.now_ms(),
             )
-            .bind(workspace_id)
-            .bind(&id)
-            .bind(&clean_email)
-            .bind(&clean_domain)
-            .bind(ctx.now_ms())
-            .execute(&mut *tx)
             .await?;
             normalised += 1;
         }
@@ -315,11 +373,7 @@ async fn process(
         }
     }
     for id in &duplicates {
-        sqlx::query("delete from list_members where list_id = $1 and prospect_id = $2")
-            .bind(list_id)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
+        lists::remove_member(&mut tx, list_id, id).await?;
     }
 
     let unit = ctx.unit_price(LIST_PROCESSING_PROSPECT);

@@ -9,8 +9,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::common::{Deleted, IdKind, json_text};
-use crate::scoring::engine;
+use crate::common::{Deleted, IdKind, json_text, words_into};
+use crate::prospects::normalize;
 use outreach_runtime::prelude::is_unique_violation;
 use outreach_runtime::prelude::paged;
 use outreach_runtime::prelude::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids};
@@ -19,11 +19,19 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+outreach_runtime::prelude::resource_tag!(
+    "targetings",
+    "Ideal-customer profiles that scoring compares prospects against."
+);
+
 pub const MAX_NAME_CHARS: usize = 100;
 pub const MAX_DESCRIPTION_CHARS: usize = 2000;
 pub const MAX_KEYWORD_CHARS: usize = 100;
 /// Entries per criterion or gate list: plenty for a profile, and a bound on scoring work.
 pub const MAX_ENTRIES: usize = 100;
+/// The schema pattern of a keyword: a letter or a digit somewhere (`[^\W_]`, a word character
+/// that is not `_`), and no NUL.
+pub const KEYWORD_PATTERN: &str = "^[^\\x00]*[^\\W_\\x00][^\\x00]*$";
 pub const MAX_POINTS: i64 = 100;
 pub const DEFAULT_TIERS: Tiers = Tiers {
     a: 80,
@@ -124,12 +132,12 @@ impl JsonSchema for ValuePoints {
         schemars::json_schema!({
             "description": "A criterion entry: a word or phrase and the points a match earns, as `{\"value\": \"cto\", \"points\": 30}` or as a bare string (`\"cto\"`) that earns the default 10 points. Matched case-insensitively on whole words; punctuation counts as a space (`vp sales` matches `VP, Sales`; `cto` does not match `director`).",
             "anyOf": [
-                {"type": "string"},
+                {"type": "string", "maxLength": MAX_KEYWORD_CHARS, "pattern": KEYWORD_PATTERN},
                 {
                     "type": "object",
                     "additionalProperties": false,
                     "properties": {
-                        "value": {"description": "A word or phrase, 1 to 100 characters.", "type": "string"},
+                        "value": {"description": "A word or phrase, 1 to 100 characters, with a letter or a digit.", "type": "string", "maxLength": MAX_KEYWORD_CHARS, "pattern": KEYWORD_PATTERN},
                         "points": {"description": "The points a match earns.", "type": "integer", "minimum": 1, "maximum": 100}
                     },
                     "required": ["value", "points"]
@@ -142,15 +150,18 @@ impl JsonSchema for ValuePoints {
 /// A range of company sizes (employees, both ends included) and the points it earns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(remote = "Self", deny_unknown_fields)]
-#[schemars(rename = "SizeRange")]
+#[schemars(rename = "SizeRange", extend("not" = {"properties": {"min": {"type": "null"}, "max": {"type": "null"}}}))]
 pub struct SizeRange {
     /// The fewest employees; omit for no lower bound.
     #[serde(default)]
+    #[schemars(range(min = 0))]
     pub min: Option<i64>,
     /// The most employees; omit for no upper bound. At least one of `min` and `max` is required.
     #[serde(default)]
+    #[schemars(range(min = 0))]
     pub max: Option<i64>,
     /// The points a size in the range earns: 1 to 100.
+    #[schemars(range(min = 1, max = 100))]
     pub points: i64,
 }
 
@@ -218,11 +229,13 @@ impl<'de> Deserialize<'de> for TitleCriteria {
 struct TitleCriteriaObject {
     /// Title entries that earn points (e.g. `cto` 30, `vp engineering` 25).
     #[serde(default)]
+    #[schemars(length(max = 100))]
     include: Vec<ValuePoints>,
     /// Title keywords that cancel the title points without disqualifying (e.g. `assistant`,
     /// `intern`: "Assistant to the CTO" earns nothing for `cto`). To disqualify, use the gate
     /// `excluded_title_keywords`.
     #[serde(default)]
+    #[schemars(length(max = 100), inner(length(max = MAX_KEYWORD_CHARS), regex(pattern = KEYWORD_PATTERN)))]
     exclude: Vec<String>,
 }
 
@@ -233,7 +246,8 @@ impl JsonSchema for TitleCriteria {
 
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         let object = TitleCriteriaObject::json_schema(generator);
-        let list = Vec::<ValuePoints>::json_schema(generator);
+        let mut list = Vec::<ValuePoints>::json_schema(generator);
+        list.insert("maxItems".into(), MAX_ENTRIES.into());
         schemars::json_schema!({
             "description": "Title criteria: `{\"include\": [...], \"exclude\": [...]}`, or a bare list of entries that earn points (the same as `include`).",
             "anyOf": [object, list]
@@ -254,22 +268,28 @@ pub struct Criteria {
     pub titles: TitleCriteria,
     /// Matched against the prospect's `seniority` (e.g. `vp`, `director`, `c-level`).
     #[serde(default)]
+    #[schemars(length(max = 100))]
     pub seniorities: Vec<ValuePoints>,
     /// Matched against the prospect's `department`.
     #[serde(default)]
+    #[schemars(length(max = 100))]
     pub departments: Vec<ValuePoints>,
     /// Matched against the prospect's `company_industry` (`software` matches `Computer
     /// Software`).
     #[serde(default)]
+    #[schemars(length(max = 100))]
     pub industries: Vec<ValuePoints>,
     /// Matched against the prospect's `company_size`.
     #[serde(default)]
+    #[schemars(length(max = 100))]
     pub company_sizes: Vec<SizeRange>,
     /// Matched against the prospect's `location`, then `country`.
     #[serde(default)]
+    #[schemars(length(max = 100))]
     pub locations: Vec<ValuePoints>,
     /// Matched against the prospect's `title`, `headline`, `company_name` and `company_industry`.
     #[serde(default)]
+    #[schemars(length(max = 100))]
     pub keywords: Vec<ValuePoints>,
 }
 
@@ -286,13 +306,16 @@ object_only!(
 pub struct Gates {
     /// Industries to leave out, matched on whole words of `company_industry` (e.g. `gambling`).
     #[serde(default)]
+    #[schemars(length(max = 100), inner(length(max = MAX_KEYWORD_CHARS), regex(pattern = KEYWORD_PATTERN)))]
     pub excluded_industries: Vec<String>,
     /// Company domains to leave out (e.g. customers, competitors); `acme.com` also covers
     /// `eu.acme.com`. Stored normalised (lowercase, no scheme, no `www.`).
     #[serde(default)]
+    #[schemars(length(max = 100), inner(regex(pattern = crate::common::DOMAIN)))]
     pub excluded_domains: Vec<String>,
     /// Title keywords that disqualify, matched on whole words of `title` (e.g. `student`).
     #[serde(default)]
+    #[schemars(length(max = 100), inner(length(max = MAX_KEYWORD_CHARS), regex(pattern = KEYWORD_PATTERN)))]
     pub excluded_title_keywords: Vec<String>,
 }
 
@@ -324,10 +347,13 @@ impl Default for Tiers {
 #[schemars(rename = "TiersInput")]
 pub struct TiersInput {
     /// The lowest score of tier `a` (default 80).
+    #[schemars(range(min = 0, max = 100))]
     pub a: Option<i64>,
     /// The lowest score of tier `b` (default 60).
+    #[schemars(range(min = 0, max = 100))]
     pub b: Option<i64>,
     /// The lowest score of tier `c` (default 40); lower scores are tier `d`.
+    #[schemars(range(min = 0, max = 100))]
     pub c: Option<i64>,
 }
 
@@ -460,7 +486,7 @@ fn keywords<'a>(
                 "`{path}` is longer than {MAX_KEYWORD_CHARS} characters."
             )));
         }
-        engine::words_into(trimmed, &mut words);
+        words_into(trimmed, &mut words);
         if words.trim().is_empty() {
             return Err(bad(format!(
                 "`{path}` must contain a letter or a digit; got `{trimmed}`."
@@ -549,26 +575,6 @@ fn criteria(mut criteria: Criteria) -> Result<Criteria, ApiError> {
     Ok(criteria)
 }
 
-/// Reduces a domain to a lowercase host without `www.`, as prospects store theirs.
-fn domain(field: &str, raw: &str) -> Result<String, ApiError> {
-    let raw = raw.trim();
-    let with_scheme = if raw.contains("://") {
-        raw.to_owned()
-    } else {
-        format!("https://{raw}")
-    };
-    let host = url::Url::parse(&with_scheme)
-        .ok()
-        .and_then(|url| url.host_str().map(str::to_ascii_lowercase))
-        .filter(|host| host.contains('.'))
-        .ok_or_else(|| {
-            bad(format!(
-                "`{field}` must be a domain such as `acme.com`; got `{raw}`."
-            ))
-        })?;
-    Ok(host.strip_prefix("www.").unwrap_or(&host).to_owned())
-}
-
 fn gates(mut gates: Gates) -> Result<Gates, ApiError> {
     plain_keywords("gates.excluded_industries", &mut gates.excluded_industries)?;
     plain_keywords(
@@ -578,7 +584,7 @@ fn gates(mut gates: Gates) -> Result<Gates, ApiError> {
     entries("gates.excluded_domains", &gates.excluded_domains)?;
     let mut seen = BTreeSet::new();
     for (index, value) in gates.excluded_domains.iter_mut().enumerate() {
-        let normalised = domain(&format!("gates.excluded_domains[{index}]"), value)?;
+        let normalised = normalize::domain(&format!("gates.excluded_domains[{index}]"), value)?;
         if !seen.insert(normalised.clone()) {
             return Err(bad(format!(
                 "`gates.excluded_domains` lists `{normalised}` more than once."
@@ -665,8 +671,10 @@ async fn name_conflict(ctx: &Ctx, error: sqlx::Error, name: &str) -> ApiError {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateTargetingInput {
     /// Unique in the workspace; 1 to 100 characters.
+    #[schemars(length(min = 1, max = 100), regex(pattern = crate::common::NOT_BLANK))]
     pub name: String,
     /// What the profile is for; up to 2000 characters.
+    #[schemars(length(max = 2000))]
     pub description: Option<String>,
     /// The criteria that earn points; at least one entry.
     pub criteria: Criteria,
@@ -770,6 +778,7 @@ pub struct UpdateTargetingInput {
     /// The targeting's id (`tgt_...`).
     pub id: String,
     /// A new name, unique in the workspace.
+    #[schemars(length(min = 1, max = 100), regex(pattern = crate::common::NOT_BLANK))]
     pub name: Option<String>,
     /// A new description; `null` clears it.
     #[serde(default, deserialize_with = "crate::common::patch")]
@@ -869,6 +878,8 @@ pub async fn delete_targeting(ctx: Ctx, input: TargetingId) -> Result<Deleted, A
     if result.rows_affected() == 0 {
         return Err(IdKind::Targeting.not_found(&targeting.id));
     }
+    // The lists that default to it forget it (lists sit above targeting in the layers, so this
+    // write stays here: actions/tests/owners.rs lists it as owed).
     sqlx::query("update lists set default_targeting_id = null where workspace_id = $1 and default_targeting_id = $2")
         .bind(ctx.workspace_id())
         .bind(&targeting.id)

@@ -4,6 +4,11 @@ use outreach_runtime::prelude::{ApiError, CredentialKind, Ctx, Role, Scope, Time
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+outreach_runtime::prelude::resource_tag!(
+    "workspace",
+    "The workspace the credential acts in: its name, members and credit balance."
+);
+
 /// `get_workspace` takes no input.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetWorkspaceInput {}

@@ -7,18 +7,9 @@
 //! file and line, so a reach past the prelude is a conscious addition to it.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).expect("read a source folder") {
-        let path = entry.expect("a folder entry").path();
-        if path.is_dir() {
-            rust_files(&path, files);
-        } else if path.extension().is_some_and(|ext| ext == "rs") {
-            files.push(path);
-        }
-    }
-}
+use outreach_layers::rust_files;
 
 #[test]
 fn actions_reach_the_runtime_only_through_its_prelude() {

@@ -18,8 +18,8 @@
 //! job's last attempt fails the run too, so a run never stays `running` with credits held.
 
 use outreach_runtime::prelude::{
-    ApiError, Clock, CredentialKind, Db, ErrorCode, JobCtx, JobOutcome, JobResult, JobState, Scope,
-    credits, job, jobs, recovery, scope_now,
+    ApiError, Clock, CredentialKind, Db, ErrorCode, JobArgs, JobCtx, JobOutcome, JobResult,
+    JobState, Scope, credits, job, jobs, recovery, scope_now,
 };
 use serde::{Deserialize, Serialize};
 use sqlx::{AnyConnection, Row};
@@ -29,9 +29,8 @@ use super::{Agent, AgentKind, prospector, triage, writer};
 use crate::approvals::decide::{self, DecideInput};
 use crate::approvals::expiry;
 use crate::drafting::Drafter;
+use crate::followups::{self, RunsDecided};
 
-/// The job kind of an agent run.
-pub const RUN_JOB: &str = "agent_run";
 /// Attempts before a run that keeps failing on a fault of ours is failed for good.
 pub const MAX_ATTEMPTS: i32 = 10;
 /// How long a run's credit hold lasts without a renewal (each batch renews it). Only a run whose
@@ -39,13 +38,22 @@ pub const MAX_ATTEMPTS: i32 = 10;
 pub const HOLD_MS: i64 = 24 * 3_600_000;
 /// Items processed per transaction.
 pub const BATCH: usize = 10;
+/// How long after a run ends `awaiting_approval` its follow-up looks again: past any decision
+/// that was being made while the run ended (a transaction that could not see the run waiting yet).
+const DECIDED_CHECK_AFTER_MS: i64 = 500;
 
-job!("agent_run", run_agent_job);
+job!(RunJob::KIND, run_agent_job);
+job!(RunsDecided::KIND, check_proposals_decided);
 recovery!("agent runs whose job is gone", recover_runs);
 
+/// The job of an agent run: what it carries.
 #[derive(Debug, Serialize, Deserialize)]
-struct RunPayload {
-    run_id: String,
+pub struct RunJob {
+    pub run_id: String,
+}
+
+impl JobArgs for RunJob {
+    const KIND: &'static str = "agent_run";
 }
 
 /// A run as its job reads it.
@@ -112,7 +120,7 @@ pub(crate) enum Outcome {
 }
 
 async fn run_agent_job(job: JobCtx) -> JobResult {
-    let payload: RunPayload = job.payload_as()?;
+    let payload: RunJob = job.args()?;
     let drafter = Drafter::new(job.config().drafting_model.as_ref());
     match advance(&job, &payload.run_id, &drafter).await {
         Err(error) if !error.is_lease_lost() && job.attempt() >= job.job().max_attempts => {
@@ -241,6 +249,27 @@ async fn prepare(job: &JobCtx, run_id: &str, drafter: &Drafter, now: i64) -> Ahe
         })
     };
     prepared.await.unwrap_or_default()
+}
+
+/// The follow-up of a decision, an expiry, a stop or a run that ended `awaiting_approval`
+/// ([`followups::runs_decided`]): ends the workspace's waiting runs with nothing pending.
+async fn check_proposals_decided(job: JobCtx) -> JobResult {
+    let payload: RunsDecided = job.args()?;
+    let mut tx = job.tx().await?;
+    let workspace_id = match (payload.workspace_id, payload.run_id) {
+        (Some(workspace_id), _) => Some(workspace_id),
+        (None, Some(run_id)) => sqlx::query("select workspace_id from agent_runs where id = $1")
+            .bind(&run_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|row| row.try_get::<String, _>("workspace_id"))
+            .transpose()?,
+        (None, None) => None,
+    };
+    if let Some(workspace_id) = workspace_id {
+        runs::proposals_decided(&mut tx, &workspace_id, job.now_ms()).await?;
+    }
+    Ok(JobOutcome::Done)
 }
 
 /// Ends the runs whose job is gone, and the waiting runs with nothing left to wait for. A job is
@@ -625,6 +654,13 @@ async fn finish(
     } else {
         "succeeded"
     };
+    if pending > 0 {
+        // A person may be deciding the last proposal right now, in a transaction that cannot see
+        // this run waiting yet: once both have committed, the follow-up ends the run if nothing
+        // is left pending (instead of the 30 s safety net of `recover_runs`).
+        followups::runs_decided(conn, clock, &run.workspace_id, now + DECIDED_CHECK_AFTER_MS)
+            .await?;
+    }
     sqlx::query(
         "update agent_runs set status = $2, phase = 'done', finished_at = $3, updated_at = $3 where id = $1",
     )
@@ -674,8 +710,8 @@ async fn settle(conn: &mut AnyConnection, clock: &Clock, run: &RunRow) -> Result
     Ok(run.credits_reserved - run.credits_charged.min(run.credits_reserved))
 }
 
-/// Ends a canceled run (in `cancel_run`'s transaction for a queued one, in the job's for a running
-/// one): what it processed is charged, the rest released.
+/// Ends a canceled run, in `cancel_run`'s transaction (or, for a run canceled before this was so,
+/// in its job's or recovery's): what it processed is charged, the rest released.
 pub(crate) async fn end_canceled(
     conn: &mut AnyConnection,
     clock: &Clock,

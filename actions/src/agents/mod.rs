@@ -25,7 +25,12 @@ use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::common::{Deleted, IdKind, json_text};
-use crate::scoring::engine::Tier;
+use crate::prospects::Tier;
+
+outreach_runtime::prelude::resource_tag!(
+    "agents",
+    "Agents that work on your behalf (a prospector that proposes people to enroll, a writer that drafts the sequence's messages, an inbox triage that reads replies) and how each is set."
+);
 
 pub const MAX_NAME_CHARS: usize = 200;
 /// The default and the ceiling of `max_prospects_per_run`.
@@ -94,9 +99,11 @@ pub struct Agent {
 pub struct ReplyTemplates {
     /// The reply to a positive answer; default: "Thanks, {{first_name|there}}! Glad to hear it.
     /// Would a short call next week work for you?"
+    #[schemars(length(min = 1, max = 8000), regex(pattern = crate::common::NOT_BLANK))]
     pub positive: Option<String>,
     /// The reply to a question; default: "Thanks for asking, {{first_name|there}}. Happy to
     /// explain: would a short call be easiest, or shall I answer here?"
+    #[schemars(length(min = 1, max = 8000), regex(pattern = crate::common::NOT_BLANK))]
     pub question: Option<String>,
 }
 
@@ -294,8 +301,19 @@ async fn check_agent(
 
 /// The input of `create_agent`.
 #[derive(Debug, Deserialize, JsonSchema)]
+// What each kind needs, said as the cases it refuses (`not`): `if`/`then`/`else` here made
+// redocly judge the examples against the wrong branch. Absent and `null` are alike.
+#[schemars(extend("not" = {"anyOf": [
+    {"required": ["kind", "templates"], "properties": {"kind": {"not": {"const": "inbox_triage"}}, "templates": {"not": {"type": "null"}}}},
+    {"required": ["kind"], "properties": {"kind": {"const": "writer"}, "list_id": {"type": "null"}}},
+    {"required": ["kind"], "properties": {"kind": {"const": "writer"}, "sequence_id": {"type": "null"}}},
+    {"required": ["kind"], "properties": {"kind": {"const": "prospector"}, "targeting_id": {"type": "null"}}},
+    {"required": ["kind"], "properties": {"kind": {"const": "prospector"}, "list_id": {"type": "null"}}},
+    {"required": ["kind"], "properties": {"kind": {"const": "prospector"}, "sequence_id": {"type": "null"}}}
+]}))]
 pub struct CreateAgentInput {
     /// 1 to 200 characters.
+    #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: String,
     pub kind: AgentKind,
     /// `review` (the default) or `autonomous`.
@@ -309,10 +327,13 @@ pub struct CreateAgentInput {
     /// The sequence (`seq_...`); a `prospector` and a `writer` need one.
     pub sequence_id: Option<String>,
     /// The lowest tier a prospector keeps; default `c`.
+    #[schemars(extend("not" = {"const": "disqualified"}))]
     pub min_tier: Option<Tier>,
     /// 1 to 1000; default 50.
+    #[schemars(range(min = 1, max = 1000))]
     pub max_prospects_per_run: Option<i64>,
     /// The most credits one run may reserve; absent for no cap.
+    #[schemars(range(min = 0))]
     pub max_credits_per_run: Option<i64>,
     /// `inbox_triage` only: the replies it drafts, by classification.
     pub templates: Option<ReplyTemplates>,
@@ -428,6 +449,7 @@ pub async fn list_agents(ctx: Ctx, input: ListAgentsInput) -> Result<Page<Agent>
 pub struct UpdateAgentInput {
     /// The agent's id (`agt_...`).
     pub id: String,
+    #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: Option<String>,
     pub mode: Option<AgentMode>,
     pub enabled: Option<bool>,
@@ -440,10 +462,13 @@ pub struct UpdateAgentInput {
     /// A new sequence; `null` clears it.
     #[serde(default, deserialize_with = "crate::common::patch")]
     pub sequence_id: Option<Option<String>>,
+    #[schemars(extend("not" = {"const": "disqualified"}))]
     pub min_tier: Option<Tier>,
+    #[schemars(range(min = 1, max = 1000))]
     pub max_prospects_per_run: Option<i64>,
     /// A new credit cap; `null` removes it.
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(range(min = 0))]
     pub max_credits_per_run: Option<Option<i64>>,
     /// New reply templates (`inbox_triage`); `null` returns to the defaults.
     #[serde(default, deserialize_with = "crate::common::patch")]
@@ -597,10 +622,10 @@ pub(crate) async fn sequence_of(
     agent: &Agent,
 ) -> Result<crate::sequences::Sequence, ApiError> {
     let id = agent.sequence_id.as_deref().unwrap_or_default();
-    let sequence = crate::sequences::fetch(conn, workspace_id, id)
+    let sequence = crate::sequences::fetch_row(conn, workspace_id, id)
         .await
         .map_err(|error| input_gone(agent, IdKind::Sequence, "sequence_id", id, error))?;
-    crate::sequences::enroll::check_proposable(&sequence)?;
+    crate::approvals::propose::check_proposable(&sequence)?;
     Ok(sequence)
 }
 
@@ -617,7 +642,7 @@ pub(crate) async fn sequence_locked(
     let sequence = crate::sequences::lock(conn, workspace_id, id, now)
         .await
         .map_err(|error| input_gone(agent, IdKind::Sequence, "sequence_id", id, error))?;
-    crate::sequences::enroll::check_proposable(&sequence)?;
+    crate::approvals::propose::check_proposable(&sequence)?;
     Ok(sequence)
 }
 

@@ -17,12 +17,13 @@ use sqlx::{AnyConnection, AssertSqlSafe, Row};
 use super::execute::{NewItem, Outcome, Selection, Work, WorkItem};
 use super::{Agent, list_of, proposer, sequence_locked, sequence_of, targeting_of};
 use crate::approvals::ProposalReasons;
+use crate::approvals::propose::{self, Proposal, ProposalSource};
 use crate::common::json_text;
-use crate::drafting::DraftedBy;
-use crate::enrollments::LIVE_SQL;
-use crate::scoring::engine::{MatchedCriterion, Scorer, Scratch, Tier};
+use crate::prospects::Tier;
+use crate::scoring::engine::{MatchedCriterion, Scorer, Scratch};
 use crate::scoring::run::{Packed, packed_prospect};
-use crate::sequences::enroll::{self, Proposal, ProposalSource};
+use crate::sequences::DraftedBy;
+use crate::step_jobs::LIVE_SQL;
 use outreach_runtime::prelude::ApiError;
 
 const DAY_MS: i64 = 24 * 3_600_000;
@@ -228,7 +229,7 @@ pub(crate) async fn process(
     let list = list_of(conn, workspace_id, agent).await?;
     let sequence = sequence_locked(conn, workspace_id, agent, work.now).await?;
     let asked: Vec<String> = items.iter().map(|item| item.prospect_id.clone()).collect();
-    let checked = enroll::check_prospects(conn, workspace_id, &sequence, &asked, work.now).await?;
+    let checked = propose::check_prospects(conn, workspace_id, &sequence, &asked, work.now).await?;
 
     let mut reasons_of = std::collections::HashMap::new();
     for item in items {
@@ -249,28 +250,24 @@ pub(crate) async fn process(
         let Some((_, Some(reasons))) = reasons_of.get(eligible.prospect.id.as_str()) else {
             continue;
         };
-        sqlx::query(
-            "update prospects set score = $3, tier = $4, targeting_id = $5, targeting_version = $6, scored_at = $7 \
-             where workspace_id = $1 and id = $2",
+        crate::prospects::set_score(
+            conn,
+            workspace_id,
+            &eligible.prospect.id,
+            reasons.score,
+            reasons.tier,
+            &targeting.id,
+            targeting.version,
+            work.now,
         )
-        .bind(workspace_id)
-        .bind(&eligible.prospect.id)
-        .bind(reasons.score)
-        .bind(reasons.tier.map(Tier::as_str))
-        .bind(&targeting.id)
-        .bind(targeting.version)
-        .bind(work.now)
-        .execute(&mut *conn)
         .await?;
-        sqlx::query(
-            "insert into list_members (list_id, prospect_id, workspace_id, added_at) values ($1, $2, $3, $4) \
-             on conflict do nothing",
+        crate::lists::add_member(
+            conn,
+            workspace_id,
+            &list.id,
+            &eligible.prospect.id,
+            work.now,
         )
-        .bind(&list.id)
-        .bind(&eligible.prospect.id)
-        .bind(workspace_id)
-        .bind(work.now)
-        .execute(&mut *conn)
         .await?;
     }
     let texts: Vec<Vec<crate::sequences::RenderedText>> = checked
@@ -307,7 +304,7 @@ pub(crate) async fn process(
         expires_at: Some(work.expires_at),
     };
     let added =
-        enroll::propose(conn, workspace_id, &sequence, &proposals, &source, work.now).await?;
+        propose::propose(conn, workspace_id, &sequence, &proposals, &source, work.now).await?;
     Ok(items
         .iter()
         .map(|item| {

@@ -15,11 +15,11 @@
 
 use std::collections::HashMap;
 
-use outreach_runtime::prelude::NewJob;
 use outreach_runtime::prelude::{
     ApiError, Ctx, ErrorCode, Page, PageParams, Priced, Scope, Timestamp, action, enqueue, ids,
     is_unique_violation, paged, price_item,
 };
+use outreach_runtime::prelude::{JobArgs, NewJob};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
@@ -28,6 +28,11 @@ use sqlx::{AssertSqlSafe, Row};
 use super::{Agent, AgentKind, AgentMode, execute};
 use crate::common::{IdKind, json_text};
 use crate::lists::placeholders;
+
+outreach_runtime::prelude::resource_tag!(
+    "runs",
+    "Runs of agents: queued, running, awaiting approval or ended, with their log, what they processed and what they cost."
+);
 
 price_item! {
     /// A prospect an agent run processed (selected, scored and proposed; drafted for; or, for
@@ -232,26 +237,6 @@ pub(crate) async fn fetch(
     Ok(run)
 }
 
-/// 404 unless the workspace has this run.
-pub(crate) async fn check_exists(
-    conn: &mut sqlx::AnyConnection,
-    workspace_id: &str,
-    id: &str,
-) -> Result<(), ApiError> {
-    let found = IdKind::Run.is_id(id)
-        && sqlx::query("select 1 as found from agent_runs where workspace_id = $1 and id = $2")
-            .bind(workspace_id)
-            .bind(id)
-            .fetch_optional(conn)
-            .await?
-            .is_some();
-    if found {
-        Ok(())
-    } else {
-        Err(IdKind::Run.not_found(id))
-    }
-}
-
 /// The agent's run that is `queued` or `running`, if any.
 pub(crate) async fn live_run(
     conn: &mut sqlx::AnyConnection,
@@ -300,7 +285,7 @@ pub(crate) async fn log(
 }
 
 /// Ends the runs of the workspace that were waiting for their proposals once none is pending
-/// (`succeeded`), in the transaction that decided the last of them.
+/// (`succeeded`): the follow-up job a decision enqueues calls it (`followups::runs_decided`).
 pub(crate) async fn proposals_decided(
     conn: &mut sqlx::AnyConnection,
     workspace_id: &str,
@@ -360,9 +345,11 @@ pub struct RunAgentInput {
     pub id: String,
     /// Process at most this many prospects this time: 1 to the agent's `max_prospects_per_run`
     /// (its default).
+    #[schemars(range(min = 1, max = 1000))]
     pub max_prospects: Option<i64>,
     /// `writer` only: draft for these prospects (1 to 1000 `prs_...` ids) instead of the agent's
     /// list.
+    #[schemars(length(min = 1, max = 1000))]
     pub prospect_ids: Option<Vec<String>>,
 }
 
@@ -608,10 +595,12 @@ pub async fn run_agent(ctx: Ctx, _input: RunAgentInput, plan: RunPlan) -> Result
     let job_id = enqueue(
         &mut tx,
         ctx.clock(),
-        NewJob::new(execute::RUN_JOB, serde_json::json!({ "run_id": run_id }))
-            .workspace(workspace_id)
-            .unique_key(format!("run:{run_id}"))
-            .max_attempts(execute::MAX_ATTEMPTS),
+        NewJob::of(&execute::RunJob {
+            run_id: run_id.clone(),
+        })
+        .workspace(workspace_id)
+        .unique_key(format!("run:{run_id}"))
+        .max_attempts(execute::MAX_ATTEMPTS),
     )
     .await?;
     sqlx::query("update agent_runs set job_id = $2 where id = $1")
@@ -697,9 +686,9 @@ pub async fn list_runs(ctx: Ctx, input: ListRunsInput) -> Result<Page<Run>, ApiE
 /// Cancel an agent run.
 ///
 /// A `queued` run is canceled before it starts, and its whole reservation is released. A
-/// `running` run stops after the batch it is on (ten prospects at most); what it processed is
-/// charged and the rest released, and its proposals so far stay in the approval queue for a person
-/// to decide. A run whose work is done (`awaiting_approval`, `succeeded`, `failed`, `canceled`)
+/// `running` run does no batch after this one (a batch in flight, ten prospects at most, finishes
+/// first); what it processed is charged and the rest released at once, in this call, and its
+/// proposals so far stay in the approval queue for a person to decide. A run whose work is done (`awaiting_approval`, `succeeded`, `failed`, `canceled`)
 /// is a 409 `invalid_state`: reject its proposals with `reject_outreach` and `run_id` instead.
 /// Costs nothing.
 #[action(scope = "write", http = "POST /runs/{id}/cancel")]
@@ -725,13 +714,14 @@ pub async fn cancel_run(ctx: Ctx, input: RunId) -> Result<Run, ApiError> {
         .with_extra("status", run.status.as_str()));
     }
     // The job row first, as the job's own transactions take it (then the run, then the
-    // workspace's balance), so a cancel and a step in flight queue instead of deadlocking. A job
-    // that is not running (queued, or waiting out a retry) is dropped here, and the run is ended
-    // here; a running one ends the run itself at its next step.
-    let job_dropped = outreach_runtime::prelude::jobs::cancel_unique(
+    // workspace's balance), so a cancel and a batch in flight queue instead of deadlocking: the
+    // batch commits what it charged before this reads it. A job that is not running (queued, or
+    // waiting out a retry) is dropped here; a running one finds the run ended at its next step
+    // and stops (and one whose process died does the same once it is rescued).
+    outreach_runtime::prelude::jobs::cancel_unique(
         &mut tx,
         ctx.clock(),
-        execute::RUN_JOB,
+        <execute::RunJob as JobArgs>::KIND,
         &format!("run:{}", run.id),
     )
     .await?;
@@ -760,9 +750,8 @@ pub async fn cancel_run(ctx: Ctx, input: RunId) -> Result<Run, ApiError> {
         &format!("Canceled by {}.", ctx.principal().email),
     )
     .await?;
-    if job_dropped {
-        // What it processed is charged, the rest released, now.
-        execute::end_canceled(&mut tx, ctx.clock(), workspace_id, &run.id, now).await?;
-    }
+    // What it processed is charged, the rest released, now: a canceled run never shows
+    // `canceled` while it still holds credits.
+    execute::end_canceled(&mut tx, ctx.clock(), workspace_id, &run.id, now).await?;
     fetch(&mut tx, workspace_id, &run.id).await
 }

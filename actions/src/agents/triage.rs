@@ -23,29 +23,13 @@ use super::execute::{NewItem, Outcome, Selection, Work, WorkItem};
 use super::{ReplyTemplates, proposer};
 use crate::approvals::{self, ApprovalKind, NewApproval, ProposalReasons};
 use crate::common::json_text;
-use crate::drafting::DraftedBy;
-use crate::enrollments::{self, LIVE_SQL};
+use crate::conversations::Classification;
+use crate::enrollments;
+use crate::sequences::DraftedBy;
 use crate::sequences::templates::Template;
 use crate::sequences::{MAX_MESSAGE_CHARS, RenderedText, StepType};
+use crate::step_jobs::LIVE_SQL;
 use outreach_runtime::prelude::{ApiError, ids};
-
-outreach_runtime::prelude::text_enum! {
-    /// What a prospect's reply was read as.
-    pub enum Classification {
-        /// Asks not to be contacted again.
-        Unsubscribe => "unsubscribe",
-        /// Declines.
-        NotInterested => "not_interested",
-        /// An automatic absence notice.
-        OutOfOffice => "out_of_office",
-        /// Interested, or agrees to talk.
-        Positive => "positive",
-        /// Asks something.
-        Question => "question",
-        /// None of the above: left for a person.
-        Unclear => "unclear",
-    }
-}
 
 /// The default reply to a positive answer.
 pub const DEFAULT_POSITIVE: &str =
@@ -284,13 +268,13 @@ pub(crate) async fn process(
 ) -> Result<Vec<Outcome>, ApiError> {
     // A triage may stop the people's enrollments and expire their items: their step jobs and
     // pending items are locked first, all of the batch's at once, in the order every writer
-    // takes them (see `delivery`): a run holds its job, then its enrollment, then the prospect;
+    // takes them (see `step_jobs`): a run holds its job, then its enrollment, then the prospect;
     // an approval holds its item, then the enrollment.
     let people: Vec<&str> = items.iter().map(|item| item.prospect_id.as_str()).collect();
     let workspace_id = work.run.workspace_id.as_str();
-    crate::delivery::lock_steps_of_people(conn, workspace_id, &people).await?;
-    let of = crate::delivery::PendingOf::People(&people);
-    crate::delivery::lock_pending_items(conn, workspace_id, of).await?;
+    crate::step_jobs::lock_steps_of_people(conn, workspace_id, &people).await?;
+    let of = crate::step_jobs::PendingOf::People(&people);
+    crate::step_jobs::lock_pending_items(conn, workspace_id, of).await?;
     let mut outcomes = Vec::with_capacity(items.len());
     for item in items {
         outcomes.push(triage_one(conn, work, item).await?);
@@ -330,17 +314,10 @@ async fn triage_one(
         let (classification, phrase) = classify(&text);
         // Claimed by this update: another run triaging the same conversation at the same time
         // (another triage agent) waits for this one's commit and then claims nothing.
-        let claimed = sqlx::query(
-            "update messages set classification = $2, triaged_at = $3, triaged_by = $4 \
-             where id = $1 and triaged_at is null",
-        )
-        .bind(&id)
-        .bind(classification.as_str())
-        .bind(work.now)
-        .bind(&run.id)
-        .execute(&mut *conn)
-        .await?;
-        if claimed.rows_affected() == 0 {
+        let claimed =
+            crate::conversations::claim_for_triage(conn, &id, classification, work.now, &run.id)
+                .await?;
+        if !claimed {
             continue;
         }
         let stands = |c: Classification| {
@@ -370,14 +347,8 @@ async fn triage_one(
     let prospect_id = item.prospect_id.as_str();
     match classification {
         Classification::Unsubscribe => {
-            sqlx::query(
-                "update prospects set do_not_contact = 1, updated_at = $3 where workspace_id = $1 and id = $2",
-            )
-            .bind(workspace_id)
-            .bind(prospect_id)
-            .bind(work.now)
-            .execute(&mut *conn)
-            .await?;
+            crate::prospects::mark_do_not_contact(conn, workspace_id, prospect_id, work.now)
+                .await?;
             let stopped =
                 stop_enrollments(conn, workspace_id, prospect_id, "unsubscribed", work.now).await?;
             Ok(Outcome::Done(format!(
@@ -457,8 +428,15 @@ async fn stop_enrollments(
         .execute(&mut *conn)
         .await?;
     }
-    enrollments::record_events(conn, workspace_id, &live, now, "stopped", Some(exit_reason))
-        .await?;
+    enrollments::record_events(
+        conn,
+        workspace_id,
+        &live,
+        now,
+        enrollments::EnrollmentEventKind::Stopped,
+        Some(exit_reason),
+    )
+    .await?;
     super::runs::proposals_decided(conn, workspace_id, now).await?;
     Ok(live.len())
 }

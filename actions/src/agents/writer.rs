@@ -15,9 +15,10 @@ use sqlx::{AnyConnection, Row};
 
 use super::execute::{NewItem, Outcome, Selection, Work, WorkItem};
 use super::{Agent, list_of, proposer, sequence_locked, sequence_of};
-use crate::drafting::{Draft, DraftRequest, DraftedBy};
+use crate::approvals::propose::{self, Proposal, ProposalSource};
+use crate::drafting::{Draft, DraftRequest};
+use crate::sequences::DraftedBy;
 use crate::sequences::RenderedText;
-use crate::sequences::enroll::{self, Proposal, ProposalSource};
 use outreach_runtime::prelude::ApiError;
 
 /// How many prospects a run could draft for: the run's ids, or the list's members.
@@ -69,7 +70,7 @@ pub(crate) async fn select(
             (ids, format!("list `{}`", list.name))
         }
     };
-    let checked = enroll::check_prospects(conn, workspace_id, &sequence, &asked, work.now).await?;
+    let checked = propose::check_prospects(conn, workspace_id, &sequence, &asked, work.now).await?;
     let eligible = checked.eligible.len();
     let limit = run.input.capacity();
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
@@ -142,7 +143,7 @@ pub(crate) async fn draft_ahead(
     .iter()
     .map(|row| row.try_get::<String, _>("prospect_id"))
     .collect::<Result<_, _>>()?;
-    let checked = enroll::check_prospects(conn, workspace_id, &sequence, &asked, work.now).await?;
+    let checked = propose::check_prospects(conn, workspace_id, &sequence, &asked, work.now).await?;
     let mut drafted = Drafted::new();
     for eligible in &checked.eligible {
         let mut drafts = Vec::with_capacity(eligible.texts.len());
@@ -185,7 +186,7 @@ pub(crate) async fn process(
     let workspace_id = run.workspace_id.as_str();
     let sequence = sequence_locked(conn, workspace_id, agent, work.now).await?;
     let asked: Vec<String> = items.iter().map(|item| item.prospect_id.clone()).collect();
-    let checked = enroll::check_prospects(conn, workspace_id, &sequence, &asked, work.now).await?;
+    let checked = propose::check_prospects(conn, workspace_id, &sequence, &asked, work.now).await?;
 
     let mut drafts: Vec<(Vec<RenderedText>, DraftedBy, usize)> =
         Vec::with_capacity(checked.eligible.len());
@@ -246,7 +247,7 @@ pub(crate) async fn process(
         expires_at: Some(work.expires_at),
     };
     let added =
-        enroll::propose(conn, workspace_id, &sequence, &proposals, &source, work.now).await?;
+        propose::propose(conn, workspace_id, &sequence, &proposals, &source, work.now).await?;
     Ok(items
         .iter()
         .map(|item| {

@@ -14,21 +14,25 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::{ApprovalKind, ApprovalStatus, MAX_IDS, expired};
 use crate::common::IdKind;
 use crate::delivery::replies;
-use crate::enrollments::{self, LIVE_SQL};
+use crate::enrollments;
 use crate::lists::placeholders;
+use crate::senders::QuotaKind;
 use crate::sequences::{self, RenderedText, SequenceStatus};
 use outreach_runtime::prelude::{ApiError, Clock, Ctx, ErrorCode, Timestamp, action};
 
 /// The input of `approve_outreach` and `reject_outreach`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(extend("not" = {"anyOf": [{"required": ["sequence_id", "run_id"], "properties": {"sequence_id": {"not": {"type": "null"}}, "run_id": {"not": {"type": "null"}}}}, {"properties": {"ids": {"type": "null"}, "sequence_id": {"type": "null"}, "run_id": {"type": "null"}}}]}))]
 pub struct DecideInput {
     /// Item ids (`apr_...`), 1 to 1000. With `sequence_id` or `run_id` too, every item must be of
     /// that sequence or run.
+    #[schemars(length(min = 1, max = 1000))]
     pub ids: Option<Vec<String>>,
     /// Every pending item of this sequence (`seq_...`), when `ids` is not given.
     pub sequence_id: Option<String>,
@@ -69,8 +73,25 @@ async fn choose(
         sequences::fetch_row(conn, workspace_id, sequence_id).await?;
     }
     if let Some(run_id) = &input.run_id {
-        crate::agents::runs::check_exists(conn, workspace_id, run_id).await?;
+        check_run_exists(conn, workspace_id, run_id).await?;
     }
+    let rows = read_items(conn, workspace_id, input).await?;
+    let chosen = judge(&rows, input, now)?;
+    // Every chosen item is locked now, in the lock order (see `step_jobs`), before any is written:
+    // the writes below take them one kind at a time, not in that order.
+    let ids: Vec<&str> = chosen.iter().map(|item| item.id.as_str()).collect();
+    let of = crate::step_jobs::PendingOf::Items(&ids);
+    crate::step_jobs::lock_pending_items(conn, workspace_id, of).await?;
+    Ok(chosen)
+}
+
+/// The approval rows a decision names: its `ids` (404 naming the unknown ones), or every pending
+/// item of its sequence or run, oldest first.
+async fn read_items(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    input: &DecideInput,
+) -> Result<Vec<AnyRow>, ApiError> {
     let columns = "id, kind, status, subject_id, sequence_id, prospect_id, sender_id, texts, run_id, expires_at";
     let rows = match (&input.ids, &input.sequence_id, &input.run_id) {
         (Some(ids), _, _) => {
@@ -156,11 +177,17 @@ async fn choose(
             ));
         }
     };
+    Ok(rows)
+}
+
+/// Judges the rows read for a decision without touching the database: an item of another
+/// sequence or run, one already decided, or one past its expiry refuses the whole call.
+fn judge(rows: &[AnyRow], input: &DecideInput, now: i64) -> Result<Vec<Chosen>, ApiError> {
     let mut elsewhere = Vec::new();
     let mut decided = Vec::new();
     let mut lapsed = Vec::new();
     let mut chosen = Vec::with_capacity(rows.len());
-    for row in &rows {
+    for row in rows {
         let id: String = row.try_get("id")?;
         let status = ApprovalStatus::from_db(&row.try_get::<String, _>("status")?)?;
         let item_sequence: Option<String> = row.try_get("sequence_id")?;
@@ -231,11 +258,6 @@ async fn choose(
     if !lapsed.is_empty() {
         return Err(expired(&lapsed));
     }
-    // Every chosen item is locked now, in the lock order (see `delivery`), before any is written:
-    // the writes below take them one kind at a time, not in that order.
-    let ids: Vec<&str> = chosen.iter().map(|item| item.id.as_str()).collect();
-    let of = crate::delivery::PendingOf::Items(&ids);
-    crate::delivery::lock_pending_items(conn, workspace_id, of).await?;
     Ok(chosen)
 }
 
@@ -269,7 +291,8 @@ pub struct ApprovedReply {
     pub sender_id: String,
     /// The queued message (`msg_...`); `null` with `dry_run`.
     pub message_id: Option<String>,
-    /// When it is due: the start of the sender's next working window.
+    /// When it is due: the earliest moment its sender may send a message (working hours, a
+    /// pause, the message limit, the gap after its last call).
     pub send_at: Timestamp,
 }
 
@@ -279,7 +302,9 @@ pub struct SenderPlan {
     pub sender_id: String,
     /// How many approved enrollments it sends to.
     pub enrollments: u64,
-    /// The earliest time its first step may go out (within its working hours and limits).
+    /// The earliest time its first step may go out, by the rules every send follows (working
+    /// hours, a pause, the limits of the step's kind, the gap after the sender's last call); null
+    /// when no time can be promised (the account is not connected, or a limit is 0).
     pub first_send_at: Option<Timestamp>,
 }
 
@@ -348,19 +373,56 @@ pub(crate) async fn approve(
     input: &DecideInput,
     now: i64,
 ) -> Result<ApproveOutcome, ApiError> {
+    // The plan: what each chosen item becomes, and when each sender's first step is due. A dry
+    // run answers it; a real one applies it.
     let chosen = choose(conn, workspace_id, input, now).await?;
+    let mut plans = plan_sequences(conn, workspace_id, &chosen, now).await?;
+    let blocked = do_not_contact(conn, workspace_id, &chosen).await?;
+    let sorted = sort_chosen(conn, workspace_id, &chosen, &blocked, &mut plans, now).await?;
+    let senders = plan_senders(conn, workspace_id, &sorted.items, &plans, now).await?;
+    let approved_replies = if input.dry_run {
+        sorted
+            .replies
+            .into_iter()
+            .map(|(_, reply, _)| reply)
+            .collect()
+    } else {
+        apply_plan(conn, clock, workspace_id, person_id, &sorted, now).await?
+    };
+    Ok(ApproveOutcome {
+        dry_run: input.dry_run,
+        approved: (sorted.items.len() + approved_replies.len()) as u64,
+        items: sorted.items,
+        replies: approved_replies,
+        senders,
+        not_approved: sorted.not_approved.into_iter().map(|(_, n)| n).collect(),
+    })
+}
 
-    // The sequences involved: stopped and completed ones take no approvals; each gives the first
-    // step's delay and the senders to assign from.
+/// The chosen items of an approval, sorted by what becomes of them.
+struct Sorted<'c> {
+    items: Vec<ApprovedItem>,
+    replies: Vec<(&'c Chosen, ApprovedReply, replies::PlannedReply)>,
+    not_approved: Vec<(&'c Chosen, NotApproved)>,
+}
+
+/// The sequences of the chosen items: stopped and completed ones take no approvals; each gives
+/// the first step's delay and the senders to assign from.
+async fn plan_sequences(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    chosen: &[Chosen],
+    now: i64,
+) -> Result<HashMap<String, SequencePlan>, ApiError> {
     let mut plans: HashMap<String, SequencePlan> = HashMap::new();
-    for item in &chosen {
+    for item in chosen {
         let Some(sequence_id) = &item.sequence_id else {
             continue;
         };
         if plans.contains_key(sequence_id) {
             continue;
         }
-        let sequence = sequences::fetch(conn, workspace_id, sequence_id).await?;
+        let sequence = sequences::fetch(conn, workspace_id, sequence_id, now).await?;
         if matches!(
             sequence.status,
             SequenceStatus::Stopped | SequenceStatus::Completed
@@ -388,25 +450,36 @@ pub(crate) async fn approve(
                 ),
             ));
         }
-        let load = sequences::enroll::sender_load(conn, workspace_id, &sequence.sender_ids).await?;
-        let delay_ms = sequence
-            .steps
-            .first()
-            .map_or(0, |step| i64::from(step.delay_hours) * 3_600_000);
+        let load = super::propose::sender_load(conn, workspace_id, &sequence.sender_ids).await?;
+        let first = sequence.steps.first();
+        let delay_ms = first.map_or(0, |step| i64::from(step.delay_hours) * 3_600_000);
         plans.insert(
             sequence.id.clone(),
             SequencePlan {
                 load,
                 next_step_at: now + delay_ms,
+                first_kind: first.map(|step| step.kind.quota_kind()),
             },
         );
     }
 
-    let blocked = do_not_contact(conn, workspace_id, &chosen).await?;
+    Ok(plans)
+}
+
+/// What each chosen item becomes: an enrollment with its sender, a reply with its send time, or
+/// not approved (the person is now do-not-contact).
+async fn sort_chosen<'c>(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    chosen: &'c [Chosen],
+    blocked: &HashSet<String>,
+    plans: &mut HashMap<String, SequencePlan>,
+    now: i64,
+) -> Result<Sorted<'c>, ApiError> {
     let mut items = Vec::new();
     let mut replies = Vec::new();
     let mut not_approved = Vec::new();
-    for item in &chosen {
+    for item in chosen {
         if blocked.contains(&item.prospect_id) {
             not_approved.push((
                 item,
@@ -427,7 +500,7 @@ pub(crate) async fn approve(
                     .ok_or_else(|| ApiError::internal("an item's sequence was not planned"))?;
                 let sender_id = match &item.sender_id {
                     Some(sender_id) => sender_id.clone(),
-                    None => sequences::enroll::pick_sender(&mut plan.load)
+                    None => super::propose::pick_sender(&mut plan.load)
                         .ok_or_else(|| ApiError::internal("no sender to pick"))?,
                 };
                 items.push(ApprovedItem {
@@ -458,18 +531,54 @@ pub(crate) async fn approve(
         }
     }
 
-    let mut per_sender: BTreeMap<String, (u64, i64)> = BTreeMap::new();
-    for item in &items {
-        let entry = per_sender
-            .entry(item.sender_id.clone())
-            .or_insert((0, i64::MAX));
-        entry.0 += 1;
-        entry.1 = entry.1.min(item.next_step_at.ms());
+    Ok(Sorted {
+        items,
+        replies,
+        not_approved,
+    })
+}
+
+/// Per sender, how many enrollments it gets and when its first step can go out, by the gate's
+/// rules.
+async fn plan_senders(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    items: &[ApprovedItem],
+    plans: &HashMap<String, SequencePlan>,
+    now: i64,
+) -> Result<Vec<SenderPlan>, ApiError> {
+    // Per sender, how many it gets and, per kind of first step, when the earliest is due.
+    let mut per_sender: BTreeMap<String, (u64, Vec<FirstDue>)> = BTreeMap::new();
+    for item in items {
+        let kind = plans
+            .get(&item.sequence_id)
+            .and_then(|plan| plan.first_kind);
+        let (count, due) = per_sender.entry(item.sender_id.clone()).or_default();
+        *count += 1;
+        let at = item.next_step_at.ms();
+        match due.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, earliest)) => *earliest = (*earliest).min(at),
+            None => due.push((kind, at)),
+        }
     }
     let mut senders = Vec::with_capacity(per_sender.len());
-    for (sender_id, (enrollments, earliest)) in per_sender {
-        let first_send_at =
-            crate::delivery::first_send_time(conn, workspace_id, &sender_id, earliest).await?;
+    for (sender_id, (enrollments, due)) in per_sender {
+        let mut first_send_at: Option<i64> = None;
+        for (kind, earliest) in due {
+            let at = crate::delivery::first_send_time(
+                conn,
+                workspace_id,
+                &sender_id,
+                kind,
+                earliest,
+                now,
+            )
+            .await?;
+            first_send_at = match (first_send_at, at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
         senders.push(SenderPlan {
             sender_id,
             enrollments,
@@ -477,45 +586,55 @@ pub(crate) async fn approve(
         });
     }
 
-    let mut approved_replies = Vec::with_capacity(replies.len());
-    if input.dry_run {
-        approved_replies.extend(replies.into_iter().map(|(_, reply, _)| reply));
-    } else {
-        apply_approval(conn, clock, workspace_id, person_id, &items, now).await?;
-        for (item, mut reply, planned) in replies {
-            let text = item.texts.first().map(|t| t.text.as_str()).unwrap_or("");
-            let message_id = replies::queue_reply(
-                conn,
-                clock,
-                workspace_id,
-                &planned,
-                text,
-                Some(person_id),
-                now,
-            )
-            .await?;
-            mark_approved(conn, workspace_id, &item.id, person_id, None, now).await?;
-            reply.message_id = Some(message_id);
-            approved_replies.push(reply);
-        }
-        for (item, _) in &not_approved {
-            expire_item(conn, workspace_id, item, "do_not_contact", now).await?;
-        }
-        crate::agents::runs::proposals_decided(conn, workspace_id, now).await?;
-    }
-    Ok(ApproveOutcome {
-        dry_run: input.dry_run,
-        approved: (items.len() + approved_replies.len()) as u64,
-        items,
-        replies: approved_replies,
-        senders,
-        not_approved: not_approved.into_iter().map(|(_, n)| n).collect(),
-    })
+    Ok(senders)
 }
+
+/// Applies an approval's plan: the enrollments scheduled, the replies queued, the blocked
+/// items expired, and the follow-up that ends the runs now decided. Answers the replies with
+/// their queued message ids.
+async fn apply_plan(
+    conn: &mut sqlx::AnyConnection,
+    clock: &Clock,
+    workspace_id: &str,
+    person_id: &str,
+    sorted: &Sorted<'_>,
+    now: i64,
+) -> Result<Vec<ApprovedReply>, ApiError> {
+    let mut approved_replies = Vec::with_capacity(sorted.replies.len());
+    apply_approval(conn, clock, workspace_id, person_id, &sorted.items, now).await?;
+    for (item, reply, planned) in &sorted.replies {
+        let text = item.texts.first().map(|t| t.text.as_str()).unwrap_or("");
+        let message_id = replies::queue_reply(
+            conn,
+            clock,
+            workspace_id,
+            planned,
+            text,
+            Some(person_id),
+            now,
+        )
+        .await?;
+        mark_approved(conn, workspace_id, &item.id, person_id, None, now).await?;
+        approved_replies.push(ApprovedReply {
+            message_id: Some(message_id),
+            ..reply.clone()
+        });
+    }
+    for (item, _) in &sorted.not_approved {
+        expire_item(conn, workspace_id, item, "do_not_contact", now).await?;
+    }
+    crate::followups::runs_decided(conn, clock, workspace_id, now).await?;
+    Ok(approved_replies)
+}
+
+/// Of a sender's approved enrollments whose first step is of one kind, when the earliest is due.
+type FirstDue = (Option<QuotaKind>, i64);
 
 struct SequencePlan {
     load: Vec<(String, i64)>,
     next_step_at: i64,
+    /// What the first step counts against (`None`: the sequence has no steps).
+    first_kind: Option<QuotaKind>,
 }
 
 /// The prospects among the chosen items now marked do-not-contact.
@@ -553,7 +672,7 @@ pub async fn schedule_first_steps(
     items: &[ApprovedItem],
 ) -> Result<(), ApiError> {
     for item in items {
-        crate::delivery::schedule(
+        crate::step_jobs::schedule(
             conn,
             clock,
             workspace_id,
@@ -562,7 +681,7 @@ pub async fn schedule_first_steps(
         )
         .await?;
     }
-    crate::delivery::inbound::ensure_polling(conn, clock).await
+    crate::senders::ensure_polling(conn, clock).await
 }
 
 /// Marks one pending item approved (by `person_id`), or answers that another call decided it.
@@ -609,20 +728,17 @@ async fn apply_approval(
             now,
         )
         .await?;
-        let enrollment = sqlx::query(
-            "update enrollments set status = 'scheduled', sender_id = $3, next_step_at = $4, approved_at = $5, \
-             approved_by = $6, updated_at = $5 \
-             where workspace_id = $1 and id = $2 and status = 'awaiting_approval'",
+        let approved = enrollments::approve(
+            conn,
+            workspace_id,
+            &item.enrollment_id,
+            &item.sender_id,
+            item.next_step_at.ms(),
+            person_id,
+            now,
         )
-        .bind(workspace_id)
-        .bind(&item.enrollment_id)
-        .bind(&item.sender_id)
-        .bind(item.next_step_at.ms())
-        .bind(now)
-        .bind(person_id)
-        .execute(&mut *conn)
         .await?;
-        if enrollment.rows_affected() != 1 {
+        if !approved {
             return Err(changed_meanwhile(&item.id));
         }
     }
@@ -630,7 +746,15 @@ async fn apply_approval(
         .iter()
         .map(|item| item.enrollment_id.clone())
         .collect();
-    enrollments::record_events(conn, workspace_id, &ids, now, "approved", None).await?;
+    enrollments::record_events(
+        conn,
+        workspace_id,
+        &ids,
+        now,
+        enrollments::EnrollmentEventKind::Approved,
+        None,
+    )
+    .await?;
     if items.is_empty() {
         return Ok(());
     }
@@ -723,16 +847,8 @@ pub async fn reject_outreach(ctx: Ctx, input: DecideInput) -> Result<RejectOutco
             if item.kind != ApprovalKind::Enrollment {
                 continue;
             }
-            let enrollment = sqlx::query(AssertSqlSafe(format!(
-                "update enrollments set status = 'finished', exit_reason = 'rejected', next_step_at = null, updated_at = $3 \
-                 where workspace_id = $1 and id = $2 and status in {LIVE_SQL}"
-            )))
-            .bind(workspace_id)
-            .bind(&item.subject_id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            if enrollment.rows_affected() != 1 {
+            let subject = [item.subject_id.clone()];
+            if enrollments::finish(&mut tx, workspace_id, &subject, "rejected", now).await? != 1 {
                 return Err(changed_meanwhile(&item.id));
             }
         }
@@ -741,11 +857,11 @@ pub async fn reject_outreach(ctx: Ctx, input: DecideInput) -> Result<RejectOutco
             workspace_id,
             &enrollment_ids,
             now,
-            "rejected",
+            enrollments::EnrollmentEventKind::Rejected,
             None,
         )
         .await?;
-        crate::agents::runs::proposals_decided(&mut tx, workspace_id, now).await?;
+        crate::followups::runs_decided(&mut tx, ctx.clock(), workspace_id, now).await?;
     }
     Ok(RejectOutcome {
         dry_run: input.dry_run,
@@ -753,4 +869,24 @@ pub async fn reject_outreach(ctx: Ctx, input: DecideInput) -> Result<RejectOutco
         ids: chosen.iter().map(|c| c.id.clone()).collect(),
         enrollment_ids,
     })
+}
+
+/// 404 unless the workspace has this run.
+async fn check_run_exists(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<(), ApiError> {
+    let found = IdKind::Run.is_id(id)
+        && sqlx::query("select 1 as found from agent_runs where workspace_id = $1 and id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .fetch_optional(conn)
+            .await?
+            .is_some();
+    if found {
+        Ok(())
+    } else {
+        Err(IdKind::Run.not_found(id))
+    }
 }

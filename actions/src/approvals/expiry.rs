@@ -9,7 +9,7 @@
 //! Nothing is charged back: the run was charged for the work it did, not for the decision.
 
 use outreach_runtime::prelude::{
-    ApiError, Clock, JobCtx, JobOutcome, JobResult, NewJob, enqueue, job,
+    ApiError, Clock, JobArgs, JobCtx, JobOutcome, JobResult, NewJob, enqueue, job,
 };
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -19,14 +19,16 @@ use crate::enrollments;
 /// How long an agent's proposal waits for a decision.
 pub const EXPIRES_AFTER_MS: i64 = 72 * 3_600_000;
 
-/// The job kind that expires a run's proposals.
-pub const EXPIRY_JOB: &str = "expire_proposals";
+job!(ExpiryJob::KIND, expire_proposals);
 
-job!("expire_proposals", expire_proposals);
-
+/// The job that expires a run's proposals: what it carries.
 #[derive(Debug, Serialize, Deserialize)]
-struct ExpiryPayload {
-    run_id: String,
+pub struct ExpiryJob {
+    pub run_id: String,
+}
+
+impl JobArgs for ExpiryJob {
+    const KIND: &'static str = "expire_proposals";
 }
 
 /// Enqueues (in the caller's transaction) the expiry of a run's proposals at `at_ms`; one job per
@@ -41,17 +43,19 @@ pub(crate) async fn schedule(
     enqueue(
         conn,
         clock,
-        NewJob::new(EXPIRY_JOB, serde_json::json!({ "run_id": run_id }))
-            .workspace(workspace_id)
-            .run_at(at_ms)
-            .unique_key(format!("run:{run_id}")),
+        NewJob::of(&ExpiryJob {
+            run_id: run_id.to_owned(),
+        })
+        .workspace(workspace_id)
+        .run_at(at_ms)
+        .unique_key(format!("run:{run_id}")),
     )
     .await?;
     Ok(())
 }
 
 async fn expire_proposals(job: JobCtx) -> JobResult {
-    let payload: ExpiryPayload = job.payload_as()?;
+    let payload: ExpiryJob = job.args()?;
     let now = job.now_ms();
     let mut tx = job.tx().await?;
     let rows = sqlx::query(
@@ -96,7 +100,7 @@ async fn expire_proposals(job: JobCtx) -> JobResult {
             .transpose()?,
     };
     if let Some(workspace_id) = workspace {
-        crate::agents::runs::proposals_decided(&mut tx, &workspace_id, now).await?;
+        crate::followups::runs_decided(&mut tx, job.clock(), &workspace_id, now).await?;
     }
     Ok(match later {
         Some(until_ms) => JobOutcome::Snooze { until_ms },
@@ -119,7 +123,7 @@ pub(crate) async fn finish_enrollment(
             workspace_id,
             enrollment_id,
             now,
-            "finished",
+            enrollments::EnrollmentEventKind::Finished,
             None,
             None,
             Some(exit_reason),

@@ -10,20 +10,27 @@
 
 pub mod decide;
 pub mod expiry;
+pub mod propose;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::agents::triage::Classification;
 use crate::common::{IdKind, json_text};
-use crate::drafting::DraftedBy;
-use crate::scoring::engine::{MatchedCriterion, Tier};
+use crate::conversations::Classification;
+use crate::prospects::Tier;
+use crate::scoring::engine::MatchedCriterion;
+use crate::sequences::DraftedBy;
 use crate::sequences::RenderedText;
 use outreach_runtime::prelude::{
     ApiError, CredentialKind, Ctx, ErrorCode, Page, PageParams, Timestamp, action, paged,
 };
+
+outreach_runtime::prelude::resource_tag!(
+    "approvals",
+    "The approval queue: everything that would reach a person (an enrollment, a reply) waits here until a person approves or rejects it."
+);
 
 /// The most item ids one decision takes.
 pub const MAX_IDS: usize = 1000;
@@ -401,6 +408,7 @@ pub struct TextEdit {
     /// Which text: its `step_index` in the item's `texts` (0 for a reply).
     pub step_index: u32,
     /// The new text, plain or a template (`Hi {{first_name|there}}`) rendered for the prospect.
+    #[schemars(length(min = 1), regex(pattern = crate::common::NOT_BLANK))]
     pub text: String,
 }
 
@@ -410,6 +418,7 @@ pub struct UpdateApprovalInput {
     /// The item's id (`apr_...`).
     pub id: String,
     /// The texts to replace, each named by its `step_index`; the others stay.
+    #[schemars(length(min = 1, max = 20))]
     pub texts: Vec<TextEdit>,
 }
 

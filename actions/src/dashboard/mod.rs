@@ -10,12 +10,14 @@ pub mod agents;
 pub mod approvals;
 pub mod outreach;
 
-use crate::scoring::engine::Tier;
+use crate::prospects::Tier;
 use outreach_runtime::prelude::credits::TransactionKind;
 use outreach_runtime::prelude::{ApiError, Ctx, Timestamp, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
+
+outreach_runtime::prelude::resource_tag!("dashboard", "Counts and rates over a period.");
 
 /// How far back the period-bound figures look.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -140,10 +142,21 @@ pub struct CreditFigures {
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SourceSpend {
-    /// The action that spent, e.g. `import_prospects`.
+    /// The action that spent (every action that spends credits), or `other`.
+    #[schemars(extend("enum" = SPEND_SOURCES))]
     pub source: String,
     pub credits: i64,
 }
+
+/// What `spent_by_source` names: the actions that spend credits (a test checks the list against
+/// the registry in `tests/api/openapi.rs`), and `other` for a spend that names none.
+const SPEND_SOURCES: [&str; 5] = [
+    "import_prospects",
+    "process_list",
+    "run_agent",
+    "start_scoring_run",
+    "other",
+];
 
 /// Show the workspace's dashboard.
 ///

@@ -1,6 +1,6 @@
 //! What an inbound event changes: the conversation, the prospect and the enrollments.
 //!
-//! [`crate::network::ingest`] records an event once and calls [`apply`] in the same transaction,
+//! [`ingest`] records an event once and calls [`apply`] in the same transaction,
 //! whichever way the event came (the sandbox's poll, its test helpers, later a provider's
 //! webhook). An acceptance connects the prospect and lets every enrollment that waited for it go
 //! on after its next step's delay; a message lands in the conversation, sets `last_replied_at`
@@ -11,20 +11,86 @@
 //! every few minutes of service time: acceptances can be signalled late, so polling is the model.
 
 use outreach_runtime::prelude::{
-    ApiError, Clock, JobCtx, JobOutcome, JobResult, NewJob, enqueue, jobs,
+    ApiError, Clock, Db, ErrorCode, JobArgs, JobCtx, JobOutcome, JobResult, ids, jobs,
 };
 use sqlx::{AnyConnection, Row};
 
 use crate::conversations::{Inbound, record_inbound};
-use crate::enrollments::record_event;
-use crate::network::{InboundEvent, NetworkProvider, network_for};
+use crate::enrollments::{self, EnrollmentEventKind, record_event};
+use crate::network::{InboundEvent, Network, NetworkProvider, network_for};
 
-/// The job kind that polls the network.
-pub const POLL_JOB: &str = "network_poll";
 /// How often the network is polled (service time).
 pub const POLL_EVERY_MS: i64 = 5 * 60 * 1000;
 
 const HOUR_MS: i64 = 3_600_000;
+
+/// The one entry of inbound events, whatever their source: records `event` for the workspace in
+/// the caller's transaction (`conn`), once per provider event id, and applies it there
+/// ([`apply`]: the conversation, the prospect, the enrollments). Answers
+/// whether it was new; a redelivered event changes nothing.
+pub async fn ingest(
+    conn: &mut AnyConnection,
+    clock: &Clock,
+    workspace_id: &str,
+    event: &InboundEvent,
+) -> Result<bool, ApiError> {
+    let now_ms = clock.now_ms();
+    let (sender_id, profile_url, text, at_ms) = match event {
+        InboundEvent::InvitationAccepted {
+            sender_id,
+            profile_url,
+            at_ms,
+        } => (sender_id, profile_url, None, *at_ms),
+        InboundEvent::MessageReceived {
+            sender_id,
+            profile_url,
+            text,
+            at_ms,
+            ..
+        } => (sender_id, profile_url, Some(text), *at_ms),
+    };
+    // `on conflict do nothing` is the same on both backends and keeps a redelivery from aborting
+    // the caller's transaction (PostgreSQL aborts it on a failed insert).
+    let inserted = sqlx::query(
+        "insert into inbound_events (id, workspace_id, provider_event_id, kind, sender_id, profile_url, text, at, received_at) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+         on conflict (workspace_id, provider_event_id) do nothing",
+    )
+    .bind(ids::new_id("ibe"))
+    .bind(workspace_id)
+    .bind(event.provider_event_id())
+    .bind(event.kind())
+    .bind(sender_id)
+    .bind(profile_url)
+    .bind(text)
+    .bind(at_ms)
+    .bind(now_ms)
+    .execute(&mut *conn)
+    .await?;
+    if inserted.rows_affected() == 0 {
+        return Ok(false);
+    }
+    apply(conn, clock, workspace_id, event).await?;
+    Ok(true)
+}
+
+/// Takes what the network has for the workspace ([`NetworkProvider::poll`]) and applies each
+/// event through [`ingest`], in one transaction; answers how many were new.
+pub async fn deliver_due(
+    network: &Network,
+    db: &Db,
+    clock: &Clock,
+    workspace_id: &str,
+) -> Result<u64, ApiError> {
+    let mut tx = db.begin_write().await?;
+    let events = network.poll(&mut tx, workspace_id).await?;
+    let mut delivered = 0;
+    for event in &events {
+        delivered += u64::from(ingest(&mut tx, clock, workspace_id, event).await?);
+    }
+    tx.commit().await?;
+    Ok(delivered)
+}
 
 /// Applies a newly recorded inbound event in the caller's transaction.
 pub async fn apply(
@@ -49,7 +115,8 @@ pub async fn apply(
             let Some(prospect_id) = prospect_of(conn, workspace_id, profile_url).await? else {
                 return Ok(());
             };
-            super::lock_steps_of_people(conn, workspace_id, &[prospect_id.as_str()]).await?;
+            crate::step_jobs::lock_steps_of_people(conn, workspace_id, &[prospect_id.as_str()])
+                .await?;
             let inbound = Inbound {
                 workspace_id,
                 sender_id,
@@ -58,11 +125,13 @@ pub async fn apply(
                 at_ms: *at_ms,
                 provider_message_id,
             };
-            if record_inbound(conn, &inbound, clock.now_ms())
-                .await?
-                .is_none()
-            {
-                return Ok(());
+            match record_inbound(conn, &inbound, clock.now_ms()).await {
+                Ok(Some(_)) => {}
+                // Already recorded; or the person was deleted meanwhile, and the message has
+                // no one to belong to.
+                Ok(None) => return Ok(()),
+                Err(error) if error.code == ErrorCode::NotFound => return Ok(()),
+                Err(error) => return Err(error),
             }
             replied(conn, clock, workspace_id, &prospect_id, *at_ms).await
         }
@@ -95,11 +164,8 @@ async fn accepted(
     let Some(prospect_id) = prospect_of(conn, workspace_id, profile_url).await? else {
         return Ok(());
     };
-    super::lock_steps_of_people(conn, workspace_id, &[prospect_id.as_str()]).await?;
-    sqlx::query("update prospects set connection_state = 'connected' where id = $1")
-        .bind(&prospect_id)
-        .execute(&mut *conn)
-        .await?;
+    crate::step_jobs::lock_steps_of_people(conn, workspace_id, &[prospect_id.as_str()]).await?;
+    crate::prospects::mark_connected(conn, &prospect_id).await?;
     // The enrollments of this sender that sent their invitation and wait for it.
     let waiting = sqlx::query(
         "select id, sequence_id, step_index, status from enrollments where workspace_id = $1 and prospect_id = $2 \
@@ -122,15 +188,20 @@ async fn accepted(
             .and_then(|index| sequence.steps.get(index))
             .map_or(0, |step| i64::from(step.delay_hours));
         let next_at = at_ms + delay * HOUR_MS;
-        sqlx::query("update enrollments set accepted_at = $2, next_step_at = $3 where id = $1")
-            .bind(&id)
-            .bind(at_ms)
-            .bind(next_at)
-            .execute(&mut *conn)
-            .await?;
-        record_event(conn, workspace_id, &id, at_ms, "accepted", None, None, None).await?;
+        enrollments::mark_accepted(conn, &id, at_ms, Some(next_at)).await?;
+        record_event(
+            conn,
+            workspace_id,
+            &id,
+            at_ms,
+            EnrollmentEventKind::Accepted,
+            None,
+            None,
+            None,
+        )
+        .await?;
         if status != "paused" {
-            super::schedule(conn, clock, workspace_id, &id, next_at).await?;
+            crate::step_jobs::schedule(conn, clock, workspace_id, &id, next_at).await?;
         }
     }
     Ok(())
@@ -143,11 +214,7 @@ async fn replied(
     prospect_id: &str,
     at_ms: i64,
 ) -> Result<(), ApiError> {
-    sqlx::query("update prospects set last_replied_at = $2 where id = $1")
-        .bind(prospect_id)
-        .bind(at_ms)
-        .execute(&mut *conn)
-        .await?;
+    crate::prospects::note_replied(conn, prospect_id, at_ms).await?;
     let live = sqlx::query(
         "select e.id, e.sequence_id, s.settings from enrollments e join sequences s on s.id = e.sequence_id \
          where e.workspace_id = $1 and e.prospect_id = $2 and e.status in ('scheduled', 'active', 'paused')",
@@ -166,40 +233,27 @@ async fn replied(
         if !settings.stop_on_reply {
             continue;
         }
-        sqlx::query(
-            "update enrollments set status = 'finished', exit_reason = 'replied', next_step_at = null, updated_at = $2 \
-             where id = $1",
-        )
-        .bind(&id)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
+        enrollments::finish_replied(conn, &id, now).await?;
         record_event(
             conn,
             workspace_id,
             &id,
             at_ms,
-            "finished",
+            EnrollmentEventKind::Finished,
             None,
             None,
             Some("replied"),
         )
         .await?;
-        jobs::cancel_unique(&mut *conn, clock, super::STEP_JOB, &super::step_key(&id)).await?;
-        super::complete_sequence_if_done(conn, &sequence_id, now).await?;
+        jobs::cancel_unique(
+            &mut *conn,
+            clock,
+            <crate::step_jobs::StepJob as JobArgs>::KIND,
+            &crate::step_jobs::step_key(&id),
+        )
+        .await?;
+        crate::sequences::complete_if_done(conn, &sequence_id, now).await?;
     }
-    Ok(())
-}
-
-/// Makes sure the network is being polled (in the caller's transaction): one `network_poll` job
-/// for the whole database, which keeps itself going.
-pub async fn ensure_polling(conn: &mut AnyConnection, clock: &Clock) -> Result<(), ApiError> {
-    enqueue(
-        conn,
-        clock,
-        NewJob::new(POLL_JOB, serde_json::json!({})).unique_key(POLL_JOB),
-    )
-    .await?;
     Ok(())
 }
 
@@ -215,7 +269,7 @@ async fn poll(job: JobCtx) -> JobResult {
     };
     let network = network_for(job.config(), job.db(), job.clock())?;
     for workspace_id in workspaces {
-        if let Err(error) = network.poll(&workspace_id).await {
+        if let Err(error) = deliver_due(&network, job.db(), job.clock(), &workspace_id).await {
             tracing::warn!(workspace_id, ?error, "polling the network failed");
         }
     }
@@ -224,4 +278,4 @@ async fn poll(job: JobCtx) -> JobResult {
     })
 }
 
-outreach_runtime::prelude::job!("network_poll", poll);
+outreach_runtime::prelude::job!(<crate::senders::PollJob as JobArgs>::KIND, poll);

@@ -7,290 +7,60 @@
 //!
 //! 1. In the job's fenced transaction: re-read the enrollment, its sequence, its prospect and its
 //!    sender; anything that says "not now" (not approved, paused, outside the sender's working
-//!    hours in its zone, too soon after the sender's last action, a limit reached) snoozes the job
-//!    to the time it lifts, without using an attempt.
-//! 2. Still in that transaction: the sender's quota unit is taken (the sender row is locked, so
-//!    no number of workers overshoots a limit) and an intent row is written; both commit
-//!    ([`JobCtx::commit`]) *before* the network is called.
+//!    hours in its zone, a call of the sender under way, too soon after its last call, a limit
+//!    reached) snoozes the job to the time it lifts, without using an attempt. This is the
+//!    [`gate`], the one every call to the network goes through.
+//! 2. Still in that transaction: the sender's quota unit is taken and the call noted as the
+//!    sender's last (the sender row is locked, so no number of workers overshoots a limit or the
+//!    gap) and an intent row is written; all commit ([`JobCtx::commit`]) *before* the network is
+//!    called.
 //! 3. The network call carries the intent's id as its idempotency token.
 //! 4. A new fenced transaction records the outcome: the intent, the enrollment's history, the
-//!    next step's time, the conversation, the prospect's `last_contacted_at`.
+//!    next step's time, the conversation, the prospect's `last_contacted_at`; the unit moves to
+//!    the network's time, and the sender's gap restarts from the call's end, whatever came of it.
 //!
-//! A crash between 2 and 4 leaves a `pending` intent; the next run asks the network whether it
-//! happened ([`NetworkProvider::find_outbound`]) and records the answer instead of sending again.
+//! A crash between 2 and 4 leaves a `pending` intent, and a call that fails without an answer an
+//! `unanswered` one; before anything else, the next run asks the network whether it happened
+//! ([`NetworkProvider::find_outbound`]) and records the answer. When the network has no record,
+//! the unit goes back, the intent becomes `unsent`, and the step goes through the gate again like
+//! a new one (hours, gap, limits at that moment), sent under the same intent once it passes. A
+//! `pending` intent holds its sender meanwhile: no other call of it starts. Recovery makes sure
+//! every unsettled intent has a job ([`recover_unsettled`]).
 //! Refusals for the account (limit signal, disconnected) give the quota unit back and wait;
 //! refusals for the person (unreachable, cannot resend yet) fail the enrollment with the error.
+//! Either way the network saw the call: the gap counts it.
 //!
-//! ## One lock order (PostgreSQL)
-//!
-//! A run holds its job row for the whole of each of its transactions. In the first it locks
-//! its enrollment (`skip locked`: if another transaction holds it, the job is given back at
-//! once); in the outcome transaction it writes the enrollment's history, the prospect, the
-//! conversation and the enrollment, and may complete the sequence. Any other transaction that
-//! changes those rows takes them in this order, or the two can wait for each other until
-//! PostgreSQL ends one (a call then answers 409 `conflict` with `retryable: true`; a job tries
-//! again later):
-//!
-//! 1. the step jobs of the enrollments it touches, all at once in enrollment id order
-//!    ([`lock_step_job`], [`lock_steps_of_people`], [`lock_live_of_sequence`]);
-//! 2. approval items, all at once in the order `created_at`, then id ([`lock_pending_items`];
-//!    a decision locks the items it chose before it writes any);
-//! 3. the prospect and the conversation;
-//! 4. the enrollments, in id order;
-//! 5. the sequence.
-//!
-//! A transaction that handles several people (a triage batch, the sandbox's due events) locks
-//! the step jobs of all of them before the first person's prospect. On SQLite none of this
-//! applies: one transaction writes at a time.
+//! The lock order every writer of outreach state follows, and each enrollment's step job, are
+//! in [`crate::step_jobs`].
 
 pub mod inbound;
 pub mod intents;
 pub mod replies;
 
 use outreach_runtime::prelude::{
-    ApiError, Clock, JobCtx, JobError, JobOutcome, JobResult, NewJob, enqueue, jobs,
+    ApiError, Clock, Db, JobArgs, JobCtx, JobError, JobOutcome, JobResult, jobs,
 };
 use rand::Rng;
-use serde::{Deserialize, Serialize};
 use sqlx::{AnyConnection, Row};
 
-use crate::enrollments::record_event;
+use crate::enrollments::{self, EnrollmentEventKind, EnrollmentStatus, record_event};
 use crate::network::{
     Account, NetworkError, NetworkProvider, Outbound, OutboundKind, OutboundRecord, Sent,
     network_for,
 };
-use crate::senders::{self, QuotaKind, SenderRow, SenderStatus};
-use crate::sequences::{RenderedText, SequenceStatus, Step, StepType};
+use crate::senders::{self, GAP_MS, QuotaKind, SenderRow, SenderStatus, next_window};
+use crate::sequences::{self, RenderedText, SequenceStatus, Step, StepType};
+use crate::step_jobs::{STEP_KEY_PREFIX, StepJob, locks_rows_one_by_one, step_job};
 use intents::{IntentStatus, NewIntent};
-
-/// The job kind of an enrollment's steps.
-pub const STEP_JOB: &str = "outreach_step";
 
 const HOUR_MS: i64 = 3_600_000;
 const DAY_MS: i64 = 24 * HOUR_MS;
-/// A sender acts at most once in this many milliseconds (a random gap in this range), so a
-/// morning's work goes out spread over the morning, never in a burst.
-const GAP_MS: std::ops::RangeInclusive<i64> = 30_000..=90_000;
 /// How long an enrollment waits before looking again at a sender that cannot send (disconnected,
 /// restricted, without working hours).
 const BLOCKED_RETRY_MS: i64 = HOUR_MS;
-
-/// What an `outreach_step` job carries.
-#[derive(Debug, Serialize, Deserialize)]
-struct StepPayload {
-    enrollment_id: String,
-}
-
-/// What a step job's `unique_key` starts with; the enrollment's id follows.
-const STEP_KEY_PREFIX: &str = "enrollment:";
-
-fn step_key(enrollment_id: &str) -> String {
-    format!("{STEP_KEY_PREFIX}{enrollment_id}")
-}
-
-/// Locks (in the caller's transaction) the enrollment's step job, waiting or running, until the
-/// transaction ends; waits for a run of it in flight first. PostgreSQL only: on SQLite the
-/// transactions already run one after the other.
-///
-/// A run holds its job row (its fenced transaction) and then locks the enrollment and its
-/// prospect. A transaction that changes either of those and then schedules or cancels the step
-/// must call this first: locks are taken job first, everywhere, or the two transactions wait for
-/// each other until PostgreSQL aborts one. A waiting job locked here is not claimed (workers skip
-/// locked jobs) until the transaction ends. (A run that finds its enrollment locked does not wait
-/// either: [`prepare`] gives the job back instead.)
-pub async fn lock_step_job(conn: &mut AnyConnection, enrollment_id: &str) -> Result<(), ApiError> {
-    if locks_rows_one_by_one(conn) {
-        sqlx::query(
-            "select id from jobs where kind = $1 and unique_key = $2 and state in ('available', 'running') \
-             for update",
-        )
-        .bind(STEP_JOB)
-        .bind(step_key(enrollment_id))
-        .fetch_all(&mut *conn)
-        .await?;
-    }
-    Ok(())
-}
-
-/// Locks (in the caller's transaction, PostgreSQL only) the step jobs of the live enrollments of
-/// `people` (prospect ids), all in one statement in enrollment id order, before anything else
-/// of theirs: a run of one holds its job and then locks the enrollment, the prospect and its
-/// conversation, which an accepted invitation, a reply, an inbox triage (an unsubscribe) or a
-/// delete change. A transaction that handles several people (the sandbox's delivery of due
-/// events, a triage batch) locks them all at once: one person's jobs and then another's would
-/// cross a stop that locks both in id order. See [`lock_step_job`].
-pub async fn lock_steps_of_people(
-    conn: &mut AnyConnection,
-    workspace_id: &str,
-    people: &[&str],
-) -> Result<(), ApiError> {
-    if people.is_empty() || !locks_rows_one_by_one(conn) {
-        return Ok(());
-    }
-    // Prospect ids are base62: a comma list is one bind however many people there are.
-    let filter = "e.prospect_id = any(string_to_array($4, ','))";
-    lock_live_step_jobs(conn, workspace_id, filter, &people.join(",")).await
-}
-
-/// Locks the step jobs of the workspace's live enrollments that `filter` (a condition on `e`,
-/// with `value` as `$4`) selects, in enrollment id order, in one statement. PostgreSQL only: the
-/// callers check.
-async fn lock_live_step_jobs(
-    conn: &mut AnyConnection,
-    workspace_id: &str,
-    filter: &str,
-    value: &str,
-) -> Result<(), ApiError> {
-    let live = crate::enrollments::LIVE_SQL;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "select j.id from jobs j where j.kind = $1 and j.state in ('available', 'running') \
-         and j.unique_key in (select $2 || e.id from enrollments e \
-         where e.workspace_id = $3 and {filter} and e.status in {live}) \
-         order by j.unique_key for update of j"
-    )))
-    .bind(STEP_JOB)
-    .bind(STEP_KEY_PREFIX)
-    .bind(workspace_id)
-    .bind(value)
-    .fetch_all(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// Locks (in the caller's transaction, PostgreSQL only) pending approval items ([`PendingOf`]),
-/// all in one statement in the order `created_at`, then id: a decision locks the items it chose
-/// and then their enrollments, so a transaction that finishes an enrollment (and expires its
-/// item) takes the item first.
-pub async fn lock_pending_items(
-    conn: &mut AnyConnection,
-    workspace_id: &str,
-    of: PendingOf<'_>,
-) -> Result<(), ApiError> {
-    if !locks_rows_one_by_one(conn) {
-        return Ok(());
-    }
-    let (filter, ids) = match of {
-        PendingOf::Enrollment(id) => ("kind = 'enrollment' and subject_id = $2", id.to_owned()),
-        PendingOf::Sequence(id) => ("sequence_id = $2", id.to_owned()),
-        PendingOf::People([]) | PendingOf::Items([]) => return Ok(()),
-        // Prospect and item ids are base62: a comma list is one bind.
-        PendingOf::People(people) => (
-            "prospect_id = any(string_to_array($2, ','))",
-            people.join(","),
-        ),
-        PendingOf::Items(items) => ("id = any(string_to_array($2, ','))", items.join(",")),
-    };
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "select id from approvals where workspace_id = $1 and {filter} and status = 'pending' \
-         order by created_at, id for update"
-    )))
-    .bind(workspace_id)
-    .bind(ids)
-    .fetch_all(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// Whose pending approval items [`lock_pending_items`] locks.
-#[derive(Debug, Clone, Copy)]
-pub enum PendingOf<'a> {
-    /// The item that decides whether this enrollment (`enr_...`) may start.
-    Enrollment(&'a str),
-    /// Every item of this sequence (`seq_...`).
-    Sequence(&'a str),
-    /// Every item about these prospects (`prs_...`): enrollments and reply drafts.
-    People(&'a [&'a str]),
-    /// These items (`apr_...`), as a decision chose them.
-    Items(&'a [&'a str]),
-}
-
-/// Locks (in the caller's transaction, PostgreSQL only) the step jobs of a sequence's live
-/// enrollments, its pending approval items, and then the live enrollments, as a caller about to
-/// lock the sequence's own row, finish them and expire the items must.
-///
-/// The order is the module's (step jobs, items, enrollments, sequence). A run that ends the
-/// sequence's last live enrollment holds its job and the enrollment and then completes the
-/// sequence ([`complete_sequence_if_done`]); a reply does the same without a job; an approval
-/// holds its items and then their enrollments. Stopping the sequence by locking its row first
-/// and then the rest made each of them wait for the stop while the stop waited for them.
-/// Editing a sequence's content and deleting a draft take the same locks first.
-pub async fn lock_live_of_sequence(
-    conn: &mut AnyConnection,
-    workspace_id: &str,
-    sequence_id: &str,
-) -> Result<(), ApiError> {
-    if !locks_rows_one_by_one(conn) {
-        return Ok(());
-    }
-    lock_live_step_jobs(conn, workspace_id, "e.sequence_id = $4", sequence_id).await?;
-    lock_pending_items(conn, workspace_id, PendingOf::Sequence(sequence_id)).await?;
-    let live = crate::enrollments::LIVE_SQL;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "select id from enrollments where workspace_id = $1 and sequence_id = $2 and status in {live} \
-         order by id for update"
-    )))
-    .bind(workspace_id)
-    .bind(sequence_id)
-    .fetch_all(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// Enqueues (in the caller's transaction) the job that performs an enrollment's next step at
-/// `run_at_ms`. An enrollment already holding a waiting job gets it moved to `run_at_ms`.
-///
-/// A run in flight may be about to end the job (because the sequence was not active yet): this
-/// waits for it first ([`lock_step_job`]), so the job enqueued here is not dropped as a
-/// duplicate of one that then ends. A caller that locked the enrollment or its prospect must
-/// have called [`lock_step_job`] before it did.
-pub async fn schedule(
-    conn: &mut AnyConnection,
-    clock: &Clock,
-    workspace_id: &str,
-    enrollment_id: &str,
-    run_at_ms: i64,
-) -> Result<(), ApiError> {
-    let key = step_key(enrollment_id);
-    lock_step_job(conn, enrollment_id).await?;
-    jobs::cancel_unique(&mut *conn, clock, STEP_JOB, &key).await?;
-    enqueue(
-        conn,
-        clock,
-        NewJob::new(
-            STEP_JOB,
-            serde_json::json!({"enrollment_id": enrollment_id}),
-        )
-        .workspace(workspace_id)
-        .run_at(run_at_ms)
-        .unique_key(key),
-    )
-    .await?;
-    Ok(())
-}
-
-/// Enqueues the step jobs of a sequence's approved enrollments (on activation and resumption).
-pub async fn schedule_sequence(
-    conn: &mut AnyConnection,
-    clock: &Clock,
-    workspace_id: &str,
-    sequence_id: &str,
-    now: i64,
-) -> Result<(), ApiError> {
-    let rows = sqlx::query(
-        "select id, next_step_at from enrollments where workspace_id = $1 and sequence_id = $2 \
-         and status in ('scheduled', 'active')",
-    )
-    .bind(workspace_id)
-    .bind(sequence_id)
-    .fetch_all(&mut *conn)
-    .await?;
-    for row in rows {
-        let id: String = row.try_get("id")?;
-        let at: Option<i64> = row.try_get("next_step_at")?;
-        schedule(conn, clock, workspace_id, &id, at.unwrap_or(now).max(now)).await?;
-    }
-    Ok(())
-}
+/// How soon a step looks again at a sender with a call under way (a call takes milliseconds; one
+/// whose process died is settled once its job's lease lapses, within seconds).
+const CALL_UNDER_WAY_RECHECK_MS: i64 = 5_000;
 
 /// The enrollment as the executor needs it.
 struct EnrollmentRow {
@@ -416,16 +186,7 @@ async fn finish(
     exit_reason: &str,
     now: i64,
 ) -> Result<(), ApiError> {
-    let ended = sqlx::query(
-        "update enrollments set status = 'finished', exit_reason = $2, next_step_at = null, updated_at = $3 \
-         where id = $1 and status in ('scheduled', 'active', 'paused')",
-    )
-    .bind(&enrollment.id)
-    .bind(exit_reason)
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
-    if ended.rows_affected() == 0 {
+    if !enrollments::finish_approved(conn, &enrollment.id, exit_reason, now).await? {
         return Ok(());
     }
     record_event(
@@ -433,33 +194,13 @@ async fn finish(
         &enrollment.workspace_id,
         &enrollment.id,
         now,
-        "finished",
+        EnrollmentEventKind::Finished,
         None,
         None,
         Some(exit_reason),
     )
     .await?;
-    complete_sequence_if_done(conn, &enrollment.sequence_id, now).await
-}
-
-/// Completes an active sequence once none of its enrollments is live any more: every approved
-/// person went through its steps or left it. (Adding people is for `draft`, `active` and
-/// `paused` sequences; a completed one is done.)
-pub(crate) async fn complete_sequence_if_done(
-    conn: &mut AnyConnection,
-    sequence_id: &str,
-    now: i64,
-) -> Result<(), ApiError> {
-    sqlx::query(
-        "update sequences set status = 'completed', finished_at = $2, updated_at = $2 \
-         where id = $1 and status = 'active' and not exists (select 1 from enrollments e \
-         where e.sequence_id = $1 and e.status in ('awaiting_approval', 'scheduled', 'active', 'paused'))",
-    )
-    .bind(sequence_id)
-    .bind(now)
-    .execute(conn)
-    .await?;
-    Ok(())
+    sequences::complete_if_done(conn, &enrollment.sequence_id, now).await
 }
 
 /// Fails an enrollment with the network's refusal.
@@ -470,27 +211,20 @@ async fn fail(
     now: i64,
 ) -> Result<(), ApiError> {
     let api: ApiError = error.clone().into();
-    sqlx::query(
-        "update enrollments set status = 'failed', last_error = $2, next_step_at = null, updated_at = $3 \
-         where id = $1 and status in ('scheduled', 'active', 'paused')",
-    )
-    .bind(&enrollment.id)
-    .bind(format!("{}: {}", api.code, api.message))
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
+    let last_error = format!("{}: {}", api.code, api.message);
+    enrollments::fail(conn, &enrollment.id, &last_error, now).await?;
     record_event(
         conn,
         &enrollment.workspace_id,
         &enrollment.id,
         now,
-        "failed",
+        EnrollmentEventKind::Failed,
         Some(enrollment.step_index),
         None,
         Some(api.code.as_str()),
     )
     .await?;
-    complete_sequence_if_done(conn, &enrollment.sequence_id, now).await
+    sequences::complete_if_done(conn, &enrollment.sequence_id, now).await
 }
 
 /// Moves an enrollment's next step to `wait.until`, holding `wait.slot` in its sender's queue.
@@ -499,47 +233,11 @@ async fn wait_until(
     enrollment_id: &str,
     wait: Wait,
 ) -> Result<(), ApiError> {
-    sqlx::query("update enrollments set next_step_at = $2, slot_at = $3 where id = $1")
-        .bind(enrollment_id)
-        .bind(wait.until)
-        .bind(wait.slot)
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-/// The first instant at or after `after` inside the sender's working hours and, when the sequence
-/// asks for it, inside the same hours in the prospect's zone.
-pub fn next_window(
-    sender: &SenderRow,
-    prospect_zone: Option<&jiff::tz::TimeZone>,
-    after: i64,
-) -> Option<i64> {
-    let mut at = after;
-    for _ in 0..64 {
-        let in_sender = senders::next_send_at(sender, at)?;
-        let Some(zone) = prospect_zone else {
-            return Some(in_sender);
-        };
-        let in_both = senders::hours::next_window(zone, &sender.schedule, in_sender)?;
-        if in_both == in_sender {
-            return Some(in_sender);
-        }
-        at = in_both;
-    }
-    None
+    enrollments::set_wait(conn, enrollment_id, wait.until, wait.slot).await
 }
 
 fn jitter() -> i64 {
     rand::rng().random_range(GAP_MS)
-}
-
-fn quota_kind(kind: StepType) -> QuotaKind {
-    match kind {
-        StepType::ViewProfile => QuotaKind::ProfileView,
-        StepType::ConnectionRequest => QuotaKind::ConnectionRequest,
-        StepType::Message => QuotaKind::Message,
-    }
 }
 
 fn network_kind(kind: StepType) -> OutboundKind {
@@ -555,94 +253,149 @@ fn network_kind(kind: StepType) -> OutboundKind {
 enum Plan {
     /// Nothing to send now; the job's outcome.
     Outcome(JobOutcome),
-    /// Call the network with this intent (fresh, or pending from a run that died).
+    /// An earlier call of this step whose outcome is unknown: ask the network first.
+    Settle(Box<Unsettled>),
+    /// Call the network with this intent (fresh, or sent again after the network had no record
+    /// of it), through the gate.
     Send(Box<Call>),
+}
+
+/// The step, its approved text, and who sends it: what a call and its outcome need.
+struct StepWork {
+    enrollment: EnrollmentRow,
+    step: Step,
+    text: Option<String>,
+    sender_id: String,
 }
 
 /// A network call about to be made for a step, and what it needs.
 struct Call {
-    enrollment: EnrollmentRow,
-    step: Step,
-    text: Option<String>,
+    work: StepWork,
     profile_url: String,
-    sender_id: String,
     intent_id: String,
-    /// The quota unit the intent holds.
-    usage_id: Option<String>,
-    /// The intent was pending already: ask the network whether it happened first.
-    reconcile: bool,
+    /// The quota unit the gate took for it.
+    usage_id: String,
+}
+
+/// A step whose intent is `pending` (its process died mid-call) or `unanswered` (the call failed
+/// without an answer).
+struct Unsettled {
+    work: StepWork,
+    intent: intents::Intent,
 }
 
 async fn run_step(job: JobCtx) -> JobResult {
-    let payload: StepPayload = job.payload_as()?;
-    let plan = prepare(&job, &payload.enrollment_id).await?;
-    let call = match plan {
-        Plan::Outcome(outcome) => return Ok(outcome),
-        Plan::Send(call) => *call,
-    };
+    let payload: StepJob = job.args()?;
+    // Settling an unknown outcome ends the run, or leaves the intent `unsent`; the step is then
+    // prepared again and goes through the gate like any other (so this loops at most twice).
+    loop {
+        match prepare(&job, &payload.enrollment_id).await? {
+            Plan::Outcome(outcome) => return Ok(outcome),
+            Plan::Settle(unsettled) => {
+                if let Some(outcome) = settle_unknown(&job, *unsettled).await? {
+                    return Ok(outcome);
+                }
+            }
+            Plan::Send(call) => return call_network(&job, *call).await,
+        }
+    }
+}
+
+/// Step 3 and 4 of the module header: the call, under the intent committed before it, and what
+/// came of it.
+async fn call_network(job: &JobCtx, call: Call) -> JobResult {
     let Call {
-        enrollment,
-        step,
-        text,
+        work,
         profile_url,
-        sender_id,
         intent_id,
         usage_id,
-        reconcile,
     } = call;
     // The intent and its quota unit are durable before the network hears of it.
     job.commit().await?;
 
     let network = network_for(job.config(), job.db(), job.clock())?;
+    let enrollment = &work.enrollment;
     let to = Outbound {
         account: Account {
             workspace_id: &enrollment.workspace_id,
-            sender_id: &sender_id,
+            sender_id: &work.sender_id,
         },
         profile_url: &profile_url,
         prospect_id: Some(&enrollment.prospect_id),
         intent: &intent_id,
     };
-    let earlier = if reconcile {
-        network
-            .find_outbound(to.account, &intent_id)
-            .await
-            .map_err(|error| network_fault(&error))?
-    } else {
-        None
-    };
-    let result = match earlier {
-        Some(record) => outcome_of(record),
-        None => match step.kind {
-            StepType::ViewProfile => network.view_profile(to).await.map(|_| Sent {
-                provider_id: String::new(),
-                at_ms: job.now_ms(),
-            }),
-            StepType::ConnectionRequest => network.invite(to, text.as_deref()).await,
-            StepType::Message => {
-                network
-                    .send_message(to, text.as_deref().unwrap_or(""))
-                    .await
-            }
-        },
+    let result = match work.step.kind {
+        StepType::ViewProfile => network.view_profile(to).await.map(|viewed| Sent {
+            provider_id: String::new(),
+            at_ms: viewed.at_ms,
+        }),
+        StepType::ConnectionRequest => network.invite(to, work.text.as_deref()).await,
+        StepType::Message => {
+            network
+                .send_message(to, work.text.as_deref().unwrap_or(""))
+                .await
+        }
     };
     if let Err(NetworkError::Transient(cause)) = &result {
-        // The intent stays pending: the retry asks the network before it sends again.
+        // The call is over, its outcome unknown: the sender is free again (its gap counts from
+        // now), and the retry asks the network before this step goes again.
+        let mut tx = job.tx().await?;
+        intents::mark_unanswered(&mut tx, &intent_id).await?;
+        senders::note_call(&mut tx, &work.sender_id, job.now_ms()).await?;
+        drop(tx);
+        job.commit().await?;
         return Err(JobError::retry(format!("the network failed: {cause}")));
     }
     let mut tx = job.tx().await?;
-    record_outcome(
-        &mut tx,
-        &job,
-        &enrollment,
-        &step,
-        text.as_deref(),
-        &sender_id,
-        (&intent_id, usage_id.as_deref()),
-        result,
-    )
-    .await
-    .map_err(JobError::from)
+    record_outcome(&mut tx, job, &work, (&intent_id, Some(&usage_id)), result)
+        .await
+        .map_err(JobError::from)
+}
+
+/// Asks the network what came of a step's earlier call (its intent's id is the token the network
+/// saw) and records it. When the network has no record, the call did not happen: its quota unit
+/// goes back, the intent becomes `unsent`, and `None` tells the run to prepare the step again,
+/// through the gate, as if it were new.
+async fn settle_unknown(
+    job: &JobCtx,
+    unsettled: Unsettled,
+) -> Result<Option<JobOutcome>, JobError> {
+    let Unsettled { work, intent } = unsettled;
+    job.commit().await?;
+    let network = network_for(job.config(), job.db(), job.clock())?;
+    let account = Account {
+        workspace_id: &work.enrollment.workspace_id,
+        sender_id: &intent.sender_id,
+    };
+    let found = network
+        .find_outbound(account, &intent.id)
+        .await
+        .map_err(|error| network_fault(&error))?;
+    let mut tx = job.tx().await?;
+    match found {
+        Some(record) => {
+            let usage_id = intent.usage_id.as_deref();
+            record_outcome(
+                &mut tx,
+                job,
+                &work,
+                (&intent.id, usage_id),
+                outcome_of(record),
+            )
+            .await
+            .map(Some)
+            .map_err(JobError::from)
+        }
+        None => {
+            if let Some(usage_id) = &intent.usage_id {
+                senders::release_quota(&mut tx, usage_id).await?;
+            }
+            intents::mark_unsent(&mut tx, &intent.id).await?;
+            drop(tx);
+            job.commit().await?;
+            Ok(None)
+        }
+    }
 }
 
 /// A recorded outbound action as the result of the call it stands for.
@@ -678,18 +431,34 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
     let mut tx = job.tx().await?;
     let enrollment = match load_enrollment(&mut tx, enrollment_id).await? {
         Ok(enrollment) => enrollment,
-        Err(Unavailable::Gone) => return Ok(Plan::Outcome(JobOutcome::Done)),
+        Err(Unavailable::Gone) => {
+            // Deleted with its prospect: a call it left under way can no longer be recorded
+            // anywhere, but it must stop holding its sender, whose gap restarts now.
+            let abandoned =
+                intents::abandon(&mut tx, intents::Subject::Enrollment(enrollment_id), now).await?;
+            for sender_id in abandoned {
+                senders::note_call(&mut tx, &sender_id, now).await?;
+            }
+            return Ok(Plan::Outcome(JobOutcome::Done));
+        }
         // A change of the enrollment is being made; it may be waiting for this job's row (see
         // `lock_step_job`). Give the job back, due at once: the next run sees the change.
         Err(Unavailable::Locked) => return Ok(Plan::Outcome(JobOutcome::Snooze { until_ms: now })),
+    };
+    let Ok(index) = usize::try_from(enrollment.step_index) else {
+        return Err(JobError::discard("a negative step index"));
+    };
+    // An earlier call of this step comes first (see `earlier_call`).
+    let (enrollment, unsent) = match earlier_call(&mut tx, enrollment, index).await? {
+        Ok(pair) => pair,
+        Err(settle) => return Ok(settle),
     };
     if !matches!(enrollment.status.as_str(), "scheduled" | "active") {
         // Paused, finished or failed: resuming enqueues the job again.
         return Ok(Plan::Outcome(JobOutcome::Done));
     }
     let sequence =
-        crate::sequences::fetch_row(&mut tx, &enrollment.workspace_id, &enrollment.sequence_id)
-            .await?;
+        sequences::fetch_row(&mut tx, &enrollment.workspace_id, &enrollment.sequence_id).await?;
     if sequence.status != SequenceStatus::Active {
         // A paused sequence's enrollments wait for `resume_sequence`, which enqueues them again;
         // a draft one's for `activate_sequence`.
@@ -698,44 +467,14 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
     if let Some(at) = enrollment.next_step_at.filter(|at| *at > now) {
         return Ok(Plan::Outcome(JobOutcome::Snooze { until_ms: at }));
     }
-    let Ok(index) = usize::try_from(enrollment.step_index) else {
-        return Err(JobError::discard("a negative step index"));
-    };
-    // Waiting for an acceptance, and the deadline has come: ask the network once more (its
-    // signal can be late), then exit.
+    // Waiting for an acceptance, and the deadline has come: ask the network once more, then exit.
     if enrollment.invited_at.is_some() && enrollment.accepted_at.is_none() {
-        let accepted = match (
-            &enrollment.sender_id,
-            load_person(&mut tx, &enrollment.prospect_id).await?,
-        ) {
-            (
-                Some(sender_id),
-                Some(Person {
-                    profile_url: Some(url),
-                    ..
-                }),
-            ) => {
-                let network = network_for(job.config(), job.db(), job.clock())?;
-                let account = Account {
-                    workspace_id: &enrollment.workspace_id,
-                    sender_id,
-                };
-                matches!(
-                    network.connection_state(account, &url).await,
-                    Ok(crate::network::ConnectionState::Connected)
-                )
-            }
-            _ => false,
-        };
+        let accepted = acceptance_came(job, &mut tx, &enrollment).await?;
         if !accepted {
             finish(&mut tx, &enrollment, "not_accepted", now).await?;
             return Ok(Plan::Outcome(JobOutcome::Done));
         }
-        sqlx::query("update enrollments set accepted_at = $2 where id = $1")
-            .bind(&enrollment.id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+        enrollments::mark_accepted(&mut tx, &enrollment.id, now, None).await?;
     }
     let Some(step) = sequence.steps.get(index).cloned() else {
         finish(&mut tx, &enrollment, "completed_steps", now).await?;
@@ -770,35 +509,6 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
         }
     };
 
-    // A run that died after its intent committed: settle that intent, never a second one. Such
-    // a run never ended cleanly, so its job comes back on a later attempt (a clean end gives the
-    // attempt back); a first attempt has no intent to look for, and the unique (enrollment, step)
-    // index refuses a second intent if one were there.
-    let earlier = if job.attempt() > 1 {
-        intents::of_step(&mut tx, &enrollment.id, enrollment.step_index).await?
-    } else {
-        None
-    };
-    if let Some(intent) = earlier {
-        if intent.status == IntentStatus::Pending {
-            let text = text_of(&mut tx, &enrollment, &step).await?;
-            return Ok(Plan::Send(Box::new(Call {
-                enrollment,
-                step,
-                text,
-                profile_url,
-                sender_id,
-                intent_id: intent.id,
-                usage_id: intent.usage_id,
-                reconcile: true,
-            })));
-        }
-        return Err(JobError::discard(format!(
-            "step {index} already has a completed intent `{}`",
-            intent.id
-        )));
-    }
-
     let prospect_zone = if sequence.schedule.respect_prospect_timezone {
         person
             .timezone
@@ -818,7 +528,7 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
         Some(&enrollment.id),
         &sender,
         prospect_zone.as_ref(),
-        quota_kind(step.kind),
+        step.kind.quota_kind(),
         turn,
         now,
     )
@@ -833,32 +543,121 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
         }
     };
     let text = text_of(&mut tx, &enrollment, &step).await?;
-    let intent_id = intents::insert(
-        &mut tx,
-        &NewIntent {
-            workspace_id: &enrollment.workspace_id,
-            sender_id: &sender_id,
-            prospect_id: &enrollment.prospect_id,
-            kind: network_kind(step.kind).as_str(),
-            enrollment_id: Some(&enrollment.id),
-            step_index: Some(enrollment.step_index),
-            message_id: None,
-            text: text.as_deref(),
-            usage_id: Some(&usage_id),
-        },
-        now,
-    )
-    .await?;
+    let intent_id = match unsent {
+        // The network had no record of the earlier call: the same intent goes again, with the
+        // unit the gate took now.
+        Some(intent_id) => {
+            intents::rearm(&mut tx, &intent_id, &usage_id).await?;
+            intent_id
+        }
+        None => {
+            intents::insert(
+                &mut tx,
+                &NewIntent {
+                    workspace_id: &enrollment.workspace_id,
+                    sender_id: &sender_id,
+                    prospect_id: &enrollment.prospect_id,
+                    kind: network_kind(step.kind).as_str(),
+                    enrollment_id: Some(&enrollment.id),
+                    step_index: Some(enrollment.step_index),
+                    message_id: None,
+                    text: text.as_deref(),
+                    usage_id: Some(&usage_id),
+                },
+                now,
+            )
+            .await?
+        }
+    };
     Ok(Plan::Send(Box::new(Call {
-        enrollment,
-        step,
-        text,
+        work: StepWork {
+            enrollment,
+            step,
+            text,
+            sender_id,
+        },
         profile_url,
-        sender_id,
         intent_id,
-        usage_id: Some(usage_id),
-        reconcile: false,
+        usage_id,
     })))
+}
+
+/// An earlier call of this step comes first, whatever happened to the enrollment since: a run
+/// that died after its intent committed, or a call that failed without an answer, is settled by
+/// asking the network (`Err` with the plan that does), never by sending blindly again. Otherwise
+/// answers the enrollment back with the step's `unsent` intent, if the network had no record of
+/// an earlier call. (The unique (enrollment, step) index refuses a second intent for the step.)
+async fn earlier_call(
+    tx: &mut AnyConnection,
+    enrollment: EnrollmentRow,
+    index: usize,
+) -> Result<Result<(EnrollmentRow, Option<String>), Plan>, JobError> {
+    let unsent = match intents::of_step(tx, &enrollment.id, enrollment.step_index).await? {
+        Some(intent) if intent.status.outcome_unknown() => {
+            let sequence =
+                sequences::fetch_row(tx, &enrollment.workspace_id, &enrollment.sequence_id).await?;
+            let Some(step) = sequence.steps.get(index).cloned() else {
+                return Err(JobError::discard(format!(
+                    "intent `{}` is for step {index}, which the sequence no longer has",
+                    intent.id
+                )));
+            };
+            let text = text_of(tx, &enrollment, &step).await?;
+            let sender_id = intent.sender_id.clone();
+            return Ok(Err(Plan::Settle(Box::new(Unsettled {
+                work: StepWork {
+                    enrollment,
+                    step,
+                    text,
+                    sender_id,
+                },
+                intent,
+            }))));
+        }
+        Some(intent) if intent.status == IntentStatus::Unsent => Some(intent.id),
+        Some(intent) => {
+            return Err(JobError::discard(format!(
+                "step {index} already has a completed intent `{}`",
+                intent.id
+            )));
+        }
+        None => None,
+    };
+    Ok(Ok((enrollment, unsent)))
+}
+
+/// Whether an enrollment waiting for its invitation's acceptance, now at its deadline, was
+/// accepted after all: the network is asked once more (its signal can be late).
+async fn acceptance_came(
+    job: &JobCtx,
+    tx: &mut AnyConnection,
+    enrollment: &EnrollmentRow,
+) -> Result<bool, JobError> {
+    Ok(
+        match (
+            &enrollment.sender_id,
+            load_person(tx, &enrollment.prospect_id).await?,
+        ) {
+            (
+                Some(sender_id),
+                Some(Person {
+                    profile_url: Some(url),
+                    ..
+                }),
+            ) => {
+                let network = network_for(job.config(), job.db(), job.clock())?;
+                let account = Account {
+                    workspace_id: &enrollment.workspace_id,
+                    sender_id,
+                };
+                matches!(
+                    network.connection_state(account, &url).await,
+                    Ok(crate::network::ConnectionState::Connected)
+                )
+            }
+            _ => false,
+        },
+    )
 }
 
 /// Where a step stands in its sender's queue of send slots, for [`gate`].
@@ -888,12 +687,16 @@ impl Wait {
 }
 
 /// Whether `sender` may act now: connected, inside its working hours (and the prospect's, when
-/// given), clear of every limit, far enough from its last action and, for a step without a slot,
-/// with no step queued ahead. When it may, one quota unit is taken in `tx` (the sender row is
-/// locked first, so workers on every instance count one after the other) and its id returned.
+/// given), clear of every limit, no other call of it under way, far enough from its last call
+/// (refused or not) and, for a step without a slot, with no step queued ahead. When it may, one
+/// quota unit is taken in `tx` and the call noted as the sender's last (the sender row is locked
+/// first, so workers on every instance decide one after the other), and the unit's id returned.
 /// When it is only busy, a step takes the next slot in the sender's queue, 30-90 s after the
 /// last one handed out, so the steps waiting for one sender wake one at a time instead of all
 /// together.
+///
+/// This is the one gate of every call that reaches the network: a step, a reply, and a step or
+/// reply sent again after the network had no record of an earlier attempt.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn gate(
     tx: &mut AnyConnection,
@@ -916,40 +719,49 @@ pub(crate) async fn gate(
     }
     // Busy, or steps queued ahead: wait, before locking the sender and counting its quota (most
     // runs of a busy sender end here). Read without the lock, this can only make a run wait (a
-    // sender's last action and its queue only get later), never let one through: the check
-    // under the lock below decides.
-    let pace = pace(tx, &sender.id).await?;
-    let queued_ahead = turn == Turn::Queue && pace.queued_until.is_some_and(|at| at > now);
+    // sender's last call and its queue only get later), never let one through: the check under
+    // the lock below decides.
+    let unlocked = pace(tx, &sender.id).await?;
+    let queued_ahead =
+        |pace: &Pace| turn == Turn::Queue && pace.queued_until.is_some_and(|at| at > now);
     let busy = 'decide: {
-        if queued_ahead || pace.busy(now) {
+        if queued_ahead(&unlocked) || unlocked.busy(now) {
+            break 'decide unlocked;
+        }
+        let (sender, pace) = if locks_rows_one_by_one(tx) {
+            let locked = senders::load_locked(tx, &sender.id).await?;
+            let pace = pace(tx, &sender.id).await?;
+            (std::borrow::Cow::Owned(locked), pace)
+        } else {
+            (std::borrow::Cow::Borrowed(sender), unlocked)
+        };
+        if queued_ahead(&pace) || pace.busy(now) {
             break 'decide pace;
         }
-        let usage_id = match senders::take_quota(tx, sender, kind, now).await? {
-            Ok(usage_id) => usage_id,
+        return match senders::take_quota(tx, &sender, kind, now).await? {
+            Ok(usage_id) => {
+                senders::note_call(tx, &sender.id, now).await?;
+                Ok(Ok(usage_id))
+            }
             Err(refusal) => {
                 let until = refusal
                     .until_ms
                     .unwrap_or(now + BLOCKED_RETRY_MS)
                     .max(now + 1);
-                let until = next_window(sender, prospect_zone, until).unwrap_or(until) + jitter();
-                return Ok(Err(Wait::until(until)));
+                let until = next_window(&sender, prospect_zone, until).unwrap_or(until) + jitter();
+                Ok(Err(Wait::until(until)))
             }
         };
-        if !locks_rows_one_by_one(tx) {
-            return Ok(Ok(usage_id));
-        }
-        let last_action_at = last_action_at_before(tx, &sender.id, &usage_id).await?;
-        let pace = Pace {
-            last_action_at,
-            ..pace
-        };
-        if !pace.busy(now) {
-            return Ok(Ok(usage_id));
-        }
-        // Another worker acted between the read above and the lock: the unit goes back.
-        senders::release_quota(tx, &usage_id).await?;
-        pace
     };
+    if busy.call_under_way {
+        // A call of the sender is on its way to the network (or its process died mid-call, and
+        // a job is about to ask the network what came of it): wait for its outcome, without a
+        // slot, looking again a little later rather than at once.
+        let last = busy.last_action_at.unwrap_or(now);
+        return Ok(Err(Wait::until(
+            (last + jitter()).max(now + CALL_UNDER_WAY_RECHECK_MS),
+        )));
+    }
     let wait = wait_turn(
         tx,
         clock,
@@ -964,26 +776,22 @@ pub(crate) async fn gate(
     Ok(Err(wait))
 }
 
-/// Whether transactions on this connection lock rows one by one (PostgreSQL), so a row read
-/// before it was locked may be out of date and a transaction in flight elsewhere must be waited
-/// for row by row; not on SQLite, whose write transaction (`BEGIN IMMEDIATE`, from a job's fence
-/// on) holds the whole database.
-pub(crate) fn locks_rows_one_by_one(tx: &AnyConnection) -> bool {
-    tx.backend_name().eq_ignore_ascii_case("postgresql")
-}
-
-/// A sender's pace: its last counted action and the last slot handed out in its queue.
+/// A sender's pace: its last call, whether one is under way, and the last slot handed out in its
+/// queue.
 #[derive(Debug, Clone, Copy)]
 struct Pace {
     last_action_at: Option<i64>,
+    call_under_way: bool,
     queued_until: Option<i64>,
 }
 
 impl Pace {
-    /// Inside the gap after the sender's last action.
+    /// A call is under way, or it is inside the gap after the sender's last call.
     fn busy(&self, now: i64) -> bool {
-        self.last_action_at
-            .is_some_and(|last| last + *GAP_MS.start() > now)
+        self.call_under_way
+            || self
+                .last_action_at
+                .is_some_and(|last| last + *GAP_MS.start() > now)
     }
 }
 
@@ -1010,9 +818,10 @@ async fn queue_due_steps(
     } else {
         ""
     };
+    let step_kind = <StepJob as JobArgs>::KIND;
     let due = sqlx::query(sqlx::AssertSqlSafe(format!(
         "select e.id as enrollment_id, j.id as job_id from enrollments e \
-         join jobs j on j.kind = '{STEP_JOB}' and j.unique_key = 'enrollment:' || e.id \
+         join jobs j on j.kind = '{step_kind}' and j.unique_key = '{STEP_KEY_PREFIX}' || e.id \
          where e.sender_id = $1 and e.slot_at is null and e.status in ('scheduled', 'active') \
          and not (e.invited_at is not null and e.accepted_at is null) \
          and e.id <> $2 and j.state = 'available' and j.run_at <= $3 \
@@ -1045,24 +854,17 @@ async fn queue_due_steps(
             slot = at;
         }
     }
-    sqlx::query("update senders set queued_until = $2 where id = $1")
-        .bind(sender_id)
-        .bind(slot)
-        .execute(&mut *tx)
-        .await?;
-    Ok(())
+    senders::set_queued_until(tx, sender_id, slot).await
 }
 
 async fn pace(conn: &mut AnyConnection, sender_id: &str) -> Result<Pace, ApiError> {
-    let row = sqlx::query(
-        "select queued_until, (select max(at) from sender_usage where sender_id = $1) as last \
-         from senders where id = $1",
-    )
-    .bind(sender_id)
-    .fetch_one(conn)
-    .await?;
+    let row = sqlx::query("select queued_until, last_action_at from senders where id = $1")
+        .bind(sender_id)
+        .fetch_one(&mut *conn)
+        .await?;
     Ok(Pace {
-        last_action_at: row.try_get("last")?,
+        last_action_at: row.try_get("last_action_at")?,
+        call_under_way: intents::call_under_way(conn, sender_id).await?,
         queued_until: row.try_get("queued_until")?,
     })
 }
@@ -1093,17 +895,7 @@ async fn wait_turn(
         }
         Turn::Holds(_) | Turn::Queue => {}
     }
-    let slot: i64 = sqlx::query(
-        "update senders set queued_until = \
-         (case when coalesce(queued_until, 0) > $2 then queued_until else $2 end) + $3 \
-         where id = $1 returning queued_until",
-    )
-    .bind(&sender.id)
-    .bind(last)
-    .bind(jitter())
-    .fetch_one(&mut *tx)
-    .await?
-    .try_get("queued_until")?;
+    let slot = senders::take_queue_slot(tx, &sender.id, last, jitter()).await?;
     queue_due_steps(tx, clock, &sender.id, enrollment_id, slot, now).await?;
     Ok(match next_window(sender, prospect_zone, slot) {
         Some(at) if at == slot => Wait {
@@ -1149,21 +941,6 @@ pub(crate) async fn account_refusal(
     }))
 }
 
-/// The sender's last counted action other than `except` (the unit just taken).
-async fn last_action_at_before(
-    conn: &mut AnyConnection,
-    sender_id: &str,
-    except: &str,
-) -> Result<Option<i64>, ApiError> {
-    let row =
-        sqlx::query("select max(at) as last from sender_usage where sender_id = $1 and id <> $2")
-            .bind(sender_id)
-            .bind(except)
-            .fetch_one(conn)
-            .await?;
-    Ok(row.try_get("last")?)
-}
-
 /// The approved text of a step (a note or a message), if it has one.
 async fn text_of(
     conn: &mut AnyConnection,
@@ -1180,21 +957,43 @@ async fn text_of(
         .map(|text| text.text))
 }
 
-/// Step 4 of the module header: what came of the call, in the job's second transaction.
-#[allow(clippy::too_many_arguments)]
+/// Step 4 of the module header: what came of the call, in the job's second transaction. The call
+/// is over, so the sender's gap counts from now whatever came of it (the network saw a refused
+/// call too); a unit it performed moves to the network's time. The sender's row is written last,
+/// as the gate takes it last.
 async fn record_outcome(
     tx: &mut AnyConnection,
     job: &JobCtx,
-    enrollment: &EnrollmentRow,
-    step: &Step,
-    text: Option<&str>,
-    sender_id: &str,
+    work: &StepWork,
     (intent_id, usage_id): (&str, Option<&str>),
     result: Result<Sent, NetworkError>,
 ) -> Result<JobOutcome, ApiError> {
+    let sent_at = result.as_ref().ok().map(|sent| sent.at_ms);
+    let outcome = apply_outcome(tx, job, work, (intent_id, usage_id), result).await?;
+    if let (Some(sent_at), Some(usage_id)) = (sent_at, usage_id) {
+        let sender = senders::load_locked(tx, &work.sender_id).await?;
+        senders::restamp_quota(tx, &sender, usage_id, sent_at).await?;
+    }
+    senders::note_call(tx, &work.sender_id, job.now_ms()).await?;
+    Ok(outcome)
+}
+
+async fn apply_outcome(
+    tx: &mut AnyConnection,
+    job: &JobCtx,
+    work: &StepWork,
+    (intent_id, usage_id): (&str, Option<&str>),
+    result: Result<Sent, NetworkError>,
+) -> Result<JobOutcome, ApiError> {
+    let StepWork {
+        enrollment,
+        step,
+        text,
+        sender_id,
+    } = work;
+    let (step, text, sender_id) = (step, text.as_deref(), sender_id.as_str());
     let now = job.now_ms();
     let step_index = enrollment.step_index;
-    let kind = step.kind.as_str();
     let sent_at = match result {
         Ok(sent) => sent.at_ms,
         Err(error) => {
@@ -1211,17 +1010,13 @@ async fn record_outcome(
                     &enrollment.workspace_id,
                     &enrollment.id,
                     now,
-                    kind,
+                    step.kind.into(),
                     Some(step_index),
                     text,
                     Some(code),
                 )
                 .await?;
-                sqlx::query("update enrollments set accepted_at = $2 where id = $1")
-                    .bind(&enrollment.id)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
+                enrollments::mark_accepted(tx, &enrollment.id, now, None).await?;
                 return advance(tx, job, enrollment, step, now, false).await;
             }
             // Refusals for the account: the intent is forgotten, the sender paused or marked,
@@ -1233,7 +1028,7 @@ async fn record_outcome(
                     &enrollment.workspace_id,
                     &enrollment.id,
                     now,
-                    kind,
+                    step.kind.into(),
                     Some(step_index),
                     None,
                     Some(code),
@@ -1249,7 +1044,7 @@ async fn record_outcome(
                 &enrollment.workspace_id,
                 &enrollment.id,
                 now,
-                kind,
+                step.kind.into(),
                 Some(step_index),
                 text,
                 Some(code),
@@ -1265,18 +1060,14 @@ async fn record_outcome(
         &enrollment.workspace_id,
         &enrollment.id,
         sent_at,
-        kind,
+        step.kind.into(),
         Some(step_index),
         text,
         Some("sent"),
     )
     .await?;
     if step.kind != StepType::ViewProfile {
-        sqlx::query("update prospects set last_contacted_at = $2 where id = $1")
-            .bind(&enrollment.prospect_id)
-            .bind(sent_at)
-            .execute(&mut *tx)
-            .await?;
+        crate::prospects::note_contacted(tx, &enrollment.prospect_id, sent_at).await?;
     }
     if step.kind == StepType::Message {
         crate::conversations::record_outbound(
@@ -1299,15 +1090,8 @@ async fn record_outcome(
     }
     let invited = step.kind == StepType::ConnectionRequest;
     if invited {
-        sqlx::query("update enrollments set invited_at = $2 where id = $1")
-            .bind(&enrollment.id)
-            .bind(sent_at)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("update prospects set connection_state = 'pending' where id = $1 and (connection_state is null or connection_state = 'not_connected')")
-            .bind(&enrollment.prospect_id)
-            .execute(&mut *tx)
-            .await?;
+        enrollments::mark_invited(tx, &enrollment.id, sent_at).await?;
+        crate::prospects::mark_invitation_pending(tx, &enrollment.prospect_id).await?;
     }
     advance(tx, job, enrollment, step, sent_at, invited).await
 }
@@ -1328,17 +1112,13 @@ async fn advance(
 ) -> Result<JobOutcome, ApiError> {
     let now = job.now_ms();
     let sequence =
-        crate::sequences::fetch_row(tx, &enrollment.workspace_id, &enrollment.sequence_id).await?;
+        sequences::fetch_row(tx, &enrollment.workspace_id, &enrollment.sequence_id).await?;
     let next_index = enrollment.step_index + 1;
     let Some(next) = usize::try_from(next_index)
         .ok()
         .and_then(|index| sequence.steps.get(index))
     else {
-        sqlx::query("update enrollments set step_index = $2 where id = $1")
-            .bind(&enrollment.id)
-            .bind(next_index)
-            .execute(&mut *tx)
-            .await?;
+        enrollments::set_step_index(tx, &enrollment.id, next_index).await?;
         finish(tx, enrollment, "completed_steps", now).await?;
         return Ok(JobOutcome::Done);
     };
@@ -1351,18 +1131,8 @@ async fn advance(
     };
     // A person may have paused or stopped the enrollment while the call was in flight: the step
     // is recorded, the status they set stays, and the job ends (resuming enqueues it again).
-    let status: String = sqlx::query(
-        "update enrollments set status = case when status in ('scheduled', 'active') then 'active' else status end, \
-         step_index = $2, next_step_at = $3, slot_at = null, updated_at = $4 where id = $1 returning status",
-    )
-    .bind(&enrollment.id)
-    .bind(next_index)
-    .bind(next_at)
-    .bind(now)
-    .fetch_one(&mut *tx)
-    .await?
-    .try_get("status")?;
-    if status != "active" {
+    let status = enrollments::advance(tx, &enrollment.id, next_index, next_at, now).await?;
+    if status != EnrollmentStatus::Active {
         return Ok(JobOutcome::Done);
     }
     Ok(JobOutcome::Snooze {
@@ -1370,24 +1140,54 @@ async fn advance(
     })
 }
 
-outreach_runtime::prelude::job!("outreach_step", run_step);
+outreach_runtime::prelude::job!(StepJob::KIND, run_step);
 
-/// The earliest time `sender_id` may act at or after `after_ms`: inside its working hours, and
-/// not before a limit or pause it is under lifts. What `approve_outreach`'s dry run shows.
+outreach_runtime::prelude::recovery!("intents whose outcome is unknown", recover_unsettled);
+
+/// How many unsettled intents one round of [`recover_unsettled`] looks at.
+const UNSETTLED_BATCH: i64 = 500;
+
+/// Makes sure every intent whose outcome is unknown has a job that settles it: the step's or the
+/// reply's own job normally does, but a job can be gone (discarded after its last attempt, or
+/// cancelled when its enrollment ended while the call's outcome was unknown). Until it is settled
+/// such an intent holds its sender (see [`gate`]). Returns how many jobs it wrote.
+async fn recover_unsettled(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
+    let unsettled = {
+        let mut conn = db.pool().acquire().await?;
+        intents::unsettled(&mut conn, UNSETTLED_BATCH).await?
+    };
+    if unsettled.is_empty() {
+        return Ok(0);
+    }
+    let mut tx = db.begin_write().await?;
+    let mut written = 0;
+    for (workspace_id, enrollment_id, message_id) in unsettled {
+        let job = match (enrollment_id, message_id) {
+            (Some(enrollment_id), _) => step_job(&enrollment_id),
+            (None, Some(message_id)) => replies::reply_job(&message_id),
+            (None, None) => continue,
+        };
+        if jobs::enqueue_if_absent(&mut tx, clock, job.workspace(workspace_id))
+            .await?
+            .is_some()
+        {
+            written += 1;
+        }
+    }
+    tx.commit().await?;
+    Ok(written)
+}
+
+/// The earliest time `sender_id` may make a call of `kind` at or after `after_ms`, by the gate's
+/// rules ([`senders::earliest_call`]): what `approve_outreach`'s dry run shows.
 pub async fn first_send_time(
     conn: &mut AnyConnection,
     workspace_id: &str,
     sender_id: &str,
+    kind: Option<QuotaKind>,
     after_ms: i64,
+    now: i64,
 ) -> Result<Option<i64>, ApiError> {
     let sender = senders::load(conn, workspace_id, sender_id).await?;
-    let at = match senders::limits::standing_refusal(&sender, after_ms) {
-        // Disconnected or restricted: no time can be promised.
-        Some(refusal) => match refusal.until_ms {
-            Some(until) => until.max(after_ms),
-            None => return Ok(None),
-        },
-        None => after_ms,
-    };
-    Ok(next_window(&sender, None, at))
+    senders::earliest_call(conn, &sender, kind, None, after_ms, now).await
 }

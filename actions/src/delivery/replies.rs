@@ -7,21 +7,19 @@
 //! `messages_per_day`, never exceeds it, and never goes twice.
 
 use outreach_runtime::prelude::{
-    ApiError, Clock, Ctx, ErrorCode, JobCtx, JobError, JobOutcome, JobResult, NewJob, action,
-    enqueue,
+    ApiError, Clock, Ctx, ErrorCode, JobArgs, JobCtx, JobError, JobOutcome, JobResult, NewJob,
+    action, enqueue,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::{AnyConnection, Row};
 
 use super::intents::{self, IntentStatus, NewIntent};
-use super::{Turn, account_refusal, gate, next_window};
+use super::{Turn, account_refusal, gate};
 use crate::conversations::{self, MessageStatus, Outbound as OutboundMessage, settle_outbound};
-use crate::network::{Account, NetworkError, NetworkProvider, Outbound, network_for};
-use crate::senders::{self, QuotaKind, SenderStatus};
+use crate::network::{Account, NetworkError, NetworkProvider, Outbound, Sent, network_for};
+use crate::senders::{self, QuotaKind, SenderRow, SenderStatus};
 
-/// The job kind that sends a queued reply.
-pub const REPLY_JOB: &str = "send_reply";
 /// The longest reply.
 pub const MAX_REPLY_CHARS: usize = 8_000;
 
@@ -31,6 +29,7 @@ pub struct ReplyInput {
     /// The conversation's id (`cnv_...`).
     pub id: String,
     /// What to send: 1 to 8,000 characters.
+    #[schemars(length(min = 1, max = 8000), regex(pattern = crate::common::NOT_BLANK))]
     pub text: String,
 }
 
@@ -75,13 +74,13 @@ pub async fn reply_to_conversation(
 pub(crate) struct PlannedReply {
     pub sender_id: String,
     pub prospect_id: String,
-    /// When it is due: the start of the sender's next working window.
+    /// When it is due: the earliest moment the sender may send a message, by the gate's rules.
     pub due: i64,
 }
 
 /// Checks that a reply can go out in a conversation, and when (reads only): a 404 for an
 /// unknown conversation, a 409 for a deleted or unconnected sender, a do-not-contact prospect or a
-/// sender without working hours.
+/// sender that can never send a message (no working hours, a message limit of 0).
 pub(crate) async fn plan_reply(
     conn: &mut AnyConnection,
     workspace_id: &str,
@@ -125,11 +124,16 @@ pub(crate) async fn plan_reply(
             ),
         ));
     }
-    let Some(due) = next_window(&sender, None, now) else {
+    // When the gate would let a message of this sender through: its hours, a pause, its message
+    // limit, the gap after its last call.
+    let due =
+        senders::earliest_call(conn, &sender, Some(QuotaKind::Message), None, now, now).await?;
+    let Some(due) = due else {
         return Err(ApiError::new(
             ErrorCode::InvalidState,
             format!(
-                "The sender account `{}` has no working hours, so a reply could never go out. Give it working hours first.",
+                "The sender account `{}` cannot send a message as things stand (it has no working hours, or its \
+                 `messages_per_day` is 0), so a reply could never go out. Give it working hours or a message limit first.",
                 sender.id
             ),
         ));
@@ -171,18 +175,30 @@ pub(crate) async fn queue_reply(
     enqueue(
         conn,
         clock,
-        NewJob::new(REPLY_JOB, serde_json::json!({"message_id": message_id}))
+        reply_job(&message_id)
             .workspace(workspace_id)
-            .run_at(planned.due)
-            .unique_key(format!("message:{message_id}")),
+            .run_at(planned.due),
     )
     .await?;
     Ok(message_id)
 }
 
+/// The job that sends a queued reply (one per message: its unique key).
+pub(crate) fn reply_job(message_id: &str) -> NewJob {
+    NewJob::of(&ReplyJob {
+        message_id: message_id.to_owned(),
+    })
+    .unique_key(format!("message:{message_id}"))
+}
+
+/// The job that sends a queued reply: what it carries.
 #[derive(Debug, Serialize, Deserialize)]
-struct ReplyPayload {
-    message_id: String,
+pub struct ReplyJob {
+    pub message_id: String,
+}
+
+impl JobArgs for ReplyJob {
+    const KIND: &'static str = "send_reply";
 }
 
 /// A queued reply as the job needs it.
@@ -216,82 +232,160 @@ async fn load_reply(
 }
 
 async fn postpone(conn: &mut AnyConnection, message_id: &str, at: i64) -> Result<(), ApiError> {
-    sqlx::query("update messages set at = $2 where id = $1 and status = 'queued'")
-        .bind(message_id)
-        .bind(at)
-        .execute(conn)
-        .await?;
-    Ok(())
+    conversations::postpone_queued(conn, message_id, at).await
 }
 
 async fn send_reply(job: JobCtx) -> JobResult {
-    let payload: ReplyPayload = job.payload_as()?;
+    let payload: ReplyJob = job.args()?;
     let message_id = payload.message_id;
-    let now = job.now_ms();
-    let (reply, profile_url, intent_id, reconcile) = {
+    // Settling an unknown outcome ends the run, or leaves the intent `unsent`; the reply then goes
+    // through the gate like a new one (so this loops at most twice).
+    loop {
+        let now = job.now_ms();
         let mut tx = job.tx().await?;
         let Some(reply) = load_reply(&mut tx, &message_id).await? else {
+            // Deleted with its prospect: a call it left under way must stop holding its sender.
+            let abandoned =
+                intents::abandon(&mut tx, intents::Subject::Message(&message_id), now).await?;
+            for sender_id in abandoned {
+                senders::note_call(&mut tx, &sender_id, now).await?;
+            }
             return Ok(JobOutcome::Done);
+        };
+        let earlier = intents::of_message(&mut tx, &message_id).await?;
+        let unsent = match earlier {
+            // A call whose outcome is unknown: ask the network before anything else.
+            Some(intent) if intent.status.outcome_unknown() => {
+                drop(tx);
+                if let Some(outcome) = settle_unknown(&job, &message_id, &reply, intent).await? {
+                    return Ok(outcome);
+                }
+                continue;
+            }
+            Some(intent) if intent.status == IntentStatus::Unsent => Some(intent.id),
+            Some(_) => return Ok(JobOutcome::Done),
+            None => None,
         };
         if reply.status != MessageStatus::Queued.as_str() {
             return Ok(JobOutcome::Done);
         }
-        let prospect =
-            sqlx::query("select profile_url, do_not_contact from prospects where id = $1")
-                .bind(&reply.prospect_id)
-                .fetch_one(&mut *tx)
-                .await?;
-        let profile_url: Option<String> = prospect.try_get("profile_url")?;
-        let do_not_contact = prospect.try_get::<i64, _>("do_not_contact")? != 0;
-        let Some(profile_url) = profile_url else {
-            settle_outbound(&mut tx, &message_id, Err("the prospect has no profile URL")).await?;
+        let Some((profile_url, sender)) = recipient(&mut tx, &message_id, &reply).await? else {
             return Ok(JobOutcome::Done);
         };
-        if let Some(intent) = intents::of_message(&mut tx, &message_id).await? {
-            if intent.status != IntentStatus::Pending {
-                return Ok(JobOutcome::Done);
+        let usage_id = match gate(
+            &mut tx,
+            job.clock(),
+            None,
+            &sender,
+            None,
+            QuotaKind::Message,
+            Turn::First,
+            now,
+        )
+        .await?
+        {
+            Ok(usage_id) => usage_id,
+            Err(wait) => {
+                postpone(&mut tx, &message_id, wait.until).await?;
+                return Ok(JobOutcome::Snooze {
+                    until_ms: wait.until,
+                });
             }
-            (reply, profile_url, intent.id, true)
-        } else {
-            // Marked do-not-contact since the reply was queued (an unsubscribe read meanwhile):
-            // nothing goes out. (A reply already handed to the network is reconciled above.)
-            if do_not_contact {
-                settle_outbound(
-                    &mut tx,
-                    &message_id,
-                    Err("the prospect was marked do-not-contact before it went out"),
-                )
-                .await?;
-                return Ok(JobOutcome::Done);
-            }
-            let Ok(sender) = senders::load(&mut tx, &reply.workspace_id, &reply.sender_id).await
-            else {
-                settle_outbound(&mut tx, &message_id, Err("the sender account was deleted"))
-                    .await?;
-                return Ok(JobOutcome::Done);
-            };
-            let usage_id = match gate(
-                &mut tx,
-                job.clock(),
-                None,
-                &sender,
-                None,
-                QuotaKind::Message,
-                Turn::First,
-                now,
-            )
-            .await?
-            {
-                Ok(usage_id) => usage_id,
-                Err(wait) => {
-                    postpone(&mut tx, &message_id, wait.until).await?;
-                    return Ok(JobOutcome::Snooze {
-                        until_ms: wait.until,
-                    });
-                }
-            };
-            let intent_id = intents::insert(
-                &mut tx,
+        };
+        let intent_id = arm(&mut tx, &message_id, &reply, unsent, &usage_id, now).await?;
+        drop(tx);
+        // The intent and its quota unit are durable before the network hears of it.
+        job.commit().await?;
+
+        let network = network_for(job.config(), job.db(), job.clock())?;
+        let to = Outbound {
+            account: Account {
+                workspace_id: &reply.workspace_id,
+                sender_id: &reply.sender_id,
+            },
+            profile_url: &profile_url,
+            prospect_id: Some(&reply.prospect_id),
+            intent: &intent_id,
+        };
+        let result = network.send_message(to, &reply.text).await;
+        if let Err(NetworkError::Transient(cause)) = &result {
+            // The call is over, its outcome unknown: the sender is free again, and the retry
+            // asks the network before the reply goes again.
+            let mut tx = job.tx().await?;
+            intents::mark_unanswered(&mut tx, &intent_id).await?;
+            senders::note_call(&mut tx, &reply.sender_id, job.now_ms()).await?;
+            drop(tx);
+            job.commit().await?;
+            return Err(JobError::retry(format!("the network failed: {cause}")));
+        }
+        let mut tx = job.tx().await?;
+        return record_reply(
+            &mut tx,
+            &job,
+            &message_id,
+            &reply,
+            (&intent_id, Some(&usage_id)),
+            result,
+        )
+        .await
+        .map_err(JobError::from);
+    }
+}
+
+/// Whom a queued reply goes to, checked again now: the prospect's profile URL and the sender.
+/// `None` when it cannot go out any more (no profile URL, the prospect marked do-not-contact
+/// since, the sender deleted): the message is settled as failed, with the reason.
+async fn recipient(
+    tx: &mut AnyConnection,
+    message_id: &str,
+    reply: &QueuedReply,
+) -> Result<Option<(String, SenderRow)>, ApiError> {
+    let prospect = sqlx::query("select profile_url, do_not_contact from prospects where id = $1")
+        .bind(&reply.prospect_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    let profile_url: Option<String> = prospect.try_get("profile_url")?;
+    let do_not_contact = prospect.try_get::<i64, _>("do_not_contact")? != 0;
+    let Some(profile_url) = profile_url else {
+        settle_outbound(tx, message_id, Err("the prospect has no profile URL")).await?;
+        return Ok(None);
+    };
+    // Marked do-not-contact since the reply was queued (an unsubscribe read meanwhile):
+    // nothing goes out. (A reply already handed to the network was settled above.)
+    if do_not_contact {
+        settle_outbound(
+            tx,
+            message_id,
+            Err("the prospect was marked do-not-contact before it went out"),
+        )
+        .await?;
+        return Ok(None);
+    }
+    let Ok(sender) = senders::load(tx, &reply.workspace_id, &reply.sender_id).await else {
+        settle_outbound(tx, message_id, Err("the sender account was deleted")).await?;
+        return Ok(None);
+    };
+    Ok(Some((profile_url, sender)))
+}
+
+/// The intent a reply's call goes under: its `unsent` one again with the unit the gate took now
+/// (the network had no record of the earlier call), or a new one.
+async fn arm(
+    tx: &mut AnyConnection,
+    message_id: &str,
+    reply: &QueuedReply,
+    unsent: Option<String>,
+    usage_id: &str,
+    now: i64,
+) -> Result<String, ApiError> {
+    Ok(match unsent {
+        Some(intent_id) => {
+            intents::rearm(tx, &intent_id, usage_id).await?;
+            intent_id
+        }
+        None => {
+            intents::insert(
+                tx,
                 &NewIntent {
                     workspace_id: &reply.workspace_id,
                     sender_id: &reply.sender_id,
@@ -299,84 +393,102 @@ async fn send_reply(job: JobCtx) -> JobResult {
                     kind: "message",
                     enrollment_id: None,
                     step_index: None,
-                    message_id: Some(&message_id),
+                    message_id: Some(message_id),
                     text: Some(&reply.text),
-                    usage_id: Some(&usage_id),
+                    usage_id: Some(usage_id),
                 },
                 now,
             )
-            .await?;
-            (reply, profile_url, intent_id, false)
-        }
-    };
-    job.commit().await?;
-
-    let network = network_for(job.config(), job.db(), job.clock())?;
-    let to = Outbound {
-        account: Account {
-            workspace_id: &reply.workspace_id,
-            sender_id: &reply.sender_id,
-        },
-        profile_url: &profile_url,
-        prospect_id: Some(&reply.prospect_id),
-        intent: &intent_id,
-    };
-    let earlier = if reconcile {
-        network
-            .find_outbound(to.account, &intent_id)
-            .await
-            .map_err(|error| JobError::retry(format!("asking the network: {error:?}")))?
-    } else {
-        None
-    };
-    let result = match earlier {
-        Some(record) => super::outcome_of(record),
-        None => network.send_message(to, &reply.text).await,
-    };
-    if let Err(NetworkError::Transient(cause)) = &result {
-        return Err(JobError::retry(format!("the network failed: {cause}")));
-    }
-    let mut tx = job.tx().await?;
-    let usage_id: Option<String> =
-        sqlx::query("select usage_id from outbound_intents where id = $1")
-            .bind(&intent_id)
-            .fetch_one(&mut *tx)
             .await?
-            .try_get("usage_id")?;
-    match result {
-        Ok(sent) => {
-            intents::complete(&mut tx, &intent_id, IntentStatus::Sent, "sent", now).await?;
-            settle_outbound(&mut tx, &message_id, Ok(sent.at_ms)).await?;
-            sqlx::query("update prospects set last_contacted_at = $2 where id = $1")
-                .bind(&reply.prospect_id)
-                .bind(sent.at_ms)
-                .execute(&mut *tx)
-                .await?;
-            Ok(JobOutcome::Done)
         }
-        Err(error) => {
-            if let Some(usage_id) = &usage_id {
+    })
+}
+
+/// Asks the network what came of a reply's earlier call and records it; `None` when the network
+/// has no record (the unit goes back, the intent becomes `unsent`, and the reply goes through the
+/// gate again).
+async fn settle_unknown(
+    job: &JobCtx,
+    message_id: &str,
+    reply: &QueuedReply,
+    intent: intents::Intent,
+) -> Result<Option<JobOutcome>, JobError> {
+    job.commit().await?;
+    let network = network_for(job.config(), job.db(), job.clock())?;
+    let account = Account {
+        workspace_id: &reply.workspace_id,
+        sender_id: &intent.sender_id,
+    };
+    let found = network
+        .find_outbound(account, &intent.id)
+        .await
+        .map_err(|error| JobError::retry(format!("asking the network: {error:?}")))?;
+    let mut tx = job.tx().await?;
+    match found {
+        Some(record) => record_reply(
+            &mut tx,
+            job,
+            message_id,
+            reply,
+            (&intent.id, intent.usage_id.as_deref()),
+            super::outcome_of(record),
+        )
+        .await
+        .map(Some)
+        .map_err(JobError::from),
+        None => {
+            if let Some(usage_id) = &intent.usage_id {
                 senders::release_quota(&mut tx, usage_id).await?;
             }
-            if let Some(until) = account_refusal(&mut tx, &reply.sender_id, &error, now).await? {
-                intents::forget(&mut tx, &intent_id).await?;
-                postpone(&mut tx, &message_id, until).await?;
-                return Ok(JobOutcome::Snooze { until_ms: until });
-            }
-            let code = error.code();
-            intents::complete(
-                &mut tx,
-                &intent_id,
-                IntentStatus::Failed,
-                code.as_str(),
-                now,
-            )
-            .await?;
-            let api: ApiError = error.into();
-            settle_outbound(&mut tx, &message_id, Err(&api.message)).await?;
-            Ok(JobOutcome::Done)
+            intents::mark_unsent(&mut tx, &intent.id).await?;
+            drop(tx);
+            job.commit().await?;
+            Ok(None)
         }
     }
 }
 
-outreach_runtime::prelude::job!("send_reply", send_reply);
+/// What came of a reply's call, in the job's transaction; the sender's row last (its gap counts
+/// from now, whatever came of the call).
+async fn record_reply(
+    tx: &mut AnyConnection,
+    job: &JobCtx,
+    message_id: &str,
+    reply: &QueuedReply,
+    (intent_id, usage_id): (&str, Option<&str>),
+    result: Result<Sent, NetworkError>,
+) -> Result<JobOutcome, ApiError> {
+    let now = job.now_ms();
+    let outcome = match result {
+        Ok(sent) => {
+            intents::complete(tx, intent_id, IntentStatus::Sent, "sent", now).await?;
+            settle_outbound(tx, message_id, Ok(sent.at_ms)).await?;
+            crate::prospects::note_contacted(tx, &reply.prospect_id, sent.at_ms).await?;
+            if let Some(usage_id) = usage_id {
+                let sender = senders::load_locked(tx, &reply.sender_id).await?;
+                senders::restamp_quota(tx, &sender, usage_id, sent.at_ms).await?;
+            }
+            JobOutcome::Done
+        }
+        Err(error) => {
+            if let Some(usage_id) = usage_id {
+                senders::release_quota(tx, usage_id).await?;
+            }
+            if let Some(until) = account_refusal(tx, &reply.sender_id, &error, now).await? {
+                intents::forget(tx, intent_id).await?;
+                postpone(tx, message_id, until).await?;
+                JobOutcome::Snooze { until_ms: until }
+            } else {
+                let code = error.code();
+                intents::complete(tx, intent_id, IntentStatus::Failed, code.as_str(), now).await?;
+                let api: ApiError = error.into();
+                settle_outbound(tx, message_id, Err(&api.message)).await?;
+                JobOutcome::Done
+            }
+        }
+    };
+    senders::note_call(tx, &reply.sender_id, now).await?;
+    Ok(outcome)
+}
+
+outreach_runtime::prelude::job!(ReplyJob::KIND, send_reply);

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use outreach_runtime::prelude::paged;
 use outreach_runtime::prelude::{
-    ApiError, Ctx, Page, PageParams, Priced, Timestamp, action, ids, price_item,
+    ApiError, Backend, Ctx, Page, PageParams, Priced, Timestamp, action, ids, price_item,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -36,6 +36,11 @@ pub use parse::{MAX_REPORTED_ERRORS, MAX_ROWS};
 use parse::{Rows, Summary};
 use plan::Target;
 use write::NewProspects;
+
+outreach_runtime::prelude::resource_tag!(
+    "imports",
+    "Bulk creation of prospects from CSV text or JSON rows, priced per row and idempotent."
+);
 
 price_item! {
     /// A prospect created by an import; updates and duplicates are free.
@@ -75,38 +80,62 @@ impl OnDuplicate {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportRow {
+    #[schemars(length(max = 500))]
     pub first_name: Option<String>,
+    #[schemars(length(max = 500))]
     pub last_name: Option<String>,
     /// Split into `first_name` and `last_name` when those are not given (`Jane Doe`, `Doe, Jane`).
+    #[schemars(length(max = 500))]
     pub full_name: Option<String>,
+    #[schemars(length(max = 500))]
     pub headline: Option<String>,
+    #[schemars(length(max = 500))]
     pub title: Option<String>,
+    #[schemars(length(max = 500))]
     pub seniority: Option<String>,
+    #[schemars(length(max = 500))]
     pub department: Option<String>,
+    #[schemars(length(max = 500))]
     pub company_name: Option<String>,
     /// A domain such as `acme.com`; a URL is reduced to its host.
+    #[schemars(regex(pattern = crate::common::OPTIONAL_DOMAIN), length(max = 500))]
     pub company_domain: Option<String>,
+    #[schemars(length(max = 500))]
     pub company_industry: Option<String>,
     /// Employees.
     pub company_size: Option<u32>,
+    #[schemars(length(max = 500))]
     pub location: Option<String>,
+    #[schemars(length(max = 500))]
     pub country: Option<String>,
+    #[schemars(length(max = 500))]
     pub timezone: Option<String>,
     /// The person's profile page; normalised, and how rows are matched to existing prospects.
+    #[schemars(regex(pattern = crate::common::PROFILE_URL), length(max = 500))]
     pub profile_url: Option<String>,
     /// Matched to existing prospects when the profile URL does not match.
+    #[schemars(regex(pattern = crate::common::EMAIL), length(max = 500))]
     pub email: Option<String>,
+    #[schemars(length(max = 500))]
     pub phone: Option<String>,
+    /// Up to 50 tags of up to 64 characters (more entries refuse the import, as the schema says).
     #[serde(default)]
+    #[schemars(length(max = 50))]
     pub tags: Vec<String>,
-    /// Fields of any JSON value, keyed by name: at most 50 keys of 1 to 100 characters, each value at most 10,000 characters of JSON text, and 64 KB of JSON in all; a row over a limit is invalid and reported.
+    /// Fields of any JSON value, keyed by name: at most 50 keys (more refuse the import, as the schema says) of 1 to 100 characters, each value at most 10,000 characters of JSON text, and 64 KB of JSON in all; a row over those limits is invalid and reported.
     #[serde(default)]
+    #[schemars(extend("maxProperties" = 50))]
     pub custom_fields: BTreeMap<String, Value>,
     pub do_not_contact: Option<bool>,
 }
 
 /// The input of `import_prospects`: `csv` or `rows` (exactly one), and what to do with them.
 #[derive(Debug, Deserialize, JsonSchema)]
+// An empty body is refused (it needs `csv` or `rows`): `minProperties` says so to readers that
+// skip the cross-field rule below (`not`, since `oneOf` makes generated clients give up the
+// input's class).
+#[schemars(extend("minProperties" = 1))]
+#[schemars(extend("not" = {"anyOf": [{"required": ["csv", "rows"], "properties": {"csv": {"not": {"type": "null"}}, "rows": {"not": {"type": "null"}}}}, {"required": ["list_id", "list_name"], "properties": {"list_id": {"not": {"type": "null"}}, "list_name": {"not": {"type": "null"}}}}, {"required": ["rows", "mapping"], "properties": {"rows": {"not": {"type": "null"}}, "mapping": {"not": {"type": "null"}}}}, {"properties": {"csv": {"type": "null"}, "rows": {"type": "null"}}}]}))]
 pub struct ImportInput {
     /// CSV text with a header row, comma-separated, values with commas or line breaks in double
     /// quotes. Common headers are recognised without regard to case, spaces or punctuation:
@@ -121,13 +150,16 @@ pub struct ImportInput {
     /// `custom_fields` under their header, each named in the outcome's `warnings`. Row 1 is the
     /// first row after the header; blank lines are skipped. Over REST the file can also be the
     /// whole body (`Content-Type: text/csv`) or a `multipart/form-data` part named `file`.
+    #[schemars(regex(pattern = crate::common::NOT_BLANK))]
     pub csv: Option<String>,
     /// For `csv`: where columns go, overriding the recognised headers. Keys are CSV headers; values
     /// are prospect field names (`first_name`, ..., `full_name`, `tags`), `custom_fields.<name>`,
     /// or null to ignore the column.
+    #[schemars(extend("maxProperties" = 1000))]
     pub mapping: Option<BTreeMap<String, Option<String>>>,
     /// Instead of `csv`: up to 100,000 objects of prospect fields. Row 1 is `rows[0]`.
     #[schemars(with = "Option<Vec<ImportRow>>")]
+    #[schemars(length(min = 1))]
     pub rows: Option<Vec<Value>>,
     /// What to do with rows that match an existing prospect (by profile URL, then email) or an
     /// earlier row: `skip` (default) or `update`.
@@ -136,6 +168,7 @@ pub struct ImportInput {
     /// Add every imported row's prospect (created, updated or duplicate) to this list (`lst_...`).
     pub list_id: Option<String>,
     /// Like `list_id`, by name: the list of that name, made if there is none.
+    #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub list_name: Option<String>,
 }
 
@@ -324,18 +357,7 @@ pub async fn import_prospects(
     // The transaction's reservation took the workspace row lock, which serialises the imports of
     // a workspace: the lookups below see every prospect an earlier import committed.
     let mut tx = ctx.tx().await?;
-    let (list_id, list_created) = match (&input.list_id, &input.list_name) {
-        (Some(list_id), _) => (
-            Some(write::existing_list(&mut tx, workspace_id, list_id).await?),
-            false,
-        ),
-        (None, Some(name)) => {
-            let (id, made) =
-                write::list_by_name(&mut tx, workspace_id, &check_name(name)?, now).await?;
-            (Some(id), made)
-        }
-        (None, None) => (None, false),
-    };
+    let (list_id, list_created) = target_list(&mut tx, workspace_id, &input, now).await?;
 
     let update = on_duplicate == OnDuplicate::Update;
     let keys = std::mem::take(&mut summary.keys);
@@ -422,25 +444,16 @@ pub async fn import_prospects(
         .write(&mut tx, backend, workspace_id, now, left)
         .await?;
 
-    let mut updated = 0u64;
-    for id in &touched {
-        let (Some(old), Some(new)) = (before.get(*id), after.get(id)) else {
-            continue;
-        };
-        if old != new {
-            write::update_prospect(
-                &mut tx,
-                backend,
-                workspace_id,
-                id,
-                now,
-                new,
-                old.tags != new.tags,
-            )
-            .await?;
-            updated += 1;
-        }
-    }
+    let updated = update_touched(
+        &mut tx,
+        backend,
+        workspace_id,
+        now,
+        &touched,
+        &before,
+        &after,
+    )
+    .await?;
 
     if let Some(list_id) = &list_id {
         let members: Vec<&str> = plan
@@ -452,12 +465,7 @@ pub async fn import_prospects(
             })
             .collect();
         write::insert_members(&mut tx, backend, workspace_id, list_id, now, &members).await?;
-        sqlx::query("update lists set updated_at = $3 where workspace_id = $1 and id = $2")
-            .bind(workspace_id)
-            .bind(list_id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+        crate::lists::touch(&mut tx, workspace_id, list_id, now).await?;
     }
 
     let created = new_ids.len() as u64;
@@ -479,6 +487,81 @@ pub async fn import_prospects(
         credits_spent: used,
         created_at: Timestamp(now),
     };
+    record_import(
+        &mut tx,
+        workspace_id,
+        &ctx.principal().person_id,
+        &import,
+        now,
+    )
+    .await?;
+    // More new prospects than were priced (some were deleted meanwhile) is a 409 here, and the
+    // whole import rolls back.
+    ctx.settle(&mut tx, used, &import.id).await?;
+    Ok(import)
+}
+
+/// The list an import adds its prospects to: the one named by id (404 if missing), or by name
+/// (made when missing: the `bool` says so), or none.
+async fn target_list(
+    tx: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    input: &ImportInput,
+    now: i64,
+) -> Result<(Option<String>, bool), ApiError> {
+    Ok(match (&input.list_id, &input.list_name) {
+        (Some(list_id), _) => (
+            Some(write::existing_list(tx, workspace_id, list_id).await?),
+            false,
+        ),
+        (None, Some(name)) => {
+            let (id, made) = write::list_by_name(tx, workspace_id, &check_name(name)?, now).await?;
+            (Some(id), made)
+        }
+        (None, None) => (None, false),
+    })
+}
+
+/// Writes the existing prospects whose fields the rows changed; answers how many.
+async fn update_touched(
+    tx: &mut sqlx::AnyConnection,
+    backend: Backend,
+    workspace_id: &str,
+    now: i64,
+    touched: &[&str],
+    before: &HashMap<String, Fields>,
+    after: &HashMap<&str, Fields>,
+) -> Result<u64, ApiError> {
+    let mut updated = 0u64;
+    for id in touched {
+        let (Some(old), Some(new)) = (before.get(*id), after.get(id)) else {
+            continue;
+        };
+        if old != new {
+            write::update_prospect(
+                tx,
+                backend,
+                workspace_id,
+                id,
+                now,
+                new,
+                old.tags != new.tags,
+            )
+            .await?;
+            updated += 1;
+        }
+    }
+    Ok(updated)
+}
+
+/// Stores the import's record, as `get_import` answers it later.
+async fn record_import(
+    tx: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    person_id: &str,
+    import: &Import,
+    now: i64,
+) -> Result<(), ApiError> {
     sqlx::query(
         "insert into imports (id, workspace_id, status, source_format, on_duplicate, list_id, list_created, row_count, \
          created_count, updated_count, duplicate_count, invalid_count, errors, credits_spent, person_id, created_at, warnings) \
@@ -488,7 +571,7 @@ pub async fn import_prospects(
     .bind(workspace_id)
     .bind(import.status.as_str())
     .bind(import.source_format.as_str())
-    .bind(on_duplicate.as_str())
+    .bind(import.on_duplicate.as_str())
     .bind(&import.list_id)
     .bind(i64::from(import.list_created))
     .bind(count(import.rows))
@@ -498,15 +581,12 @@ pub async fn import_prospects(
     .bind(count(import.invalid))
     .bind(json_text(&import.errors)?)
     .bind(import.credits_spent)
-    .bind(&ctx.principal().person_id)
+    .bind(person_id)
     .bind(now)
     .bind(json_text(&import.warnings)?)
-    .execute(&mut *tx)
+    .execute(tx)
     .await?;
-    // More new prospects than were priced (some were deleted meanwhile) is a 409 here, and the
-    // whole import rolls back.
-    ctx.settle(&mut tx, used, &import.id).await?;
-    Ok(import)
+    Ok(())
 }
 
 fn count(value: u64) -> i64 {

@@ -22,10 +22,14 @@ use serde_json::Value;
 
 use super::{ImportRow, RowError};
 use crate::prospects::Fields;
-use crate::prospects::normalize::{self, MAX_CUSTOM_FIELDS};
+use crate::prospects::normalize::{self, MAX_CUSTOM_FIELDS, MAX_TAGS};
 
 /// The most rows one import takes.
 pub const MAX_ROWS: usize = 100_000;
+
+/// The most columns a CSV may have (and `mapping` may name): the prospect fields, 50 custom
+/// fields, and room for the columns an export carries that are mapped away.
+pub const MAX_COLUMNS: usize = 1000;
 
 /// How many invalid rows an outcome describes.
 pub const MAX_REPORTED_ERRORS: usize = 100;
@@ -138,7 +142,10 @@ impl Rows<'_> {
                 let Some((index, value)) = values.next() else {
                     return Ok(None);
                 };
-                Ok(json_row(index, value)?)
+                match oversized(index, value) {
+                    Some(error) => Err(error),
+                    None => Ok(json_row(index, value)?),
+                }
             }
         };
         self.read += 1;
@@ -184,6 +191,32 @@ pub fn json_rows(rows: &[Value]) -> Result<Rows<'_>, ApiError> {
         warnings: Vec::new(),
         read: 0,
     })
+}
+
+/// A row with more `tags` or `custom_fields` than a prospect holds is reported by their count,
+/// before they are decoded: a 1 MB row of either would otherwise take most of a second to be
+/// found too big.
+fn oversized(index: usize, value: &Value) -> Option<RowError> {
+    let number = index as u64 + 1;
+    if let Some(tags) = value.get("tags").and_then(Value::as_array)
+        && tags.len() > MAX_TAGS
+    {
+        return Some(too_many_tags(number, tags.len()));
+    }
+    let keys = value.get("custom_fields")?.as_object()?.len();
+    (keys > MAX_CUSTOM_FIELDS).then(|| RowError {
+        row: number,
+        field: Some("custom_fields".to_owned()),
+        message: format!("`custom_fields` holds at most {MAX_CUSTOM_FIELDS} keys; got {keys}."),
+    })
+}
+
+fn too_many_tags(row: u64, count: usize) -> RowError {
+    RowError {
+        row,
+        field: Some("tags".to_owned()),
+        message: format!("`tags` holds {count} entries; a prospect holds at most {MAX_TAGS}."),
+    }
 }
 
 /// Decodes `rows[index]`.
@@ -695,9 +728,15 @@ pub fn csv<'a>(
         .has_headers(true)
         .flexible(false)
         .from_reader(std::io::Cursor::new(bytes));
-    let headers: Vec<String> = reader
-        .headers()
-        .map_err(|error| csv_error(&error))?
+    let record = reader.headers().map_err(|error| csv_error(&error))?;
+    // Measured before the columns are copied and planned (planning compares columns with columns).
+    if record.len() > MAX_COLUMNS {
+        return Err(ApiError::invalid_request(format!(
+            "The `csv` header has {} columns; an import takes at most {MAX_COLUMNS}.",
+            record.len()
+        )));
+    }
+    let headers: Vec<String> = record
         .iter()
         .map(|header| header.trim().to_owned())
         .collect();
@@ -796,6 +835,21 @@ fn csv_row(
                 })?);
             }
             Field::Tags => {
+                // Counted before they are copied: a cell can hold 60,000 tags.
+                let count = value
+                    .split([';', '|'])
+                    .filter(|tag| !tag.trim().is_empty())
+                    .take(MAX_TAGS + 1)
+                    .count();
+                if count > MAX_TAGS {
+                    return Err(RowError {
+                        row: number,
+                        field: Some("tags".to_owned()),
+                        message: format!(
+                            "`tags` holds more than {MAX_TAGS} entries; a prospect holds at most {MAX_TAGS}."
+                        ),
+                    });
+                }
                 row.tags = value
                     .split([';', '|'])
                     .map(str::trim)

@@ -12,18 +12,17 @@
 //! Every implementation speaks [`NetworkError`], and every error maps to one API code, so a
 //! refusal from the network reaches a caller with the same code whichever provider is behind it.
 //!
-//! Inbound events (an invitation accepted, a message received) enter through one function,
-//! [`ingest`], whichever way they came: the sandbox's polling, its test helpers, or later a real
-//! provider's webhook or poll. It records each event once (deduplicated by the provider's event
-//! id); the lead wires it to conversations and enrollments.
+//! Inbound events (an invitation accepted, a message received) are [`InboundEvent`]s that a
+//! provider hands over ([`NetworkProvider::poll`]); `delivery::inbound::ingest` records each
+//! once (deduplicated by the provider's event id) and applies it, whichever way it came: the
+//! sandbox's polling, its test helpers, or later a real provider's webhook or poll.
 
-pub mod helpers;
 pub mod sandbox;
 
 use std::future::Future;
 
 use outreach_runtime::prelude::{
-    ApiError, Clock, Config, Db, Environment, ErrorCode, Timestamp, ids, rfc3339, text_enum,
+    ApiError, Clock, Config, Db, Environment, ErrorCode, Timestamp, rfc3339, text_enum,
 };
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -113,6 +112,15 @@ pub struct Sent {
     /// The provider's id of what was done (a message id for a message).
     pub provider_id: String,
     /// When the network performed it.
+    pub at_ms: i64,
+}
+
+/// What the network showed of a profile it was asked to view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Viewed {
+    /// The person's connection state with the account.
+    pub state: ConnectionState,
+    /// When the network counted the view.
     pub at_ms: i64,
 }
 
@@ -272,11 +280,11 @@ impl From<NetworkError> for ApiError {
 /// [`Clock`] (never the system's), so a test can move a month in seconds.
 pub trait NetworkProvider: Send + Sync {
     /// Views the person's profile (a step of its own; the network counts views). Answers the
-    /// connection state it showed.
+    /// connection state it showed, and when.
     fn view_profile(
         &self,
         to: Outbound<'_>,
-    ) -> impl Future<Output = Result<ConnectionState, NetworkError>> + Send;
+    ) -> impl Future<Output = Result<Viewed, NetworkError>> + Send;
 
     /// Sends a connection request, with an optional note of at most [`MAX_NOTE_CHARS`].
     fn invite(
@@ -325,10 +333,18 @@ pub trait NetworkProvider: Send + Sync {
         intent: &str,
     ) -> impl Future<Output = Result<Option<OutboundRecord>, NetworkError>> + Send;
 
-    /// Fetches what arrived for the workspace's accounts (acceptances, messages) and passes each
-    /// event through [`ingest`]; answers how many were new. Acceptances can be signalled late by
-    /// real providers, so polling is the model; a webhook calls [`ingest`] the same way.
-    fn poll(&self, workspace_id: &str) -> impl Future<Output = Result<u64, NetworkError>> + Send;
+    /// Hands over what arrived for the workspace's accounts (acceptances, messages) in the
+    /// caller's transaction (`conn`): whatever the provider marks as handed over commits with
+    /// what the caller makes of the events (`delivery::inbound::deliver_due` applies them), so
+    /// none is lost or applied twice. Acceptances can be signalled late by real providers, so
+    /// polling is the model; a webhook hands its events to delivery the same way. The caller
+    /// holds a write transaction meanwhile (on SQLite, the database's one writer): a provider
+    /// that must ask over HTTP fetches first and hands over here only what it fetched.
+    fn poll(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        workspace_id: &str,
+    ) -> impl Future<Output = Result<Vec<InboundEvent>, NetworkError>> + Send;
 }
 
 /// The network a server uses: one variant per implementation.
@@ -393,7 +409,7 @@ pub fn check_network_setting(
 }
 
 impl NetworkProvider for Network {
-    async fn view_profile(&self, to: Outbound<'_>) -> Result<ConnectionState, NetworkError> {
+    async fn view_profile(&self, to: Outbound<'_>) -> Result<Viewed, NetworkError> {
         match self {
             Self::Sandbox(sandbox) => sandbox.view_profile(to).await,
         }
@@ -453,9 +469,13 @@ impl NetworkProvider for Network {
         }
     }
 
-    async fn poll(&self, workspace_id: &str) -> Result<u64, NetworkError> {
+    async fn poll(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        workspace_id: &str,
+    ) -> Result<Vec<InboundEvent>, NetworkError> {
         match self {
-            Self::Sandbox(sandbox) => sandbox.poll(workspace_id).await,
+            Self::Sandbox(sandbox) => sandbox.poll(conn, workspace_id).await,
         }
     }
 }
@@ -514,54 +534,4 @@ pub struct RecordedEvent {
     pub profile_url: String,
     pub text: Option<String>,
     pub at: Timestamp,
-}
-
-/// The one entry of inbound events, whatever their source: records `event` for the workspace in
-/// the caller's transaction (`conn`), once per provider event id, and applies it there
-/// ([`crate::delivery::inbound::apply`]: the conversation, the prospect, the enrollments). Answers
-/// whether it was new; a redelivered event changes nothing.
-pub async fn ingest(
-    conn: &mut sqlx::AnyConnection,
-    clock: &Clock,
-    workspace_id: &str,
-    event: &InboundEvent,
-) -> Result<bool, ApiError> {
-    let now_ms = clock.now_ms();
-    let (sender_id, profile_url, text, at_ms) = match event {
-        InboundEvent::InvitationAccepted {
-            sender_id,
-            profile_url,
-            at_ms,
-        } => (sender_id, profile_url, None, *at_ms),
-        InboundEvent::MessageReceived {
-            sender_id,
-            profile_url,
-            text,
-            at_ms,
-            ..
-        } => (sender_id, profile_url, Some(text), *at_ms),
-    };
-    // `on conflict do nothing` is the same on both backends and keeps a redelivery from aborting
-    // the caller's transaction (PostgreSQL aborts it on a failed insert).
-    let inserted = sqlx::query(
-        "insert into inbound_events (id, workspace_id, provider_event_id, kind, sender_id, profile_url, text, at, received_at) \
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-         on conflict (workspace_id, provider_event_id) do nothing",
-    )
-    .bind(ids::new_id("ibe"))
-    .bind(workspace_id)
-    .bind(event.provider_event_id())
-    .bind(event.kind())
-    .bind(sender_id)
-    .bind(profile_url)
-    .bind(text)
-    .bind(at_ms)
-    .bind(now_ms)
-    .execute(&mut *conn)
-    .await?;
-    if inserted.rows_affected() == 0 {
-        return Ok(false);
-    }
-    crate::delivery::inbound::apply(conn, clock, workspace_id, event).await?;
-    Ok(true)
 }

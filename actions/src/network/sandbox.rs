@@ -13,8 +13,8 @@
 //!
 //! Time moves only through the [`Clock`]. An acceptance or a reply "happens" when its time has
 //! come: reads treat an invitation whose acceptance time passed as a connection, and
-//! [`Sandbox::deliver_due`] (the sandbox's `poll`) writes what fell due and delivers it through [`ingest`], as a real
-//! provider's late signal would arrive.
+//! [`Sandbox::take_due`] (the sandbox's `poll`) marks what fell due and hands it over in the
+//! caller's transaction, as a real provider's late signal would arrive.
 
 use outreach_runtime::prelude::{ApiError, Clock, Db, ids};
 use sqlx::Row;
@@ -23,7 +23,7 @@ use sqlx::any::AnyRow;
 use super::{
     Account, AccountStatus, ChatDirection, ChatMessage, ConnectionState, InboundEvent,
     MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, NetworkError, NetworkProvider, OUTCOME_OK, Outbound,
-    OutboundKind, OutboundRecord, Sent, ingest,
+    OutboundKind, OutboundRecord, Sent, Viewed,
 };
 
 /// One outbound call's own transaction: the sandbox is the other side of the network, so it
@@ -338,10 +338,23 @@ impl Sandbox {
     }
 
     /// Begins one outbound call: its transaction, the time, and whether the account may act.
+    /// An account made slow with `sandbox_set_latency` waits first, as a call to a slow provider
+    /// would before it reaches the network.
     async fn begin(
         &self,
         account: Account<'_>,
     ) -> Result<(Tx, i64, Result<(), NetworkError>), NetworkError> {
+        let latency = sqlx::query(
+            "select latency_ms from sandbox_accounts where workspace_id = $1 and sender_id = $2 and latency_ms > 0",
+        )
+        .bind(account.workspace_id)
+        .bind(account.sender_id)
+        .fetch_optional(self.db.pool())
+        .await?;
+        if let Some(row) = latency {
+            let ms: i64 = row.try_get("latency_ms")?;
+            tokio::time::sleep(std::time::Duration::from_millis(ms.unsigned_abs())).await;
+        }
         let mut tx = self.db.begin_write().await?;
         let now = self.clock.now_ms();
         let usable = refuse_unusable(stored_status(&mut tx, account).await?);
@@ -385,13 +398,18 @@ impl Sandbox {
         })
     }
 
-    /// Writes what fell due by `now` for the workspace and delivers each event through
-    /// [`ingest`] in the same transaction: invitations accepted, then replies. Two pollers at once
-    /// cannot deliver an event twice: each change is a compare-and-set on the row.
-    pub async fn deliver_due(&self, workspace_id: &str) -> Result<u64, ApiError> {
-        let mut tx = self.db.begin_write().await?;
+    /// Marks what fell due by `now` for the workspace, in the caller's transaction, and hands
+    /// the events over: invitations accepted, then replies. Two pollers at once cannot hand an
+    /// event over twice: each change is a compare-and-set on the row. The step jobs of the
+    /// people concerned are locked first (the lock order of `step_jobs`), since the caller
+    /// applies the events to their outreach state in this transaction.
+    pub async fn take_due(
+        &self,
+        tx: &mut sqlx::AnyConnection,
+        workspace_id: &str,
+    ) -> Result<Vec<InboundEvent>, ApiError> {
         let now = self.clock.now_ms();
-        let mut delivered = 0;
+        let mut events = Vec::new();
         let accepted = sqlx::query(
             "select sender_id, profile_url, accept_at from sandbox_connections \
              where workspace_id = $1 and state = 'pending' and accept_at <= $2 order by accept_at",
@@ -408,7 +426,7 @@ impl Sandbox {
         .bind(now)
         .fetch_all(&mut *tx)
         .await?;
-        lock_steps_of_recipients(&mut tx, workspace_id, accepted.iter().chain(&replies)).await?;
+        lock_steps_of_recipients(tx, workspace_id, accepted.iter().chain(&replies)).await?;
         for row in accepted {
             let sender_id: String = row.try_get("sender_id")?;
             let profile_url: String = row.try_get("profile_url")?;
@@ -429,7 +447,7 @@ impl Sandbox {
                     profile_url,
                     at_ms: at,
                 };
-                delivered += u64::from(ingest(&mut tx, &self.clock, workspace_id, &event).await?);
+                events.push(event);
             }
         }
         for row in replies {
@@ -450,7 +468,7 @@ impl Sandbox {
             .await?;
             if changed.rows_affected() == 1 {
                 let message = insert_message(
-                    &mut tx,
+                    tx,
                     workspace_id,
                     &sender_id,
                     &profile_url,
@@ -467,11 +485,10 @@ impl Sandbox {
                     at_ms: at,
                     provider_message_id: message.provider_message_id,
                 };
-                delivered += u64::from(ingest(&mut tx, &self.clock, workspace_id, &event).await?);
+                events.push(event);
             }
         }
-        tx.commit().await?;
-        Ok(delivered)
+        Ok(events)
     }
 }
 
@@ -515,13 +532,13 @@ pub(crate) async fn insert_message(
 /// Locks the step jobs of every recipient of the due events (rows with `profile_url`) before
 /// any event is delivered: delivering one locks the person's jobs, prospect and enrollments, and
 /// the next person's jobs after those would cross a stop that locks both people's jobs in id
-/// order (see `delivery`'s lock order). PostgreSQL only, as the lock itself.
+/// order (see `step_jobs`' lock order). PostgreSQL only, as the lock itself.
 async fn lock_steps_of_recipients(
     conn: &mut sqlx::AnyConnection,
     workspace_id: &str,
     rows: impl Iterator<Item = &AnyRow>,
 ) -> Result<(), ApiError> {
-    if !crate::delivery::locks_rows_one_by_one(conn) {
+    if !crate::step_jobs::locks_rows_one_by_one(conn) {
         return Ok(());
     }
     let mut urls = Vec::new();
@@ -540,7 +557,7 @@ async fn lock_steps_of_recipients(
     .fetch_all(&mut *conn)
     .await?;
     let people: Vec<&str> = people.iter().map(String::as_str).collect();
-    crate::delivery::lock_steps_of_people(conn, workspace_id, &people).await
+    crate::step_jobs::lock_steps_of_people(conn, workspace_id, &people).await
 }
 
 /// The decisions and effects of each call, inside its transaction; `Ok(Some(id))` names what
@@ -709,7 +726,7 @@ async fn message_in(
 }
 
 impl NetworkProvider for Sandbox {
-    async fn view_profile(&self, to: Outbound<'_>) -> Result<ConnectionState, NetworkError> {
+    async fn view_profile(&self, to: Outbound<'_>) -> Result<Viewed, NetworkError> {
         let fate = fate(self.seed, to.profile_url);
         let (mut tx, now, usable) = self.begin(to.account).await?;
         let viewed = match usable {
@@ -718,8 +735,11 @@ impl NetworkProvider for Sandbox {
         };
         let state = viewed.as_ref().ok().copied();
         let line = (OutboundKind::ProfileView, None);
-        Self::finish(tx, &to, line, viewed.map(|_| None), now).await?;
-        Ok(state.unwrap_or(ConnectionState::NotConnected))
+        let sent = Self::finish(tx, &to, line, viewed.map(|_| None), now).await?;
+        Ok(Viewed {
+            state: state.unwrap_or(ConnectionState::NotConnected),
+            at_ms: sent.at_ms,
+        })
     }
 
     async fn invite(&self, to: Outbound<'_>, note: Option<&str>) -> Result<Sent, NetworkError> {
@@ -831,9 +851,79 @@ impl NetworkProvider for Sandbox {
         }))
     }
 
-    async fn poll(&self, workspace_id: &str) -> Result<u64, NetworkError> {
-        Ok(self.deliver_due(workspace_id).await?)
+    async fn poll(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        workspace_id: &str,
+    ) -> Result<Vec<InboundEvent>, NetworkError> {
+        Ok(self.take_due(conn, workspace_id).await?)
     }
+}
+
+/// Makes a pending invitation a connection now (a test helper's acceptance).
+pub(crate) async fn connect_now(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sender_id: &str,
+    profile_url: &str,
+    now_ms: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update sandbox_connections set state = 'connected', connected_at = $4, accept_at = null, updated_at = $4 \
+         where workspace_id = $1 and sender_id = $2 and profile_url = $3",
+    )
+    .bind(workspace_id)
+    .bind(sender_id)
+    .bind(profile_url)
+    .bind(now_ms)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Sets an account's status on the sandbox network; answers the account's row (`status`,
+/// `latency_ms`, `updated_at`).
+pub(crate) async fn set_account_status(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sender_id: &str,
+    status: AccountStatus,
+    now_ms: i64,
+) -> Result<AnyRow, ApiError> {
+    Ok(sqlx::query(
+        "insert into sandbox_accounts (workspace_id, sender_id, status, updated_at) values ($1, $2, $3, $4) \
+         on conflict (workspace_id, sender_id) do update set status = excluded.status, updated_at = excluded.updated_at \
+         returning status, latency_ms, updated_at",
+    )
+    .bind(workspace_id)
+    .bind(sender_id)
+    .bind(status.as_str())
+    .bind(now_ms)
+    .fetch_one(conn)
+    .await?)
+}
+
+/// Sets how long every call of an account takes to reach the sandbox network; answers the
+/// account's row (`status`, `latency_ms`, `updated_at`).
+pub(crate) async fn set_account_latency(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sender_id: &str,
+    latency_ms: i64,
+    now_ms: i64,
+) -> Result<AnyRow, ApiError> {
+    Ok(sqlx::query(
+        "insert into sandbox_accounts (workspace_id, sender_id, status, latency_ms, updated_at) \
+         values ($1, $2, 'connected', $3, $4) \
+         on conflict (workspace_id, sender_id) do update set latency_ms = excluded.latency_ms, updated_at = excluded.updated_at \
+         returning status, latency_ms, updated_at",
+    )
+    .bind(workspace_id)
+    .bind(sender_id)
+    .bind(latency_ms)
+    .bind(now_ms)
+    .fetch_one(conn)
+    .await?)
 }
 
 #[cfg(test)]

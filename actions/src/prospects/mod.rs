@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use crate::common::{Deleted, IdKind, json_text};
-use crate::scoring::engine::Tier;
 use outreach_runtime::prelude::is_unique_violation;
 use outreach_runtime::prelude::{AnyQuery, Bind, OrderTerm, SortedQuery, Total, paged_sorted};
 use outreach_runtime::prelude::{ApiError, Ctx, Page, PageParams, Timestamp, action, ids};
@@ -22,6 +21,42 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
+
+outreach_runtime::prelude::resource_tag!(
+    "prospects",
+    "People you may reach out to: company, contact details, tags, custom fields and score."
+);
+
+/// A scored prospect's tier.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    A,
+    B,
+    C,
+    D,
+    Disqualified,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 5] = [Tier::A, Tier::B, Tier::C, Tier::D, Tier::Disqualified];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::A => "a",
+            Tier::B => "b",
+            Tier::C => "c",
+            Tier::D => "d",
+            Tier::Disqualified => "disqualified",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|tier| tier.as_str() == text)
+    }
+}
 
 // The fields are in alphabetical order: the order every answer writes an object's keys in (see
 // `runtime/src/json.rs`), so a page of prospects is written as it comes, with no object to put in
@@ -381,31 +416,49 @@ pub(crate) fn from_row_fields(prospect: &Prospect) -> Fields {
 
 /// The input of `create_prospect`. At least a name, a `profile_url` or an `email` is required.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("not" = {"properties": {"first_name": {"not": {"type": "string", "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}}, "last_name": {"not": {"type": "string", "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}}, "profile_url": {"not": {"type": "string", "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}}, "email": {"not": {"type": "string", "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}}}}))]
 pub struct CreateProspectInput {
+    #[schemars(length(max = 500))]
     pub first_name: Option<String>,
+    #[schemars(length(max = 500))]
     pub last_name: Option<String>,
+    #[schemars(length(max = 500))]
     pub headline: Option<String>,
+    #[schemars(length(max = 500))]
     pub title: Option<String>,
+    #[schemars(length(max = 500))]
     pub seniority: Option<String>,
+    #[schemars(length(max = 500))]
     pub department: Option<String>,
+    #[schemars(length(max = 500))]
     pub company_name: Option<String>,
     /// A domain such as `acme.com`; a URL is reduced to its host.
+    #[schemars(regex(pattern = crate::common::OPTIONAL_DOMAIN), length(max = 500))]
     pub company_domain: Option<String>,
+    #[schemars(length(max = 500))]
     pub company_industry: Option<String>,
     /// Employees.
     pub company_size: Option<u32>,
+    #[schemars(length(max = 500))]
     pub location: Option<String>,
+    #[schemars(length(max = 500))]
     pub country: Option<String>,
+    #[schemars(length(max = 500))]
     pub timezone: Option<String>,
     /// The person's profile page; stored normalised and unique in the workspace.
+    #[schemars(regex(pattern = crate::common::PROFILE_URL), length(max = 500))]
     pub profile_url: Option<String>,
+    #[schemars(regex(pattern = crate::common::EMAIL), length(max = 500))]
     pub email: Option<String>,
+    #[schemars(length(max = 500))]
     pub phone: Option<String>,
     /// Up to 50 tags of up to 64 characters.
     #[serde(default)]
+    #[schemars(length(max = 50), inner(length(min = 1, max = 64), regex(pattern = crate::common::NOT_BLANK)))]
     pub tags: Vec<String>,
     /// Fields of any JSON value, keyed by name: at most 50 keys of 1 to 100 characters, each value at most 10,000 characters of JSON text, and 64 KB of JSON in all (more is a 400 naming the field).
     #[serde(default)]
+    #[schemars(extend("maxProperties" = 50, "propertyNames" = {"minLength": 1, "maxLength": 100, "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}))]
     pub custom_fields: BTreeMap<String, Value>,
     #[serde(default)]
     pub do_not_contact: bool,
@@ -580,9 +633,11 @@ pub struct ListProspectsInput {
     /// Only prospects with this tag (exact match).
     pub tag: Option<String>,
     /// Only the prospect with this email (compared lowercased): an exact lookup.
+    #[schemars(regex(pattern = crate::common::EMAIL))]
     pub email: Option<String>,
     /// Only the prospect with this profile, normalised like on create
     /// (`https://www.linkedin.com/in/Jane-Doe/` finds `linkedin.com/in/jane-doe`): an exact lookup.
+    #[schemars(regex(pattern = crate::common::PROFILE_URL))]
     pub profile_url: Option<String>,
     /// Only prospects of this tier (`a`, `b`, `c`, `d`, `disqualified`); unscored prospects have none.
     pub tier: Option<Tier>,
@@ -783,40 +838,57 @@ pub struct UpdateProspectInput {
     /// The prospect's id (`prs_...`).
     pub id: String,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(length(max = 500))]
     pub first_name: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(length(max = 500))]
     pub last_name: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(length(max = 500))]
     pub headline: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(length(max = 500))]
     pub title: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(length(max = 500))]
     pub seniority: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(length(max = 500))]
     pub department: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(length(max = 500))]
     pub company_name: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(regex(pattern = crate::common::OPTIONAL_DOMAIN), length(max = 500))]
     pub company_domain: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(length(max = 500))]
     pub company_industry: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
     pub company_size: Option<Option<u32>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(length(max = 500))]
     pub location: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(length(max = 500))]
     pub country: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(length(max = 500))]
     pub timezone: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(regex(pattern = crate::common::PROFILE_URL), length(max = 500))]
     pub profile_url: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(regex(pattern = crate::common::EMAIL), length(max = 500))]
     pub email: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(length(max = 500))]
     pub phone: Option<Option<String>>,
     /// Replaces the tags.
+    #[schemars(length(max = 50), inner(length(min = 1, max = 64), regex(pattern = crate::common::NOT_BLANK)))]
     pub tags: Option<Vec<String>>,
     /// Replaces the custom fields: at most 50 keys of 1 to 100 characters, each value at most 10,000 characters of JSON text, and 64 KB of JSON in all (more is a 400 naming the field).
+    #[schemars(extend("maxProperties" = 50, "propertyNames" = {"minLength": 1, "maxLength": 100, "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}))]
     pub custom_fields: Option<BTreeMap<String, Value>>,
     pub do_not_contact: Option<bool>,
 }
@@ -931,11 +1003,11 @@ pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, Api
     let mut tx = ctx.tx().await?;
     // The delete cascades to the prospect's enrollments, approval items and conversations: the
     // step jobs and the pending items are locked first, in the order every writer takes them
-    // (see `delivery`).
+    // (see `step_jobs`).
     let people = [prospect.id.as_str()];
-    crate::delivery::lock_steps_of_people(&mut tx, ctx.workspace_id(), &people).await?;
-    let of = crate::delivery::PendingOf::People(&people);
-    crate::delivery::lock_pending_items(&mut tx, ctx.workspace_id(), of).await?;
+    crate::step_jobs::lock_steps_of_people(&mut tx, ctx.workspace_id(), &people).await?;
+    let of = crate::step_jobs::PendingOf::People(&people);
+    crate::step_jobs::lock_pending_items(&mut tx, ctx.workspace_id(), of).await?;
     sqlx::query("delete from prospect_tags where prospect_id = $1")
         .bind(&prospect.id)
         .execute(&mut *tx)
@@ -954,6 +1026,131 @@ pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, Api
         id: prospect.id,
         deleted: true,
     })
+}
+
+// ----- The verbs other modules change a prospect through -------------------------------------
+
+/// Stores a prospect's latest score and tier, by the targeting (and its version) that gave them.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn set_score(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+    score: Option<i64>,
+    tier: Option<Tier>,
+    targeting_id: &str,
+    targeting_version: i64,
+    at: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update prospects set score = $3, tier = $4, targeting_id = $5, targeting_version = $6, scored_at = $7 \
+         where workspace_id = $1 and id = $2",
+    )
+    .bind(workspace_id)
+    .bind(id)
+    .bind(score)
+    .bind(tier.map(Tier::as_str))
+    .bind(targeting_id)
+    .bind(targeting_version)
+    .bind(at)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Marks a prospect do-not-contact (they asked not to be contacted again).
+pub(crate) async fn mark_do_not_contact(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update prospects set do_not_contact = 1, updated_at = $3 where workspace_id = $1 and id = $2",
+    )
+    .bind(workspace_id)
+    .bind(id)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Notes that the prospect is now a connection of one of the workspace's senders.
+pub(crate) async fn mark_connected(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+) -> Result<(), ApiError> {
+    sqlx::query("update prospects set connection_state = 'connected' where id = $1")
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Notes that an invitation to the prospect is pending, unless they are already connected.
+pub(crate) async fn mark_invitation_pending(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update prospects set connection_state = 'pending' where id = $1 \
+         and (connection_state is null or connection_state = 'not_connected')",
+    )
+    .bind(id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Notes when something was last sent to the prospect.
+pub(crate) async fn note_contacted(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+    at_ms: i64,
+) -> Result<(), ApiError> {
+    sqlx::query("update prospects set last_contacted_at = $2 where id = $1")
+        .bind(id)
+        .bind(at_ms)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Notes when the prospect last replied.
+pub(crate) async fn note_replied(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+    at_ms: i64,
+) -> Result<(), ApiError> {
+    sqlx::query("update prospects set last_replied_at = $2 where id = $1")
+        .bind(id)
+        .bind(at_ms)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Stores a prospect's email and company domain as cleaned by a list's processing.
+pub(crate) async fn set_contact(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+    email: Option<&str>,
+    company_domain: Option<&str>,
+    now: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update prospects set email = $3, company_domain = $4, updated_at = $5 where workspace_id = $1 and id = $2",
+    )
+    .bind(workspace_id)
+    .bind(id)
+    .bind(email)
+    .bind(company_domain)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -7,11 +7,20 @@
 //! only in case would be charged twice. (LinkedIn Sales Navigator addresses, `/sales/...`, carry
 //! case-sensitive ids and keep their case.) Every check returns a sentence that names the
 //! field, so a bad value is a 400 the caller can act on.
+//!
+//! Addresses, domains and emails are first held to the schema's own patterns (`common::PROFILE_URL`,
+//! `DOMAIN`, `EMAIL`), so the service refuses exactly what its published schema refuses: the URL
+//! parser alone would drop tabs and newlines inside a value and turn a non-ASCII host into
+//! punycode, so `https://acme.com/\t*` would have been stored as `acme.com`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::LazyLock;
 
 use outreach_runtime::prelude::ApiError;
+use regex::Regex;
 use serde_json::Value;
+
+use crate::common;
 
 pub const MAX_TEXT_CHARS: usize = 500;
 pub const MAX_TAGS: usize = 50;
@@ -37,6 +46,15 @@ pub fn text(field: &str, value: Option<String>) -> Result<Option<String>, ApiErr
     Ok((!trimmed.is_empty()).then(|| trimmed.to_owned()))
 }
 
+/// The schema's patterns, compiled once for the service to check what the schema promises.
+static PROFILE_URL_SHAPE: LazyLock<Regex> = LazyLock::new(|| schema_pattern(common::PROFILE_URL));
+static DOMAIN_SHAPE: LazyLock<Regex> = LazyLock::new(|| schema_pattern(common::DOMAIN));
+static EMAIL_SHAPE: LazyLock<Regex> = LazyLock::new(|| schema_pattern(common::EMAIL));
+
+fn schema_pattern(pattern: &str) -> Regex {
+    Regex::new(pattern).unwrap_or_else(|error| panic!("schema pattern {pattern}: {error}"))
+}
+
 /// Normalises a profile URL to a lowercase `host/path`, e.g.
 /// `https://www.LinkedIn.com/in/Jane/?x=1` -> `linkedin.com/in/jane`.
 pub fn profile_url(value: Option<String>) -> Result<Option<String>, ApiError> {
@@ -48,6 +66,9 @@ pub fn profile_url(value: Option<String>) -> Result<Option<String>, ApiError> {
             "`profile_url` must be the address of a profile page, such as `https://www.linkedin.com/in/jane-doe`; got `{raw}`."
         ))
     };
+    if !PROFILE_URL_SHAPE.is_match(&raw) {
+        return Err(bad());
+    }
     let with_scheme = if raw.contains("://") {
         raw.clone()
     } else {
@@ -82,8 +103,24 @@ pub fn company_domain(value: Option<String>) -> Result<Option<String>, ApiError>
     let Some(raw) = text("company_domain", value)? else {
         return Ok(None);
     };
+    domain("company_domain", &raw).map(Some)
+}
+
+/// Reduces a domain, or a URL on it, to a lowercase host without `www.`: `field` names it in the
+/// error. Prospects and targeting's excluded domains go through here, so they compare equal.
+pub fn domain(field: &str, raw: &str) -> Result<String, ApiError> {
+    let bad = || {
+        ApiError::invalid_request(format!(
+            "`{field}` must be a domain such as `acme.com`; got `{}`.",
+            raw.trim()
+        ))
+    };
+    if !DOMAIN_SHAPE.is_match(raw) {
+        return Err(bad());
+    }
+    let raw = raw.trim();
     let with_scheme = if raw.contains("://") {
-        raw.clone()
+        raw.to_owned()
     } else {
         format!("https://{raw}")
     };
@@ -91,12 +128,8 @@ pub fn company_domain(value: Option<String>) -> Result<Option<String>, ApiError>
         .ok()
         .and_then(|url| url.host_str().map(str::to_ascii_lowercase))
         .filter(|host| host.contains('.'))
-        .ok_or_else(|| {
-            ApiError::invalid_request(format!(
-                "`company_domain` must be a domain such as `acme.com`; got `{raw}`."
-            ))
-        })?;
-    Ok(Some(host.strip_prefix("www.").unwrap_or(&host).to_owned()))
+        .ok_or_else(bad)?;
+    Ok(host.strip_prefix("www.").unwrap_or(&host).to_owned())
 }
 
 /// Lowercases an email address and checks its shape.
@@ -105,13 +138,15 @@ pub fn email(value: Option<String>) -> Result<Option<String>, ApiError> {
         return Ok(None);
     };
     let email = raw.to_lowercase();
-    let valid = email.split_once('@').is_some_and(|(local, domain)| {
-        !local.is_empty()
-            && domain.contains('.')
-            && !domain.starts_with('.')
-            && !domain.ends_with('.')
-            && !domain.contains('@')
-    }) && !email.chars().any(char::is_whitespace);
+    let valid = EMAIL_SHAPE.is_match(&raw)
+        && email.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty()
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !domain.ends_with('.')
+                && !domain.contains('@')
+        })
+        && !email.chars().any(char::is_whitespace);
     if !valid {
         return Err(ApiError::invalid_request(format!(
             "`email` must be an email address; got `{raw}`."
@@ -121,8 +156,12 @@ pub fn email(value: Option<String>) -> Result<Option<String>, ApiError> {
 }
 
 /// Trims tags, drops duplicates (keeping the first spelling) and checks the limits.
+///
+/// Linear in the input and stopped at the limit: a set remembers what was seen, and the 51st
+/// distinct tag is the error, however many follow (an import's cell can hold 60,000).
 pub fn tags(values: Vec<String>) -> Result<Vec<String>, ApiError> {
-    let mut tags: Vec<String> = Vec::with_capacity(values.len());
+    let mut seen: HashSet<String> = HashSet::with_capacity(MAX_TAGS.min(values.len()));
+    let mut tags: Vec<String> = Vec::with_capacity(MAX_TAGS.min(values.len()));
     for value in values {
         let tag = value.trim();
         if tag.is_empty() {
@@ -135,15 +174,14 @@ pub fn tags(values: Vec<String>) -> Result<Vec<String>, ApiError> {
                 "Tag `{tag}` is longer than {MAX_TAG_CHARS} characters."
             )));
         }
-        if !tags.iter().any(|existing| existing == tag) {
+        if seen.insert(tag.to_owned()) {
+            if tags.len() == MAX_TAGS {
+                return Err(ApiError::invalid_request(format!(
+                    "`tags` holds more than {MAX_TAGS} distinct tags; a prospect holds at most {MAX_TAGS}."
+                )));
+            }
             tags.push(tag.to_owned());
         }
-    }
-    if tags.len() > MAX_TAGS {
-        return Err(ApiError::invalid_request(format!(
-            "A prospect holds at most {MAX_TAGS} tags; got {}.",
-            tags.len()
-        )));
     }
     Ok(tags)
 }
@@ -297,6 +335,23 @@ mod tests {
             Some("acme.com".into())
         );
         assert!(company_domain(Some("acme".into())).is_err());
+        // What the URL parser would quietly repair is refused, as the schema's pattern says.
+        for refused in [
+            "\u{c}https://acme.com/\u{c}\n\t*",
+            "acme.com/a b",
+            "bücher.de",
+            "acme.com\u{0}",
+        ] {
+            assert!(company_domain(Some(refused.into())).is_err(), "{refused:?}");
+        }
+        assert!(profile_url(Some("linkedin.com/in/ja\tne".into())).is_err());
+        assert_eq!(
+            profile_url(Some("HTTPS://LinkedIn.com/in/Jane".into()))
+                .ok()
+                .flatten(),
+            Some("linkedin.com/in/jane".into())
+        );
+        assert!(email(Some("ja\u{0}ne@acme.com".into())).is_err());
     }
 
     #[test]

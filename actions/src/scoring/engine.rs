@@ -36,38 +36,9 @@ use std::borrow::Cow;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::common::words_into;
+use crate::prospects::Tier;
 use crate::targeting::{Criteria, Gates, SizeRange, Tiers, ValuePoints};
-
-/// A scored prospect's tier.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Tier {
-    A,
-    B,
-    C,
-    D,
-    Disqualified,
-}
-
-impl Tier {
-    pub const ALL: [Tier; 5] = [Tier::A, Tier::B, Tier::C, Tier::D, Tier::Disqualified];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::A => "a",
-            Tier::B => "b",
-            Tier::C => "c",
-            Tier::D => "d",
-            Tier::Disqualified => "disqualified",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|tier| tier.as_str() == text)
-    }
-}
 
 /// A prospect field the engine reads, in the order missing fields are listed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,25 +155,6 @@ pub struct Outcome<'s> {
     pub matched: Vec<MatchedCriterion<'s>>,
     pub gates_failed: Vec<FailedGate<'s>>,
     pub missing: Vec<&'static str>,
-}
-
-/// Writes `text` into `out` as ` word word `: lowercase, each run of characters that are not
-/// letters or digits one space, a space at each end. Empty or punctuation-only text gives `" "`.
-pub fn words_into(text: &str, out: &mut String) {
-    out.clear();
-    out.push(' ');
-    for c in text.chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if c.is_alphanumeric() {
-            out.extend(c.to_lowercase());
-        } else if !out.ends_with(' ') {
-            out.push(' ');
-        }
-    }
-    if !out.ends_with(' ') {
-        out.push(' ');
-    }
 }
 
 /// A keyword compiled for matching: ` words ` padded, with its label and points.

@@ -21,9 +21,15 @@ use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::common::IdKind;
+use crate::prospects::Tier;
 use crate::targeting::{self, Targeting};
-use engine::{FailedGate, MatchedCriterion, Tier};
+use engine::{FailedGate, MatchedCriterion};
 pub use run::{Subject, copy_scores_to_prospects, score_prospects};
+
+outreach_runtime::prelude::resource_tag!(
+    "scoring-runs",
+    "Scoring prospects against a targeting: score, tier, matched criteria and gaps."
+);
 
 price_item! {
     /// A prospect scored by a scoring run.
@@ -118,10 +124,12 @@ impl ScoringRun {
 
 /// The input of `start_scoring_run`: a list or prospect ids (exactly one), and a targeting.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("not" = {"anyOf": [{"required": ["list_id", "prospect_ids"], "properties": {"list_id": {"not": {"type": "null"}}, "prospect_ids": {"not": {"type": "null"}}}}, {"properties": {"list_id": {"type": "null"}, "prospect_ids": {"type": "null"}}}]}))]
 pub struct StartScoringRunInput {
     /// Score every prospect of this list (`lst_...`). Give `list_id` or `prospect_ids`, not both.
     pub list_id: Option<String>,
     /// Score these prospects (`prs_...`): 1 to 10,000 ids; a repeated id is scored once.
+    #[schemars(length(min = 1, max = 10000))]
     pub prospect_ids: Option<Vec<String>>,
     /// The targeting to score against (`tgt_...`).
     pub targeting_id: String,

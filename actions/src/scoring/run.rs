@@ -21,9 +21,10 @@ use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
-use super::engine::{ProspectFields, Scorer, Scratch, Tier};
+use super::engine::{ProspectFields, Scorer, Scratch};
 use super::{RunStatus, ScoringRun, TierCounts};
 use crate::common::IdKind;
+use crate::prospects::Tier;
 use crate::targeting::Targeting;
 
 /// Rows per multi-row insert, and ids per `in (...)` lookup: 500 rows of 7 values stay far

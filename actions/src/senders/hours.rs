@@ -32,8 +32,10 @@ const DAY_MS: i64 = 86_400_000;
 #[serde(deny_unknown_fields)]
 pub struct Window {
     /// `HH:MM`, 24-hour local time, from `00:00` to `23:59`.
+    #[schemars(regex(pattern = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"))]
     pub start: String,
     /// `HH:MM`, after `start`; `24:00` ends the window at midnight.
+    #[schemars(regex(pattern = r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"))]
     pub end: String,
 }
 
@@ -42,18 +44,25 @@ pub struct Window {
 #[serde(deny_unknown_fields)]
 pub struct WorkingHours {
     #[serde(default)]
+    #[schemars(length(max = 4))]
     pub monday: Vec<Window>,
     #[serde(default)]
+    #[schemars(length(max = 4))]
     pub tuesday: Vec<Window>,
     #[serde(default)]
+    #[schemars(length(max = 4))]
     pub wednesday: Vec<Window>,
     #[serde(default)]
+    #[schemars(length(max = 4))]
     pub thursday: Vec<Window>,
     #[serde(default)]
+    #[schemars(length(max = 4))]
     pub friday: Vec<Window>,
     #[serde(default)]
+    #[schemars(length(max = 4))]
     pub saturday: Vec<Window>,
     #[serde(default)]
+    #[schemars(length(max = 4))]
     pub sunday: Vec<Window>,
 }
 

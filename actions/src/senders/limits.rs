@@ -62,12 +62,16 @@ pub const CEILING: Limits = Limits {
 #[serde(deny_unknown_fields)]
 pub struct LimitsInput {
     /// 0 to 40; default 20.
+    #[schemars(range(max = 40))]
     pub connection_requests_per_day: Option<u32>,
     /// 0 to 200 per rolling 7 days; default 100.
+    #[schemars(range(max = 200))]
     pub connection_requests_per_week: Option<u32>,
     /// 0 to 150; default 50.
+    #[schemars(range(max = 150))]
     pub messages_per_day: Option<u32>,
     /// 0 to 150; default 80.
+    #[schemars(range(max = 150))]
     pub profile_views_per_day: Option<u32>,
 }
 
@@ -339,27 +343,23 @@ async fn weekly_release(
 }
 
 /// Checks every limit that applies to `kind` for the sender, and counts one action in `tx` when
-/// none refuses. Call it in the transaction that claims the work, before the provider call: the
-/// sender row is locked first, so concurrent callers on any instance are counted one after the
-/// other and never overshoot. `sender` is as the caller read it in `tx`: on PostgreSQL it is read
-/// again under the lock; on SQLite, whose write transaction holds the whole database, it is
-/// current already. Returns the usage row's id, for [`release_quota`].
+/// none refuses. Call it in the transaction that claims the work, before the provider call, with
+/// the sender's row locked and read under that lock ([`super::load_locked`]; on SQLite the write
+/// transaction holds the whole database), so concurrent callers on any instance are counted one
+/// after the other and never overshoot. Returns the usage row's id, for [`release_quota`] and
+/// [`restamp_quota`].
 ///
-/// The outer error is a fault (or a sender that does not exist: 404); the inner one is a refusal
-/// the caller snoozes until `until_ms`.
+/// What counts is what the network performed: a call it refused gives its unit back (the
+/// sandbox counts its own daily caps the same way). Pacing is another matter: every call the
+/// network saw, refused or not, moves the sender's `last_action_at` ([`super::note_call`]).
+///
+/// The outer error is a fault; the inner one is a refusal the caller snoozes until `until_ms`.
 pub async fn take_quota(
     tx: &mut sqlx::AnyConnection,
     sender: &SenderRow,
     kind: QuotaKind,
     now_ms: i64,
 ) -> Result<Result<String, QuotaRefusal>, ApiError> {
-    let locked;
-    let sender = if tx.backend_name().eq_ignore_ascii_case("postgresql") {
-        locked = super::load_locked(tx, &sender.id).await?;
-        &locked
-    } else {
-        sender
-    };
     if let Some(refusal) = refusal(&mut *tx, sender, kind, now_ms).await? {
         return Ok(Err(refusal));
     }
@@ -377,6 +377,24 @@ pub async fn take_quota(
     .execute(&mut *tx)
     .await?;
     Ok(Ok(id))
+}
+
+/// Moves a unit [`take_quota`] counted to the moment the network says the action happened, so
+/// the day and the rolling week count it where the network does (a call can reach the network a
+/// little after its unit was taken, or, after a crash, much later).
+pub async fn restamp_quota(
+    tx: &mut sqlx::AnyConnection,
+    sender: &SenderRow,
+    usage_id: &str,
+    at_ms: i64,
+) -> Result<(), ApiError> {
+    sqlx::query("update sender_usage set at = $2, local_day = $3 where id = $1")
+        .bind(usage_id)
+        .bind(at_ms)
+        .bind(hours::local_day(&sender.tz, at_ms))
+        .execute(tx)
+        .await?;
+    Ok(())
 }
 
 /// Gives back a unit [`take_quota`] counted, for an action that definitely did not reach the

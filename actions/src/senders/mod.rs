@@ -12,6 +12,7 @@
 //! Deleting is soft (`deleted_at`): the sender disappears from every action, but its usage rows stay
 //! for the dashboard and take nothing more. A sender with live enrollments cannot be deleted.
 
+pub mod forecast;
 pub mod hours;
 pub mod limits;
 
@@ -23,17 +24,33 @@ use sqlx::any::AnyRow;
 
 use crate::common::{Deleted, IdKind, json_text};
 use outreach_runtime::prelude::{
-    ApiError, Ctx, ErrorCode, Page, PageParams, Timestamp, action, ids, paged,
+    ApiError, Backend, Clock, Ctx, ErrorCode, JobArgs, NewJob, Page, PageParams, Timestamp, action,
+    enqueue, ids, paged,
 };
 
+pub use forecast::{GAP_MS, earliest_call, next_window};
 pub use hours::{Schedule, Window, WorkingHours};
 pub use limits::{
     CEILING, DEFAULT_LIMITS, LimitUsage, Limits, LimitsInput, QuotaKind, QuotaRefusal, Usage,
-    release_quota, take_quota,
+    release_quota, restamp_quota, take_quota,
 };
+
+outreach_runtime::prelude::resource_tag!(
+    "senders",
+    "The network accounts outreach is sent from: their status, working hours, timezone and limits."
+);
 
 pub const MAX_NAME_CHARS: usize = 200;
 pub const MAX_PAUSE_REASON_CHARS: usize = 500;
+
+/// The job that polls the network for every workspace with a sender (its handler is
+/// `delivery::inbound`'s): one for the whole database, carrying nothing.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PollJob {}
+
+impl JobArgs for PollJob {
+    const KIND: &'static str = "network_poll";
+}
 
 outreach_runtime::prelude::text_enum! {
     /// The state of a sender's account on the network.
@@ -86,12 +103,16 @@ pub struct SenderRow {
     pub paused_until: Option<i64>,
     pub pause_reason: Option<String>,
     pub deleted_at: Option<i64>,
+    /// The last call it made to the network, refused or not: the gap is measured from here.
+    pub last_action_at: Option<i64>,
+    /// The latest send slot handed out in its queue (see the delivery module).
+    pub queued_until: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
 }
 
 const COLUMNS: &str = "id, workspace_id, name, status, timezone, working_hours, limits, paused_until, pause_reason, \
-    deleted_at, created_at, updated_at";
+    deleted_at, last_action_at, queued_until, created_at, updated_at";
 
 impl SenderRow {
     fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
@@ -114,6 +135,8 @@ impl SenderRow {
             paused_until: row.try_get("paused_until")?,
             pause_reason: row.try_get("pause_reason")?,
             deleted_at: row.try_get("deleted_at")?,
+            last_action_at: row.try_get("last_action_at")?,
+            queued_until: row.try_get("queued_until")?,
             created_at: row.try_get("created_at")?,
             updated_at: row.try_get("updated_at")?,
         })
@@ -148,7 +171,7 @@ pub async fn load(
 /// Reads a sender by id (deleted or not) and locks its row until `tx` ends: `FOR UPDATE` on
 /// PostgreSQL; on SQLite the write transaction already holds the database.
 pub async fn load_locked(tx: &mut sqlx::AnyConnection, id: &str) -> Result<SenderRow, ApiError> {
-    let lock = if tx.backend_name().eq_ignore_ascii_case("postgresql") {
+    let lock = if Backend::of(tx) == Backend::Postgres {
         " for update"
     } else {
         ""
@@ -199,6 +222,25 @@ pub async fn pause_sender(
     .execute(tx)
     .await?;
     Ok(updated.rows_affected() > 0)
+}
+
+/// Records that the sender called the network at `at_ms` (or that a call of its ended then),
+/// whatever came of it: the gap before its next action counts from the latest such moment. Called
+/// when the gate lets a call through and again when its outcome is known.
+pub async fn note_call(
+    tx: &mut sqlx::AnyConnection,
+    sender_id: &str,
+    at_ms: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update senders set last_action_at = \
+         case when coalesce(last_action_at, 0) > $2 then last_action_at else $2 end where id = $1",
+    )
+    .bind(sender_id)
+    .bind(at_ms)
+    .execute(tx)
+    .await?;
+    Ok(())
 }
 
 /// Sets a sender's account status as the network reports it (the sandbox's
@@ -421,6 +463,7 @@ fn check_zone(name: &str) -> Result<String, ApiError> {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateSenderInput {
     /// 1 to 200 characters, for people (`Ada's account`).
+    #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: String,
     /// IANA time zone of the account's owner (`Europe/Berlin`); hours and days are counted in it.
     pub timezone: String,
@@ -465,7 +508,7 @@ pub async fn create_sender(ctx: Ctx, input: CreateSenderInput) -> Result<Sender,
     .execute(&mut *tx)
     .await?;
     // The network is polled for this sender's acceptances and replies from now on.
-    crate::delivery::inbound::ensure_polling(&mut tx, ctx.clock()).await?;
+    ensure_polling(&mut tx, ctx.clock()).await?;
     let row = load(&mut tx, ctx.workspace_id(), &id).await?;
     view(&mut tx, row, now).await
 }
@@ -544,6 +587,7 @@ pub struct UpdateSenderInput {
     /// The sender's id (`snd_...`).
     pub id: String,
     /// A new name.
+    #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: Option<String>,
     /// A new IANA time zone; hours, days and today's usage are counted in it from now on.
     pub timezone: Option<String>,
@@ -631,4 +675,50 @@ pub async fn delete_sender(ctx: Ctx, input: SenderId) -> Result<Deleted, ApiErro
         id: sender.id,
         deleted: true,
     })
+}
+
+/// Makes sure the network is being polled (in the caller's transaction): one `network_poll` job
+/// for the whole database, which keeps itself going.
+pub async fn ensure_polling(conn: &mut sqlx::AnyConnection, clock: &Clock) -> Result<(), ApiError> {
+    enqueue(
+        conn,
+        clock,
+        NewJob::of(&PollJob {}).unique_key(PollJob::KIND),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Sets the last slot handed out in the sender's queue of due steps.
+pub(crate) async fn set_queued_until(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+    slot: i64,
+) -> Result<(), ApiError> {
+    sqlx::query("update senders set queued_until = $2 where id = $1")
+        .bind(id)
+        .bind(slot)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Hands out the sender's next queue slot: `gap_ms` after the later of its last slot and `after`.
+pub(crate) async fn take_queue_slot(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+    after: i64,
+    gap_ms: i64,
+) -> Result<i64, ApiError> {
+    Ok(sqlx::query(
+        "update senders set queued_until = \
+         (case when coalesce(queued_until, 0) > $2 then queued_until else $2 end) + $3 \
+         where id = $1 returning queued_until",
+    )
+    .bind(id)
+    .bind(after)
+    .bind(gap_ms)
+    .fetch_one(conn)
+    .await?
+    .try_get("queued_until")?)
 }

@@ -5,9 +5,8 @@
 //! the row and replaced as a whole; everything in them is checked when written (a note over 300
 //! characters, a message before any connection request, a template naming an unknown variable),
 //! so a sequence that exists can always be rendered. Rendering per prospect happens when people
-//! are added ([`enroll`]), where a text that grows past its limit is reported for that prospect.
+//! are added (`approvals::propose`), where a text that grows past its limit is reported for that prospect.
 
-pub mod enroll;
 pub mod states;
 pub mod templates;
 
@@ -25,6 +24,11 @@ use crate::prospects::Prospect;
 use outreach_runtime::prelude::{ApiError, Ctx, ErrorCode, Page, PageParams, Timestamp, action};
 use outreach_runtime::prelude::{ids, paged};
 use templates::{Template, TemplateError};
+
+outreach_runtime::prelude::resource_tag!(
+    "sequences",
+    "Sequences of outreach steps (profile view, invitation, message) from one or more senders, their life (activate, pause, resume, stop) and who is enrolled."
+);
 
 pub const MAX_NAME_CHARS: usize = 200;
 pub const MAX_STEPS: usize = 20;
@@ -64,6 +68,18 @@ outreach_runtime::prelude::text_enum! {
     }
 }
 
+impl StepType {
+    /// What the step counts against among the sender's limits.
+    pub fn quota_kind(self) -> crate::senders::QuotaKind {
+        use crate::senders::QuotaKind;
+        match self {
+            Self::ViewProfile => QuotaKind::ProfileView,
+            Self::ConnectionRequest => QuotaKind::ConnectionRequest,
+            Self::Message => QuotaKind::Message,
+        }
+    }
+}
+
 /// One step of a sequence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -75,12 +91,15 @@ pub struct Step {
     /// Hours to wait before this step: after approval for the first step, after the previous step
     /// otherwise. 0 to 2160; default 0.
     #[serde(default)]
+    #[schemars(range(max = 2160))]
     pub delay_hours: u32,
     /// A connection request's note (a template, at most 300 characters once rendered); optional.
     #[serde(default)]
+    #[schemars(length(max = 300))]
     pub note: Option<String>,
     /// A message's text (a template, at most 8,000 characters once rendered); required on a message.
     #[serde(default)]
+    #[schemars(length(max = 8000))]
     pub text: Option<String>,
 }
 
@@ -142,10 +161,12 @@ pub struct SettingsInput {
     /// Default true.
     pub stop_on_reply: Option<bool>,
     /// 1 to 180; default 21.
+    #[schemars(range(min = 1, max = 180))]
     pub exit_after_days_without_acceptance: Option<u32>,
     /// Default true.
     pub skip_if_in_other_live_sequence: Option<bool>,
     /// 0 (off) to 365; default 30.
+    #[schemars(range(max = 365))]
     pub skip_if_contacted_within_days: Option<u32>,
 }
 
@@ -210,8 +231,10 @@ pub struct Sending {
     pub sending: bool,
     /// Why it is not sending, as a sentence; null while sending.
     pub reason: Option<String>,
-    /// When the next step of any of its enrollments is due (before working hours and limits are
-    /// applied per sender).
+    /// The earliest moment the next step of one of its enrollments can go out, by the rules its
+    /// sender's sends follow (working hours in the sender's zone, and the prospect's when the
+    /// sequence respects it; pauses; limits; the gap after the sender's last call). A forecast as
+    /// things stand: a send can come later (behind other steps queued for the sender).
     pub next_send_at: Option<Timestamp>,
 }
 
@@ -271,6 +294,7 @@ impl Sequence {
 async fn complete(
     conn: &mut sqlx::AnyConnection,
     sequences: &mut [Sequence],
+    now: i64,
 ) -> Result<(), ApiError> {
     if sequences.is_empty() {
         return Ok(());
@@ -326,20 +350,8 @@ async fn complete(
             .or_default()
             .add(status, u64::try_from(n).unwrap_or(0));
     }
-    let mut next: HashMap<String, i64> = HashMap::new();
-    for row in bind_all(format!(
-        "select sequence_id, min(next_step_at) as next_at from enrollments \
-         where sequence_id in {list} and status in ('scheduled', 'active') and next_step_at is not null \
-         group by sequence_id"
-    ))
-    .fetch_all(&mut *conn)
-    .await?
-    {
-        if let Some(at) = row.try_get::<Option<i64>, _>("next_at")? {
-            next.insert(row.try_get("sequence_id")?, at);
-        }
-    }
-    for sequence in sequences {
+    let next = next_sends(conn, sequences, &list, &ids, now).await?;
+    for sequence in sequences.iter_mut() {
         sequence.sender_ids = senders.remove(&sequence.id).unwrap_or_default();
         sequence.enrollment_counts = counts.remove(&sequence.id).unwrap_or_default();
         let unable = unable.remove(&sequence.id).unwrap_or_default();
@@ -353,13 +365,90 @@ async fn complete(
     Ok(())
 }
 
-/// Whether a sequence sends now and why not. `next_step_at` is the earliest time an enrollment
-/// waits for: the scheduler moves it past what holds a step back (the sender's working hours
-/// and limits, a pause after a network limit signal, the gap between a sender's actions), so it
-/// is the next send time. `unable` names each sender when none of them can send at all.
+/// Per sequence with steps due (`None` inside: none of them can be given a time as things
+/// stand), the earliest moment one of its enrollments' next steps can reach the network: each
+/// sender's earliest call of the step's kind ([`crate::senders::earliest_call`], the gate's
+/// rules) at or after the step is due, in the prospect's zone too when the sequence respects
+/// it. An enrollment waiting for an acceptance sends nothing when its deadline comes, so it is
+/// left out.
+async fn next_sends(
+    conn: &mut sqlx::AnyConnection,
+    sequences: &[Sequence],
+    list: &str,
+    ids: &[&str],
+    now: i64,
+) -> Result<HashMap<String, Option<i64>>, ApiError> {
+    let mut query = sqlx::query(AssertSqlSafe(format!(
+        "select e.sequence_id, e.workspace_id, e.sender_id, e.step_index, p.timezone, min(e.next_step_at) as next_at \
+         from enrollments e join prospects p on p.id = e.prospect_id \
+         where e.sequence_id in {list} and e.status in ('scheduled', 'active') and e.next_step_at is not null \
+         and e.sender_id is not null and not (e.invited_at is not null and e.accepted_at is null) \
+         group by e.sequence_id, e.workspace_id, e.sender_id, e.step_index, p.timezone"
+    )))
+    .persistent(false);
+    for id in ids {
+        query = query.bind(*id);
+    }
+    let rows = query.fetch_all(&mut *conn).await?;
+    let mut senders: HashMap<String, Option<crate::senders::SenderRow>> = HashMap::new();
+    let mut next: HashMap<String, Option<i64>> = HashMap::new();
+    for row in rows {
+        let sequence_id: String = row.try_get("sequence_id")?;
+        let Some(sequence) = sequences.iter().find(|s| s.id == sequence_id) else {
+            continue;
+        };
+        let step_index: i64 = row.try_get("step_index")?;
+        let Some(step) = usize::try_from(step_index)
+            .ok()
+            .and_then(|i| sequence.steps.get(i))
+        else {
+            continue;
+        };
+        let sender_id: String = row.try_get("sender_id")?;
+        if !senders.contains_key(&sender_id) {
+            let workspace_id: String = row.try_get("workspace_id")?;
+            let sender = crate::senders::load(conn, &workspace_id, &sender_id)
+                .await
+                .ok();
+            senders.insert(sender_id.clone(), sender);
+        }
+        let forecast = match senders.get(&sender_id).and_then(Option::as_ref) {
+            Some(sender) => {
+                let zone = if sequence.schedule.respect_prospect_timezone {
+                    row.try_get::<Option<String>, _>("timezone")?
+                        .and_then(|name| jiff::tz::TimeZone::get(&name).ok())
+                } else {
+                    None
+                };
+                let due: i64 = row.try_get("next_at")?;
+                crate::senders::earliest_call(
+                    conn,
+                    sender,
+                    Some(step.kind.quota_kind()),
+                    zone.as_ref(),
+                    due,
+                    now,
+                )
+                .await?
+            }
+            None => None,
+        };
+        let entry = next.entry(sequence_id).or_insert(None);
+        *entry = match (*entry, forecast) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    Ok(next)
+}
+
+/// Whether a sequence sends now and why not. `next_send` is present when some enrollment has a
+/// step due, with the earliest moment one can go out by its sender's rules (`None` inside when
+/// no time can be promised as things stand). `unable` names each sender when none of them can
+/// send at all.
 pub fn sending_status(
     sequence: &Sequence,
-    next_step_at: Option<i64>,
+    next_send: Option<Option<i64>>,
     unable: Option<&[String]>,
 ) -> Sending {
     let not = |reason: String| Sending {
@@ -376,16 +465,21 @@ pub fn sending_status(
         }
         SequenceStatus::Completed => not("The sequence is completed.".into()),
         SequenceStatus::Stopped => not("The sequence is stopped.".into()),
-        SequenceStatus::Active => match next_step_at {
+        SequenceStatus::Active => match next_send {
             Some(_) if let Some(unable) = unable => not(format!(
                 "No sender of the sequence can send: {}. Its steps wait until one is connected again.",
                 unable.join("; ")
             )),
-            Some(at) => Sending {
+            Some(Some(at)) => Sending {
                 sending: true,
                 reason: None,
                 next_send_at: Some(Timestamp(at)),
             },
+            Some(None) => not(
+                "Its steps are due, but none of its senders can send them as things stand (no working hours, \
+                 a limit of 0, or an account that is not connected): see `get_sender`."
+                    .into(),
+            ),
             None => not(if sequence.enrollment_counts.awaiting_approval > 0 {
                 "No enrollment is approved yet; approve them with `approve_outreach`.".into()
             } else {
@@ -400,9 +494,10 @@ pub(crate) async fn fetch(
     conn: &mut sqlx::AnyConnection,
     workspace_id: &str,
     id: &str,
+    now: i64,
 ) -> Result<Sequence, ApiError> {
     let mut sequence = fetch_row(conn, workspace_id, id).await?;
-    complete(conn, std::slice::from_mut(&mut sequence)).await?;
+    complete(conn, std::slice::from_mut(&mut sequence), now).await?;
     Ok(sequence)
 }
 
@@ -443,7 +538,7 @@ pub(crate) async fn lock(
     if touched.rows_affected() == 0 {
         return Err(IdKind::Sequence.not_found(id));
     }
-    fetch(conn, workspace_id, id).await
+    fetch(conn, workspace_id, id, now).await
 }
 
 // ----- checks -----
@@ -637,14 +732,17 @@ async fn write_senders(
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateSequenceInput {
     /// 1 to 200 characters.
+    #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: String,
     /// Up to 20 steps, each `{"type", "delay_hours", "note" | "text"}`. Notes and texts are
     /// templates: `{{first_name}}`, `{{company_name}}`, any prospect field or `{{custom.<key>}}`,
     /// with a fallback after a bar: `{{first_name|there}}`.
     #[serde(default)]
+    #[schemars(length(max = 20))]
     pub steps: Vec<Step>,
     /// Senders (`snd_...`) of this workspace to send from; enrollments are spread over them.
     #[serde(default)]
+    #[schemars(length(max = 20))]
     pub sender_ids: Vec<String>,
     #[serde(default)]
     pub schedule: Option<Schedule>,
@@ -685,7 +783,7 @@ pub async fn create_sequence(ctx: Ctx, input: CreateSequenceInput) -> Result<Seq
     .execute(&mut *tx)
     .await?;
     write_senders(&mut tx, ctx.workspace_id(), &id, &sender_ids).await?;
-    fetch(&mut tx, ctx.workspace_id(), &id).await
+    fetch(&mut tx, ctx.workspace_id(), &id, now).await
 }
 
 /// The input of actions that name one sequence.
@@ -702,7 +800,7 @@ pub struct SequenceId {
 #[action(scope = "read", http = "GET /sequences/{id}")]
 pub async fn get_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
     let mut conn = ctx.db().pool().acquire().await?;
-    fetch(&mut conn, ctx.workspace_id(), &input.id).await
+    fetch(&mut conn, ctx.workspace_id(), &input.id, ctx.now_ms()).await
 }
 
 /// The input of `list_sequences`.
@@ -741,7 +839,7 @@ pub async fn list_sequences(
     )
     .await?;
     let mut conn = ctx.db().pool().acquire().await?;
-    complete(&mut conn, &mut page.items).await?;
+    complete(&mut conn, &mut page.items, ctx.now_ms()).await?;
     Ok(page)
 }
 
@@ -751,10 +849,13 @@ pub struct UpdateSequenceInput {
     /// The sequence's id (`seq_...`).
     pub id: String,
     /// A new name; may change in any status.
+    #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: Option<String>,
     /// The new step list, replacing the old one (draft or paused only).
+    #[schemars(length(max = 20))]
     pub steps: Option<Vec<Step>>,
     /// The new senders, replacing the old ones (draft or paused only).
+    #[schemars(length(max = 20))]
     pub sender_ids: Option<Vec<String>>,
     /// The new schedule (draft or paused only).
     pub schedule: Option<Schedule>,
@@ -784,7 +885,7 @@ pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Seq
     if edits_content {
         // New content renders its pending approval items again: they (and what comes before
         // them in the lock order) are locked before the sequence, as stop_sequence takes them.
-        crate::delivery::lock_live_of_sequence(&mut tx, workspace_id, &input.id).await?;
+        crate::step_jobs::lock_live_of_sequence(&mut tx, workspace_id, &input.id).await?;
     }
     let current = lock(&mut tx, workspace_id, &input.id, now).await?;
     if edits_content
@@ -854,7 +955,7 @@ pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Seq
     .bind(now)
     .execute(&mut *tx)
     .await?;
-    fetch(&mut tx, workspace_id, &current.id).await
+    fetch(&mut tx, workspace_id, &current.id, now).await
 }
 
 /// Renders the pending approval items of a sequence again with new steps, so a person approves
@@ -935,7 +1036,7 @@ pub async fn delete_sequence(ctx: Ctx, input: SequenceId) -> Result<Deleted, Api
     let mut tx = ctx.tx().await?;
     // Its approval items and enrollments go too: locked before the sequence, as stop_sequence
     // takes them.
-    crate::delivery::lock_live_of_sequence(&mut tx, workspace_id, &input.id).await?;
+    crate::step_jobs::lock_live_of_sequence(&mut tx, workspace_id, &input.id).await?;
     let current = lock(&mut tx, workspace_id, &input.id, ctx.now_ms()).await?;
     if current.status != SequenceStatus::Draft {
         return Err(ApiError::new(
@@ -947,10 +1048,13 @@ pub async fn delete_sequence(ctx: Ctx, input: SequenceId) -> Result<Deleted, Api
         )
         .with_extra("status", current.status.as_str()));
     }
+    sqlx::query("delete from approvals where workspace_id = $1 and sequence_id = $2")
+        .bind(workspace_id)
+        .bind(&current.id)
+        .execute(&mut *tx)
+        .await?;
+    crate::enrollments::delete_of_sequence(&mut tx, workspace_id, &current.id).await?;
     for sql in [
-        "delete from approvals where workspace_id = $1 and sequence_id = $2",
-        "delete from enrollment_events where enrollment_id in (select id from enrollments where workspace_id = $1 and sequence_id = $2)",
-        "delete from enrollments where workspace_id = $1 and sequence_id = $2",
         "delete from sequence_senders where workspace_id = $1 and sequence_id = $2",
         "delete from sequences where workspace_id = $1 and id = $2",
     ] {
@@ -960,11 +1064,33 @@ pub async fn delete_sequence(ctx: Ctx, input: SequenceId) -> Result<Deleted, Api
             .execute(&mut *tx)
             .await?;
     }
-    crate::agents::runs::proposals_decided(&mut tx, workspace_id, ctx.now_ms()).await?;
+    crate::followups::runs_decided(&mut tx, ctx.clock(), workspace_id, ctx.now_ms()).await?;
     Ok(Deleted {
         id: current.id,
         deleted: true,
     })
+}
+
+outreach_runtime::prelude::text_enum! {
+    /// Who wrote a draft's text.
+    pub enum DraftedBy {
+        /// The drafting model; its text passed the checks a rendered template passes.
+        Llm => "llm",
+        /// The step's template, rendered for the prospect: no model is configured, or the model's
+        /// answer could not be used.
+        Template => "template",
+    }
+}
+
+/// The history entry of a performed step.
+impl From<StepType> for crate::enrollments::EnrollmentEventKind {
+    fn from(step: StepType) -> Self {
+        match step {
+            StepType::ViewProfile => Self::ViewProfile,
+            StepType::ConnectionRequest => Self::ConnectionRequest,
+            StepType::Message => Self::Message,
+        }
+    }
 }
 
 /// A prospect's rendered text of one step.
@@ -979,7 +1105,7 @@ pub struct RenderedText {
     pub text: String,
     /// Who wrote it, on an agent's draft: `llm` (the drafting model) or `template`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drafted_by: Option<crate::drafting::DraftedBy>,
+    pub drafted_by: Option<DraftedBy>,
     /// Why the template was used although a drafting model is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_reason: Option<String>,
@@ -1056,6 +1182,27 @@ pub fn render_steps(
         });
     }
     Ok(texts)
+}
+
+/// Completes an active sequence once none of its enrollments is live any more: every approved
+/// person went through its steps or left it. (Adding people is for `draft`, `active` and
+/// `paused` sequences; a completed one is done.)
+pub(crate) async fn complete_if_done(
+    conn: &mut sqlx::AnyConnection,
+    sequence_id: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    let live = crate::step_jobs::LIVE_SQL;
+    sqlx::query(AssertSqlSafe(format!(
+        "update sequences set status = 'completed', finished_at = $2, updated_at = $2 \
+         where id = $1 and status = 'active' and not exists (select 1 from enrollments e \
+         where e.sequence_id = $1 and e.status in {live})"
+    )))
+    .bind(sequence_id)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]

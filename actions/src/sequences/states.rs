@@ -138,7 +138,7 @@ async fn transition(ctx: &Ctx, id: &str, transition: Transition) -> Result<Seque
     let mut tx = ctx.tx().await?;
     if transition == Transition::Stop {
         // Step jobs and enrollments before the sequence's row, as runs and replies take them.
-        crate::delivery::lock_live_of_sequence(&mut tx, workspace_id, id).await?;
+        crate::step_jobs::lock_live_of_sequence(&mut tx, workspace_id, id).await?;
     }
     let sequence = lock(&mut tx, workspace_id, id, now).await?;
     if !allowed(sequence.status).contains(&transition) {
@@ -175,15 +175,22 @@ async fn transition(ctx: &Ctx, id: &str, transition: Transition) -> Result<Seque
     .execute(&mut *tx)
     .await?;
     if transition == Transition::Stop {
-        crate::enrollments::stop_all_of_sequence(&mut tx, workspace_id, &sequence.id, now).await?;
+        crate::enrollments::stop_all_of_sequence(
+            &mut tx,
+            ctx.clock(),
+            workspace_id,
+            &sequence.id,
+            now,
+        )
+        .await?;
     }
     if matches!(transition, Transition::Activate | Transition::Resume) {
         // Approved enrollments get their step jobs back (a job that ran while the sequence was
         // not active ended itself).
-        crate::delivery::schedule_sequence(&mut tx, ctx.clock(), workspace_id, &sequence.id, now)
+        crate::step_jobs::schedule_sequence(&mut tx, ctx.clock(), workspace_id, &sequence.id, now)
             .await?;
     }
-    fetch(&mut tx, workspace_id, &sequence.id).await
+    fetch(&mut tx, workspace_id, &sequence.id, now).await
 }
 
 /// Start a draft sequence: approved enrollments begin to receive its steps.

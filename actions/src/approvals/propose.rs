@@ -14,13 +14,14 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::{AssertSqlSafe, Row};
 
-use super::{RenderedText, Sequence, SequenceStatus, lock, render_steps};
 use crate::approvals::{self, ApprovalKind, NewApproval, ProposedBy};
 use crate::common::IdKind;
-use crate::drafting::DraftedBy;
-use crate::enrollments::{self, LIVE_SQL};
+use crate::enrollments;
 use crate::lists::placeholders;
 use crate::prospects::{COLUMNS, Prospect};
+use crate::sequences::DraftedBy;
+use crate::sequences::{self, RenderedText, Sequence, SequenceStatus, lock, render_steps};
+use crate::step_jobs::LIVE_SQL;
 use outreach_runtime::prelude::{ApiError, Ctx, ErrorCode, action, ids};
 
 /// The most prospect ids one call takes.
@@ -53,10 +54,12 @@ outreach_runtime::prelude::text_enum! {
 
 /// The input of `add_to_sequence`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("not" = {"anyOf": [{"required": ["list_id", "prospect_ids"], "properties": {"list_id": {"not": {"type": "null"}}, "prospect_ids": {"not": {"type": "null"}}}}, {"properties": {"list_id": {"type": "null"}, "prospect_ids": {"type": "null"}}}]}))]
 pub struct AddToSequenceInput {
     /// The sequence (`seq_...`), in `draft`, `active` or `paused`.
     pub sequence_id: String,
     /// 1 to 1000 prospect ids (`prs_...`); or give `list_id`.
+    #[schemars(length(min = 1, max = 1000))]
     pub prospect_ids: Option<Vec<String>>,
     /// Every member of this list (`lst_...`, at most 10,000); or give `prospect_ids`.
     pub list_id: Option<String>,
@@ -138,7 +141,7 @@ pub async fn add_to_sequence(
         expires_at: None,
     };
     let added = propose(&mut tx, workspace_id, &sequence, &proposals, &source, now).await?;
-    let sequence = super::fetch(&mut tx, workspace_id, &sequence.id).await?;
+    let sequence = sequences::fetch(&mut tx, workspace_id, &sequence.id, now).await?;
     Ok(AddedToSequence {
         added: added.len() as u64,
         enrollments: added,
@@ -309,10 +312,10 @@ pub(crate) async fn check_prospects(
 }
 
 /// The skip reason and sentence of texts that do not render for a prospect.
-pub(crate) fn render_skip(problem: &super::RenderProblem) -> (SkipReason, String) {
+pub(crate) fn render_skip(problem: &sequences::RenderProblem) -> (SkipReason, String) {
     let reason = match problem {
-        super::RenderProblem::MissingValue { .. } => SkipReason::MissingValue,
-        super::RenderProblem::TooLong { .. } => SkipReason::TextTooLong,
+        sequences::RenderProblem::MissingValue { .. } => SkipReason::MissingValue,
+        sequences::RenderProblem::TooLong { .. } => SkipReason::TextTooLong,
     };
     let mut detail = problem.sentence();
     if let Some(first) = detail.get(..1) {
@@ -361,7 +364,15 @@ pub(crate) async fn propose(
             sender_id: pick_sender(&mut load),
         });
     }
-    insert_enrollments(conn, workspace_id, &sequence.id, &added, now).await?;
+    let rows: Vec<enrollments::NewEnrollment<'_>> = added
+        .iter()
+        .map(|row| enrollments::NewEnrollment {
+            id: &row.enrollment_id,
+            prospect_id: &row.prospect_id,
+            sender_id: row.sender_id.as_deref(),
+        })
+        .collect();
+    enrollments::insert_awaiting_approval(conn, workspace_id, &sequence.id, &rows, now).await?;
     let approvals: Vec<NewApproval<'_>> = added
         .iter()
         .zip(proposals)
@@ -381,7 +392,15 @@ pub(crate) async fn propose(
         .collect();
     approvals::insert_pending(conn, workspace_id, &source.proposed_by, now, &approvals).await?;
     let enrollment_ids: Vec<String> = added.iter().map(|a| a.enrollment_id.clone()).collect();
-    enrollments::record_events(conn, workspace_id, &enrollment_ids, now, "added", None).await?;
+    enrollments::record_events(
+        conn,
+        workspace_id,
+        &enrollment_ids,
+        now,
+        enrollments::EnrollmentEventKind::Added,
+        None,
+    )
+    .await?;
     Ok(added)
 }
 
@@ -528,44 +547,6 @@ pub(crate) fn pick_sender(load: &mut [(String, i64)]) -> Option<String> {
         .min_by_key(|(index, (_, n))| (*n, *index))?;
     load[index].1 += 1;
     Some(load[index].0.clone())
-}
-
-async fn insert_enrollments(
-    conn: &mut sqlx::AnyConnection,
-    workspace_id: &str,
-    sequence_id: &str,
-    added: &[Added],
-    now: i64,
-) -> Result<(), ApiError> {
-    for chunk in added.chunks(100) {
-        let values: Vec<String> = (0..chunk.len())
-            .map(|i| {
-                let n = 4 + 3 * i;
-                format!(
-                    "(${n}, $1, $2, ${}, ${}, 'awaiting_approval', 0, $3, $3)",
-                    n + 1,
-                    n + 2
-                )
-            })
-            .collect();
-        let sql = format!(
-            "insert into enrollments (id, workspace_id, sequence_id, prospect_id, sender_id, status, step_index, created_at, updated_at) values {}",
-            values.join(", ")
-        );
-        let mut query = sqlx::query(AssertSqlSafe(sql))
-            .persistent(false)
-            .bind(workspace_id)
-            .bind(sequence_id)
-            .bind(now);
-        for row in chunk {
-            query = query
-                .bind(&row.enrollment_id)
-                .bind(&row.prospect_id)
-                .bind(&row.sender_id);
-        }
-        query.execute(&mut *conn).await?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

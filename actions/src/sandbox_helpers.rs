@@ -5,7 +5,8 @@
 //! faces; in production the registry leaves them out, so they are neither routed, listed in
 //! OpenAPI nor in `tools/list`, and cannot be called. `outreach admin sandbox ...` runs the same
 //! functions from a script. An event a helper causes (an acceptance, a reply) enters through
-//! [`ingest`], exactly as one the sandbox produces by itself.
+//! [`ingest`], exactly as one the sandbox produces by itself. They sit at the top of the
+//! layers: they drive the network and delivery both.
 //!
 //! Senders are named by id alone: the sandbox is the network's side and keys accounts by the id
 //! we give it.
@@ -18,12 +19,18 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::sandbox::{insert_message, relation};
-use super::{
-    AccountStatus, ChatDirection, ConnectionState, InboundEvent, MAX_MESSAGE_CHARS, Network,
-    NetworkProvider, OutboundKind, ingest, network_for,
-};
 use crate::common::IdKind;
+use crate::delivery::inbound::{deliver_due, ingest};
+use crate::network::sandbox::{insert_message, relation};
+use crate::network::{
+    AccountStatus, ChatDirection, ConnectionState, InboundEvent, MAX_MESSAGE_CHARS, Network,
+    OutboundKind, network_for,
+};
+
+outreach_runtime::prelude::resource_tag!(
+    "sandbox",
+    "Test helpers of the simulated network, outside production only: the clock, acceptances, replies, a sender's status and latency, and the network's log."
+);
 
 /// The most `advance_clock` moves at once: a year.
 const MAX_ADVANCE_SECONDS: i64 = 366 * 24 * 3600;
@@ -114,16 +121,8 @@ pub async fn accept_invitation(
         )
         .with_extra("connection_state", state.as_str()));
     }
-    sqlx::query(
-        "update sandbox_connections set state = 'connected', connected_at = $4, accept_at = null, updated_at = $4 \
-         where workspace_id = $1 and sender_id = $2 and profile_url = $3",
-    )
-    .bind(workspace_id)
-    .bind(sender_id)
-    .bind(&profile_url)
-    .bind(now_ms)
-    .execute(&mut *conn)
-    .await?;
+    crate::network::sandbox::connect_now(conn, workspace_id, sender_id, &profile_url, now_ms)
+        .await?;
     let event = InboundEvent::InvitationAccepted {
         sender_id: sender_id.to_owned(),
         profile_url: profile_url.clone(),
@@ -165,6 +164,7 @@ pub struct SandboxReplyInput {
     /// The sender who receives the reply.
     pub sender_id: String,
     /// The reply, 1 to 8000 characters.
+    #[schemars(length(min = 1, max = 8000), regex(pattern = crate::common::NOT_BLANK))]
     pub text: String,
 }
 
@@ -270,7 +270,21 @@ pub struct SetSenderStatusInput {
 pub struct SandboxAccount {
     pub sender_id: String,
     pub status: AccountStatus,
+    /// How long each of its calls takes to reach the simulated network, in milliseconds
+    /// (`sandbox_set_latency`; 0 by default).
+    pub latency_ms: i64,
     pub updated_at: Timestamp,
+}
+
+impl SandboxAccount {
+    fn from_row(sender_id: &str, row: &AnyRow) -> Result<Self, ApiError> {
+        Ok(Self {
+            sender_id: sender_id.to_owned(),
+            status: AccountStatus::from_db(&row.try_get::<String, _>("status")?)?,
+            latency_ms: row.try_get("latency_ms")?,
+            updated_at: Timestamp(row.try_get("updated_at")?),
+        })
+    }
 }
 
 /// Sets the status of a sender's account on the sandbox network (`conn`: the caller's
@@ -282,32 +296,19 @@ pub async fn set_sender_status(
     now_ms: i64,
 ) -> Result<SandboxAccount, ApiError> {
     let sender_id = &sender_of(conn, workspace_id, &input.sender_id).await?;
-    sqlx::query(
-        "insert into sandbox_accounts (workspace_id, sender_id, status, updated_at) values ($1, $2, $3, $4) \
-         on conflict (workspace_id, sender_id) do update set status = excluded.status, updated_at = excluded.updated_at",
+    let account = crate::network::sandbox::set_account_status(
+        conn,
+        workspace_id,
+        sender_id,
+        input.status,
+        now_ms,
     )
-    .bind(workspace_id)
-    .bind(sender_id)
-    .bind(input.status.as_str())
-    .bind(now_ms)
-    .execute(&mut *conn)
     .await?;
     // The account's status as the network reports it is the sender's status on our side (a real
     // provider's account event does the same).
-    sqlx::query(
-        "update senders set status = $3, updated_at = $4 where workspace_id = $1 and id = $2",
-    )
-    .bind(workspace_id)
-    .bind(sender_id)
-    .bind(input.status.as_str())
-    .bind(now_ms)
-    .execute(&mut *conn)
-    .await?;
-    Ok(SandboxAccount {
-        sender_id: sender_id.to_owned(),
-        status: input.status,
-        updated_at: Timestamp(now_ms),
-    })
+    let status = crate::senders::SenderStatus::from_db(input.status.as_str())?;
+    crate::senders::set_sender_status(conn, sender_id, status, now_ms).await?;
+    SandboxAccount::from_row(sender_id, &account)
 }
 
 /// Sandbox: set a sender account's status.
@@ -327,6 +328,54 @@ pub async fn sandbox_set_sender_status(
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
     set_sender_status(&mut tx, ctx.workspace_id(), &input, now).await
+}
+
+/// The longest latency `sandbox_set_latency` accepts, in milliseconds.
+pub const MAX_LATENCY_MS: i64 = 60_000;
+
+/// The input of `sandbox_set_latency`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SetLatencyInput {
+    /// The sender whose network account becomes slow (or fast again).
+    pub sender_id: String,
+    /// How long each call of the account takes to reach the network, 0 to 60,000 ms.
+    #[schemars(range(min = 0, max = 60_000))]
+    pub latency_ms: i64,
+}
+
+/// Sandbox: make a sender account's calls slow.
+///
+/// Test helper (outside production only). Every call of the account (view, invitation,
+/// withdrawal, message) waits `latency_ms` before it reaches the simulated network, as a slow
+/// provider would: to see what a timeout, a retry, or a process that dies mid-call does to
+/// your outreach. 0 makes it fast again.
+#[action(
+    scope = "write",
+    test_helper,
+    http = "POST /sandbox/senders/{sender_id}/latency"
+)]
+pub async fn sandbox_set_latency(
+    ctx: Ctx,
+    input: SetLatencyInput,
+) -> Result<SandboxAccount, ApiError> {
+    if !(0..=MAX_LATENCY_MS).contains(&input.latency_ms) {
+        return Err(ApiError::invalid_request(format!(
+            "`latency_ms` must be 0 to {MAX_LATENCY_MS}; got {}.",
+            input.latency_ms
+        )));
+    }
+    let now = ctx.now_ms();
+    let mut tx = ctx.tx().await?;
+    let sender_id = &sender_of(&mut tx, ctx.workspace_id(), &input.sender_id).await?;
+    let account = crate::network::sandbox::set_account_latency(
+        &mut tx,
+        ctx.workspace_id(),
+        sender_id,
+        input.latency_ms,
+        now,
+    )
+    .await?;
+    SandboxAccount::from_row(sender_id, &account)
 }
 
 /// One call the sandbox network received.
@@ -430,6 +479,7 @@ pub async fn list_sandbox_log(
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AdvanceClockInput {
     /// How far to move the clock forward, in seconds: 1 to 31622400 (a year).
+    #[schemars(range(min = 1, max = 31_622_400))]
     pub seconds: i64,
 }
 
@@ -462,7 +512,9 @@ pub async fn advance(db: &Db, clock: &Clock, seconds: i64) -> Result<i64, ApiErr
 pub async fn advance_clock(ctx: Ctx, input: AdvanceClockInput) -> Result<ClockNow, ApiError> {
     let now = advance(ctx.db(), ctx.clock(), input.seconds).await?;
     let delivered_events = match network_for(ctx.config(), ctx.db(), ctx.clock()) {
-        Ok(network @ Network::Sandbox(_)) => network.poll(ctx.workspace_id()).await?,
+        Ok(network @ Network::Sandbox(_)) => {
+            deliver_due(&network, ctx.db(), ctx.clock(), ctx.workspace_id()).await?
+        }
         Err(_) => 0,
     };
     Ok(ClockNow {
