@@ -258,6 +258,7 @@ await named("ts-every-tool-success-path", async () => {
   await okCall("service_sandbox_accept_invitation", { prospect_id: people[0], sender_id: account.id });
   await okCall("service_sandbox_reply", { prospect_id: people[0], sender_id: account.id, text: "Hello from the TS check" });
   await okCall("service_sandbox_set_sender_status", { sender_id: account.id, status: "connected" });
+  await okCall("service_sandbox_set_latency", { sender_id: account.id, latency_ms: 0 });
   const conversations = await okCall("service_list_conversations", { sender_id: account.id });
   check(conversations.items.length === 1, `one conversation: ${show(conversations)}`);
   const conversation = conversations.items[0].id;

@@ -17,7 +17,9 @@ use sqlx::Row;
 use tokio::net::TcpListener;
 
 use crate::agent_runs::Setup;
-use crate::helpers::{Served, TestDatabase, admin_ok, field, spawn_app_with, start_serve_env};
+use crate::helpers::{
+    Served, TestDatabase, admin_ok, admin_workspace_with_key, spawn_app_with, start_serve_env,
+};
 
 fn id(value: &Value) -> String {
     value["id"]
@@ -182,38 +184,7 @@ struct RealServer {
 impl RealServer {
     async fn start(env: Vec<(String, String)>) -> Self {
         let database = TestDatabase::create().await;
-        let created = admin_ok(
-            &database,
-            &[
-                "workspace",
-                "create",
-                "--name",
-                "Runs",
-                "--owner-email",
-                "runs@crash.test",
-                "--owner-password",
-                "correct horse battery",
-            ],
-        )
-        .await;
-        let workspace = field(&created, "workspace_id");
-        let key = admin_ok(
-            &database,
-            &[
-                "key",
-                "create",
-                "--workspace",
-                &workspace,
-                "--email",
-                "runs@crash.test",
-                "--name",
-                "runs",
-                "--scopes",
-                "read,write",
-            ],
-        )
-        .await;
-        let key = field(&key, "key");
+        let (workspace, key) = admin_workspace_with_key(&database, "Runs", "runs@crash.test").await;
         admin_ok(
             &database,
             &[
@@ -485,7 +456,23 @@ async fn a_running_run_canceled_mid_way_stops_at_its_next_batch_and_keeps_what_i
     let canceled = app
         .post_json(&format!("/runs/{run}/cancel"), &app.key, json!({}))
         .await;
-    assert_eq!(canceled.expect(200)["status"], json!("canceled"));
+    let canceled = canceled.expect(200).clone();
+    assert_eq!(canceled["status"], json!("canceled"));
+    // Settled in the cancel itself: a batch in flight finished first, and none comes after.
+    assert!(canceled["finished_at"].is_string(), "{canceled}");
+    let charged = canceled["credits_charged"].clone();
+    assert_eq!(charged, canceled["processed"], "{canceled}");
+    let balance: i64 = sqlx::query("select credits_balance from workspaces where id = $1")
+        .bind(&app.workspace_id)
+        .fetch_one(app.db.pool())
+        .await
+        .expect("balance")
+        .get(0);
+    assert_eq!(
+        balance,
+        500 - charged.as_i64().expect("charged"),
+        "the rest of the hold is released with the cancel"
+    );
     let state = loop {
         let state = app
             .get(&format!("/runs/{run}"), &app.key)
@@ -503,6 +490,10 @@ async fn a_running_run_canceled_mid_way_stops_at_its_next_batch_and_keeps_what_i
     };
     let processed = state["processed"].as_i64().expect("processed");
     assert!((10..40).contains(&processed), "{state}");
+    assert_eq!(
+        state["processed"], canceled["processed"],
+        "nothing ran after the cancel"
+    );
     assert_eq!(state["credits_charged"], json!(processed), "{state}");
     assert_eq!(state["status"], json!("canceled"), "{state}");
     assert!(

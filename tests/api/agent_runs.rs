@@ -260,6 +260,21 @@ impl Setup {
         .expect("the ledger");
         -row.get::<i64, _>(0)
     }
+
+    /// What the ledger entries that name `object_id` add up to, spent as a positive figure: every
+    /// entry of a run (its hold, its release) names it.
+    pub async fn spent_on(&self, object_id: &str) -> i64 {
+        let row = sqlx::query(
+            "select cast(coalesce(sum(amount), 0) as bigint) from credit_ledger \
+             where workspace_id = $1 and object_id = $2",
+        )
+        .bind(&self.app.workspace_id)
+        .bind(object_id)
+        .fetch_one(self.app.db.pool())
+        .await
+        .expect("the ledger");
+        -row.get::<i64, _>(0)
+    }
 }
 
 #[tokio::test]
@@ -310,6 +325,11 @@ async fn a_prospector_run_proposes_the_matching_prospects_and_nothing_reaches_an
         "what was reserved and not used is released"
     );
     assert_eq!(setup.spent_on_runs().await, 3);
+    assert_eq!(
+        setup.spent_on(&run_id).await,
+        3,
+        "the entries naming the run add up to what it cost"
+    );
     let log = run["log"].to_string();
     for expected in [
         "Selected 3 of 4 candidates",
@@ -376,9 +396,10 @@ async fn a_prospector_run_proposes_the_matching_prospects_and_nothing_reaches_an
         .post_json("/approvals/approve", &setup.send, json!({"run_id": run_id}))
         .await;
     assert_eq!(approved.expect(200)["approved"], json!(3));
+    // The run ends through its follow-up job, at once.
+    settle(app).await;
     let run = setup.get_run(&run_id).await;
     assert_eq!(run["status"], json!("succeeded"), "{run}");
-    settle(app).await;
     assert_eq!(setup.network_log().await.len(), 1, "approval sent a burst");
     for _ in 0..10 {
         advance(app, 60).await;
@@ -1055,6 +1076,7 @@ async fn a_run_waiting_for_approval_ends_when_its_proposals_are_expired_by_a_sto
         .await
         .expect(200);
     }
+    settle(app).await;
     let ended = setup.get_run(&run).await;
     assert_eq!(ended["status"], json!("succeeded"), "{ended}");
     assert_eq!(ended["approvals_pending"], json!(0), "{ended}");
@@ -1143,7 +1165,8 @@ async fn an_autonomous_triage_run_with_send_still_only_drafts_and_an_unsubscribe
     )
     .await
     .expect(200);
-    settle(app).await;
+    // Past the time it was due (the gap after the invitation, the sender's last call).
+    advance(app, 120).await;
     assert_eq!(
         setup.network_log().await.len(),
         1,
@@ -1237,4 +1260,120 @@ async fn a_run_whose_job_was_lost_is_failed_by_recovery_and_keeps_only_what_it_p
     );
     // The agent is free to run again.
     setup.run(&agent, &app.key, json!({})).await;
+}
+
+#[tokio::test]
+async fn a_run_canceled_while_its_job_s_instance_is_dead_releases_its_hold_at_once() {
+    let setup = Setup::new(2).await;
+    let app = &setup.app;
+    let before = setup.balance().await;
+    let agent = setup.prospector(json!({})).await;
+    let run = id(&setup.run(&agent, &app.key, json!({})).await);
+    assert!(setup.balance().await < before, "the run holds credits");
+    // An instance claimed the run's job and died: the job is `running` under a lease nobody
+    // renews, and nothing has rescued it yet.
+    let (claimed, _token) = outreach_runtime::jobs::claim(&app.db, &app.clock, 10)
+        .await
+        .expect("claim the job");
+    assert!(
+        claimed.iter().any(|job| job.kind == "agent_run"),
+        "the run's job is claimed"
+    );
+    let canceled = app
+        .post_json(&format!("/runs/{run}/cancel"), &app.key, json!({}))
+        .await;
+    let canceled = canceled.expect(200).clone();
+    // In the answer itself: canceled, ended, and nothing held any more.
+    assert_eq!(canceled["status"], json!("canceled"), "{canceled}");
+    assert!(canceled["finished_at"].is_string(), "{canceled}");
+    assert_eq!(canceled["credits_charged"], json!(0), "{canceled}");
+    assert_eq!(
+        setup.balance().await,
+        before,
+        "the hold is released with the cancel"
+    );
+    let held: i64 = sqlx::query(
+        "select count(*) from credit_ledger where workspace_id = $1 and held_until is not null",
+    )
+    .bind(&app.workspace_id)
+    .fetch_one(app.db.pool())
+    .await
+    .expect("count holds")
+    .get(0);
+    assert_eq!(held, 0, "no hold left open");
+    // The dead instance's jobs, rescued and run later: the run is ended and stays as it is.
+    sqlx::query("update jobs set lease_until = 0 where state = 'running'")
+        .execute(app.db.pool())
+        .await
+        .expect("its lease lapses");
+    outreach_runtime::recovery::run_all(&app.db, &app.clock).await;
+    settle(app).await;
+    let after = setup.get_run(&run).await;
+    assert_eq!(after["status"], json!("canceled"), "{after}");
+    assert_eq!(after["processed"], json!(0), "{after}");
+    assert_eq!(setup.balance().await, before);
+    assert_eq!(
+        setup.spent_on(&run).await,
+        0,
+        "a canceled run's entries net to nothing"
+    );
+}
+
+/// Claims the next due job; `None` when nothing is due.
+async fn claim_next(app: &TestApp) -> Option<(outreach_runtime::jobs::Job, String)> {
+    let (mut batch, token) = outreach_runtime::jobs::claim(&app.db, &app.clock, 1)
+        .await
+        .expect("claim");
+    (!batch.is_empty()).then(|| (batch.remove(0), token))
+}
+
+async fn run_job(app: &TestApp, job: outreach_runtime::jobs::Job, token: String) {
+    let config = std::sync::Arc::new(outreach_runtime::Config::new(
+        &app.base_url,
+        app.environment.clone(),
+    ));
+    outreach_runtime::worker::run_claimed(
+        &app.db,
+        &app.clock,
+        config,
+        job,
+        token,
+        &outreach_runtime::retry::Retries::default(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_run_whose_last_proposal_was_decided_as_it_ended_moves_on_through_its_follow_up() {
+    let setup = Setup::new(2).await;
+    let app = &setup.app;
+    let agent = setup.prospector(json!({})).await;
+    let run = id(&setup.run(&agent, &app.key, json!({})).await);
+    // The run's job, to its end: it ends waiting for its proposals.
+    while let Some((job, token)) = claim_next(app).await {
+        run_job(app, job, token).await;
+    }
+    assert_eq!(
+        setup.get_run(&run).await["status"],
+        json!("awaiting_approval")
+    );
+    // Its follow-up comes due half a second later.
+    app.clock.advance_ms(1_000);
+    let (follow_up, token) = claim_next(app).await.expect("the run's follow-up");
+    assert_eq!(follow_up.kind, "agent_run_decided");
+    // Meanwhile a person decided every proposal in a transaction that began before the run ended
+    // (so it could not see the run waiting): the items are decided, the run still waits.
+    sqlx::query("update approvals set status = 'rejected', decided_at = $2 where run_id = $1")
+        .bind(&run)
+        .bind(app.clock.now_ms())
+        .execute(app.db.pool())
+        .await
+        .expect("decide the items");
+    assert_eq!(
+        setup.get_run(&run).await["status"],
+        json!("awaiting_approval")
+    );
+    run_job(app, follow_up, token).await;
+    let ended = setup.get_run(&run).await;
+    assert_eq!(ended["status"], json!("succeeded"), "{ended}");
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    TestDatabase, admin, admin_ok, field, outreach, serve, start_serve, start_serve_with,
+    TestDatabase, admin, admin_ok, admin_workspace_with_key, field, outreach, serve, start_serve,
+    start_serve_with,
 };
 
 #[tokio::test]
@@ -774,4 +775,72 @@ async fn serve_no_worker_runs_no_jobs_and_outreach_worker_runs_them() {
         .expect("wait");
     assert!(status.success(), "graceful shutdown exits 0, got {status}");
     db.close().await;
+}
+
+#[tokio::test]
+async fn admin_commands_wait_their_turn_beside_a_busy_server() {
+    let database = TestDatabase::create().await;
+    let (workspace, key) = admin_workspace_with_key(&database, "Busy", "owner@busy.test").await;
+    let server = serve(&database).await;
+    // Writers keep the server's write lock busy while the admin commands run beside them.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = tokio::task::JoinSet::new();
+    for writer in 0..3 {
+        let (base, key, stop) = (server.base_url.clone(), key.clone(), stop.clone());
+        writers.spawn(async move {
+            let client = reqwest::Client::new();
+            let mut written = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let created = client
+                    .post(format!("{base}/api/v1/prospects"))
+                    .bearer_auth(&key)
+                    .json(&json!({"first_name": format!("Writer {writer}"), "last_name": format!("No. {written}")}))
+                    .send()
+                    .await
+                    .expect("send");
+                let status = created.status().as_u16();
+                assert_eq!(status, 201, "{}", created.text().await.unwrap_or_default());
+                written += 1;
+            }
+            written
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for n in 0..6 {
+        let email = format!("member{n}@busy.test");
+        admin_ok(
+            &database,
+            &[
+                "member",
+                "add",
+                "--workspace",
+                &workspace,
+                "--email",
+                &email,
+                "--role",
+                "member",
+            ],
+        )
+        .await;
+        admin_ok(
+            &database,
+            &[
+                "key",
+                "create",
+                "--workspace",
+                &workspace,
+                "--email",
+                &email,
+                "--name",
+                "k",
+                "--scopes",
+                "read",
+            ],
+        )
+        .await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written: i32 = writers.join_all().await.into_iter().sum();
+    assert!(written > 0, "the server was writing meanwhile");
+    server.terminate().await;
 }

@@ -194,3 +194,51 @@ async fn another_workspaces_conversation_is_not_found_and_bad_filters_are_refuse
     let mine = app.get(&format!("/conversations/{id}"), &app.key).await;
     assert_eq!(mine.body["unread_count"], 1);
 }
+
+#[tokio::test]
+async fn a_message_for_a_person_deleted_meanwhile_is_a_404_not_a_fault() {
+    let app = spawn_app().await;
+    let person = prospect(&app, "Gone").await;
+    assert!(inbound(&app, SENDER, &person, "Hello", "pm_before").await);
+    // The person's delete holds its row while a message for them arrives: the message waits for
+    // the delete, then finds nobody (on SQLite, which writes one at a time, it comes after).
+    let mut delete = app.db.begin_write().await.expect("a transaction");
+    sqlx::query("delete from prospects where workspace_id = $1 and id = $2")
+        .bind(&app.workspace_id)
+        .bind(&person)
+        .execute(&mut *delete)
+        .await
+        .expect("delete the person");
+    let (mut held, start) = crate::helpers::HeldBack::new();
+    let arriving = {
+        let (db, clock, workspace_id, person) = (
+            app.db.clone(),
+            app.clock.clone(),
+            app.workspace_id.clone(),
+            person.clone(),
+        );
+        tokio::spawn(async move {
+            start.await.ok();
+            let mut tx = db.begin_write().await.expect("a transaction");
+            let now = clock.now_ms();
+            let message = Inbound {
+                workspace_id: &workspace_id,
+                sender_id: SENDER,
+                prospect_id: &person,
+                text: "Are you there?",
+                at_ms: now,
+                provider_message_id: "pm_after",
+            };
+            record_inbound(&mut tx, &message, now).await.map(|_| ())
+        })
+    };
+    held.until_it_waits(&app, &mut delete, "the message never waited for the delete")
+        .await;
+    delete.commit().await.expect("commit the delete");
+    held.release();
+    let error = arriving
+        .await
+        .expect("the message's task")
+        .expect_err("nobody to belong to");
+    assert_eq!(error.code, outreach_runtime::ErrorCode::NotFound, "{error}");
+}

@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 use sqlx::Row;
 
 use crate::helpers::{
-    ApiResponse, Served, TestApp, TestDatabase, admin_ok, field, serve, spawn_app,
+    ApiResponse, Served, TestApp, TestDatabase, admin_ok, admin_workspace_with_key, serve,
+    spawn_app,
 };
 
 /// Kills per kind of work.
@@ -128,38 +129,8 @@ struct Crashable {
 impl Crashable {
     async fn start() -> Self {
         let database = TestDatabase::create().await;
-        let created = admin_ok(
-            &database,
-            &[
-                "workspace",
-                "create",
-                "--name",
-                "Crash Test Dummies",
-                "--owner-email",
-                "dummy@crash.test",
-                "--owner-password",
-                "correct horse battery",
-            ],
-        )
-        .await;
-        let workspace = field(&created, "workspace_id");
-        let key = admin_ok(
-            &database,
-            &[
-                "key",
-                "create",
-                "--workspace",
-                &workspace,
-                "--email",
-                "dummy@crash.test",
-                "--name",
-                "crash",
-                "--scopes",
-                "read,write",
-            ],
-        )
-        .await;
-        let key = field(&key, "key");
+        let (workspace, key) =
+            admin_workspace_with_key(&database, "Crash Test Dummies", "dummy@crash.test").await;
         admin_ok(
             &database,
             &[
@@ -864,4 +835,74 @@ async fn balance(app: &TestApp) -> i64 {
     app.get("/workspace", &app.key).await.expect(200)["workspace"]["credits_balance"]
         .as_i64()
         .expect("balance")
+}
+
+#[tokio::test]
+async fn a_list_whose_processing_was_killed_is_free_again_within_seconds_of_the_restart() {
+    let mut app = Crashable::start().await;
+    let targeting = id_of(&app.post_ok("/targetings", targeting_body()).await);
+    let list = id_of(
+        &app.post_ok(
+            "/lists",
+            json!({"name": "Killed list", "default_targeting_id": targeting}),
+        )
+        .await,
+    );
+    app.post_ok(
+        "/imports",
+        json!({"csv": csv("killed", LIST_MEMBERS), "list_id": list}),
+    )
+    .await;
+    let path = format!("/lists/{list}/process");
+    let status = |app: &Crashable| {
+        let list = list.clone();
+        let db = app.db.clone();
+        async move {
+            sqlx::query("select processing_status from lists where id = $1")
+                .bind(&list)
+                .fetch_one(db.pool())
+                .await
+                .expect("the list")
+                .get::<String, _>(0)
+        }
+    };
+    // A call without a key, killed while the list is `processing`.
+    let call = {
+        let (client, url, key) = (
+            app.client.clone(),
+            format!("{}/api/v1{path}", app.base_url()),
+            app.key.clone(),
+        );
+        tokio::spawn(post(client, url, key, None, json!({})))
+    };
+    let started = Instant::now();
+    while status(&app).await != "processing" {
+        assert!(
+            started.elapsed() < RETRY_BOUND,
+            "the list never showed `processing`"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    app.kill().await;
+    call.await.ok();
+    if status(&app).await != "processing" {
+        // The work committed before the kill: nothing was left behind to recover.
+        return;
+    }
+    app.restart().await;
+    let restarted = Instant::now();
+    // Recovery waits for the dead call's lease (5 s) instead of the next round 30 s later.
+    while status(&app).await == "processing" {
+        assert!(
+            restarted.elapsed() < Duration::from_secs(25),
+            "the list is still `processing` {:.1} s after the restart",
+            restarted.elapsed().as_secs_f64()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status(&app).await, "failed");
+    // The next call, without a key, processes it at once.
+    let again = app.post(&path, None, &json!({})).await.expect("an answer");
+    assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+    assert_eq!(status(&app).await, "processed");
 }

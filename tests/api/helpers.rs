@@ -887,6 +887,45 @@ pub(crate) async fn admin_ok(database: &TestDatabase, args: &[&str]) -> Value {
     value
 }
 
+/// A workspace made with `outreach admin workspace create` (owned by `email`), and a
+/// `read,write` key of its owner made with `outreach admin key create`: (workspace id, key).
+pub(crate) async fn admin_workspace_with_key(
+    database: &TestDatabase,
+    name: &str,
+    email: &str,
+) -> (String, String) {
+    let created = admin_ok(
+        database,
+        &[
+            "workspace",
+            "create",
+            "--name",
+            name,
+            "--owner-email",
+            email,
+        ],
+    )
+    .await;
+    let workspace = field(&created, "workspace_id");
+    let key = admin_ok(
+        database,
+        &[
+            "key",
+            "create",
+            "--workspace",
+            &workspace,
+            "--email",
+            email,
+            "--name",
+            "tests",
+            "--scopes",
+            "read,write",
+        ],
+    )
+    .await;
+    (workspace, field(&key, "key"))
+}
+
 pub(crate) fn field(value: &Value, name: &str) -> String {
     value[name]
         .as_str()
@@ -1077,4 +1116,20 @@ impl HeldBack {
             start.send(()).ok();
         }
     }
+}
+
+/// A counter of an instance's `/metrics` at `base_url`, e.g.
+/// `outreach_connections_closed_total{reason="evicted"}` (0 before its first count).
+pub async fn metric(client: &reqwest::Client, base_url: &str, series: &str) -> u64 {
+    let text = client
+        .get(format!("{base_url}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0)
 }

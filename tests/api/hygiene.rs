@@ -1,5 +1,6 @@
-//! HTTP hygiene: slow and surplus connections, duplicate credentials, CORS for browser apps,
-//! per-credential rate limits, and the metrics. Every refusal a client can read is `{error, code}`.
+//! HTTP hygiene: slow bodies, duplicate credentials, CORS for browser apps, per-credential rate
+//! limits, and the metrics. Every refusal a client can read is `{error, code}`. Slow, silent and
+//! surplus connections are `connections.rs`.
 
 use std::time::Duration;
 
@@ -27,21 +28,6 @@ async fn read_until_closed(stream: &mut TcpStream, within: Duration) -> Option<V
 }
 
 #[tokio::test]
-async fn a_connection_that_never_finishes_its_headers_is_closed_after_the_header_timeout() {
-    let app =
-        spawn_app_with(|config| config.http.header_timeout = Duration::from_millis(500)).await;
-    let mut stream = TcpStream::connect(address(&app.base_url))
-        .await
-        .expect("connect");
-    stream
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-        .await
-        .expect("send half a header");
-    let closed = read_until_closed(&mut stream, Duration::from_secs(5)).await;
-    assert!(closed.is_some(), "the connection was still open after 5 s");
-}
-
-#[tokio::test]
 async fn a_body_that_does_not_arrive_in_time_is_a_json_400() {
     let app = spawn_app_with(|config| config.http.body_timeout = Duration::from_millis(500)).await;
     let mut stream = TcpStream::connect(address(&app.base_url))
@@ -66,48 +52,6 @@ async fn a_body_that_does_not_arrive_in_time_is_a_json_400() {
             .unwrap_or_default()
             .contains("did not arrive"),
         "{body}"
-    );
-}
-
-#[tokio::test]
-async fn a_connection_past_the_cap_waits_until_one_closes() {
-    let app = spawn_app_with(|config| config.http.max_connections = 1).await;
-    let address = address(&app.base_url);
-    let mut holder = TcpStream::connect(&address)
-        .await
-        .expect("connect the first");
-    holder
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .expect("send");
-    let mut first = [0_u8; 12];
-    holder
-        .read_exact(&mut first)
-        .await
-        .expect("the first is served");
-    assert_eq!(&first, b"HTTP/1.1 200");
-
-    let mut waiting = TcpStream::connect(&address)
-        .await
-        .expect("connect the second");
-    waiting
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("send");
-    let early = read_until_closed(&mut waiting, Duration::from_millis(700)).await;
-    assert!(
-        early.is_none(),
-        "the second was served while the first held the only slot"
-    );
-
-    drop(holder);
-    let answer = read_until_closed(&mut waiting, Duration::from_secs(5))
-        .await
-        .expect("the second is served once the first closes");
-    assert!(
-        answer.starts_with(b"HTTP/1.1 200"),
-        "{}",
-        String::from_utf8_lossy(&answer)
     );
 }
 

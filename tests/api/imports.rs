@@ -642,6 +642,16 @@ async fn a_replay_returns_the_same_body_and_spends_nothing_and_another_body_is_4
     )
     .await;
     other.expect_error(422, "idempotency_key_reused");
+    // Whatever is wrong with the other body itself: the key is judged first.
+    for invalid in [
+        json!({"csv": CSV, "rows": []}),
+        json!({"csv": CSV, "on_duplicate": "sometimes"}),
+        json!({}),
+    ] {
+        import(&app, &app.key, Some("replay-1"), invalid)
+            .await
+            .expect_error(422, "idempotency_key_reused");
+    }
     assert_eq!(balance(&app).await, 6, "four new prospects");
     // An estimate never touches the key.
     import(

@@ -203,15 +203,32 @@ async fn the_document_states_defaults_required_bodies_formats_tags_and_license()
             continue;
         };
         let schema = &body["content"]["application/json"]["schema"];
-        let needs_fields = schema["required"]
-            .as_array()
-            .is_some_and(|fields| !fields.is_empty());
+        let requires = |schema: &Value| {
+            schema["required"]
+                .as_array()
+                .is_some_and(|fields| !fields.is_empty())
+        };
+        // An empty body fails a schema that requires a field, has `minProperties`, whose every
+        // `oneOf` branch requires one, or whose cross-field rule (`not`) refuses `{}`.
+        let needs_fields = requires(schema)
+            || schema["minProperties"]
+                .as_u64()
+                .is_some_and(|least| least > 0)
+            || schema["oneOf"]
+                .as_array()
+                .is_some_and(|branches| branches.iter().all(requires))
+            || schema.get("not").is_some();
         assert_eq!(body["required"], json!(needs_fields), "{name}");
     }
     assert_eq!(
         document["paths"]["/imports"]["post"]["requestBody"]["required"],
+        json!(true),
+        "an import needs `csv` or `rows`: an empty body is refused"
+    );
+    assert_eq!(
+        document["paths"]["/prospects/{id}"]["patch"]["requestBody"]["required"],
         json!(false),
-        "an import needs `csv` or `rows`, which the schema cannot require"
+        "an update may change nothing"
     );
     let mut formats = BTreeSet::new();
     collect_formats(&document, &mut formats);
@@ -252,4 +269,31 @@ fn collect_formats(value: &Value, formats: &mut BTreeSet<String>) {
         Value::Array(items) => items.iter().for_each(|item| collect_formats(item, formats)),
         _ => {}
     }
+}
+
+#[tokio::test]
+async fn history_kinds_and_spend_sources_are_enums_and_the_sources_are_the_actions_that_spend() {
+    let app = spawn_app().await;
+    let document = document(&app).await;
+    let mut spending: Vec<&str> = app
+        .registry
+        .actions()
+        .iter()
+        .filter(|action| action.def.price.is_some())
+        .map(|action| action.def.name)
+        .collect();
+    spending.sort_unstable();
+    spending.push("other");
+    assert_eq!(
+        document["components"]["schemas"]["SourceSpend"]["properties"]["source"]["enum"],
+        json!(spending)
+    );
+    let kinds = &document["components"]["schemas"]["EnrollmentEventKind"]["enum"];
+    assert!(
+        kinds
+            .as_array()
+            .is_some_and(|kinds| kinds.contains(&json!("approved"))
+                && kinds.contains(&json!("connection_request"))),
+        "{kinds}"
+    );
 }

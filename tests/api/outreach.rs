@@ -479,6 +479,14 @@ async fn a_pending_intent_is_reconciled_with_the_network_never_sent_twice() {
     assert_eq!(log(&app).await.len(), 1);
 
     advance(&app, 2 * HOUR_S).await;
+    // The lost one goes through the gate again: after the gap that the first person's settled
+    // call (a call of the same sender) starts.
+    assert_eq!(
+        log(&app).await.len(),
+        1,
+        "the lost invitation waits for the gap"
+    );
+    advance(&app, 120).await;
     let sent = log(&app).await;
     assert_eq!(
         kinds(&sent),

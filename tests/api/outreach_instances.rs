@@ -2,7 +2,8 @@
 //! (enrollment, step) reaches the network exactly once, read from the sandbox's own log. First
 //! with three in-process instances, then with real `outreach serve --test-clock` processes, one
 //! of them killed with SIGKILL in the middle of sending and started again: its pending intents
-//! are reconciled, none is sent twice and none stays pending.
+//! are reconciled, none is sent twice and none stays pending. Each run ends by checking what the
+//! network saw against the senders' rules (working hours, the gap, the limits).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use sqlx::Row;
 use crate::helpers::{
     Served, TestApp, spawn_app_on_test_clock_with, spawn_app_with_test_clock, start_serve_with,
 };
+use crate::network_rules::assert_network_rules;
 use crate::outreach::always;
 use crate::sequences::send_key;
 
@@ -53,9 +55,9 @@ async fn post(app: &TestApp, base_url: &str, key: &str, path: &str, body: Value)
     body
 }
 
-/// Three senders past their warm-up, the people, and one approved, active sequence using all
-/// three senders. Returns the sequence's id.
-async fn prepare(app: &TestApp, tag: &str) -> String {
+/// Three senders past their warm-up working `hours` (a `working_hours` object), the people, and
+/// one approved, active sequence using all three senders. Returns the sequence's id.
+async fn prepare(app: &TestApp, tag: &str, hours: Value) -> String {
     let send = send_key(app).await;
     app.grant_credits(1_000).await;
     let base = app.base_url.clone();
@@ -72,7 +74,7 @@ async fn prepare(app: &TestApp, tag: &str) -> String {
             json!({
                 "name": format!("Sender {n}"),
                 "timezone": zone,
-                "working_hours": always(),
+                "working_hours": hours,
                 "limits": {"connection_requests_per_day": 40, "connection_requests_per_week": 200,
                            "messages_per_day": 150, "profile_views_per_day": 150},
             }),
@@ -162,6 +164,14 @@ async fn scalar(app: &TestApp, sql: &str, now: i64) -> i64 {
         .get::<i64, _>(0)
 }
 
+async fn scalar_text(app: &TestApp, sql: &str) -> String {
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+        .fetch_one(app.db.pool())
+        .await
+        .expect("a value")
+        .get::<String, _>(0)
+}
+
 /// The shared clock as the database holds it (what every instance shows).
 async fn shared_now(app: &TestApp) -> i64 {
     app.clock
@@ -246,6 +256,8 @@ async fn assert_exactly_once(app: &TestApp, context: &str) {
         finished as usize, PEOPLE,
         "{context}: enrollments completed"
     );
+    // What the network saw: inside the hours, 30 s apart per sender, within the limits.
+    assert_network_rules(app, context).await;
 }
 
 /// Moves the clock through `advance_urls` in turn until every step is in the log (bounded).
@@ -333,7 +345,7 @@ async fn three_instances_send_every_step_exactly_once() {
     let app = spawn_app_with_test_clock().await;
     let second = app.second_instance().await;
     let third = app.second_instance().await;
-    let sequence = prepare(&app, "three").await;
+    let sequence = prepare(&app, "three", always()).await;
     assert!(!sequence.is_empty());
     let urls = [
         app.base_url.clone(),
@@ -364,8 +376,26 @@ const KILLS: usize = 3;
 async fn an_instance_killed_while_sending_is_reconciled_after_its_restart() {
     // The test's own server runs no worker: the two processes do all the sending.
     let app = spawn_app_on_test_clock_with(|config| config.jobs.workers = 0).await;
-    let sequence = prepare(&app, "killed").await;
+    let day = json!([{"start": "07:00", "end": "21:00"}]);
+    let hours = json!({"monday": day, "tuesday": day, "wednesday": day, "thursday": day,
+                       "friday": day, "saturday": day, "sunday": day});
+    let sequence = prepare(&app, "killed", hours).await;
     assert!(!sequence.is_empty());
+    // One sender's calls take a while to reach the network, so some kills land before they do
+    // (and the step is sent again, through the gate) and some after (and it is only recorded).
+    let slow = scalar_text(
+        &app,
+        "select sender_id from sequence_senders order by position limit 1",
+    )
+    .await;
+    post(
+        &app,
+        &app.base_url,
+        &app.key,
+        &format!("/sandbox/senders/{slow}/latency"),
+        json!({"latency_ms": 400}),
+    )
+    .await;
     let mut victim = Some(serve_process(&app).await);
     let survivor = serve_process(&app).await;
     let mut kills = 0;
@@ -403,7 +433,16 @@ async fn an_instance_killed_while_sending_is_reconciled_after_its_restart() {
             if pending > 0 {
                 victim.take().expect("the victim runs").kill().await;
                 kills += 1;
-                println!("kill {kills} with {pending} intents pending");
+                let unheard = scalar(
+                    &app,
+                    "select count(*) from outbound_intents i where i.status = 'pending' and not exists \
+                     (select 1 from sandbox_log l where l.intent_token = i.id)",
+                    0,
+                )
+                .await;
+                println!(
+                    "kill {kills} with {pending} intents pending, {unheard} of them not heard by the network"
+                );
                 victim = Some(serve_process(&app).await);
             }
         }

@@ -9,9 +9,9 @@
 //! world per face, and the answers must be equal once each world's ids, the new ids and the times
 //! are replaced by symbols. Each failure input must give the same `{error, code}` on both faces.
 
-use outreach_actions::network::helpers::{AcceptInvitationInput, accept_invitation};
 use outreach_actions::network::sandbox::fate;
 use outreach_actions::network::{Account, NetworkProvider, Outbound, Sandbox};
+use outreach_actions::sandbox_helpers::{AcceptInvitationInput, accept_invitation};
 use outreach_runtime::config::DEFAULT_SANDBOX_SEED;
 use serde_json::{Value, json};
 
@@ -713,6 +713,11 @@ fn fixture(name: &str) -> Option<Fixture> {
             // A sender of its own: the world's senders must stay connected to invite.
             |w| json!({"sender_id": w.status_sender, "status": "restricted"}),
             |_| json!({"sender_id": "snd_x", "status": "banned"}),
+            INVALID,
+        ),
+        "sandbox_set_latency" => write(
+            |w| json!({"sender_id": w.status_sender, "latency_ms": 0}),
+            |_| json!({"sender_id": "snd_x", "latency_ms": 60_001}),
             INVALID,
         ),
         "list_sandbox_log" => read(

@@ -228,3 +228,104 @@ async fn processing_without_a_targeting_or_members_is_a_400_and_costs_nothing() 
         "a refused call leaves the list as it was"
     );
 }
+
+#[tokio::test]
+async fn a_call_refused_for_credits_leaves_the_list_as_it_was() {
+    let app = spawn_app().await;
+    let targeting = targeting(&app).await;
+    let list = list_with_duplicate(&app, Some(&targeting)).await;
+    app.grant_credits(1).await;
+    let before = app
+        .get(&format!("/lists/{list}"), &app.key)
+        .await
+        .expect(200)
+        .clone();
+    app.clock.advance_ms(5_000);
+    let refused = app
+        .post_json(&format!("/lists/{list}/process"), &app.key, json!({}))
+        .await;
+    refused.expect_error(402, "insufficient_credits");
+    let after = app
+        .get(&format!("/lists/{list}"), &app.key)
+        .await
+        .expect(200)
+        .clone();
+    assert_eq!(after, before, "a refused call changes nothing");
+    assert_eq!(after["processing_status"], "idle");
+    assert_eq!(balance(&app).await, 1);
+    // And the list can be processed once the credits are there.
+    app.grant_credits(10).await;
+    app.post_json(&format!("/lists/{list}/process"), &app.key, json!({}))
+        .await
+        .expect(200);
+}
+
+#[tokio::test]
+async fn a_second_call_while_the_first_runs_is_refused_on_every_backend() {
+    let app = spawn_app().await;
+    app.grant_credits(100_000).await;
+    let targeting = targeting(&app).await;
+    let list = app
+        .post_json(
+            "/lists",
+            &app.key,
+            json!({"name": "Big", "default_targeting_id": targeting}),
+        )
+        .await
+        .expect(201)["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let rows: Vec<Value> = (0..4_000)
+        .map(|n| json!({"first_name": format!("P{n}"), "title": "CTO", "email": format!("p{n}@big.test")}))
+        .collect();
+    app.post_json("/imports", &app.key, json!({"rows": rows, "list_id": list}))
+        .await
+        .expect(200);
+    let before = balance(&app).await;
+    let path = format!("/lists/{list}/process");
+    let first = {
+        let (client, url, key) = (
+            app.client.clone(),
+            app.url(&format!("/api/v1{path}")),
+            app.key.clone(),
+        );
+        tokio::spawn(async move {
+            let response = client
+                .post(url)
+                .bearer_auth(key)
+                .json(&json!({}))
+                .send()
+                .await
+                .expect("send");
+            response.status().as_u16()
+        })
+    };
+    // Once the list shows `processing`, a second call is sent while the first runs.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let status = app
+            .get(&format!("/lists/{list}"), &app.key)
+            .await
+            .expect(200)["processing_status"]
+            .clone();
+        if status == json!("processing") {
+            break;
+        }
+        assert_ne!(
+            status,
+            json!("processed"),
+            "the first call ended before it was seen running"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first call never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let second = app.post_json(&path, &app.key, json!({})).await;
+    let second_status = second.status.as_u16();
+    assert_eq!(first.await.expect("the first call"), 200);
+    assert_eq!(second_status, 409, "{}", second.body);
+    assert_eq!(before - balance(&app).await, 4_000, "charged once");
+}

@@ -16,6 +16,15 @@ const SEED: u64 = 42;
 const HOUR_MS: i64 = 3_600_000;
 const SENDER: &str = "snd_sandboxTestSender001";
 
+/// What the sandbox has for the workspace, handed to delivery and applied, as the poll job does:
+/// how many events were new.
+async fn deliver(app: &TestApp, network: &Sandbox, workspace_id: &str) -> u64 {
+    let network = Network::Sandbox(network.clone());
+    outreach_actions::delivery::inbound::deliver_due(&network, &app.db, &app.clock, workspace_id)
+        .await
+        .expect("deliver what fell due")
+}
+
 fn sandbox(app: &TestApp) -> Sandbox {
     Sandbox::new(app.db.clone(), app.clock.clone(), SEED)
 }
@@ -97,7 +106,7 @@ async fn the_same_seed_and_profile_url_give_the_same_outcome_in_any_workspace() 
     app.clock.advance_ms(73 * HOUR_MS);
     let mut accepted_by_workspace = Vec::new();
     for workspace_id in [app.workspace_id.as_str(), other_workspace.as_str()] {
-        network.poll(workspace_id).await.expect("poll");
+        deliver(&app, &network, workspace_id).await;
         let mut accepted = Vec::new();
         for url in &people {
             let account = Account {
@@ -365,7 +374,10 @@ async fn the_log_records_every_call_and_answers_reconciliation() {
     // A millisecond between calls: the log is ordered by time, and calls within one millisecond
     // have no order between them.
     assert_eq!(
-        network.view_profile(target("int_view")).await,
+        network
+            .view_profile(target("int_view"))
+            .await
+            .map(|viewed| viewed.state),
         Ok(ConnectionState::NotConnected)
     );
     app.clock.advance_ms(1);
@@ -549,8 +561,8 @@ async fn polling_delivers_due_acceptances_and_replies_once() {
     let target = to(&app, &url, None, "poll");
     network.invite(target, None).await.expect("invite");
     assert_eq!(
-        network.poll(&app.workspace_id).await,
-        Ok(0),
+        deliver(&app, &network, &app.workspace_id).await,
+        0,
         "nothing due yet"
     );
     app.clock
@@ -560,10 +572,10 @@ async fn polling_delivers_due_acceptances_and_replies_once() {
         Ok(ConnectionState::Connected),
         "accepted on time, before any poll"
     );
-    assert_eq!(network.poll(&app.workspace_id).await, Ok(1));
+    assert_eq!(deliver(&app, &network, &app.workspace_id).await, 1);
     assert_eq!(
-        network.poll(&app.workspace_id).await,
-        Ok(0),
+        deliver(&app, &network, &app.workspace_id).await,
+        0,
         "delivered once"
     );
     network
@@ -572,8 +584,8 @@ async fn polling_delivers_due_acceptances_and_replies_once() {
         .expect("message");
     app.clock
         .advance_ms(fate.replies_after_ms.expect("replies") + 1_000);
-    assert_eq!(network.poll(&app.workspace_id).await, Ok(1));
-    assert_eq!(network.poll(&app.workspace_id).await, Ok(0));
+    assert_eq!(deliver(&app, &network, &app.workspace_id).await, 1);
+    assert_eq!(deliver(&app, &network, &app.workspace_id).await, 0);
     let messages = network
         .list_messages(account(&app), 0)
         .await
@@ -587,7 +599,7 @@ async fn polling_delivers_due_acceptances_and_replies_once() {
         .await
         .expect("message");
     app.clock.advance_ms(49 * HOUR_MS);
-    assert_eq!(network.poll(&app.workspace_id).await, Ok(0));
+    assert_eq!(deliver(&app, &network, &app.workspace_id).await, 0);
     assert_eq!(
         count(
             &app,
@@ -641,6 +653,41 @@ async fn advance_clock_moves_every_instance_on_the_database() {
         bad.expect_error(400, "invalid_request")
             .contains("`seconds`")
     );
+}
+
+#[tokio::test]
+async fn first_advances_at_once_all_count() {
+    let app = spawn_app_with_test_clock().await;
+    let second = app.second_instance_with_clock(Clock::shared()).await;
+    let before = app.clock.now_ms();
+    let mut calls = tokio::task::JoinSet::new();
+    for n in 0..8 {
+        let base = if n % 2 == 0 {
+            app.base_url.clone()
+        } else {
+            second.base_url.clone()
+        };
+        let (client, key) = (app.client.clone(), app.key.clone());
+        calls.spawn(async move {
+            client
+                .post(format!("{base}/api/v1/sandbox/clock/advance"))
+                .bearer_auth(key)
+                .json(&json!({"seconds": 3600}))
+                .send()
+                .await
+                .expect("send")
+                .status()
+                .as_u16()
+        });
+    }
+    let statuses = calls.join_all().await;
+    assert!(statuses.iter().all(|&status| status == 200), "{statuses:?}");
+    assert_eq!(
+        count(&app, "select offset_ms from test_clock where $1 = $1").await,
+        8 * 3_600_000
+    );
+    app.clock.sync(&app.db).await.expect("sync");
+    assert!(app.clock.now_ms() - before >= 8 * 3_600_000);
 }
 
 #[tokio::test]

@@ -1,0 +1,238 @@
+"""The rules the served schema cannot state, for schemathesis' `positive_data_acceptance` check.
+
+Every rule of one field is in the schema (lengths, patterns, ranges, list and map sizes), and the
+cross-field rules JSON Schema can say are there too (`not`/`if`/`then` with `required`: `csv` or
+`rows`, `list_id` or `prospect_ids`, `sequence_id` and `run_id` not both, a prospect needs a name,
+a profile URL or an email). What is left cannot be said in JSON Schema: it compares two values
+(`min_score` <= `max_score`, tiers descending, a window's `end` after its `start`), reads the
+order or the normalised text of a list's items, or depends on what the workspace holds (a sender
+id that exists, a list's default targeting, an agent's own cap). Each is described in the field's
+description in the schema, and each is listed here.
+
+A schema-valid request the API refuses (ST202) is dropped only when the request breaks one of these
+rules, checked on the request itself where the request shows it, and otherwise (the rule depends
+on stored state) when the answer is a 4xx whose sentence is that rule's sentence. Any other ST202
+still fails the run. Two more are dropped whatever the operation: a request with NUL in the keys
+of a custom field's JSON value (any JSON, which the schema cannot follow down), and a request whose
+path parameter held a `?` or `#` that schemathesis' stateful phase did not encode (the rest of the
+value became a query string the operation does not take). The count of dropped failures is printed
+in schemathesis' summary.
+
+Loaded by `real_clients.py` through the `SCHEMATHESIS_HOOKS` environment variable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import schemathesis
+
+# (operation, rule) for rules that depend on stored state or on text the request's shape cannot
+# show: a 4xx whose `error` sentence matches `rule` is the documented refusal.
+STATE_RULES: list[tuple[str, str]] = [
+    # A time zone must be a name of the bundled IANA database: some 600 names, which the schema
+    # leaves to the description rather than list in every tool (the MCP tool list has a budget).
+    ("POST /senders", r"which is not an IANA time zone"),
+    ("PATCH /senders/{id}", r"which is not an IANA time zone"),
+    # An existing targeting's tiers combine with the given ones.
+    ("PATCH /targetings/{id}", r"^`tiers` must descend"),
+    # Senders must exist in the workspace.
+    ("POST /sequences", r"^`sender_ids` names senders that do not exist"),
+    ("PATCH /sequences/{id}", r"^`sender_ids` names senders that do not exist"),
+    # The list's default targeting and its members are stored state.
+    ("POST /lists/{id}/process", r"has no default targeting|has no prospects"),
+    # Prospect ids must name prospects of the workspace.
+    ("POST /scoring-runs", r"is not a prospect of this workspace|are not prospects of this workspace|has no prospects"),
+    # An agent's `max_prospects_per_run` is stored state.
+    ("POST /agents/{id}/run", r"^`max_prospects` must be between 1 and the agent's|^`prospect_ids` is for `writer` agents"),
+    # What an agent needs depends on its stored kind and the references it keeps.
+    ("PATCH /agents/{id}", r"^A `\w+` agent needs|^`templates` are the replies"),
+    # An update must leave a prospect identifiable, which depends on the fields it has.
+    ("PATCH /prospects/{id}", r"^A prospect needs at least a name"),
+    # A CSV's content (a header and a data row, well-formed quotes, columns named once, `mapping`
+    # naming its columns) is text the JSON Schema cannot read.
+    ("POST /imports", r"CSV|[Cc]olumn|`mapping`|[Hh]eader|quote|[Rr]ow \d|line \d"),
+    # `texts` must name steps the item has.
+    ("PATCH /approvals/{id}", r"step"),
+]
+
+# Rules on the request's own values.
+HH_MM = re.compile(r"^(\d\d):(\d\d)$")
+
+
+def _minutes(text: object) -> int | None:
+    match = HH_MM.match(text) if isinstance(text, str) else None
+    return int(match[1]) * 60 + int(match[2]) if match else None
+
+
+def _windows_break_rules(body: object) -> bool:
+    """A window's `end` must be after its `start`, and a day's windows must not overlap."""
+    hours = body.get("working_hours") if isinstance(body, dict) else None
+    if not isinstance(hours, dict):
+        return False
+    for windows in hours.values():
+        spans = []
+        for window in windows if isinstance(windows, list) else []:
+            if not isinstance(window, dict):
+                continue
+            start, end = _minutes(window.get("start")), _minutes(window.get("end"))
+            if start is not None and end is not None:
+                if end <= start:
+                    return True
+                spans.append((start, end))
+        spans.sort()
+        if any(b_start < a_end for (_, a_end), (b_start, _) in zip(spans, spans[1:])):
+            return True
+    return False
+
+
+DEFAULT_TIERS = {"a": 80, "b": 60, "c": 40}
+
+
+def _tiers_break_rules(body: object) -> bool:
+    """Tiers must descend: a > b > c (the defaults fill those not given)."""
+    tiers = body.get("tiers") if isinstance(body, dict) else None
+    if not isinstance(tiers, dict):
+        return False
+    merged = {key: tiers.get(key) if isinstance(tiers.get(key), (int, float)) else DEFAULT_TIERS[key] for key in "abc"}
+    return not merged["a"] > merged["b"] > merged["c"]
+
+
+def _words(text: str) -> str:
+    """A keyword as the scoring engine compares it: lowercase, punctuation as spaces."""
+    return " ".join("".join(c.lower() if c.isalnum() else " " for c in text).split())
+
+
+def _criteria_break_rules(body: object) -> bool:
+    """Targeting lists: each entry once (as compared: lowercase, punctuation as spaces), a size
+    range's `min` not above its `max`, and at least one criterion that earns points."""
+    if not isinstance(body, dict):
+        return False
+    lists = []
+    for group in ("criteria", "gates"):
+        section = body.get(group)
+        if isinstance(section, dict):
+            for name, value in section.items():
+                if name == "titles" and isinstance(value, dict):
+                    lists.extend(value.get(part) for part in ("include", "exclude"))
+                else:
+                    lists.append(value)
+    for entries in lists:
+        if not isinstance(entries, list):
+            continue
+        seen = set()
+        for entry in entries:
+            text = entry.get("value") if isinstance(entry, dict) else entry
+            if isinstance(text, str):
+                key = _words(text)
+                if key in seen:
+                    return True
+                seen.add(key)
+    criteria = body.get("criteria")
+    if isinstance(criteria, dict) and isinstance(criteria.get("company_sizes"), list):
+        for size in criteria["company_sizes"]:
+            low, high = (size.get("min"), size.get("max")) if isinstance(size, dict) else (None, None)
+            if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low > high:
+                return True
+    if isinstance(criteria, dict):
+        titles = criteria.get("titles")
+        include = titles.get("include") if isinstance(titles, dict) else titles
+        earning = [include] + [criteria.get(name) for name in
+                                ("seniorities", "departments", "industries", "company_sizes", "locations", "keywords")]
+        if not any(isinstance(entries, list) and entries for entries in earning):
+            return True
+    return False
+
+
+def _steps_break_rules(body: object) -> bool:
+    """Sequence steps: a `note` only on a connection request, a `text` (not blank) on a message and
+    only there, a message only after a connection request, and templates naming known fields."""
+    steps = body.get("steps") if isinstance(body, dict) else None
+    if not isinstance(steps, list):
+        return False
+    invited = False
+    for step in steps:
+        if not isinstance(step, dict):
+            continue
+        kind, note, text = step.get("type"), step.get("note"), step.get("text")
+        if kind != "connection_request" and note is not None:
+            return True
+        if kind != "message" and text is not None:
+            return True
+        if kind == "connection_request":
+            invited = True
+        if kind == "message" and (not isinstance(text, str) or not text.strip() or not invited):
+            return True
+        for template in (note, text):
+            if isinstance(template, str) and ("{{" in template or "}}" in template):
+                return True
+    return False
+
+
+def _scores_break_rules(query: object) -> bool:
+    """`min_score` must not be above `max_score`."""
+    if not isinstance(query, dict):
+        return False
+    low, high = query.get("min_score"), query.get("max_score")
+    try:
+        return low is not None and high is not None and int(low) > int(high)
+    except (TypeError, ValueError):
+        return False
+
+
+REQUEST_RULES = {
+    "GET /prospects": lambda case: _scores_break_rules(case.query),
+    "POST /targetings": lambda case: _tiers_break_rules(case.body) or _criteria_break_rules(case.body),
+    "PATCH /targetings/{id}": lambda case: _tiers_break_rules(case.body) or _criteria_break_rules(case.body),
+    "POST /senders": lambda case: _windows_break_rules(case.body),
+    "PATCH /senders/{id}": lambda case: _windows_break_rules(case.body),
+    "POST /sequences": lambda case: _steps_break_rules(case.body),
+    "PATCH /sequences/{id}": lambda case: _steps_break_rules(case.body),
+}
+
+
+def _holds_nul(value: object) -> bool:
+    """Whether NUL is in any text of a JSON value, its object keys included."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    if isinstance(value, dict):
+        return any("\x00" in key or _holds_nul(item) for key, item in value.items())
+    return False
+
+
+def _sentence(response) -> str:
+    try:
+        return str(json.loads(response.content).get("error", ""))
+    except (ValueError, AttributeError):
+        return ""
+
+
+@schemathesis.hook
+def filter_failure(context, failure, case, response) -> bool:
+    """Keep every failure but an ST202 whose request breaks a rule listed above."""
+    if getattr(failure, "code", None) != "ST202" or not 400 <= response.status_code < 500:
+        return True
+    # An `Idempotency-Key` promises the same request: schemathesis reuses keys across different
+    # bodies, which the API answers 422 `idempotency_key_reused` by design (DESIGN.md section 8).
+    if b'"idempotency_key_reused"' in response.content:
+        return False
+    # No text anywhere in an input may hold NUL (U+0000), keys inside a custom field's JSON value
+    # included; the schema states it for every string it types, but a custom field's value is
+    # any JSON, and the schema cannot follow it down.
+    if _holds_nul(case.body):
+        return False
+    # A linked value put into a path without its `?` or `#` encoded (schemathesis' stateful
+    # phase) makes the rest of it a query string or a fragment: not the request the schema
+    # describes, and refused for its unknown query field.
+    if any(isinstance(value, str) and ("?" in value or "#" in value)
+           for value in (getattr(case, "path_parameters", None) or {}).values()):
+        return False
+    label = f"{case.method.upper()} {case.path}"
+    rule = REQUEST_RULES.get(label)
+    if rule is not None and rule(case):
+        return False
+    sentence = _sentence(response)
+    return not any(label == operation and re.search(pattern, sentence) for operation, pattern in STATE_RULES)

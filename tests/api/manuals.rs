@@ -1,0 +1,246 @@
+//! The manuals in `docs/` say what the code does.
+//!
+//! - The error table of `docs/errors.md` is generated from `ErrorCode` (its code, status and
+//!   sentence): `UPDATE_GOLDEN=1 cargo test --test api manuals` rewrites it, and without that a
+//!   difference fails, as the golden documents do.
+//! - The configuration table of `docs/configuration.md` names every setting the server reads,
+//!   once, and nothing it does not: every `--flag` of `outreach serve --help`, every variable
+//!   that help names, and every `OUTREACH_*`, `LLM_*` and `DATABASE_URL` the sources read.
+//! - Every `curl` in a shell block of the README or a manual that sends a body names its
+//!   `Content-Type`. (The commands are not run here yet: their ids are placeholders.)
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::PathBuf;
+use std::process::Command;
+
+use outreach_layers::rust_files;
+use outreach_runtime::ErrorCode;
+
+const ERRORS_START: &str = "<!-- The table is generated from `ErrorCode` (runtime/src/error.rs) by tests/api/manuals.rs. -->";
+const ERRORS_END: &str = "<!-- End of the generated table. -->";
+
+fn repository() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn error_table() -> String {
+    let mut table = String::from("| code | status | when |\n|---|---|---|\n");
+    for code in ErrorCode::ALL {
+        table.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            code.as_str(),
+            code.status().as_u16(),
+            code.when().replace('|', "\\|")
+        ));
+    }
+    table
+}
+
+#[test]
+fn the_error_table_is_made_from_the_error_codes() {
+    let path = repository().join("docs/errors.md");
+    let text = fs::read_to_string(&path).expect("read docs/errors.md");
+    let start = text.find(ERRORS_START).expect("the table's start marker") + ERRORS_START.len();
+    let end = text.find(ERRORS_END).expect("the table's end marker");
+    let wanted = format!("\n{}", error_table());
+    if text[start..end] == wanted {
+        return;
+    }
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        let updated = format!("{}{wanted}{}", &text[..start], &text[end..]);
+        fs::write(&path, updated).expect("write docs/errors.md");
+        return;
+    }
+    panic!(
+        "docs/errors.md's error table differs from ErrorCode; run \
+         `UPDATE_GOLDEN=1 cargo test --test api manuals` and review the diff"
+    );
+}
+
+/// The cells of a Markdown table's rows (after its header and rule), trimmed.
+fn table_rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .filter(|line| line.starts_with('|'))
+        .skip(2)
+        .map(|line| {
+            // `\|` inside a cell is a literal bar.
+            line.replace("\\|", "\u{0}")
+                .trim_matches('|')
+                .split('|')
+                .map(|cell| cell.trim().replace('\u{0}', "|"))
+                .collect()
+        })
+        .collect()
+}
+
+/// The first backquoted word of a cell (`--addr` of "`--addr` ADDR"), if any.
+fn first_code_word(cell: &str) -> Option<String> {
+    let inner = cell.strip_prefix('`')?;
+    let word: String = inner
+        .chars()
+        .take_while(|c| !c.is_whitespace() && *c != '`')
+        .collect();
+    (!word.is_empty()).then_some(word)
+}
+
+/// The environment variables the sources name as a whole string literal (`"OUTREACH_ADDR"`).
+fn variables_in_sources() -> BTreeSet<String> {
+    let mut files = Vec::new();
+    for dir in ["src", "runtime/src", "actions/src"] {
+        rust_files(&repository().join(dir), &mut files);
+    }
+    let mut names = BTreeSet::new();
+    for file in files {
+        let text = fs::read_to_string(&file).expect("read a source file");
+        for piece in text.split('"').skip(1).step_by(2) {
+            let is_setting = ["OUTREACH_", "LLM_"]
+                .iter()
+                .any(|prefix| piece.starts_with(prefix))
+                || piece == "DATABASE_URL";
+            if is_setting && piece.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+                names.insert(piece.to_owned());
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn the_configuration_table_names_every_setting_the_server_reads() {
+    let help = Command::new(env!("CARGO_BIN_EXE_outreach"))
+        .args(["serve", "--help"])
+        .output()
+        .expect("run outreach serve --help");
+    assert!(help.status.success(), "{help:?}");
+    let help = String::from_utf8(help.stdout).expect("help is text");
+    let mut flags = BTreeSet::new();
+    let mut variables = variables_in_sources();
+    for line in help.lines() {
+        if let Some(at) = line.find("--") {
+            let flag: String = line[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            if flag != "--help" && flag.len() > 2 {
+                flags.insert(flag);
+            }
+        }
+        if let Some(at) = line.find("[env: ") {
+            let name: String = line[at + 6..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                .collect();
+            variables.insert(name);
+        }
+    }
+    // The log filter is read by the tracing subscriber, not by name in our sources.
+    variables.insert("RUST_LOG".to_owned());
+
+    let text =
+        fs::read_to_string(repository().join("docs/configuration.md")).expect("read the manual");
+    let mut documented_flags = BTreeSet::new();
+    let mut documented_variables = BTreeSet::new();
+    for row in table_rows(&text) {
+        if let Some(variable) = row.first().and_then(|cell| first_code_word(cell)) {
+            assert!(
+                documented_variables.insert(variable.clone()),
+                "`{variable}` has two rows"
+            );
+        }
+        if let Some(flag) = row.get(1).and_then(|cell| first_code_word(cell)) {
+            assert!(
+                documented_flags.insert(flag.clone()),
+                "`{flag}` has two rows"
+            );
+        }
+    }
+    let missing: Vec<_> = variables.difference(&documented_variables).collect();
+    let stale: Vec<_> = documented_variables.difference(&variables).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "docs/configuration.md: variables the server reads but the table lacks: {missing:?}; \
+         rows for variables nothing reads: {stale:?}"
+    );
+    let missing: Vec<_> = flags.difference(&documented_flags).collect();
+    let stale: Vec<_> = documented_flags.difference(&flags).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "docs/configuration.md: flags of `outreach serve` the table lacks: {missing:?}; \
+         rows for flags it does not take: {stale:?}"
+    );
+}
+
+/// The shell blocks (```sh) of the README and the manuals, each command on one line (a line that
+/// ends in `\` continues on the next): (file, command).
+fn shell_commands() -> Vec<(String, String)> {
+    let mut files = vec![repository().join("README.md")];
+    let mut manuals: Vec<PathBuf> = fs::read_dir(repository().join("docs"))
+        .expect("read docs/")
+        .map(|entry| entry.expect("a docs entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+        .collect();
+    manuals.sort();
+    files.extend(manuals);
+    let mut commands = Vec::new();
+    for file in files {
+        let shown = file
+            .strip_prefix(repository())
+            .expect("under the repository")
+            .display()
+            .to_string();
+        let text = fs::read_to_string(&file).expect("read a manual");
+        let mut in_shell = false;
+        let mut command = String::new();
+        for line in text.lines() {
+            if line.starts_with("```") {
+                in_shell = !in_shell && line.trim() == "```sh";
+                continue;
+            }
+            if !in_shell {
+                continue;
+            }
+            match line.strip_suffix('\\') {
+                Some(start) => command.push_str(start),
+                None => {
+                    command.push_str(line);
+                    commands.push((shown.clone(), std::mem::take(&mut command)));
+                }
+            }
+        }
+    }
+    commands
+}
+
+/// A `curl` in the manuals that sends a body says what it is: the API answers 415
+/// `unsupported_media_type` to a body without `Content-Type` (the sandbox examples once lacked
+/// it). A form upload (`-F`) sets its own.
+#[test]
+fn every_documented_curl_that_sends_a_body_names_its_content_type() {
+    let commands = shell_commands();
+    let curls: Vec<&(String, String)> = commands
+        .iter()
+        .filter(|(_, command)| command.trim_start().starts_with("curl "))
+        .collect();
+    assert!(
+        curls.len() >= 10,
+        "the reader found {} curl commands in the manuals: is it reading them?",
+        curls.len()
+    );
+    let sends_body = |command: &str| {
+        command
+            .split_whitespace()
+            .any(|word| matches!(word, "-d" | "--data" | "--data-binary" | "--data-raw"))
+    };
+    let missing: Vec<String> = curls
+        .iter()
+        .filter(|(_, command)| sends_body(command) && !command.contains(" -F "))
+        .filter(|(_, command)| !command.to_ascii_lowercase().contains("content-type:"))
+        .map(|(file, command)| format!("{file}: {}", command.trim()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "these documented calls send a body without a Content-Type (the API answers 415):\n{}",
+        missing.join("\n")
+    );
+}
