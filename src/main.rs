@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use outreach_actions::drafting::DraftingModel;
+use outreach_actions::network::NetworkSettings;
 use outreach_runtime::clock::parse_rfc3339;
-use outreach_runtime::config::{DraftingModel, HttpLimits, JobsConfig, RateLimit};
+use outreach_runtime::config::{HttpLimits, JobsConfig, RateLimit};
 use outreach_runtime::credits::PriceTable;
 use outreach_runtime::registry::Registry;
 use outreach_runtime::server::{build_state, serve, shutdown_signal, work};
@@ -157,7 +159,7 @@ struct NetworkArgs {
     #[arg(long, env = "OUTREACH_NETWORK")]
     network: Option<String>,
     /// The sandbox network's seed: with a profile URL it decides who accepts and replies, and when.
-    #[arg(long, env = "OUTREACH_SANDBOX_SEED", default_value_t = outreach_runtime::config::DEFAULT_SANDBOX_SEED)]
+    #[arg(long, env = "OUTREACH_SANDBOX_SEED", default_value_t = outreach_actions::network::DEFAULT_SANDBOX_SEED)]
     sandbox_seed: u64,
 }
 
@@ -180,8 +182,10 @@ impl NetworkArgs {
 
     /// Writes the network choice into `config`.
     fn apply(&self, config: &mut Config) {
-        config.network = self.network.clone();
-        config.sandbox_seed = self.sandbox_seed;
+        config.extensions.insert(NetworkSettings {
+            network: self.network.clone(),
+            sandbox_seed: self.sandbox_seed,
+        });
     }
 }
 
@@ -600,7 +604,9 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     config.metrics_token = args.metrics_token.filter(|token| !token.is_empty());
     config.prices = prices;
     config.jobs = args.jobs.config(!args.no_worker);
-    config.drafting_model = drafting_model;
+    if let Some(model) = drafting_model {
+        config.extensions.insert(model);
+    }
     args.network.apply(&mut config);
     // Take the stored offset before the first request, for the lines printed below too.
     clock
@@ -641,7 +647,9 @@ async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         .context("could not migrate the database")?;
     let mut config = Config::new(&args.base_url, environment);
     config.jobs = args.jobs.config(true);
-    config.drafting_model = drafting_model;
+    if let Some(model) = drafting_model {
+        config.extensions.insert(model);
+    }
     args.network.apply(&mut config);
     clock
         .sync(&db)

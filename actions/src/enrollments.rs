@@ -485,7 +485,7 @@ fn refusal(enrollment: &Enrollment, action: &str, allowed_from: &[EnrollmentStat
         _ => "",
     };
     ApiError::new(
-        ErrorCode::InvalidState,
+        ErrorCode::INVALID_STATE,
         format!(
             "Enrollment `{}` is `{}`; `{action}` is allowed only from {from}.{hint}",
             enrollment.id, enrollment.status

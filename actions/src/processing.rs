@@ -201,7 +201,7 @@ async fn mark(ctx: &Ctx, plan: &ProcessingPlan, token: &str) -> Result<(), ApiEr
     .transpose()?
     .flatten();
     let error = ApiError::new(
-        ErrorCode::InvalidState,
+        ErrorCode::INVALID_STATE,
         format!(
             "The list `{}` is `processing` for another call, or was processed by one while this call started; \
              nothing was done or charged. See `get_list`, and process it again once it is `processed` if you still need to.",
@@ -284,7 +284,7 @@ pub async fn process_list(
 /// (too few credits, a list that changed since it was priced) did nothing, so the list is put
 /// back as it was; a fault leaves it `failed`, which says the last processing did not finish.
 async fn unmark(ctx: &Ctx, plan: &ProcessingPlan, token: &str, error: &ApiError) {
-    let refused = error.code != ErrorCode::InternalError && !error.is_contention();
+    let refused = error.code != ErrorCode::INTERNAL_ERROR && !error.is_contention();
     let unmarked = if refused {
         sqlx::query(
             "update lists set processing_status = $4, updated_at = $5, processing_token = nullif($6, ''), \
@@ -397,7 +397,7 @@ async fn process(
     .await?;
     if finished.rows_affected() != 1 {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "The list `{list_id}` was taken over by another call while this one ran; nothing was done or charged."
             ),

@@ -64,7 +64,7 @@ async fn profile_url_of(
         .ok_or_else(|| IdKind::Prospect.not_found(prospect_id))?;
     row.try_get::<Option<String>, _>("profile_url")?.ok_or_else(|| {
         ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "Prospect `{prospect_id}` has no profile URL, and the network knows people by their profile URL. \
                  Set its `profile_url` first."
@@ -111,7 +111,7 @@ pub async fn accept_invitation(
         });
     if state != ConnectionState::Pending {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "The invitation from sender `{sender_id}` to prospect `{}` cannot be accepted: the connection is `{}`. \
                  Only a `pending` invitation can be accepted; send a connection request first.",
@@ -205,7 +205,7 @@ pub async fn reply(
         });
     if state != ConnectionState::Connected {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "Prospect `{}` cannot message sender `{sender_id}`: the connection is `{}`. Only a `connected` \
                  person can reply; accept the invitation first (sandbox_accept_invitation).",

@@ -47,7 +47,7 @@ pub async fn authenticate(
     let Some(authorization) = authorization else {
         return Err(challenge(
             ApiError::new(
-                ErrorCode::Unauthenticated,
+                ErrorCode::UNAUTHENTICATED,
                 "No credential: send your API key as `Authorization: Bearer <key>`.",
             ),
             false,
@@ -62,7 +62,7 @@ pub async fn authenticate(
         _ => {
             return Err(challenge(
                 ApiError::new(
-                    ErrorCode::InvalidCredential,
+                    ErrorCode::INVALID_CREDENTIAL,
                     "The Authorization header must be `Bearer <key>`.",
                 ),
                 true,
@@ -73,7 +73,7 @@ pub async fn authenticate(
         if !ids::is_secret_body(body) {
             return Err(challenge(
                 ApiError::new(
-                    ErrorCode::InvalidCredential,
+                    ErrorCode::INVALID_CREDENTIAL,
                     "The OAuth access token is malformed.",
                 ),
                 true,
@@ -96,14 +96,14 @@ pub async fn authenticate(
             )
         };
         return Err(challenge(
-            ApiError::new(ErrorCode::InvalidCredential, message),
+            ApiError::new(ErrorCode::INVALID_CREDENTIAL, message),
             true,
         ));
     };
     if !ids::is_secret_body(body) {
         return Err(challenge(
             ApiError::new(
-                ErrorCode::InvalidCredential,
+                ErrorCode::INVALID_CREDENTIAL,
                 "The API key is malformed; copy it again from where you saved it.",
             ),
             true,
@@ -265,14 +265,14 @@ async fn lookup_api_key(
     let kind = CredentialKind::ApiKey;
     let Some(row) = read_credential(state, kind, ids::hash_secret(token)).await? else {
         return Ok(Err(ApiError::new(
-            ErrorCode::InvalidCredential,
+            ErrorCode::INVALID_CREDENTIAL,
             "Unknown API key.",
         )));
     };
     let now = state.clock.now_ms();
     if row.revoked_at.is_some() {
         return Ok(Err(ApiError::new(
-            ErrorCode::CredentialRevoked,
+            ErrorCode::CREDENTIAL_REVOKED,
             "This API key has been revoked.",
         )));
     }
@@ -280,7 +280,7 @@ async fn lookup_api_key(
         && expires_at <= now
     {
         return Ok(Err(ApiError::new(
-            ErrorCode::CredentialExpired,
+            ErrorCode::CREDENTIAL_EXPIRED,
             format!(
                 "This API key expired at {}.",
                 crate::clock::rfc3339(expires_at)
@@ -301,27 +301,27 @@ async fn lookup_oauth_token(
     let kind = CredentialKind::OauthToken;
     let Some(row) = read_credential(state, kind, ids::hash_secret(token)).await? else {
         return Ok(Err(ApiError::new(
-            ErrorCode::InvalidCredential,
+            ErrorCode::INVALID_CREDENTIAL,
             "Unknown OAuth access token.",
         )));
     };
     let now = state.clock.now_ms();
     if row.grant_revoked_at.is_some() {
         return Ok(Err(ApiError::new(
-            ErrorCode::CredentialRevoked,
+            ErrorCode::CREDENTIAL_REVOKED,
             "This app has been disconnected from the workspace; connect it again to get a new token.",
         )));
     }
     if row.revoked_at.is_some() {
         return Ok(Err(ApiError::new(
-            ErrorCode::CredentialRevoked,
+            ErrorCode::CREDENTIAL_REVOKED,
             "This OAuth access token has been revoked.",
         )));
     }
     let expires_at = row.expires_at.unwrap_or(0);
     if expires_at <= now {
         return Ok(Err(ApiError::new(
-            ErrorCode::CredentialExpired,
+            ErrorCode::CREDENTIAL_EXPIRED,
             format!(
                 "This OAuth access token expired at {}; use the refresh token to get a new one.",
                 crate::clock::rfc3339(expires_at)
@@ -331,7 +331,7 @@ async fn lookup_oauth_token(
     let resource = row.resource.clone().unwrap_or_default();
     if resource != state.config.mcp_url() {
         return Ok(Err(ApiError::new(
-            ErrorCode::InvalidCredential,
+            ErrorCode::INVALID_CREDENTIAL,
             format!(
                 "This OAuth access token was issued for another resource ({resource}), not {}.",
                 state.config.mcp_url()
@@ -356,7 +356,7 @@ fn principal_from_row(
             CredentialKind::OauthToken => "token",
         };
         return Ok(Err(ApiError::new(
-            ErrorCode::NotAMember,
+            ErrorCode::NOT_A_MEMBER,
             format!("The person this {credential} acts as is no longer a member of its workspace."),
         )));
     };
@@ -424,7 +424,7 @@ pub fn insufficient_scope(config: &Config, principal: &Principal, needed: Scope)
         String::new()
     };
     ApiError::new(
-        ErrorCode::InsufficientScope,
+        ErrorCode::INSUFFICIENT_SCOPE,
         format!(
             "This action needs the `{needed}` scope; this credential has `{}`{why}. Manage keys and scopes at {settings}.",
             principal.effective

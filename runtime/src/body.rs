@@ -15,7 +15,7 @@ use crate::error::{ApiError, ErrorCode};
 pub async fn read(limit: usize, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
-            ErrorCode::PayloadTooLarge,
+            ErrorCode::PAYLOAD_TOO_LARGE,
             format!("The body is larger than the limit of {limit} bytes."),
         )
     };

@@ -458,7 +458,7 @@ async fn take(
 /// The 402 for a price the balance does not cover.
 pub fn insufficient(price: i64, balance: i64) -> ApiError {
     ApiError::new(
-        ErrorCode::InsufficientCredits,
+        ErrorCode::INSUFFICIENT_CREDITS,
         format!("This request costs {price} credits and the workspace has {balance}; nothing was done. Add credits and retry."),
     )
     .with_extra("price", price)
@@ -567,7 +567,7 @@ pub async fn settle(
 ) -> Result<(), ApiError> {
     if used > reservation.amount {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "The workspace changed while this request was starting: it now costs {used} credits, more than the {} \
                  priced; nothing was done or spent. Retry to be priced again.",

@@ -165,7 +165,7 @@ fn judge(
 ) -> Result<Option<Claimed>, ApiError> {
     if existing.try_get::<String, _>("fingerprint")? != fingerprint {
         return Err(ApiError::new(
-            ErrorCode::IdempotencyKeyReused,
+            ErrorCode::IDEMPOTENCY_KEY_REUSED,
             format!(
                 "The idempotency key `{}` was used for a different `{}` request in the last 24 hours; use a new key for a new request.",
                 key.key, key.action
@@ -281,7 +281,7 @@ pub async fn claim(
 fn in_use(key: &str, left_ms: i64) -> ApiError {
     let seconds = (left_ms.max(1) + 999) / 1000;
     ApiError::new(
-        ErrorCode::IdempotencyKeyInUse,
+        ErrorCode::IDEMPOTENCY_KEY_IN_USE,
         format!(
             "A request with the idempotency key `{key}` is still being processed; retry in {seconds} second{}.",
             if seconds == 1 { "" } else { "s" }

@@ -202,7 +202,7 @@ pub async fn track(State(observer): State<Observer>, request: Request, next: Nex
         // Whatever the handler made of a body cut short (a 413, a parse error), the cause is the
         // clock.
         response = ApiError::new(
-            ErrorCode::InvalidRequest,
+            ErrorCode::INVALID_REQUEST,
             format!(
                 "The request body did not arrive within {} seconds; send it faster, or in smaller requests.",
                 timeout.as_secs()
@@ -325,7 +325,7 @@ pub async fn metrics(State(observer): State<Observer>, request: Request) -> Resp
             .unwrap_or("");
         if !bool::from(sent.as_bytes().ct_eq(token.as_bytes())) {
             return ApiError::new(
-                ErrorCode::Unauthenticated,
+                ErrorCode::UNAUTHENTICATED,
                 "The metrics need `Authorization: Bearer <metrics token>` (the server's OUTREACH_METRICS_TOKEN).",
             )
             .into_response();

@@ -497,36 +497,36 @@ fn schema_is_array(schema: &Value) -> bool {
 
 /// The error statuses an operation can answer, in status order.
 fn error_codes(action: &Action, has_body: bool, writes: bool) -> Vec<ErrorCode> {
-    let mut codes = vec![ErrorCode::InvalidRequest, ErrorCode::Unauthenticated];
+    let mut codes = vec![ErrorCode::INVALID_REQUEST, ErrorCode::UNAUTHENTICATED];
     if action.def.price.is_some() {
-        codes.push(ErrorCode::InsufficientCredits);
+        codes.push(ErrorCode::INSUFFICIENT_CREDITS);
     }
-    codes.push(ErrorCode::InsufficientScope);
+    codes.push(ErrorCode::INSUFFICIENT_SCOPE);
     // Any operation may name an object that does not exist, in its path or in its input.
-    codes.push(ErrorCode::NotFound);
+    codes.push(ErrorCode::NOT_FOUND);
     // Any write may find its object in a state that refuses it (`invalid_state`, e.g. deleting
     // an agent while it runs) or a value taken (`conflict`): both are 409.
     if writes {
-        codes.push(ErrorCode::Conflict);
+        codes.push(ErrorCode::CONFLICT);
     }
     if has_body {
-        codes.push(ErrorCode::PayloadTooLarge);
-        codes.push(ErrorCode::UnsupportedMediaType);
+        codes.push(ErrorCode::PAYLOAD_TOO_LARGE);
+        codes.push(ErrorCode::UNSUPPORTED_MEDIA_TYPE);
     }
     if action.def.idempotent {
-        codes.push(ErrorCode::IdempotencyKeyInUse);
-        codes.push(ErrorCode::IdempotencyKeyReused);
+        codes.push(ErrorCode::IDEMPOTENCY_KEY_IN_USE);
+        codes.push(ErrorCode::IDEMPOTENCY_KEY_REUSED);
     }
     // Every credential's calls are rate limited (DESIGN.md section 6).
-    codes.push(ErrorCode::RateLimited);
-    codes.push(ErrorCode::InternalError);
+    codes.push(ErrorCode::RATE_LIMITED);
+    codes.push(ErrorCode::INTERNAL_ERROR);
     codes.sort_by_key(|code| code.status());
     codes.dedup_by_key(|code| code.status());
     codes
 }
 
 fn error_schema() -> Value {
-    let codes: Vec<&str> = ErrorCode::ALL.iter().map(|code| code.as_str()).collect();
+    let codes: Vec<&str> = ErrorCode::all().iter().map(|code| code.as_str()).collect();
     json!({
         "type": "object",
         "description": "Every error has this body, on REST and (as the tool result's structuredContent) on MCP.",
@@ -549,7 +549,7 @@ fn error_schema() -> Value {
 /// request id; a 409 (the same idempotency key still running) and a 429 say when to retry.
 fn error_responses() -> Value {
     let mut by_status: Map<String, Value> = Map::new();
-    for code in ErrorCode::ALL {
+    for code in ErrorCode::all() {
         let status = code.status().as_u16().to_string();
         let line = format!("`{}`: {}", code.as_str(), code.when());
         let entry = by_status.entry(status).or_insert_with(|| {

@@ -17,7 +17,7 @@ pub use outreach_macros::action;
 
 pub use crate::clock::{Clock, Timestamp, rfc3339};
 pub use crate::columns::{Columns, Cursor, FromColumns};
-pub use crate::config::{Config, DraftingModel, Environment};
+pub use crate::config::{Config, Environment};
 pub use crate::credits::{self, Price, PriceItem, Priced};
 pub use crate::ctx::{Ctx, Tx};
 pub use crate::db::{Backend, Db, is_unique_violation};
@@ -35,5 +35,6 @@ pub use crate::scope::{Role, Scope};
 pub use crate::tasks::{TaskProgress, TaskState, TaskView};
 pub use crate::test_clock;
 pub use crate::{
-    example_table, job, mcp_task, price_item, recovery, resource_tag, text_body, text_enum,
+    error_codes, example_table, job, mcp_task, price_item, recovery, resource_tag, text_body,
+    text_enum,
 };

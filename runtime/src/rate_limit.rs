@@ -90,7 +90,7 @@ impl Inner {
                 let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
                 let seconds = seconds.max(1);
                 let mut error = ApiError::new(
-                    ErrorCode::RateLimited,
+                    ErrorCode::RATE_LIMITED,
                     format!(
                         "Too many requests for this credential: the limit is {} a second with bursts of {}. Retry in {seconds} s.",
                         self.limit.per_second, self.limit.burst

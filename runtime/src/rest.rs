@@ -76,7 +76,7 @@ pub fn action_routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
                     .get::<OriginalUri>()
                     .map_or_else(|| request.uri().path(), |uri| uri.path());
                 ApiError::new(
-                    ErrorCode::MethodNotAllowed,
+                    ErrorCode::METHOD_NOT_ALLOWED,
                     format!(
                         "{} is not allowed on {path}; allowed: {allow}.",
                         request.method()
@@ -237,7 +237,7 @@ async fn rest_input(
                         "Send the body as JSON with `Content-Type: application/json`.".to_owned()
                     }
                 };
-                return Err(ApiError::new(ErrorCode::UnsupportedMediaType, message));
+                return Err(ApiError::new(ErrorCode::UNSUPPORTED_MEDIA_TYPE, message));
             }
             // Parsed through `Value`'s `FromStr`, which serde_json compiles itself: that keeps the
             // parser optimised in debug builds too (Cargo.toml), where a 1 MB body of short
@@ -508,7 +508,7 @@ fn schema_types(property: &Value) -> Vec<String> {
 pub async fn not_found(request: Request) -> Response {
     let request_id = request_id(&request);
     ApiError::new(
-        ErrorCode::NotFound,
+        ErrorCode::NOT_FOUND,
         format!(
             "No such path: {} {}. The API reference is at /api/v1/docs.",
             request.method(),

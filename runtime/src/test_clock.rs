@@ -37,7 +37,7 @@ impl Clock {
 pub async fn advance(db: &Db, clock: &Clock, ms: i64) -> Result<i64, ApiError> {
     if !clock.is_shared() {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             "The clock cannot be moved: the server was not started with --test-clock. Start it with \
              `outreach serve --test-clock` (refused in production) to use advance_clock.",
         ));

@@ -86,7 +86,7 @@ pub async fn do_work(ctx: Ctx, input: WorkInput, plan: WorkPlan) -> Result<WorkD
             .await?;
     }
     if input.fail {
-        return Err(ApiError::new(ErrorCode::InvalidState, "Failing as asked."));
+        return Err(ApiError::new(ErrorCode::INVALID_STATE, "Failing as asked."));
     }
     if count_run(ctx.workspace_id()) <= input.conflicts {
         return Err(ApiError::contention(
@@ -316,7 +316,7 @@ async fn a_failure_after_writing_leaves_nothing_and_frees_the_key() {
         .call(json!({"units": 4, "fail": true}), Some("k2"))
         .await
         .expect_err("the action fails");
-    assert_eq!(error.code, ErrorCode::InvalidState);
+    assert_eq!(error.code, ErrorCode::INVALID_STATE);
     assert_eq!((app.effects().await, app.balance().await), (0, 100));
     assert_eq!(app.records().await, 0, "the key was freed");
     app.assert_ledger_balances().await;
@@ -336,7 +336,7 @@ async fn a_failed_call_can_be_retried_with_the_same_key_and_request() {
         .call(json!({"units": 4}), Some("k3"))
         .await
         .expect_err("8 credits on a balance of 5");
-    assert_eq!(error.code, ErrorCode::InsufficientCredits);
+    assert_eq!(error.code, ErrorCode::INSUFFICIENT_CREDITS);
     assert_eq!(error.extra["price"], json!(8));
     assert_eq!((app.effects().await, app.balance().await), (0, 5));
     assert_eq!(app.records().await, 0);
@@ -365,7 +365,7 @@ async fn a_plan_that_refuses_the_input_holds_no_key_and_spends_nothing() {
         .call(json!({"units": -1}), Some("k4"))
         .await
         .expect_err("negative units");
-    assert_eq!(error.code, ErrorCode::InvalidRequest);
+    assert_eq!(error.code, ErrorCode::INVALID_REQUEST);
     assert_eq!(app.records().await, 0);
     assert_eq!(app.balance().await, 100);
 }
@@ -390,7 +390,7 @@ async fn an_estimate_needs_only_read_and_spends_nothing() {
         .call_as(Arc::new(reader), json!({"units": 1}), None)
         .await
         .expect_err("the work needs write");
-    assert_eq!(error.code, ErrorCode::InsufficientScope);
+    assert_eq!(error.code, ErrorCode::INSUFFICIENT_SCOPE);
 }
 
 #[tokio::test]
@@ -423,7 +423,7 @@ async fn a_claim_whose_lease_lapsed_is_taken_over_and_a_live_one_says_how_long()
         .call(json!({"units": 1}), Some("live"))
         .await
         .expect_err("a live claim is in use");
-    assert_eq!(error.code, ErrorCode::IdempotencyKeyInUse);
+    assert_eq!(error.code, ErrorCode::IDEMPOTENCY_KEY_IN_USE);
     assert_eq!(error.extra["retry_after"], json!(4), "{}", error.message);
     let retry_after = error
         .headers
@@ -503,7 +503,7 @@ async fn conflicts_past_the_last_try_reach_the_client_as_a_retryable_409_and_cha
         .call(json!({"units": 2, "conflicts": 99}), Some("k-stuck"))
         .await
         .expect_err("every try meets a conflict");
-    assert_eq!(error.code, ErrorCode::Conflict);
+    assert_eq!(error.code, ErrorCode::CONFLICT);
     assert_eq!(error.body()["retryable"], json!(true));
     assert_eq!((app.effects().await, app.balance().await), (0, 100));
     assert_eq!(app.records().await, 0, "the key was freed");
@@ -533,7 +533,7 @@ async fn a_reused_key_is_refused_before_the_new_body_is_judged() {
             .expect_err("another request under a used key");
         assert_eq!(
             error.code,
-            ErrorCode::IdempotencyKeyReused,
+            ErrorCode::IDEMPOTENCY_KEY_REUSED,
             "{other}: {}",
             error.message
         );

@@ -101,7 +101,7 @@ pub async fn cancel_job(ctx: Ctx, input: JobId) -> Result<FakeJob, ApiError> {
     let job = fetch(&ctx, &input.id).await?;
     if !matches!(job.status.as_str(), "queued" | "running") {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "The job is {}; only a queued or running job can be canceled.",
                 job.status

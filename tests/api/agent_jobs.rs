@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::routing::post;
-use outreach_runtime::config::DraftingModel;
+use outreach_actions::drafting::DraftingModel;
 use serde_json::{Value, json};
 use sqlx::Row;
 use tokio::net::TcpListener;
@@ -403,7 +403,10 @@ async fn a_run_killed_mid_way_resumes_after_a_restart_and_is_charged_what_it_pro
 async fn a_running_run_canceled_mid_way_stops_at_its_next_batch_and_keeps_what_it_processed() {
     let model = FakeModel::start(Duration::from_millis(40)).await;
     let settings = model.settings();
-    let app = spawn_app_with(|config| config.drafting_model = Some(settings)).await;
+    let app = spawn_app_with(|config| {
+        config.extensions.insert(settings);
+    })
+    .await;
     app.grant_credits(500).await;
     let list = id(app
         .post_json("/lists", &app.key, json!({"name": "L"}))
@@ -520,7 +523,10 @@ async fn a_running_run_canceled_mid_way_stops_at_its_next_batch_and_keeps_what_i
 async fn a_writer_drafts_with_the_model_and_falls_back_to_the_template_saying_why() {
     let model = FakeModel::start(Duration::from_millis(1)).await;
     let settings = model.settings();
-    let app = spawn_app_with(|config| config.drafting_model = Some(settings)).await;
+    let app = spawn_app_with(|config| {
+        config.extensions.insert(settings);
+    })
+    .await;
     app.grant_credits(100).await;
     let list = id(app
         .post_json("/lists", &app.key, json!({"name": "L"}))

@@ -622,7 +622,7 @@ async fn a_deadlock_is_a_409_conflict_that_says_to_send_it_again() {
     let refused = outreach_runtime::prelude::ApiError::from(error);
     assert_eq!(
         refused.code,
-        outreach_runtime::prelude::ErrorCode::Conflict,
+        outreach_runtime::prelude::ErrorCode::CONFLICT,
         "{refused:?}"
     );
     assert!(refused.is_transient(), "a job retries it");

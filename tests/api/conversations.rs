@@ -240,5 +240,9 @@ async fn a_message_for_a_person_deleted_meanwhile_is_a_404_not_a_fault() {
         .await
         .expect("the message's task")
         .expect_err("nobody to belong to");
-    assert_eq!(error.code, outreach_runtime::ErrorCode::NotFound, "{error}");
+    assert_eq!(
+        error.code,
+        outreach_runtime::ErrorCode::NOT_FOUND,
+        "{error}"
+    );
 }

@@ -237,7 +237,7 @@ async fn a_refused_call_still_starts_the_sender_s_gap() {
         .map(|n| format!("linkedin.com/in/unreachable-gate-{n}"))
         .find(|url| {
             outreach_actions::network::sandbox::fate(
-                outreach_runtime::config::DEFAULT_SANDBOX_SEED,
+                outreach_actions::network::DEFAULT_SANDBOX_SEED,
                 url,
             )
             .unreachable

@@ -17,7 +17,7 @@ use std::process::Command;
 use outreach_layers::rust_files;
 use outreach_runtime::ErrorCode;
 
-const ERRORS_START: &str = "<!-- The table is generated from `ErrorCode` (runtime/src/error.rs) by tests/api/manuals.rs. -->";
+const ERRORS_START: &str = "<!-- The table is generated from `ErrorCode::all()` (the runtime's codes and those the actions register) by tests/api/manuals.rs. -->";
 const ERRORS_END: &str = "<!-- End of the generated table. -->";
 
 fn repository() -> PathBuf {
@@ -26,7 +26,7 @@ fn repository() -> PathBuf {
 
 fn error_table() -> String {
     let mut table = String::from("| code | status | when |\n|---|---|---|\n");
-    for code in ErrorCode::ALL {
+    for code in ErrorCode::all() {
         table.push_str(&format!(
             "| `{}` | {} | {} |\n",
             code.as_str(),
@@ -35,6 +35,22 @@ fn error_table() -> String {
         ));
     }
     table
+}
+
+/// The actions register their codes beside the runtime's; a name used twice would make two rows
+/// of the table answer one code.
+#[test]
+fn every_error_code_is_named_once_and_the_actions_register_theirs() {
+    let all = ErrorCode::all();
+    let mut names: Vec<&str> = all.iter().map(|code| code.as_str()).collect();
+    assert!(
+        names.contains(&"not_connected"),
+        "the network's codes are registered: {names:?}"
+    );
+    names.sort_unstable();
+    let before = names.len();
+    names.dedup();
+    assert_eq!(names.len(), before, "an error code is declared twice");
 }
 
 #[test]

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
+use outreach_actions::network::DEFAULT_SANDBOX_SEED;
 use outreach_actions::network::sandbox::fate;
-use outreach_runtime::config::DEFAULT_SANDBOX_SEED;
 use outreach_runtime::{Config, worker};
 use serde_json::{Value, json};
 

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use outreach_actions::network::DEFAULT_SANDBOX_SEED;
 use outreach_actions::network::sandbox::fate;
-use outreach_runtime::config::DEFAULT_SANDBOX_SEED;
 use serde_json::{Value, json};
 use sqlx::Row;
 

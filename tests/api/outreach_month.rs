@@ -8,9 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use jiff::tz::TimeZone;
+use outreach_actions::network::DEFAULT_SANDBOX_SEED;
 use outreach_actions::network::sandbox::fate;
 use outreach_actions::senders::limits::{DEFAULT_LIMITS, Limits};
-use outreach_runtime::config::DEFAULT_SANDBOX_SEED;
 use serde_json::{Value, json};
 use sqlx::Row;
 

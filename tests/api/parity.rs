@@ -9,10 +9,10 @@
 //! world per face, and the answers must be equal once each world's ids, the new ids and the times
 //! are replaced by symbols. Each failure input must give the same `{error, code}` on both faces.
 
+use outreach_actions::network::DEFAULT_SANDBOX_SEED;
 use outreach_actions::network::sandbox::fate;
 use outreach_actions::network::{Account, NetworkProvider, Outbound, Sandbox};
 use outreach_actions::sandbox_helpers::{AcceptInvitationInput, accept_invitation};
-use outreach_runtime::config::DEFAULT_SANDBOX_SEED;
 use serde_json::{Value, json};
 
 use crate::helpers::{ApiResponse, Auth, TestApp, spawn_app_on_test_clock_with};

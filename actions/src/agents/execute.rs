@@ -28,7 +28,7 @@ use super::runs::{self, RunInput};
 use super::{Agent, AgentKind, prospector, triage, writer};
 use crate::approvals::decide::{self, DecideInput};
 use crate::approvals::expiry;
-use crate::drafting::Drafter;
+use crate::drafting::{Drafter, DraftingModel};
 use crate::followups::{self, RunsDecided};
 
 /// Attempts before a run that keeps failing on a fault of ours is failed for good.
@@ -121,13 +121,13 @@ pub(crate) enum Outcome {
 
 async fn run_agent_job(job: JobCtx) -> JobResult {
     let payload: RunJob = job.args()?;
-    let drafter = Drafter::new(job.config().drafting_model.as_ref());
+    let drafter = Drafter::new(job.config().extensions.get::<DraftingModel>());
     match advance(&job, &payload.run_id, &drafter).await {
         Err(error) if !error.is_lease_lost() && job.attempt() >= job.job().max_attempts => {
             job.rollback().await;
             let mut tx = job.tx().await?;
             let failure = ApiError::new(
-                ErrorCode::InternalError,
+                ErrorCode::INTERNAL_ERROR,
                 "The run kept failing on a fault of ours and was stopped; what it processed is charged, \
                  the rest released. Run the agent again.",
             );
@@ -303,7 +303,7 @@ async fn recover_runs(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
             end_canceled(&mut tx, clock, &workspace_id, &id, now).await?;
         } else {
             let failure = ApiError::new(
-                ErrorCode::InternalError,
+                ErrorCode::INTERNAL_ERROR,
                 "The run's job was lost after failing on every attempt, and the run was stopped; what it \
                  processed is charged, the rest released. Run the agent again.",
             );
@@ -439,7 +439,7 @@ async fn process(conn: &mut AnyConnection, work: &Work<'_>) -> Result<(), ApiErr
         && !credits::renew_hold(conn, reservation_id, work.now + HOLD_MS).await?
     {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             "The run's credit reservation lapsed while it waited (its job could not run for a day), and was \
              returned; it stopped here. Run the agent again.",
         ));

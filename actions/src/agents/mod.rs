@@ -576,11 +576,11 @@ pub async fn delete_agent(ctx: Ctx, input: AgentId) -> Result<Deleted, ApiError>
 
 /// The 404 for an input of the agent that is gone since it was saved.
 fn input_gone(agent: &Agent, kind: IdKind, field: &str, id: &str, error: ApiError) -> ApiError {
-    if error.code != outreach_runtime::prelude::ErrorCode::NotFound {
+    if error.code != outreach_runtime::prelude::ErrorCode::NOT_FOUND {
         return error;
     }
     ApiError::new(
-        outreach_runtime::prelude::ErrorCode::NotFound,
+        outreach_runtime::prelude::ErrorCode::NOT_FOUND,
         format!(
             "Agent `{}` names the {} `{id}` (`{field}`), which no longer exists in this workspace; point it at another with `update_agent`.",
             agent.id,

@@ -256,7 +256,7 @@ pub(crate) async fn live_run(
 /// The 409 for an agent whose run is still live: it cannot start another, nor be `verb`.
 pub(crate) fn live_run_error(agent_id: &str, run_id: &str, verb: &str) -> ApiError {
     ApiError::new(
-        ErrorCode::InvalidState,
+        ErrorCode::INVALID_STATE,
         format!(
             "Agent `{agent_id}` has a run in progress (`{run_id}`), so it cannot be {verb} now; wait for it \
              (`get_run`) or cancel it (`cancel_run`). Nothing was done or charged."
@@ -515,7 +515,7 @@ pub async fn run_agent(ctx: Ctx, _input: RunAgentInput, plan: RunPlan) -> Result
     let agent = super::fetch_for_update(&mut tx, workspace_id, &agent.id).await?;
     if !agent.enabled {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "Agent `{}` is disabled; enable it with `update_agent` (`enabled: true`) to run it. Nothing was done or charged.",
                 agent.id
@@ -557,7 +557,7 @@ pub async fn run_agent(ctx: Ctx, _input: RunAgentInput, plan: RunPlan) -> Result
             return Err(match live_run(&mut conn, workspace_id, &agent.id).await? {
                 Some(live) => live_run_error(&agent.id, &live, "run again"),
                 None => ApiError::new(
-                    ErrorCode::InvalidState,
+                    ErrorCode::INVALID_STATE,
                     format!(
                         "Agent `{}` had a run in progress that ended just now; nothing was done or charged. Retry.",
                         agent.id
@@ -705,7 +705,7 @@ pub async fn cancel_run(ctx: Ctx, input: RunId) -> Result<Run, ApiError> {
             ""
         };
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "Run `{}` is `{}`; only a `queued` or `running` run can be canceled.{hint}",
                 run.id, run.status
@@ -736,7 +736,7 @@ pub async fn cancel_run(ctx: Ctx, input: RunId) -> Result<Run, ApiError> {
     .await?;
     if canceled.rows_affected() != 1 {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "Run `{}` ended while it was being canceled; see `get_run`.",
                 run.id

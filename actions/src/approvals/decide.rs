@@ -140,7 +140,7 @@ async fn read_items(
                 .collect();
             if !unknown.is_empty() {
                 return Err(ApiError::new(
-                    ErrorCode::NotFound,
+                    ErrorCode::NOT_FOUND,
                     format!(
                         "No approval item with id {} in this workspace; nothing was decided.",
                         quoted(&unknown)
@@ -248,7 +248,7 @@ fn judge(rows: &[AnyRow], input: &DecideInput, now: i64) -> Result<Vec<Chosen>, 
     }
     if !decided.is_empty() {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "Only `pending` items can be decided: {}; nothing was decided.",
                 decided.join(", ")
@@ -428,7 +428,7 @@ async fn plan_sequences(
             SequenceStatus::Stopped | SequenceStatus::Completed
         ) {
             return Err(ApiError::new(
-                ErrorCode::InvalidState,
+                ErrorCode::INVALID_STATE,
                 format!(
                     "Sequence `{}` is `{}`; its items cannot be approved. Nothing was decided.",
                     sequence.id, sequence.status
@@ -443,7 +443,7 @@ async fn plan_sequences(
         });
         if needs_sender && sequence.sender_ids.is_empty() {
             return Err(ApiError::new(
-                ErrorCode::InvalidState,
+                ErrorCode::INVALID_STATE,
                 format!(
                     "Sequence `{}` has no senders to send from; add `sender_ids` with `update_sequence` before approving. Nothing was decided.",
                     sequence.id
@@ -791,7 +791,7 @@ async fn expire_item(
 /// Another call decided an item while this one planned: nothing of this call is kept.
 pub(crate) fn changed_meanwhile(id: &str) -> ApiError {
     ApiError::new(
-        ErrorCode::InvalidState,
+        ErrorCode::INVALID_STATE,
         format!(
             "Approval item `{id}` was decided by another call meanwhile; nothing was decided. List the queue again and retry."
         ),

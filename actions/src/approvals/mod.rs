@@ -451,7 +451,7 @@ pub async fn update_approval(
     let item = fetch(&mut tx, workspace_id, &input.id).await?;
     if item.status != ApprovalStatus::Pending {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "Approval item `{}` is `{}`; only `pending` items can be edited.",
                 item.id, item.status
@@ -532,7 +532,7 @@ pub(crate) fn expired(ids: &[String]) -> ApiError {
         .collect::<Vec<_>>()
         .join(", ");
     ApiError::new(
-        ErrorCode::InvalidState,
+        ErrorCode::INVALID_STATE,
         format!(
             "{named} expired: an agent's proposal waits at most {} hours for a decision; nothing was changed. Run the agent again for fresh proposals.",
             expiry::EXPIRES_AFTER_MS / 3_600_000

@@ -158,7 +158,7 @@ pub(crate) fn check_proposable(sequence: &Sequence) -> Result<(), ApiError> {
         SequenceStatus::Draft | SequenceStatus::Active | SequenceStatus::Paused
     ) {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "Sequence `{}` is `{}`; prospects can be added only while it is `draft`, `active` or `paused`.",
                 sequence.id, sequence.status
@@ -168,7 +168,7 @@ pub(crate) fn check_proposable(sequence: &Sequence) -> Result<(), ApiError> {
     }
     if sequence.steps.is_empty() {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "Sequence `{}` has no steps yet; add them with `update_sequence` first, so each prospect's texts can be rendered for approval.",
                 sequence.id

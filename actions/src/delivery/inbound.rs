@@ -130,7 +130,7 @@ pub async fn apply(
                 // Already recorded; or the person was deleted meanwhile, and the message has
                 // no one to belong to.
                 Ok(None) => return Ok(()),
-                Err(error) if error.code == ErrorCode::NotFound => return Ok(()),
+                Err(error) if error.code == ErrorCode::NOT_FOUND => return Ok(()),
                 Err(error) => return Err(error),
             }
             replied(conn, clock, workspace_id, &prospect_id, *at_ms).await

@@ -92,7 +92,7 @@ pub(crate) async fn plan_reply(
         .await
         .map_err(|_| {
             ApiError::new(
-                ErrorCode::InvalidState,
+                ErrorCode::INVALID_STATE,
                 format!(
                     "The sender account `{}` of this conversation was deleted; nothing can be sent from it.",
                     conversation.sender_id
@@ -101,7 +101,7 @@ pub(crate) async fn plan_reply(
         })?;
     if sender.status != SenderStatus::Connected {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "The sender account `{}` is `{}`; replies go out only from a `connected` account. Reconnect it first.",
                 sender.id,
@@ -117,7 +117,7 @@ pub(crate) async fn plan_reply(
         .try_get("do_not_contact")?;
     if do_not_contact != 0 {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "Prospect `{}` is marked do-not-contact; nothing is sent to them.",
                 conversation.prospect_id
@@ -130,7 +130,7 @@ pub(crate) async fn plan_reply(
         senders::earliest_call(conn, &sender, Some(QuotaKind::Message), None, now, now).await?;
     let Some(due) = due else {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "The sender account `{}` cannot send a message as things stand (it has no working hours, or its \
                  `messages_per_day` is 0), so a reply could never go out. Give it working hours or a message limit first.",

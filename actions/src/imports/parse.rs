@@ -164,7 +164,7 @@ impl Rows<'_> {
 
 fn too_many_rows() -> ApiError {
     ApiError::new(
-        ErrorCode::PayloadTooLarge,
+        ErrorCode::PAYLOAD_TOO_LARGE,
         format!(
             "The import has more than {MAX_ROWS} rows; split it into imports of at most {MAX_ROWS} rows each."
         ),

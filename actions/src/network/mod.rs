@@ -22,12 +22,29 @@ pub mod sandbox;
 use std::future::Future;
 
 use outreach_runtime::prelude::{
-    ApiError, Clock, Config, Db, Environment, ErrorCode, Timestamp, rfc3339, text_enum,
+    ApiError, Clock, Config, Db, Environment, ErrorCode, Timestamp, error_codes, rfc3339, text_enum,
 };
 use schemars::JsonSchema;
 use serde::Serialize;
 
 pub use sandbox::Sandbox;
+
+// The codes the network's refusals reach callers with: declared here, beside the errors that
+// answer them, and registered in the API's one table of codes (docs/errors.md, OpenAPI).
+error_codes! {
+    pub NOT_CONNECTED = ("not_connected", 409, "the network: a message to someone who is not a first-degree connection");
+    pub ALREADY_INVITED = ("already_invited", 409, "the network: an invitation to this person is already pending");
+    pub ALREADY_CONNECTED = ("already_connected", 409, "the network: the person is already a connection");
+    pub NOT_INVITED = ("not_invited", 409, "the network: no pending invitation to withdraw");
+    pub CANNOT_RESEND_YET = ("cannot_resend_yet", 409, "the network: a withdrawn person cannot be invited again before `retry_at` (about 3 weeks)");
+    pub NETWORK_LIMIT_EXCEEDED = ("network_limit_exceeded", 429, "the network refused: the account's own limit is reached (with `retry_at` when known)");
+    pub RECIPIENT_UNREACHABLE = ("recipient_unreachable", 422, "the network: the recipient cannot be reached (blocked, deleted or restricted profile)");
+    pub TEXT_TOO_LONG = ("text_too_long", 422, "the network: the note or message is over its limit");
+    pub ACCOUNT_DISCONNECTED = ("account_disconnected", 409, "the network: the sender's account is disconnected or needs reauthentication");
+    pub ACCOUNT_RESTRICTED = ("account_restricted", 409, "the network: the sender's account is restricted by the network");
+    pub NETWORK_UNAVAILABLE = ("network_unavailable", 503, "the network failed for a moment; retry later");
+    pub NETWORK_NOT_CONFIGURED = ("network_not_configured", 503, "production with no network provider configured: nothing is sent");
+}
 
 /// The longest invitation note the network takes (200 on free accounts; we hold every account to
 /// the paid limit and let the provider refuse the rest).
@@ -186,17 +203,17 @@ impl NetworkError {
     /// The API code this error reaches callers with.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Self::NotConnected => ErrorCode::NotConnected,
-            Self::AlreadyInvited => ErrorCode::AlreadyInvited,
-            Self::AlreadyConnected => ErrorCode::AlreadyConnected,
-            Self::NotInvited => ErrorCode::NotInvited,
-            Self::CannotResendYet { .. } => ErrorCode::CannotResendYet,
-            Self::LimitExceeded { .. } => ErrorCode::NetworkLimitExceeded,
-            Self::Unreachable => ErrorCode::RecipientUnreachable,
-            Self::TooLong { .. } => ErrorCode::TextTooLong,
-            Self::AccountDisconnected => ErrorCode::AccountDisconnected,
-            Self::AccountRestricted => ErrorCode::AccountRestricted,
-            Self::Transient(_) => ErrorCode::NetworkUnavailable,
+            Self::NotConnected => NOT_CONNECTED,
+            Self::AlreadyInvited => ALREADY_INVITED,
+            Self::AlreadyConnected => ALREADY_CONNECTED,
+            Self::NotInvited => NOT_INVITED,
+            Self::CannotResendYet { .. } => CANNOT_RESEND_YET,
+            Self::LimitExceeded { .. } => NETWORK_LIMIT_EXCEEDED,
+            Self::Unreachable => RECIPIENT_UNREACHABLE,
+            Self::TooLong { .. } => TEXT_TOO_LONG,
+            Self::AccountDisconnected => ACCOUNT_DISCONNECTED,
+            Self::AccountRestricted => ACCOUNT_RESTRICTED,
+            Self::Transient(_) => NETWORK_UNAVAILABLE,
         }
     }
 
@@ -357,18 +374,47 @@ pub enum Network {
 /// `OUTREACH_NETWORK=sandbox`.
 pub const SANDBOX: &str = "sandbox";
 
+/// The sandbox network's seed when none is configured.
+pub const DEFAULT_SANDBOX_SEED: u64 = 42;
+
+/// Which network this server reaches people through, as configured (`OUTREACH_NETWORK`,
+/// `OUTREACH_SANDBOX_SEED`). The binary puts it in the runtime's `Config::extensions`; a
+/// configuration without it (a test's) is the default: the sandbox with the default seed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkSettings {
+    /// The network's name; `None` for the default (the sandbox outside production, nothing in
+    /// production).
+    pub network: Option<String>,
+    /// The sandbox network's seed: with a profile URL it decides who accepts and replies, and when.
+    pub sandbox_seed: u64,
+}
+
+impl Default for NetworkSettings {
+    fn default() -> Self {
+        Self {
+            network: None,
+            sandbox_seed: DEFAULT_SANDBOX_SEED,
+        }
+    }
+}
+
 /// The network of this configuration: the sandbox outside production (the default, or
 /// `OUTREACH_NETWORK=sandbox`); in production, 503 `network_not_configured` until a real
 /// provider exists. Production never falls back to the sandbox.
 pub fn network_for(config: &Config, db: &Db, clock: &Clock) -> Result<Network, ApiError> {
-    let choice = config
+    let settings = config
+        .extensions
+        .get::<NetworkSettings>()
+        .cloned()
+        .unwrap_or_default();
+    let choice = settings
         .network
         .as_deref()
         .map(str::trim)
         .filter(|c| !c.is_empty());
     if config.environment.is_production() {
         return Err(ApiError::new(
-            ErrorCode::NetworkNotConfigured,
+            NETWORK_NOT_CONFIGURED,
             "No professional network is configured for this production server, so nothing can be sent. \
              The sandbox network is never used in production; an operator must configure a provider.",
         ));
@@ -377,10 +423,10 @@ pub fn network_for(config: &Config, db: &Db, clock: &Clock) -> Result<Network, A
         None | Some(SANDBOX) => Ok(Network::Sandbox(Sandbox::new(
             db.clone(),
             clock.clone(),
-            config.sandbox_seed,
+            settings.sandbox_seed,
         ))),
         Some(other) => Err(ApiError::new(
-            ErrorCode::NetworkNotConfigured,
+            NETWORK_NOT_CONFIGURED,
             format!(
                 "The network `{other}` is not one this server knows; OUTREACH_NETWORK takes `sandbox`."
             ),

@@ -655,7 +655,7 @@ pub async fn delete_sender(ctx: Ctx, input: SenderId) -> Result<Deleted, ApiErro
             .collect::<Vec<_>>()
             .join(", ");
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "The sender `{}` is `{}` with live enrollments ({named}); a sender can be deleted only when none of its enrollments is awaiting approval, scheduled, active or paused. Stop them first.",
                 sender.id, sender.status

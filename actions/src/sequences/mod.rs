@@ -895,7 +895,7 @@ pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Seq
         )
     {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "Sequence `{}` is `{}`; its steps, senders, schedule and settings change only in `draft` or `paused` (pause it with `pause_sequence` first). Its name may change now.",
                 current.id, current.status
@@ -927,7 +927,7 @@ pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Seq
             .try_get("n")?;
             if live > 0 {
                 return Err(ApiError::new(
-                    ErrorCode::InvalidState,
+                    ErrorCode::INVALID_STATE,
                     format!(
                         "Sender `{sender_id}` has {live} live enrollments in sequence `{}`; stop them (`stop_enrollment`) before removing the sender.",
                         current.id
@@ -1040,7 +1040,7 @@ pub async fn delete_sequence(ctx: Ctx, input: SequenceId) -> Result<Deleted, Api
     let current = lock(&mut tx, workspace_id, &input.id, ctx.now_ms()).await?;
     if current.status != SequenceStatus::Draft {
         return Err(ApiError::new(
-            ErrorCode::InvalidState,
+            ErrorCode::INVALID_STATE,
             format!(
                 "Sequence `{}` is `{}`; only a `draft` can be deleted. Use `stop_sequence` to end it.",
                 current.id, current.status

@@ -81,7 +81,7 @@ pub fn refusal(id: &str, status: SequenceStatus, transition: Transition) -> ApiE
         _ => "",
     };
     ApiError::new(
-        ErrorCode::InvalidState,
+        ErrorCode::INVALID_STATE,
         format!(
             "Sequence `{id}` is `{status}`, so `{}` cannot run: {what}.{hint}",
             transition.action()
@@ -148,7 +148,7 @@ async fn transition(ctx: &Ctx, id: &str, transition: Transition) -> Result<Seque
         let reasons = preflight(&mut tx, &sequence, ctx.principal().terms_accepted).await?;
         if !reasons.is_empty() {
             return Err(ApiError::new(
-                ErrorCode::InvalidState,
+                ErrorCode::INVALID_STATE,
                 format!(
                     "Sequence `{}` cannot start: {}.",
                     sequence.id,
@@ -239,7 +239,7 @@ mod tests {
     #[test]
     fn refusals_name_the_status_and_what_is_allowed() {
         let error = refusal("seq_x", SequenceStatus::Active, Transition::Activate);
-        assert_eq!(error.code, ErrorCode::InvalidState);
+        assert_eq!(error.code, ErrorCode::INVALID_STATE);
         assert!(error.message.contains("is `active`"), "{}", error.message);
         assert!(
             error

@@ -111,7 +111,7 @@ fn discard_arrived(mut stream: &std::net::TcpStream) {
 /// `rate_limited` refusal.
 fn render(sentence: &str) -> Vec<u8> {
     let error =
-        ApiError::new(ErrorCode::RateLimited, sentence).with_extra("retry_after", RETRY_AFTER);
+        ApiError::new(ErrorCode::RATE_LIMITED, sentence).with_extra("retry_after", RETRY_AFTER);
     let body = error.body().to_string();
     let status = error.status();
     format!(

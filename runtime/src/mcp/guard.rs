@@ -88,7 +88,7 @@ pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> 
         false => {
             return refusal(
                 StatusCode::NOT_ACCEPTABLE,
-                ErrorCode::InvalidRequest,
+                ErrorCode::INVALID_REQUEST,
                 format!(
                     "This endpoint answers in JSON: send `Accept: {ACCEPT_BOTH}` (or at least `application/json`)."
                 ),
@@ -108,7 +108,7 @@ pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> 
             format!("`{content_type}`")
         };
         return ApiError::new(
-            ErrorCode::UnsupportedMediaType,
+            ErrorCode::UNSUPPORTED_MEDIA_TYPE,
             format!("Send one JSON-RPC message with `Content-Type: application/json` (got {got})."),
         )
         .into_response();
@@ -181,7 +181,7 @@ fn host_refusal(config: &Config, expected: Option<&str>, request: &Request) -> O
     }
     Some(refusal(
         StatusCode::FORBIDDEN,
-        ErrorCode::Forbidden,
+        ErrorCode::FORBIDDEN,
         format!(
             "The Host `{}` is not this server's: connect to {} (the configured base URL; set \
              OUTREACH_BASE_URL if the server is reached by another name).",
@@ -397,14 +397,14 @@ async fn json_refusals(response: Response, config: &Config) -> Response {
     let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
     let text = String::from_utf8_lossy(&text);
     let text = text.trim().trim_end_matches('.');
-    let code = ErrorCode::ALL
+    let code = ErrorCode::all()
         .iter()
         .copied()
         .find(|code| code.status() == status)
         .unwrap_or(if status.is_server_error() {
-            ErrorCode::InternalError
+            ErrorCode::INTERNAL_ERROR
         } else {
-            ErrorCode::InvalidRequest
+            ErrorCode::INVALID_REQUEST
         });
     let hint = if status == StatusCode::METHOD_NOT_ALLOWED {
         format!(

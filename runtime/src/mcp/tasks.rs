@@ -364,7 +364,7 @@ mod tests {
     #[test]
     fn refusals_are_invalid_params_and_faults_internal_errors_with_the_rest_body() {
         let refused = rpc_error(
-            ApiError::new(ErrorCode::InvalidState, "The run already ended."),
+            ApiError::new(ErrorCode::INVALID_STATE, "The run already ended."),
             "req_1",
         );
         assert_eq!(refused.code, RpcCode::INVALID_PARAMS);

@@ -288,7 +288,7 @@ fn statuses_to_codes(text: &str) -> String {
             && next[1..]
                 .split('`')
                 .next()
-                .is_some_and(|code| ErrorCode::ALL.iter().any(|known| known.as_str() == code));
+                .is_some_and(|code| ErrorCode::named(code).is_some());
         let phrase = if named {
             let code_end = next[1..].find('`').map_or(next.len(), |end| end + 2);
             index += 1;
@@ -312,7 +312,7 @@ fn statuses_to_codes(text: &str) -> String {
 
 /// The code an HTTP error status stands for when the text names none.
 fn default_code(status: u16) -> Option<&'static str> {
-    ErrorCode::ALL
+    ErrorCode::all()
         .iter()
         .find(|code| code.status().as_u16() == status && status >= 400)
         .map(|code| code.as_str())

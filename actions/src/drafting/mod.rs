@@ -19,9 +19,12 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use outreach_runtime::prelude::DraftingModel;
 use serde::Serialize;
 use serde_json::Value;
+
+mod model;
+
+pub use model::DraftingModel;
 
 use crate::prospects::Prospect;
 use crate::sequences::{DraftedBy, StepType};
