@@ -166,7 +166,7 @@ async def prepare(client: Client, tag: str, shared: dict) -> str:
 def connect(
     base: str, http: httpx2.AsyncClient, extensions: list[ClientExtension] | None = None, mode: str = "auto"
 ) -> Client:
-    transport = streamable_http_client(f"{base}/api/mcp", http_client=http)
+    transport = streamable_http_client(f"{base}/api/mcp?toolsets=all", http_client=http)
     return Client(transport, mode=mode, read_timeout_seconds=60.0, extensions=extensions)
 
 

@@ -13,6 +13,10 @@ in its legacy mode (the `initialize` handshake older clients use), and on each c
   structuredContent is the REST error body `{error, code: not_found}`, again equal to REST's;
 - calls a tool that does not exist: a JSON-RPC error, not a tool result.
 
+Then it lists the tools of each toolset URL once (the default set of at most 40 tools, every
+toolset, the read-only URL, `?toolsets=prospecting` and the `X-MCP-Toolsets` header), printing the
+count and bytes of each.
+
 Exits non-zero with a message naming the first thing that differs.
 """
 
@@ -68,7 +72,7 @@ async def run(base: str, key: str, mode: str) -> None:
     headers = {"Authorization": f"Bearer {key}"}
     timeout = httpx2.Timeout(30.0)
     async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
-        transport = streamable_http_client(f"{base}/api/mcp", http_client=http)
+        transport = streamable_http_client(f"{base}/api/mcp?toolsets=all", http_client=http)
         async with Client(transport, mode=mode, read_timeout_seconds=30.0) as client:
             info = client.server_info
             server = f"{info.name} {info.version}" if info else "unnamed"
@@ -143,6 +147,39 @@ async def run(base: str, key: str, mode: str) -> None:
                 raise CheckFailed(f"calling an unknown tool should be a JSON-RPC error, got a result: {result}")
 
 
+async def toolsets(base: str, key: str) -> None:
+    """What the SDK is offered on each URL: the default toolsets (at most 40 tools), every toolset,
+    the read-only URL, one toolset on the URL and one in the `X-MCP-Toolsets` header."""
+    views: dict[str, list] = {}
+    for label, path, extra in (
+        ("default", "/api/mcp", {}),
+        ("all", "/api/mcp?toolsets=all", {}),
+        ("readonly", "/api/mcp/readonly", {}),
+        ("prospecting", "/api/mcp?toolsets=prospecting", {}),
+        ("agents (header)", "/api/mcp", {"X-MCP-Toolsets": "agents"}),
+    ):
+        headers = {"Authorization": f"Bearer {key}", **extra}
+        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0)) as http:
+            async with Client(streamable_http_client(f"{base}{path}", http_client=http), read_timeout_seconds=30.0) as client:
+                tools = (await client.list_tools()).tools
+        size = sum(len(tool.model_dump_json(by_alias=True, exclude_none=True)) for tool in tools)
+        print(f"  toolsets, {label}: {len(tools)} tools, {size} bytes")
+        views[label] = tools
+    names = {label: [tool.name for tool in tools] for label, tools in views.items()}
+    check(0 < len(names["default"]) <= 40, f"the default set has {len(names['default'])} tools")
+    check(set(names["default"]) < set(names["all"]), "the default set is not a part of every toolset")
+    check(
+        all(tool.annotations is not None and tool.annotations.read_only_hint for tool in views["readonly"]),
+        f"the read-only URL lists a tool that changes things: {names['readonly']}",
+    )
+    check(
+        names["prospecting"] and "service_list_prospects" in names["prospecting"]
+        and not set(names["prospecting"]) & set(names["default"]),
+        f"?toolsets=prospecting: {names['prospecting']}",
+    )
+    check("service_run_agent" in names["agents (header)"], f"X-MCP-Toolsets: agents: {names['agents (header)']}")
+
+
 def main() -> int:
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -155,6 +192,11 @@ def main() -> int:
         except CheckFailed as failure:
             print(f"FAILED [{mode}]: {failure}", file=sys.stderr)
             return 1
+    try:
+        anyio.run(toolsets, base, key)
+    except CheckFailed as failure:
+        print(f"FAILED [toolsets]: {failure}", file=sys.stderr)
+        return 1
     print("  MCP client checks passed")
     return 0
 

@@ -77,7 +77,7 @@ class Assistant:
 async def flow(base: str, key: str) -> None:
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0)) as http:
-        transport = streamable_http_client(f"{base}/api/mcp", http_client=http)
+        transport = streamable_http_client(f"{base}/api/mcp?toolsets=all", http_client=http)
         async with Client(transport, read_timeout_seconds=30.0) as client:
             me = Assistant(client)
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}

@@ -40,7 +40,7 @@ const { createTaskSessionFromClient, resultFromTaskOutcome, DispatchError } = aw
   "dist/client/index.js",
 );
 const config = JSON.parse(readFileSync(configPath, "utf8"));
-const mcpUrl = new URL(`${config.base_url}/api/mcp`);
+const mcpUrl = new URL(`${config.base_url}/api/mcp?toolsets=all`);
 const authorization = `Bearer ${config.write_key}`;
 const clientInfo = { name: "outreach-ci-ts-tasks", version: "1.0.0" };
 const TASKS = "io.modelcontextprotocol/tasks";

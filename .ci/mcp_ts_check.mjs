@@ -3,10 +3,11 @@
 // Usage: node mcp_ts_check.mjs NODE_MODULES CONFIG_JSON RESULTS_JSON
 //
 // Run by .ci/mcp_ts_check.py, which starts the server and writes CONFIG_JSON:
-//   {"base_url", "write_key", "read_key", "poor_key"}
+//   {"base_url", "write_key", "read_key", "send_key", "poor_key"}
 // (`read_key` has only `read`; `poor_key` is a read,write key of a second workspace with no credits).
 //
-// Connects with StreamableHTTPClientTransport and `Authorization: Bearer <key>`, lists the tools,
+// Connects with StreamableHTTPClientTransport and `Authorization: Bearer <key>` to every toolset
+// (`?toolsets=all`), lists the tools per scope and per toolset URL,
 // calls every tool's success path (in an order that makes the ids the next calls need), and checks
 // five kinds of error: each must reach the client as a tool result with `isError: true`, no
 // `structuredContent`, and the `{error, code, ...}` JSON body as its text. The SDK validates every
@@ -29,7 +30,7 @@ const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
 const { McpError } = await sdk("types.js");
 const sdkVersion = JSON.parse(readFileSync(join(nodeModules, "@modelcontextprotocol/sdk/package.json"), "utf8")).version;
 const config = JSON.parse(readFileSync(configPath, "utf8"));
-const mcpUrl = new URL(`${config.base_url}/api/mcp`);
+const mcpUrl = new URL(`${config.base_url}/api/mcp?toolsets=all`);
 
 class CheckFailed extends Error {}
 const check = (condition, message) => {
@@ -51,9 +52,9 @@ async function named(name, fn) {
   }
 }
 
-async function connect(key, label) {
-  const transport = new StreamableHTTPClientTransport(mcpUrl, {
-    requestInit: { headers: { Authorization: `Bearer ${key}` } },
+async function connect(key, label, url = mcpUrl, headers = {}) {
+  const transport = new StreamableHTTPClientTransport(url, {
+    requestInit: { headers: { Authorization: `Bearer ${key}`, ...headers } },
   });
   const client = new Client({ name: `outreach-ci-ts-${label}`, version: "1.0.0" });
   await client.connect(transport);
@@ -119,6 +120,48 @@ await named("ts-connect-and-list-tools", async () => {
     check(tool.inputSchema?.type === "object", `${tool.name}: input schema is not an object schema`);
     check(tool.outputSchema, `${tool.name}: no outputSchema`);
   }
+});
+
+// What each credential is offered on each toolset URL: its scopes decide, the default set has at
+// most 40 tools, the read-only URL only tools that change nothing, and an unknown toolset is refused
+// with a sentence naming the valid ones.
+await named("ts-tools-per-scope-and-toolset", async () => {
+  const at = (path) => new URL(`${config.base_url}${path}`);
+  const listed = async (key, label, path, headers = {}) => {
+    const connection = await connect(key, label, at(path), headers);
+    const { tools } = await connection.listTools();
+    await connection.close();
+    console.log(`  ${label} ${path}${headers["X-MCP-Toolsets"] ? ` (X-MCP-Toolsets: ${headers["X-MCP-Toolsets"]})` : ""}: ${tools.length} tools, ${show(tools).length} bytes`);
+    return tools;
+  };
+  const names = (tools) => tools.map((tool) => tool.name);
+  const byScope = {};
+  for (const [label, key] of [["read", config.read_key], ["write", config.write_key], ["send", config.send_key]]) {
+    byScope[label] = { all: await listed(key, label, "/api/mcp?toolsets=all"), default: await listed(key, label, "/api/mcp") };
+    check(byScope[label].default.length <= 40, `${label}: ${byScope[label].default.length} tools in the default set`);
+  }
+  const within = (small, big) => names(small).every((name) => names(big).includes(name));
+  check(within(byScope.read.all, byScope.write.all) && within(byScope.write.all, byScope.send.all), "a wider scope is offered fewer tools");
+  check(byScope.read.all.length < byScope.send.all.length, "a read key is offered every tool");
+  for (const tool of byScope.read.all) {
+    check(
+      tool.annotations?.readOnlyHint === true || tool.description.includes("estimate_only: true"),
+      `a read key is offered ${tool.name}, which it cannot call`,
+    );
+  }
+  const readonly = await listed(config.send_key, "send", "/api/mcp/readonly");
+  check(readonly.length > 0 && readonly.every((tool) => tool.annotations?.readOnlyHint === true), `the read-only URL offers ${names(readonly)}`);
+  const agents = await listed(config.send_key, "send", "/api/mcp", { "X-MCP-Toolsets": "agents" });
+  check(names(agents).includes("service_run_agent") && !names(agents).includes("service_list_prospects"), `X-MCP-Toolsets: agents offers ${names(agents)}`);
+  let refused;
+  try {
+    await connect(config.send_key, "send", at("/api/mcp?toolsets=leads"));
+  } catch (error) {
+    refused = error;
+  }
+  check(refused, "an unknown toolset was accepted");
+  check(String(refused?.message).includes("Unknown toolset `leads`"), `the refusal does not name the toolset: ${refused?.message}`);
+  console.log(`  ?toolsets=leads -> ${refused.message}`);
 });
 
 await named("ts-every-tool-success-path", async () => {

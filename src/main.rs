@@ -555,8 +555,9 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         cimd_roots.push(pem);
     }
     // Everything that can refuse a start is checked before anything is written or printed: the
-    // actions, the price items and their overrides.
-    Registry::build().map_err(anyhow::Error::msg)?;
+    // actions and their toolsets, the price items and their overrides.
+    let registry = Registry::build().map_err(anyhow::Error::msg)?;
+    outreach_runtime::toolsets::validate_registered(&registry).map_err(anyhow::Error::msg)?;
     PriceTable::validate_registered().map_err(anyhow::Error::msg)?;
     outreach_runtime::jobs::validate_kinds().map_err(anyhow::Error::msg)?;
     let prices = match std::env::var("OUTREACH_PRICES") {

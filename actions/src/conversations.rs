@@ -19,6 +19,7 @@ use crate::common::IdKind;
 
 outreach_runtime::prelude::resource_tag!(
     "conversations",
+    toolset = "outreach",
     "Conversations with prospects, one per sender and prospect: messages both ways and unread counts."
 );
 

@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 outreach_runtime::prelude::resource_tag!(
     "credits",
+    toolset = "workspace",
     "The credit ledger: grants, spends and releases, each with its source."
 );
 

@@ -19,6 +19,7 @@ use outreach_runtime::prelude::{ids, paged};
 
 outreach_runtime::prelude::resource_tag!(
     "enrollments",
+    toolset = "outreach",
     "A prospect's way through a sequence: its status, next step and history; pause, resume or stop it."
 );
 

@@ -27,3 +27,33 @@ pub mod sequences;
 pub mod step_jobs;
 pub mod targeting;
 pub mod workspace;
+
+// The toolsets an MCP client picks from (`?toolsets=prospecting,outreach`); each module's
+// `resource_tag!` places its resource in one. The default ones are what a client that names none
+// gets: the workspace and the outreach it runs, the day-to-day work of an assistant (approvals,
+// replies, sequences), within the 40 tools some hosts send their model.
+outreach_runtime::prelude::toolset!(
+    "workspace",
+    default = true,
+    "The workspace, its dashboard and its credit ledger."
+);
+outreach_runtime::prelude::toolset!(
+    "outreach",
+    default = true,
+    "Senders, sequences, enrollments, the approval queue and conversations."
+);
+outreach_runtime::prelude::toolset!(
+    "prospecting",
+    default = false,
+    "Prospects, lists, targeting, imports, scoring runs and list processing."
+);
+outreach_runtime::prelude::toolset!(
+    "agents",
+    default = false,
+    "Agents (prospector, writer, inbox triage) and their runs."
+);
+outreach_runtime::prelude::toolset!(
+    "sandbox",
+    default = false,
+    "Test helpers of the simulated network (outside production only): the clock, acceptances, replies."
+);

@@ -21,6 +21,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 outreach_runtime::prelude::resource_tag!(
     "lists",
+    toolset = "prospecting",
     "Named sets of prospects; processing a list scores all of its members."
 );
 

@@ -29,6 +29,7 @@ use crate::network::{
 
 outreach_runtime::prelude::resource_tag!(
     "sandbox",
+    toolset = "sandbox",
     "Test helpers of the simulated network, outside production only: the clock, acceptances, replies, a sender's status and latency, and the network's log."
 );
 

@@ -21,6 +21,7 @@ use sqlx::any::AnyRow;
 
 outreach_runtime::prelude::resource_tag!(
     "targetings",
+    toolset = "prospecting",
     "Ideal-customer profiles that scoring compares prospects against."
 );
 

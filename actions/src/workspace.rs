@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 outreach_runtime::prelude::resource_tag!(
     "workspace",
+    toolset = "workspace",
     "The workspace the credential acts in: its name, members and credit balance."
 );
 

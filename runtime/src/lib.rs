@@ -19,8 +19,9 @@
 //!    bookkeeping and the rules that the faces, the web pages and the CLI share.
 //! 3. `ctx`: what an action receives; `jobs`, `worker`: durable jobs, what their handlers
 //!    receive, and the loop that runs them.
-//! 4. `registry`: every action, collected and validated, and `tasks`: which of them start work
-//!    that goes on after the call (MCP tasks); `recovery`: what a dead process held, given back.
+//! 4. `registry`: every action, collected and validated; `tasks`: which of them start work
+//!    that goes on after the call (MCP tasks); `toolsets`: the resource tags and the toolsets an
+//!    MCP client picks from; `recovery`: what a dead process held, given back.
 //! 5. `state`, `request_id`, `rpc`: what every request shares, its id, and an MCP tool call read
 //!    once for every layer that looks inside it.
 //! 6. `auth`, `session`: who is calling, by bearer credential or by browser cookie; `rate_limit`:
@@ -64,6 +65,7 @@ pub mod worker;
 pub mod registry;
 pub mod retry;
 pub mod tasks;
+pub mod toolsets;
 
 pub mod recovery;
 

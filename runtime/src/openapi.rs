@@ -32,6 +32,7 @@ use crate::error::ErrorCode;
 use crate::idempotency::MAX_KEY_LEN;
 use crate::paging::Page;
 use crate::registry::{self, Action, IDEMPOTENCY_KEY_DESCRIPTION, Registry};
+use crate::toolsets;
 
 /// A table of example requests and responses by action name, registered by the crate that defines
 /// the actions (`inventory::submit!`), since the runtime names no domain type. The text is a JSON
@@ -188,30 +189,8 @@ fn transformed(definition: &Value) -> Value {
     schema.to_value()
 }
 
-/// One line per resource tag, shown above its operations by documentation tools and generators:
-/// registered by the crate that defines the actions ([`resource_tag!`](crate::resource_tag)),
-/// since the runtime names no resource. A tag nobody described has no description (a test of the
-/// document says so).
-pub struct TagDescription {
-    pub tag: &'static str,
-    pub description: &'static str,
-}
-
-inventory::collect!(TagDescription);
-
-/// Describes a resource tag (the first segment of its actions' REST paths) in the OpenAPI document:
-/// `resource_tag!("prospects", "People you may reach out to ...");`.
-#[macro_export]
-macro_rules! resource_tag {
-    ($tag:literal, $description:literal) => {
-        $crate::__private::inventory::submit! {
-            $crate::openapi::TagDescription { tag: $tag, description: $description }
-        }
-    };
-}
-
 fn tag_entry(tag: &str) -> Value {
-    match inventory::iter::<TagDescription>().find(|described| described.tag == tag) {
+    match toolsets::tag(tag) {
         Some(described) => json!({"name": tag, "description": described.description}),
         None => json!({"name": tag}),
     }

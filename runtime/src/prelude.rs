@@ -36,5 +36,5 @@ pub use crate::tasks::{TaskProgress, TaskState, TaskView};
 pub use crate::test_clock;
 pub use crate::{
     error_codes, example_table, job, mcp_task, price_item, recovery, resource_tag, text_body,
-    text_enum,
+    text_enum, toolset,
 };

@@ -39,8 +39,9 @@ const LAYERS: Layers = &[
     // What an action receives; durable jobs, what their handlers receive, and the loop that
     // runs them.
     &["ctx", "jobs", "worker"],
-    // Every action, collected and validated, and the long calls among them.
-    &["registry", "tasks"],
+    // Every action, collected and validated, the long calls among them, and the toolsets their
+    // resource tags belong to.
+    &["registry", "tasks", "toolsets"],
     // What a dead process held, given back (the domain registers its own recoveries).
     &["recovery"],
     // What every request shares, its id, and an MCP tool call read once for every layer.

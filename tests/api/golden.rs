@@ -143,7 +143,7 @@ async fn openapi_document_matches_the_golden_file() {
 #[tokio::test]
 async fn mcp_tool_list_matches_the_golden_file() {
     let app = spawn_app().await;
-    let tools = app.mcp_tools(&app.key).await;
+    let tools = app.mcp_every_tool().await;
     let text = pretty(&Value::Array(tools));
     assert_portable(&text, &app.base_url);
     assert_golden("mcp_tools.json", &text);

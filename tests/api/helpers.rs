@@ -630,9 +630,21 @@ impl TestApp {
         body: &Value,
         headers: &[(&str, &str)],
     ) -> (StatusCode, HeaderMap, Value) {
+        self.mcp_at("/api/mcp", key, body, headers).await
+    }
+
+    /// Like [`Self::mcp_with_headers`], at `path` (the MCP URL with a query, or the read-only
+    /// one).
+    pub async fn mcp_at(
+        &self,
+        path: &str,
+        key: Option<&str>,
+        body: &Value,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, HeaderMap, Value) {
         let mut request = self
             .client
-            .post(self.url("/api/mcp"))
+            .post(self.url(path))
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
             .header("mcp-protocol-version", MCP_PROTOCOL_VERSION)
@@ -711,10 +723,26 @@ impl TestApp {
             .clone()
     }
 
-    /// `tools/list`: the tools.
+    /// `tools/list` of every toolset: the tools `key`'s scopes allow.
     pub async fn mcp_tools(&self, key: &str) -> Vec<Value> {
+        self.mcp_tools_at("/api/mcp?toolsets=all", key, &[]).await
+    }
+
+    /// Every tool: `tools/list` of every toolset for a `send` key.
+    pub async fn mcp_every_tool(&self) -> Vec<Value> {
+        let key = crate::sequences::send_key(self).await;
+        self.mcp_tools(&key).await
+    }
+
+    /// `tools/list` at `path` (a query names toolsets) with `headers`: the tools.
+    pub async fn mcp_tools_at(
+        &self,
+        path: &str,
+        key: &str,
+        headers: &[(&str, &str)],
+    ) -> Vec<Value> {
         let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
-        let (status, _, body) = self.mcp_raw(Some(key), &request).await;
+        let (status, _, body) = self.mcp_at(path, Some(key), &request, headers).await;
         assert_eq!(status, StatusCode::OK, "tools/list: {body}");
         body["result"]["tools"]
             .as_array()

@@ -47,6 +47,7 @@ mod senders;
 mod sequences;
 mod soak;
 mod targeting;
+mod toolsets;
 mod uploads;
 mod web;
 mod worst_inputs;

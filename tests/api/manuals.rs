@@ -260,3 +260,31 @@ fn every_documented_curl_that_sends_a_body_names_its_content_type() {
         missing.join("\n")
     );
 }
+
+/// The toolsets table of docs/connecting.md names every declared toolset once, with whether a
+/// connection that names none is shown it.
+#[test]
+fn the_toolsets_table_names_every_toolset_and_its_default() {
+    let text = fs::read_to_string(repository().join("docs/connecting.md")).expect("read the docs");
+    let header = "| toolset | tools for | shown by default |";
+    let start = text.find(header).expect("the toolsets table");
+    let table: String = text[start..]
+        .lines()
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    let mut documented: Vec<(String, bool)> = table_rows(&table)
+        .iter()
+        .map(|row| {
+            let name = first_code_word(&row[0]).expect("a toolset name in backquotes");
+            (name, row[2] == "yes")
+        })
+        .collect();
+    documented.sort();
+    let mut declared: Vec<(String, bool)> = outreach_runtime::toolsets::toolsets()
+        .iter()
+        .map(|toolset| (toolset.name.to_owned(), toolset.default))
+        .collect();
+    declared.sort();
+    assert_eq!(documented, declared, "docs/connecting.md's toolsets table");
+}

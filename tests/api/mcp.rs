@@ -43,7 +43,7 @@ fn bare(schema: &Value) -> Value {
 #[tokio::test]
 async fn tools_are_named_after_the_actions_with_annotations_and_schemas() {
     let app = spawn_app().await;
-    let tools = app.mcp_tools(&app.key).await;
+    let tools = app.mcp_every_tool().await;
     let names: Vec<&str> = tools
         .iter()
         .map(|tool| tool["name"].as_str().expect("name"))
@@ -265,7 +265,7 @@ async fn each_tool_input_schema_is_its_openapi_operations_input() {
         .await
         .expect(200)
         .clone();
-    let tools = app.mcp_tools(&app.key).await;
+    let tools = app.mcp_every_tool().await;
     let mut operations = 0;
     for (path, methods) in document["paths"].as_object().expect("paths") {
         for (method, operation) in methods.as_object().expect("methods") {
@@ -580,11 +580,12 @@ async fn a_tool_error_carries_no_structured_content_and_names_the_field() {
 #[tokio::test]
 async fn tools_list_stays_within_its_budget_per_tool() {
     let app = spawn_app().await;
+    let send = crate::sequences::send_key(&app).await;
     let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
     let response = app
         .client
-        .post(app.url("/api/mcp"))
-        .bearer_auth(&app.key)
+        .post(app.url("/api/mcp?toolsets=all"))
+        .bearer_auth(&send)
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
         .body(request.to_string())
@@ -622,7 +623,7 @@ async fn descriptions_name_tools_not_rest_operations_or_statuses() {
         .iter()
         .map(|action| action.name().to_owned())
         .collect();
-    for tool in app.mcp_tools(&app.key).await {
+    for tool in app.mcp_every_tool().await {
         let description = tool["description"].as_str().expect("description");
         for status in [
             " 400",

@@ -29,6 +29,7 @@ use crate::prospects::Tier;
 
 outreach_runtime::prelude::resource_tag!(
     "agents",
+    toolset = "agents",
     "Agents that work on your behalf (a prospector that proposes people to enroll, a writer that drafts the sequence's messages, an inbox triage that reads replies) and how each is set."
 );
 

@@ -31,6 +31,7 @@ use crate::lists::placeholders;
 
 outreach_runtime::prelude::resource_tag!(
     "runs",
+    toolset = "agents",
     "Runs of agents: queued, running, awaiting approval or ended, with their log, what they processed and what they cost."
 );
 

@@ -29,6 +29,7 @@ use outreach_runtime::prelude::{
 
 outreach_runtime::prelude::resource_tag!(
     "approvals",
+    toolset = "outreach",
     "The approval queue: everything that would reach a person (an enrollment, a reply) waits here until a person approves or rejects it."
 );
 

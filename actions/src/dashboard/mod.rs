@@ -17,7 +17,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
-outreach_runtime::prelude::resource_tag!("dashboard", "Counts and rates over a period.");
+outreach_runtime::prelude::resource_tag!(
+    "dashboard",
+    toolset = "workspace",
+    "Counts and rates over a period."
+);
 
 /// How far back the period-bound figures look.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

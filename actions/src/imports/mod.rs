@@ -39,6 +39,7 @@ use write::NewProspects;
 
 outreach_runtime::prelude::resource_tag!(
     "imports",
+    toolset = "prospecting",
     "Bulk creation of prospects from CSV text or JSON rows, priced per row and idempotent."
 );
 

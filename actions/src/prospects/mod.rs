@@ -24,6 +24,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 outreach_runtime::prelude::resource_tag!(
     "prospects",
+    toolset = "prospecting",
     "People you may reach out to: company, contact details, tags, custom fields and score."
 );
 

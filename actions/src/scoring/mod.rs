@@ -28,6 +28,7 @@ pub use run::{Subject, copy_scores_to_prospects, score_prospects};
 
 outreach_runtime::prelude::resource_tag!(
     "scoring-runs",
+    toolset = "prospecting",
     "Scoring prospects against a targeting: score, tier, matched criteria and gaps."
 );
 

@@ -37,6 +37,7 @@ pub use limits::{
 
 outreach_runtime::prelude::resource_tag!(
     "senders",
+    toolset = "outreach",
     "The network accounts outreach is sent from: their status, working hours, timezone and limits."
 );
 

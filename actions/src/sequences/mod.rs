@@ -27,6 +27,7 @@ use templates::{Template, TemplateError};
 
 outreach_runtime::prelude::resource_tag!(
     "sequences",
+    toolset = "outreach",
     "Sequences of outreach steps (profile view, invitation, message) from one or more senders, their life (activate, pause, resume, stop) and who is enrolled."
 );
 

@@ -19,7 +19,8 @@
 //! the same path, so the answer is the same either way; `fast_path_answers_as_rmcp_does` in
 //! tests/api/mcp.rs holds them side by side.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
@@ -29,12 +30,14 @@ use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientJsonRpcMessage, ClientRequest, GetMeta,
     JsonRpcMessage, JsonRpcRequest, ListToolsResult, ProtocolVersion, RequestId,
-    ServerJsonRpcMessage, ServerResult, Tool,
+    ServerJsonRpcMessage, ServerResult,
 };
 
+use super::selection::Selection;
 use super::{CallAnswer, McpFace};
 use crate::json::JsonBody;
 use crate::rpc::{CallId, ToolCall};
+use crate::scope::Scope;
 
 /// The header a client names its protocol version in (rmcp's constant is private).
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
@@ -45,18 +48,31 @@ pub(super) enum Answer {
     Declined(Request),
 }
 
-/// What the fast path keeps from start-up: the `tools/list` result, serialised once.
+/// What the fast path keeps: each `tools/list` result it has answered, serialised once per
+/// caller scope and selection (at most three scopes times the selections clients use).
+#[derive(Default)]
 pub(super) struct FastPath {
-    tools_result: Bytes,
+    tools_results: Mutex<HashMap<(Scope, Selection), Bytes>>,
 }
 
 impl FastPath {
-    pub(super) fn new(tools: &[Tool]) -> Self {
-        let mut result =
-            ServerResult::ListToolsResult(ListToolsResult::with_all_items(tools.to_vec()));
+    /// The `tools/list` result for `view`, serialised (empty if it could not be).
+    fn tools_result(&self, face: &McpFace, view: (Scope, Selection)) -> Bytes {
+        if let Some(bytes) = self.results().get(&view) {
+            return bytes.clone();
+        }
+        let tools = super::tools::offered(&face.state.registry, &face.state.tools, view.0, view.1);
+        let mut result = ServerResult::ListToolsResult(ListToolsResult::with_all_items(tools));
         strip_for_legacy_peer(&mut result);
-        let tools_result = serde_json::to_vec(&result).map_or_else(|_| Bytes::new(), Bytes::from);
-        Self { tools_result }
+        let bytes = serde_json::to_vec(&result).map_or_else(|_| Bytes::new(), Bytes::from);
+        self.results().insert(view, bytes.clone());
+        bytes
+    }
+
+    fn results(&self) -> std::sync::MutexGuard<'_, HashMap<(Scope, Selection), Bytes>> {
+        self.tools_results
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Answers `request` if it is one of the requests above; gives it back otherwise.
@@ -128,8 +144,16 @@ impl FastPath {
                     .map(ServerResult::InitializeResult)
             }
             ClientRequest::PingRequest(_) => Ok(ServerResult::empty(())),
-            ClientRequest::ListToolsRequest(_) if !self.tools_result.is_empty() => {
-                return Answer::Answered(json_response(envelope(&id, &self.tools_result)));
+            ClientRequest::ListToolsRequest(_) => {
+                let view = match face.view(Some(&parts)) {
+                    Ok(view) => view,
+                    Err(error) => return Answer::Answered(respond(Err(error), id)),
+                };
+                let result = self.tools_result(face, view);
+                if result.is_empty() {
+                    return decline(parts, bytes);
+                }
+                return Answer::Answered(json_response(envelope(&id, &result)));
             }
             // A long call held open for its progress is answered with a stream: rmcp's.
             ClientRequest::CallToolRequest(call)
@@ -247,9 +271,9 @@ pub(super) struct Fast {
 }
 
 impl Fast {
-    pub(super) fn new(face: McpFace, tools: &[Tool]) -> Arc<Self> {
+    pub(super) fn new(face: McpFace) -> Arc<Self> {
         Arc::new(Self {
-            path: FastPath::new(tools),
+            path: FastPath::default(),
             face,
         })
     }

@@ -17,6 +17,8 @@
 //! a loopback address, every spelling of loopback (`localhost`, `127.0.0.1`, `[::1]`) with the
 //! same port is the same server (a rebinding attack needs a name the attacker controls, never
 //! one of these), so the address printed at start-up and the one a person types both work.
+//! The toolsets a request asks for are read here too ([`Selection`]), so a bad name is a 400 with
+//! the JSON body before any JSON-RPC.
 //! `Accept` needs `application/json` (or a wildcard): answers are JSON, except a long call held
 //! open for its progress (`tasks.rs`), which is an event stream, and only for a client whose
 //! `Accept` allows one ([`EventStreamAccepted`]); a client that omits `text/event-stream` gets
@@ -31,6 +33,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
+use super::selection::Selection;
 use crate::config::Config;
 use crate::error::{ApiError, ErrorCode};
 use crate::rpc::ToolCall;
@@ -74,6 +77,12 @@ pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> 
         return json_refusals(next.run(request).await, config).await;
     }
     let (mut parts, body) = request.into_parts();
+    match Selection::of_request(&parts) {
+        Ok(selection) => {
+            parts.extensions.insert(selection);
+        }
+        Err(error) => return error.into_response(),
+    }
     let accept: Vec<&HeaderValue> = parts.headers.get_all(header::ACCEPT).iter().collect();
     let accepted = accept.is_empty() || accept.iter().any(|value| accepts_json(Some(value)));
     if accept.is_empty() || accept.iter().any(|value| accepts_event_stream(value)) {

@@ -47,11 +47,15 @@ use serde_json::Value;
 
 mod fast;
 mod guard;
+mod selection;
 mod tasks;
 mod tools;
 
 pub use guard::host_matches;
 pub use tools::{input_schema, output_schema, tool_description, tools};
+
+use selection::Selection;
+use tools::offered;
 
 use crate::auth::{self, CredentialKind, Principal};
 use crate::dispatch::Dispatcher;
@@ -89,12 +93,9 @@ pub fn service(state: Arc<AppState>) -> Router {
     // Shared, not cloned: cloning rmcp's transport for every request showed in the profile.
     let transport = Arc::new(transport);
     let fast = state.config.mcp_fast_path.then(|| {
-        fast::Fast::new(
-            McpFace {
-                state: state.clone(),
-            },
-            &state.tools,
-        )
+        fast::Fast::new(McpFace {
+            state: state.clone(),
+        })
     });
     Router::new()
         .fallback(move |request: Request| {
@@ -147,20 +148,16 @@ impl ServerHandler for McpFace {
         };
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("outreach", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Prospecting and outreach workspace. Call service_get_workspace first to see the workspace, \
-                 your role and your scopes. Every tool is also a REST operation under /api/v1.",
-            )
+            .with_instructions(instructions())
     }
 
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(
-            self.state.tools.as_ref().clone(),
-        ))
+        let parts = context.extensions.get::<http::request::Parts>();
+        Ok(ListToolsResult::with_all_items(self.offered(parts)?))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -221,6 +218,41 @@ impl ServerHandler for McpFace {
     }
 }
 
+/// The server's instructions: where to start, and how to be offered more tools than the default.
+/// Made once: every `initialize` sends them.
+fn instructions() -> String {
+    static INSTRUCTIONS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    INSTRUCTIONS.get_or_init(instructions_text).clone()
+}
+
+fn instructions_text() -> String {
+    let toolsets = crate::toolsets::toolsets();
+    let listed = |default: bool| {
+        toolsets
+            .iter()
+            .filter(|toolset| toolset.default == default)
+            .map(|toolset| {
+                format!(
+                    "`{}` ({})",
+                    toolset.name,
+                    toolset.description.trim_end_matches('.')
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    format!(
+        "Prospecting and outreach workspace. Call service_get_workspace first to see the workspace, \
+         your role and your scopes. Every tool is also a REST operation under /api/v1. \
+         Only the tools your credential's scopes allow are listed. This connection lists the \
+         toolsets you asked for, or by default {}. The others are {}: ask for them with \
+         `?toolsets=<name>,<name>` (or `all`) on the MCP URL or an `X-MCP-Toolsets` header. \
+         `/api/mcp/readonly` lists only the tools that change nothing.",
+        listed(true),
+        listed(false)
+    )
+}
+
 /// Who is calling: the principal the auth middleware found, and the request's id.
 pub(super) struct Caller {
     principal: Arc<Principal>,
@@ -246,6 +278,28 @@ impl McpFace {
             principal,
             request_id,
         })
+    }
+
+    /// The tools this request is offered: its selection (read by the guard) and its caller's
+    /// scope decide, in the registry's fixed order.
+    fn offered(&self, parts: Option<&http::request::Parts>) -> Result<Vec<Tool>, McpError> {
+        let (scope, selection) = self.view(parts)?;
+        Ok(offered(
+            &self.state.registry,
+            &self.state.tools,
+            scope,
+            selection,
+        ))
+    }
+
+    /// What decides a request's tool list: its caller's scope now, and its selection.
+    fn view(&self, parts: Option<&http::request::Parts>) -> Result<(Scope, Selection), McpError> {
+        let caller = self.caller(parts)?;
+        let selection = parts
+            .and_then(|parts| parts.extensions.get::<Selection>())
+            .copied()
+            .unwrap_or_else(Selection::default_set);
+        Ok((caller.principal.effective, selection))
     }
 
     /// Dispatches an action by name with no idempotency key: the success body, or the error.
@@ -336,6 +390,19 @@ impl McpFace {
                 None,
             ));
         };
+        let readonly = parts
+            .and_then(|parts| parts.extensions.get::<Selection>())
+            .is_some_and(|selection| selection.readonly);
+        if readonly && !action.is_read_only() {
+            return Err(McpError::invalid_params(
+                format!(
+                    "`{}` changes things, and this connection is read-only (`/api/mcp/readonly` or \
+                     `?readonly=true`); connect to `/api/mcp` to call it.",
+                    request.name
+                ),
+                None,
+            ));
+        }
         let caller = self.caller(parts)?;
         let Caller {
             principal,

@@ -26,8 +26,10 @@ use std::collections::BTreeSet;
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value};
 
+use super::selection::Selection;
 use crate::error::ErrorCode;
-use crate::registry::{Action, Registry};
+use crate::registry::{Action, ESTIMATE_FIELD, Registry};
+use crate::scope::Scope;
 
 /// Builds the tool list once: name, description, schemas and annotations for every action.
 pub fn tools(registry: &Registry) -> Vec<Tool> {
@@ -36,6 +38,39 @@ pub fn tools(registry: &Registry) -> Vec<Tool> {
         .actions()
         .iter()
         .map(|action| tool(action, &actions))
+        .collect()
+}
+
+/// The tools a caller with `scope` is offered under `selection`, in the registry's (fixed) order:
+/// `tools` is [`tools`] of `registry`, one per action in the same order. A tool is offered when
+/// the selection includes it and the scope allows it; a priced tool needs only `read` for its
+/// `estimate_only` call, so a caller below its scope is offered it with a line saying so.
+pub fn offered(
+    registry: &Registry,
+    tools: &[Tool],
+    scope: Scope,
+    selection: Selection,
+) -> Vec<Tool> {
+    registry
+        .actions()
+        .iter()
+        .zip(tools)
+        .filter(|(action, _)| selection.includes(action))
+        .filter_map(|(action, tool)| {
+            if action.def.scope <= scope {
+                return Some(tool.clone());
+            }
+            action.def.price?;
+            let mut tool = tool.clone();
+            let description = format!(
+                "{}\n\nYour credential's scopes allow only `{ESTIMATE_FIELD}: true` here: it prices the call \
+                 and does nothing. Doing it needs the `{}` scope.",
+                tool.description.as_deref().unwrap_or_default(),
+                action.def.scope.as_str()
+            );
+            tool.description = Some(description.into());
+            Some(tool)
+        })
         .collect()
 }
 
@@ -50,7 +85,7 @@ fn tool(action: &Action, actions: &BTreeSet<&str>) -> Tool {
     let mut annotations = ToolAnnotations::with_title(def.summary.trim_end_matches('.'))
         .read_only(read_only)
         // Send-scoped actions reach real people on the network.
-        .open_world(def.scope == crate::scope::Scope::Send);
+        .open_world(def.scope == Scope::Send);
     if !read_only {
         annotations = annotations
             .destructive(action.is_destructive())

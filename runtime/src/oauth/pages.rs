@@ -108,6 +108,8 @@ pub struct Consent<'a> {
     pub refused: &'a [ScopeLine],
     pub hidden: &'a [(String, String)],
     pub csrf_token: &'a str,
+    /// What the app's MCP address may ask to be shown (`?toolsets=`, `/api/mcp/readonly`).
+    pub toolsets: &'a [&'static crate::toolsets::Toolset],
 }
 
 /// Renders a page with the security headers.
