@@ -9,6 +9,8 @@
 //! action on a known resource needs no declaration. [`validate_registered`] checks at start that
 //! every action's tag is described and placed in a declared toolset.
 
+use std::sync::OnceLock;
+
 use crate::registry::{Action, Registry};
 
 /// A named group of tools an MCP client may ask for (`?toolsets=<name>,...`).
@@ -54,11 +56,15 @@ macro_rules! resource_tag {
     };
 }
 
-/// Every declared toolset, by name: the fixed order of every list of them.
-pub fn toolsets() -> Vec<&'static Toolset> {
-    let mut all: Vec<&'static Toolset> = inventory::iter::<Toolset>.into_iter().collect();
-    all.sort_by_key(|toolset| toolset.name);
-    all
+/// Every declared toolset, by name: the fixed order of every list of them. Collected once (the
+/// MCP guard reads the default set on every request).
+pub fn toolsets() -> &'static [&'static Toolset] {
+    static SORTED: OnceLock<Vec<&'static Toolset>> = OnceLock::new();
+    SORTED.get_or_init(|| {
+        let mut all: Vec<&'static Toolset> = inventory::iter::<Toolset>.into_iter().collect();
+        all.sort_by_key(|toolset| toolset.name);
+        all
+    })
 }
 
 /// The description of `tag`, if its crate gave one.

@@ -10,6 +10,8 @@
 //! selection can still be called by name, within the credential's scopes. Read-only is a promise
 //! of the connection, so it is kept on calls too.
 
+use std::sync::OnceLock;
+
 use axum::http::request::Parts;
 
 use crate::error::ApiError;
@@ -34,7 +36,8 @@ pub struct Selection {
 impl Selection {
     /// The default toolsets, read-write: what a request that names nothing gets.
     pub fn default_set() -> Self {
-        Self::of_names(|toolset| toolset.default, false)
+        static DEFAULT: OnceLock<Selection> = OnceLock::new();
+        *DEFAULT.get_or_init(|| Self::of_names(|toolset| toolset.default, false))
     }
 
     fn of_names(wanted: impl Fn(&Toolset) -> bool, readonly: bool) -> Self {

@@ -423,7 +423,7 @@ fn consent_page(
             refused: &refused,
             hidden,
             csrf_token: &session.csrf_token,
-            toolsets: &crate::toolsets::toolsets(),
+            toolsets: crate::toolsets::toolsets(),
         },
     )
 }
