@@ -423,10 +423,19 @@ pub fn insufficient_scope(config: &Config, principal: &Principal, needed: Scope)
     } else {
         String::new()
     };
+    // What `send` needs besides the key: the workspace's acceptance of the sending terms.
+    let terms = match (needed == Scope::Send, principal.terms_accepted) {
+        (false, _) => String::new(),
+        (true, true) => " The workspace's sending terms are accepted.".to_owned(),
+        (true, false) => format!(
+            " The workspace's sending terms are not accepted yet; an owner or admin accepts them at {}.",
+            config.sending_terms_url()
+        ),
+    };
     ApiError::new(
         ErrorCode::INSUFFICIENT_SCOPE,
         format!(
-            "This action needs the `{needed}` scope; this credential has `{}`{why}. Manage keys and scopes at {settings}.",
+            "This action needs the `{needed}` scope; this credential has `{}`{why}. Manage keys and scopes at {settings}.{terms}",
             principal.effective
         ),
     )

@@ -233,6 +233,11 @@ impl Config {
         format!("{}/settings/api", self.base_url)
     }
 
+    /// Where an owner or admin accepts the sending terms that the `send` scope needs.
+    pub fn sending_terms_url(&self) -> String {
+        format!("{}/settings/sending-terms", self.base_url)
+    }
+
     pub fn mcp_url(&self) -> String {
         format!("{}/api/mcp", self.base_url)
     }

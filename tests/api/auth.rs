@@ -247,6 +247,51 @@ async fn send_is_refused_before_the_terms_are_accepted_and_allowed_after() {
     assert!(me["workspace"]["sending_terms_accepted_at"].is_string());
 }
 
+/// A `send` refusal says whether the sending terms are accepted, and where to accept them, on
+/// both faces; and it changes nothing.
+#[tokio::test]
+async fn a_send_refusal_says_whether_the_terms_are_accepted_and_where() {
+    let app = spawn_app().await;
+    let path = "/sequences/seq_00000000000NoSuchOne/activate";
+    let before = app.post_json(path, &app.key, json!({})).await;
+    let message = before.expect_error(403, "insufficient_scope");
+    assert!(
+        message.contains("sending terms are not accepted yet")
+            && message.contains(&format!("{}/settings/sending-terms", app.base_url)),
+        "{message}"
+    );
+    let (is_error, body) = app
+        .mcp_call(
+            &app.key,
+            "service_activate_sequence",
+            json!({"id": "seq_00000000000NoSuchOne"}),
+        )
+        .await;
+    assert!(is_error);
+    assert_eq!(body["error"].as_str(), Some(message), "MCP says the same");
+
+    admin::accept_terms(&app.db, &app.clock, &app.workspace_id, OWNER_EMAIL)
+        .await
+        .expect("accept the terms");
+    let after = app.post_json(path, &app.key, json!({})).await;
+    let message = after.expect_error(403, "insufficient_scope");
+    assert!(
+        message.contains("sending terms are accepted.")
+            && !message.contains("/settings/sending-terms"),
+        "{message}"
+    );
+    // A refusal for `write` says nothing of the terms.
+    let read = app.read_key().await;
+    let refused = app
+        .post_json("/lists", &read, json!({"name": "Leads"}))
+        .await;
+    assert!(
+        !refused
+            .expect_error(403, "insufficient_scope")
+            .contains("terms")
+    );
+}
+
 #[tokio::test]
 async fn test_key_is_refused_by_a_production_server() {
     let app = spawn_app_in("production").await;
