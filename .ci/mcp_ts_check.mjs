@@ -145,7 +145,7 @@ await named("ts-tools-per-scope-and-toolset", async () => {
   check(byScope.read.all.length < byScope.send.all.length, "a read key is offered every tool");
   for (const tool of byScope.read.all) {
     check(
-      tool.annotations?.readOnlyHint === true || tool.description.includes("estimate_only: true"),
+      tool.annotations?.readOnlyHint === true || /allow only `(estimate_only|dry_run): true` here/.test(tool.description),
       `a read key is offered ${tool.name}, which it cannot call`,
     );
   }

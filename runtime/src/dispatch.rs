@@ -135,7 +135,12 @@ impl Dispatcher {
             )));
         };
         let estimate = def.price.is_some() && take_estimate_flag(&mut fields)?;
-        let needed = if estimate { Scope::Read } else { def.scope };
+        // An estimate or a declared preview answers what the call would do and changes nothing.
+        let needed = if estimate || action.asks_preview(&fields) {
+            Scope::Read
+        } else {
+            def.scope
+        };
         if !principal.allows(needed) {
             return Err(auth::insufficient_scope(&self.config, &principal, needed));
         }

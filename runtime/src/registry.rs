@@ -120,6 +120,37 @@ macro_rules! text_body {
     };
 }
 
+/// An input field that, set to `true`, makes the call a preview: it answers what the call would do
+/// and changes nothing, so it needs only `read`, as a priced action's `estimate_only` does (a
+/// person may look at what approving would send before holding `send`). Declared beside the
+/// action with [`preview_field!`](crate::preview_field); start-up checks that `field` is a boolean
+/// field of its input. The action itself must keep the promise: its tests show that a preview
+/// writes nothing.
+#[derive(Debug)]
+pub struct PreviewField {
+    pub action: &'static str,
+    pub field: &'static str,
+}
+
+inventory::collect!(PreviewField);
+
+/// Declares `field` the preview switch of `action` (see [`PreviewField`]):
+/// `preview_field!(approve_outreach, "dry_run");`.
+#[macro_export]
+macro_rules! preview_field {
+    ($action:ident, $field:literal) => {
+        const _: () = {
+            let _ = $action;
+        };
+        $crate::__private::inventory::submit! {
+            $crate::registry::PreviewField {
+                action: ::core::stringify!($action),
+                field: $field,
+            }
+        }
+    };
+}
+
 /// A validated action with its schemas generated and its route parsed.
 pub struct Action {
     pub def: &'static ActionDef,
@@ -134,6 +165,8 @@ pub struct Action {
     /// The names of the input type's own top-level properties, for precise unknown-field errors.
     pub input_fields: BTreeSet<String>,
     pub route: Option<Route>,
+    /// The input field that makes a call a preview needing only `read`, if declared.
+    pub preview: Option<&'static PreviewField>,
 }
 
 /// A parsed REST route.
@@ -148,6 +181,22 @@ pub struct Route {
 }
 
 impl Action {
+    /// Whether `fields` (the call's input) set the declared [`PreviewField`] to `true`, so the call
+    /// needs only `read` (a priced action's `estimate_only` is dispatch's own, read apart).
+    pub fn asks_preview(&self, fields: &Map<String, Value>) -> bool {
+        self.preview
+            .is_some_and(|preview| fields.get(preview.field) == Some(&Value::Bool(true)))
+    }
+
+    /// The field a caller below the action's scope may still call it with (`estimate_only` or the
+    /// preview field), if any.
+    pub fn preview_switch(&self) -> Option<&'static str> {
+        match (self.def.price, self.preview) {
+            (Some(_), _) => Some(ESTIMATE_FIELD),
+            (None, Some(preview)) => Some(preview.field),
+            (None, None) => None,
+        }
+    }
     pub fn name(&self) -> &'static str {
         self.def.name
     }
@@ -372,6 +421,21 @@ fn validate(def: &'static ActionDef) -> Result<Action, String> {
         .http
         .map(|http| parse_route(name, http, &input_fields))
         .transpose()?;
+    let preview = inventory::iter::<PreviewField>
+        .into_iter()
+        .find(|preview| preview.action == name);
+    if let Some(preview) = preview {
+        let kind = input_schema
+            .get("properties")
+            .and_then(|properties| properties.get(preview.field))
+            .and_then(|property| property.get("type"));
+        if kind != Some(&json!("boolean")) {
+            return Err(format!(
+                "action `{name}`: `preview_field!` names `{}`, which is not a boolean field of its input type",
+                preview.field
+            ));
+        }
+    }
     Ok(Action {
         def,
         input_schema: Arc::new(input_schema),
@@ -379,6 +443,7 @@ fn validate(def: &'static ActionDef) -> Result<Action, String> {
         output_schema: Arc::new(output_schema),
         input_fields,
         route,
+        preview,
     })
 }
 

@@ -51,6 +51,50 @@ async fn state(app: &TestApp) -> Vec<Value> {
     out
 }
 
+/// A preview needs only `read`, like a priced action's estimate: a person may look at what
+/// approving would send, or what rejecting would drop, before holding `send`; without `dry_run`
+/// (or with it false) the call is refused for its scope, and nothing changes either way.
+#[tokio::test]
+async fn a_dry_run_needs_only_read_and_changes_nothing() {
+    let app = spawn_app().await;
+    let (id, _) = queued(&app, 2).await;
+    let read = app.read_key().await;
+    let before = state(&app).await;
+    for path in ["/approvals/approve", "/approvals/reject"] {
+        let preview = app
+            .post_json(path, &read, json!({"sequence_id": id, "dry_run": true}))
+            .await;
+        assert_eq!(preview.expect(200)["dry_run"], json!(true), "{path}");
+        for body in [
+            json!({"sequence_id": id}),
+            json!({"sequence_id": id, "dry_run": false}),
+        ] {
+            app.post_json(path, &read, body)
+                .await
+                .expect_error(403, "insufficient_scope");
+        }
+    }
+    let (is_error, preview) = app
+        .mcp_call(
+            &read,
+            "service_approve_outreach",
+            json!({"sequence_id": id, "dry_run": true}),
+        )
+        .await;
+    assert!(!is_error, "{preview}");
+    assert_eq!(preview["approved"], json!(2));
+    let (is_error, refused) = app
+        .mcp_call(
+            &read,
+            "service_approve_outreach",
+            json!({"sequence_id": id}),
+        )
+        .await;
+    assert!(is_error);
+    assert_eq!(refused["code"], json!("insufficient_scope"));
+    assert_eq!(state(&app).await, before, "a preview changed something");
+}
+
 #[tokio::test]
 async fn a_dry_run_changes_nothing_and_approval_schedules_the_enrollments() {
     let app = spawn_app().await;

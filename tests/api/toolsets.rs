@@ -28,10 +28,10 @@ fn expected(app: &TestApp, keep: impl Fn(&Action) -> bool) -> Vec<String> {
         .collect()
 }
 
-/// What a caller with `scope` may call: within its scope, or priced (its `estimate_only` call
-/// needs only `read`).
+/// What a caller with `scope` may call: within its scope, or with a switch that makes the call a
+/// preview needing only `read` (a priced action's `estimate_only`, a declared `dry_run`).
 fn callable(action: &Action, scope: Scope) -> bool {
-    action.def.scope <= scope || action.def.price.is_some()
+    action.def.scope <= scope || action.preview_switch().is_some()
 }
 
 fn in_toolsets(action: &Action, wanted: &[&str]) -> bool {
@@ -95,9 +95,12 @@ async fn each_scope_is_offered_exactly_the_tools_it_may_call() {
                 .by_tool_name(tool["name"].as_str().expect("a name"))
                 .expect("a tool of an action");
             let description = tool["description"].as_str().expect("a description");
+            let note = action
+                .preview_switch()
+                .map(|switch| format!("allow only `{switch}: true` here"));
             assert_eq!(
                 action.def.scope > scope,
-                description.contains("allow only `estimate_only: true` here"),
+                note.is_some_and(|note| description.contains(&note)),
                 "{} for a {scope} key: {description}",
                 action.name()
             );

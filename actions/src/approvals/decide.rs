@@ -342,8 +342,9 @@ pub struct ApproveOutcome {
 /// an approved reply (kind `reply`, drafted by an `inbox_triage` run) is queued for its sender's
 /// next working window. Nothing goes out at once in a burst: the first step waits for its delay and
 /// the sender's pacing. Preview first with `dry_run: true`, which returns the enrollments, the
-/// replies, the first send time per sender and changes nothing. Takes item `ids` (1 to 1000), a
-/// `sequence_id` (all its pending items) or a `run_id` (all pending items an agent run proposed).
+/// replies, the first send time per sender and changes nothing (it needs only the `read` scope).
+/// Takes item `ids` (1 to 1000), a `sequence_id` (all its pending items) or a `run_id` (all
+/// pending items an agent run proposed).
 /// All or nothing: an unknown id is a 404, an id of another sequence or run than the one named a
 /// 400, an item already decided or an agent's proposal past its 72-hour expiry a 409, each naming
 /// the ids; nothing is approved then. Costs nothing.
@@ -361,6 +362,8 @@ pub async fn approve_outreach(ctx: Ctx, input: DecideInput) -> Result<ApproveOut
     )
     .await
 }
+
+outreach_runtime::prelude::preview_field!(approve_outreach, "dry_run");
 
 /// The decision of `approve_outreach`, made by `person_id` in the caller's transaction (an
 /// autonomous agent run approves its own proposals through it, on behalf of the person who
@@ -815,8 +818,8 @@ pub struct RejectOutcome {
 /// Takes item `ids` (1 to 1000), a `sequence_id` (all its pending items) or a `run_id` (all pending
 /// items an agent run proposed). Each item becomes `rejected`; an enrollment finishes with exit
 /// reason `rejected` and the prospect can be added to another sequence later; a drafted reply is
-/// dropped. All or nothing, like `approve_outreach`; `dry_run` shows what would be rejected.
-/// Costs nothing.
+/// dropped. All or nothing, like `approve_outreach`; `dry_run` shows what would be rejected and
+/// needs only the `read` scope. Costs nothing.
 #[action(scope = "write", http = "POST /approvals/reject")]
 pub async fn reject_outreach(ctx: Ctx, input: DecideInput) -> Result<RejectOutcome, ApiError> {
     let workspace_id = ctx.workspace_id();
@@ -870,6 +873,8 @@ pub async fn reject_outreach(ctx: Ctx, input: DecideInput) -> Result<RejectOutco
         enrollment_ids,
     })
 }
+
+outreach_runtime::prelude::preview_field!(reject_outreach, "dry_run");
 
 /// 404 unless the workspace has this run.
 async fn check_run_exists(

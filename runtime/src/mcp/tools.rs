@@ -28,7 +28,7 @@ use serde_json::{Map, Value};
 
 use super::selection::Selection;
 use crate::error::ErrorCode;
-use crate::registry::{Action, ESTIMATE_FIELD, Registry};
+use crate::registry::{Action, Registry};
 use crate::scope::Scope;
 
 /// Builds the tool list once: name, description, schemas and annotations for every action.
@@ -43,8 +43,9 @@ pub fn tools(registry: &Registry) -> Vec<Tool> {
 
 /// The tools a caller with `scope` is offered under `selection`, in the registry's (fixed) order:
 /// `tools` is [`tools`] of `registry`, one per action in the same order. A tool is offered when
-/// the selection includes it and the scope allows it; a priced tool needs only `read` for its
-/// `estimate_only` call, so a caller below its scope is offered it with a line saying so.
+/// the selection includes it and the scope allows it; a priced tool's `estimate_only` call and a
+/// declared preview (`dry_run`) need only `read`, so a caller below the tool's scope is offered it
+/// with a line saying so.
 pub fn offered(
     registry: &Registry,
     tools: &[Tool],
@@ -60,11 +61,11 @@ pub fn offered(
             if action.def.scope <= scope {
                 return Some(tool.clone());
             }
-            action.def.price?;
+            let switch = action.preview_switch()?;
             let mut tool = tool.clone();
             let description = format!(
-                "{}\n\nYour credential's scopes allow only `{ESTIMATE_FIELD}: true` here: it prices the call \
-                 and does nothing. Doing it needs the `{}` scope.",
+                "{}\n\nYour credential's scopes allow only `{switch}: true` here: it answers what the \
+                 call would do and changes nothing. Doing it needs the `{}` scope.",
                 tool.description.as_deref().unwrap_or_default(),
                 action.def.scope.as_str()
             );
