@@ -37,6 +37,7 @@ use crate::error::ApiError;
 use crate::idempotency::{self, Claim, Claimed};
 use crate::json::JsonBody;
 use crate::lease::Heartbeat;
+use crate::paging;
 use crate::registry::{Action, ErasedInput, ErasedPlan, Registry};
 use crate::retry::{self, Retries};
 use crate::scope::Scope;
@@ -302,6 +303,12 @@ impl Dispatcher {
         };
         let status = action.success_status();
         let outcome = match (def.call)(ctx.clone(), decoded, plan).await {
+            // A page too large for an assistant's context is cut short (see `paging`), before an
+            // idempotent call stores it, so a replay answers the same.
+            Ok(body) => Ok(paging::within_bound(body)),
+            Err(error) => Err(error),
+        };
+        let outcome = match outcome {
             Ok(body) => commit(&ctx, action, claim.as_ref(), status, &body)
                 .await
                 .map(|()| body),

@@ -4,7 +4,8 @@
 //! from curl; a stable order (newest first, id as tie-break) makes walking `next_offset` visit each
 //! row once while nothing is inserted. `limit` is validated while decoding, so a bad value is a 400
 //! that names the bound before the action runs. Flatten [`PageParams`] into a list input and return
-//! [`Page`].
+//! [`Page`]. A page's answer is held to [`MAX_PAGE_BYTES`] by dispatch ([`within_bound`]): one
+//! over it is cut short, with `has_more` and `next_offset` saying where to go on.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -14,12 +15,18 @@ use sqlx::{AssertSqlSafe, Row as _};
 use crate::columns::{Cursor, FromColumns};
 use crate::db::Db;
 use crate::error::ApiError;
+use crate::json::JsonBody;
 
 /// A query on the `Any` driver, as a bind closure extends it.
 pub type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, AnyArguments>;
 
 pub const DEFAULT_LIMIT: u32 = 25;
 pub const MAX_LIMIT: u32 = 200;
+
+/// The most bytes a page's answer holds: 100 KB, 25,000 tokens at 4 bytes a token. MCP hosts
+/// refuse a tool result past about that (Claude Code does at 25,000 tokens), and 200 large items
+/// (prospects with every field filled) pass it, so a page is cut short rather than refused.
+pub const MAX_PAGE_BYTES: usize = 100 * 1024;
 
 /// The paging fields of a list action's input.
 #[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema)]
@@ -364,6 +371,61 @@ fn from_nearer_end(total: i64, offset: i64, limit: i64) -> (bool, i64, i64) {
     }
 }
 
+/// The keys of a serialised [`Page`], in the order it writes them.
+const PAGE_KEYS: [&str; 6] = [
+    "count",
+    "has_more",
+    "items",
+    "next_offset",
+    "offset",
+    "total",
+];
+
+/// A page's answer cut to [`MAX_PAGE_BYTES`]: the first items that fit (always at least one), with
+/// `has_more` true and `next_offset` where the cut fell, so a client that walks `next_offset` still
+/// sees every item once and is never handed an empty page. The envelope keeps its shape. Any other
+/// answer, and a page that fits, is returned as it is; only an oversized page is read again.
+pub fn within_bound(body: JsonBody) -> JsonBody {
+    if body.bytes().len() <= MAX_PAGE_BYTES {
+        return body;
+    }
+    let Ok(serde_json::Value::Object(mut page)) =
+        serde_json::from_slice::<serde_json::Value>(body.bytes())
+    else {
+        return body;
+    };
+    let offset = page.get("offset").and_then(serde_json::Value::as_u64);
+    let is_page =
+        page.len() == PAGE_KEYS.len() && PAGE_KEYS.iter().all(|key| page.contains_key(*key));
+    let (true, Some(offset), Some(serde_json::Value::Array(mut items))) =
+        (is_page, offset, page.remove("items"))
+    else {
+        return body;
+    };
+    // The envelope with the cut's own figures (at most 20 digits each) and the brackets.
+    let envelope = crate::json::to_vec(&page).map_or(0, |bytes| bytes.len()) + 64;
+    let mut used = envelope;
+    let mut kept = 0;
+    for item in &items {
+        let size = crate::json::to_vec(item).map_or(0, |bytes| bytes.len()) + 1;
+        if kept > 0 && used + size > MAX_PAGE_BYTES {
+            break;
+        }
+        used += size;
+        kept += 1;
+    }
+    if kept == items.len() {
+        return body;
+    }
+    items.truncate(kept);
+    let kept = kept as u64;
+    page.insert("count".into(), kept.into());
+    page.insert("has_more".into(), true.into());
+    page.insert("items".into(), serde_json::Value::Array(items));
+    page.insert("next_offset".into(), offset.saturating_add(kept).into());
+    JsonBody::of(&serde_json::Value::Object(page)).unwrap_or(body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,5 +504,49 @@ mod tests {
         );
         assert!(!last.has_more);
         assert_eq!(last.next_offset, None);
+    }
+
+    fn page_of(items: &[serde_json::Value], offset: u64) -> JsonBody {
+        let count = items.len() as u64;
+        JsonBody::of(&serde_json::json!({
+            "count": count, "has_more": false, "items": items,
+            "next_offset": null, "offset": offset, "total": offset + count,
+        }))
+        .expect("a page")
+    }
+
+    #[test]
+    fn a_page_over_the_bound_keeps_what_fits_and_says_where_to_go_on() {
+        let item = |n: usize| serde_json::json!({"id": n, "text": "x".repeat(1_000)});
+        let body = within_bound(page_of(&(0..300).map(item).collect::<Vec<_>>(), 40));
+        assert!(
+            body.bytes().len() <= MAX_PAGE_BYTES,
+            "{}",
+            body.bytes().len()
+        );
+        let page = body.to_value();
+        let kept = page["items"].as_array().expect("items").len() as u64;
+        assert!(kept > 90 && kept < 300, "{kept}");
+        assert_eq!(page["count"], serde_json::json!(kept));
+        assert_eq!(page["has_more"], serde_json::json!(true));
+        assert_eq!(page["next_offset"], serde_json::json!(40 + kept));
+        assert_eq!(page["total"], serde_json::json!(340));
+
+        // One item larger than the bound is still sent: a page is never empty.
+        let huge = serde_json::json!({"id": 0, "text": "x".repeat(2 * MAX_PAGE_BYTES)});
+        let page = within_bound(page_of(&[huge.clone(), huge], 0)).to_value();
+        assert_eq!(page["count"], serde_json::json!(1));
+        assert_eq!(page["next_offset"], serde_json::json!(1));
+
+        // What fits, and what is not a page, is left as it is.
+        let small = page_of(&(0..3).map(item).collect::<Vec<_>>(), 0);
+        assert_eq!(within_bound(small.clone()).bytes(), small.bytes());
+        let other =
+            JsonBody::of(&serde_json::json!({"items": [huge_text()], "id": 1})).expect("json");
+        assert_eq!(within_bound(other.clone()).bytes(), other.bytes());
+    }
+
+    fn huge_text() -> String {
+        "x".repeat(2 * MAX_PAGE_BYTES)
     }
 }

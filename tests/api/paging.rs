@@ -195,3 +195,72 @@ async fn filters_page_over_the_matching_prospects_only() {
     assert_eq!(second["count"], json!(2));
     assert_eq!(second["has_more"], json!(false));
 }
+
+/// A page whose answer would pass 100 KB (25,000 tokens, what MCP hosts take) is cut short with
+/// `has_more` and `next_offset`, on both faces alike; walking it still visits every prospect
+/// once, and no page is empty.
+#[tokio::test]
+async fn a_page_too_large_for_an_assistant_is_cut_short_and_walks_to_the_end() {
+    let app = spawn_app().await;
+    let long = |what: &str| format!("{what} {}", "x".repeat(480));
+    let mut created = HashSet::new();
+    for index in 0..60 {
+        let prospect = app
+            .create_prospect(json!({
+                "first_name": format!("P{index:02}"),
+                "headline": long("headline"),
+                "title": long("title"),
+                "company_name": long("company"),
+                "location": long("location"),
+                "company_industry": long("industry"),
+                "department": long("department"),
+            }))
+            .await;
+        created.insert(prospect["id"].as_str().expect("id").to_owned());
+    }
+
+    let mut seen = HashSet::new();
+    let mut offset = 0;
+    let mut cut = false;
+    loop {
+        let response = app
+            .get(&format!("/prospects?limit=200&offset={offset}"), &app.key)
+            .await;
+        assert!(
+            response.raw.len() <= 100 * 1024,
+            "{} bytes",
+            response.raw.len()
+        );
+        let page = response.expect(200).clone();
+        let items = page["items"].as_array().expect("items");
+        assert!(!items.is_empty(), "an empty page at {offset}");
+        assert_eq!(page["count"], json!(items.len()));
+        assert_eq!(page["total"], json!(60));
+        assert_eq!(page["offset"], json!(offset));
+        cut |= items.len() < 60 - offset;
+        for item in items {
+            assert!(seen.insert(item["id"].as_str().expect("id").to_owned()));
+        }
+        if page["has_more"] == json!(false) {
+            assert_eq!(page["next_offset"], Value::Null);
+            break;
+        }
+        assert_eq!(page["next_offset"], json!(offset + items.len()));
+        offset += items.len();
+    }
+    assert!(cut, "no page was cut short");
+    assert_eq!(seen, created, "every prospect once");
+
+    // MCP answers the same page.
+    let rest = app
+        .get("/prospects?limit=200", &app.key)
+        .await
+        .expect(200)
+        .clone();
+    let (is_error, mcp) = app
+        .mcp_call(&app.key, "service_list_prospects", json!({"limit": 200}))
+        .await;
+    assert!(!is_error);
+    assert_eq!(mcp, rest);
+    assert_eq!(rest["has_more"], json!(true));
+}
