@@ -518,7 +518,7 @@ pub async fn list_messages(ctx: Ctx, input: ListMessagesInput) -> Result<Page<Me
 ///
 /// Sets its unread count to 0 and `read_at` to now. Changes nothing on the network: the prospect
 /// is not told. Costs nothing.
-#[action(scope = "write", http = "POST /conversations/{id}/read")]
+#[action(scope = "write", idempotent, http = "POST /conversations/{id}/read")]
 pub async fn mark_conversation_read(
     ctx: Ctx,
     input: ConversationId,

@@ -498,7 +498,7 @@ fn refusal(enrollment: &Enrollment, action: &str, allowed_from: &[EnrollmentStat
 /// Pause one enrollment: its next step is not sent until it is resumed.
 ///
 /// Allowed from `scheduled` and `active`; takes effect before the next step. Costs nothing.
-#[action(scope = "send", http = "POST /enrollments/{id}/pause")]
+#[action(scope = "send", idempotent, http = "POST /enrollments/{id}/pause")]
 pub async fn pause_enrollment(ctx: Ctx, input: EnrollmentId) -> Result<EnrollmentDetail, ApiError> {
     change(&ctx, &input.id, Change::Pause).await
 }
@@ -507,7 +507,7 @@ pub async fn pause_enrollment(ctx: Ctx, input: EnrollmentId) -> Result<Enrollmen
 ///
 /// Sends to a real person again: the next step is due at once if its time passed while paused,
 /// within the sender's hours and limits. Allowed from `paused` only. Costs nothing.
-#[action(scope = "send", http = "POST /enrollments/{id}/resume")]
+#[action(scope = "send", idempotent, http = "POST /enrollments/{id}/resume")]
 pub async fn resume_enrollment(
     ctx: Ctx,
     input: EnrollmentId,
@@ -519,7 +519,7 @@ pub async fn resume_enrollment(
 ///
 /// Finishes it with exit reason `stopped`; a pending approval item expires. Allowed from every
 /// live status; a finished or failed enrollment is a 409. Costs nothing.
-#[action(scope = "send", http = "POST /enrollments/{id}/stop")]
+#[action(scope = "send", idempotent, http = "POST /enrollments/{id}/stop")]
 pub async fn stop_enrollment(ctx: Ctx, input: EnrollmentId) -> Result<EnrollmentDetail, ApiError> {
     change(&ctx, &input.id, Change::Stop).await
 }

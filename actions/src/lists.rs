@@ -201,7 +201,7 @@ pub struct CreateListInput {
 /// must be unique in the workspace: a second list of the same name is a 409 `conflict` whose
 /// `existing_id` names the first. A `default_targeting_id` that names no targeting is a 404. Costs
 /// nothing.
-#[action(scope = "write", http = "POST /lists")]
+#[action(scope = "write", idempotent, http = "POST /lists")]
 pub async fn create_list(ctx: Ctx, input: CreateListInput) -> Result<List, ApiError> {
     let name = check_name(&input.name)?;
     let description = check_description(input.description)?;
@@ -305,7 +305,7 @@ pub struct UpdateListInput {
 /// `null` clears one. A name another list has is a 409 `conflict`; a targeting that does not exist is
 /// a 404. Members are changed with `add_prospects_to_list` and `remove_prospects_from_list`. Costs
 /// nothing.
-#[action(scope = "write", http = "PATCH /lists/{id}")]
+#[action(scope = "write", idempotent, http = "PATCH /lists/{id}")]
 pub async fn update_list(ctx: Ctx, input: UpdateListInput) -> Result<List, ApiError> {
     check_list_id(&input.id)?;
     let name = input.name.as_deref().map(check_name).transpose()?;
@@ -350,7 +350,7 @@ pub async fn update_list(ctx: Ctx, input: UpdateListInput) -> Result<List, ApiEr
 /// Delete a list.
 ///
 /// Removes the list and its memberships for good; the prospects themselves stay. Costs nothing.
-#[action(scope = "write", http = "DELETE /lists/{id}")]
+#[action(scope = "write", idempotent, http = "DELETE /lists/{id}")]
 pub async fn delete_list(ctx: Ctx, input: ListId) -> Result<Deleted, ApiError> {
     check_list_id(&input.id)?;
     let mut tx = ctx.tx().await?;
@@ -465,7 +465,7 @@ pub struct ProspectsAdded {
 /// Takes 1 to 1000 prospect ids. Prospects already in the list stay as they are and are counted in
 /// `already_in_list`; ids that name no prospect of this workspace are returned in `unknown_ids`, not
 /// dropped silently. A list that is being processed still accepts members. Costs nothing.
-#[action(scope = "write", http = "POST /lists/{id}/prospects")]
+#[action(scope = "write", idempotent, http = "POST /lists/{id}/prospects")]
 pub async fn add_prospects_to_list(
     ctx: Ctx,
     input: ListMembersInput,
@@ -550,7 +550,11 @@ pub struct ProspectsRemoved {
 ///
 /// Takes 1 to 1000 prospect ids and removes them from the list; the prospects themselves stay. Ids
 /// that were not members are returned in `not_in_list`. Costs nothing.
-#[action(scope = "write", http = "POST /lists/{id}/prospects/remove")]
+#[action(
+    scope = "write",
+    idempotent,
+    http = "POST /lists/{id}/prospects/remove"
+)]
 pub async fn remove_prospects_from_list(
     ctx: Ctx,
     input: ListMembersInput,

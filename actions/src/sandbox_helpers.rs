@@ -146,6 +146,7 @@ pub async fn accept_invitation(
 /// Without a pending invitation it is a 409 `invalid_state` naming the connection state.
 #[action(
     scope = "write",
+    idempotent,
     test_helper,
     http = "POST /sandbox/invitations/accept"
 )]
@@ -251,7 +252,12 @@ pub async fn reply(
 /// Test helper (outside production only). The prospect sends the sender a message at once; it
 /// arrives like a real reply. They must be connected: otherwise a 409 `invalid_state` naming the
 /// connection state.
-#[action(scope = "write", test_helper, http = "POST /sandbox/replies")]
+#[action(
+    scope = "write",
+    idempotent,
+    test_helper,
+    http = "POST /sandbox/replies"
+)]
 pub async fn sandbox_reply(ctx: Ctx, input: SandboxReplyInput) -> Result<SandboxMessage, ApiError> {
     let mut tx = ctx.tx().await?;
     reply(&mut tx, ctx.clock(), ctx.workspace_id(), &input).await
@@ -319,6 +325,7 @@ pub async fn set_sender_status(
 /// `connected` restores it.
 #[action(
     scope = "write",
+    idempotent,
     test_helper,
     http = "POST /sandbox/senders/{sender_id}/status"
 )]
@@ -352,6 +359,7 @@ pub struct SetLatencyInput {
 /// your outreach. 0 makes it fast again.
 #[action(
     scope = "write",
+    idempotent,
     test_helper,
     http = "POST /sandbox/senders/{sender_id}/latency"
 )]
@@ -509,7 +517,12 @@ pub async fn advance(db: &Db, clock: &Clock, seconds: i64) -> Result<i64, ApiErr
 /// every instance on the database, so a month of outreach runs in seconds; then delivers the
 /// sandbox's acceptances and replies that fell due for this workspace. Needs a server started
 /// with `outreach serve --test-clock`: otherwise a 409 `invalid_state`.
-#[action(scope = "write", test_helper, http = "POST /sandbox/clock/advance")]
+#[action(
+    scope = "write",
+    idempotent,
+    test_helper,
+    http = "POST /sandbox/clock/advance"
+)]
 pub async fn advance_clock(ctx: Ctx, input: AdvanceClockInput) -> Result<ClockNow, ApiError> {
     let now = advance(ctx.db(), ctx.clock(), input.seconds).await?;
     let delivered_events = match network_for(ctx.config(), ctx.db(), ctx.clock()) {

@@ -696,7 +696,7 @@ pub struct CreateTargetingInput {
 /// (excluded industries, domains, title keywords) disqualify. Tiers `a`, `b`, `c` start at their
 /// thresholds; lower scores are `d`. The name must be unique in the workspace (409 `conflict` with
 /// `existing_id`). Starts at version 1. Costs nothing.
-#[action(scope = "write", http = "POST /targetings")]
+#[action(scope = "write", idempotent, http = "POST /targetings")]
 pub async fn create_targeting(
     ctx: Ctx,
     input: CreateTargetingInput,
@@ -799,7 +799,7 @@ pub struct UpdateTargetingInput {
 /// keeps it); scores already given keep the version that produced them. A name another targeting
 /// has is a 409 `conflict`; so is a change made by another request at the same time (retry).
 /// Costs nothing.
-#[action(scope = "write", http = "PATCH /targetings/{id}")]
+#[action(scope = "write", idempotent, http = "PATCH /targetings/{id}")]
 pub async fn update_targeting(
     ctx: Ctx,
     input: UpdateTargetingInput,
@@ -867,7 +867,7 @@ pub async fn update_targeting(
 ///
 /// Removes the targeting for good; lists that used it as their default lose their default.
 /// Scoring runs and prospects scored with it keep its id and version as a record. Costs nothing.
-#[action(scope = "write", http = "DELETE /targetings/{id}")]
+#[action(scope = "write", idempotent, http = "DELETE /targetings/{id}")]
 pub async fn delete_targeting(ctx: Ctx, input: TargetingId) -> Result<Deleted, ApiError> {
     let targeting = fetch(ctx.db().pool(), ctx.workspace_id(), &input.id).await?;
     let mut tx = ctx.tx().await?;

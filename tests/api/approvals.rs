@@ -51,6 +51,61 @@ async fn state(app: &TestApp) -> Vec<Value> {
     out
 }
 
+/// What reaches people happens once when a client sends the call again with its key (as an MCP
+/// client may after a broken stream): approving and activating answer their first result, marked
+/// replayed, where a second call without the key is refused for the state it finds.
+#[tokio::test]
+async fn approving_and_activating_again_with_the_same_key_answer_the_first_result() {
+    let app = spawn_app().await;
+    let send = send_key(&app).await;
+    let (id, approvals) = queued(&app, 2).await;
+    let approve = json!({"ids": [approvals[0]], "idempotency_key": "approve-once"});
+    let (_, first) = app
+        .mcp_call(&send, "service_approve_outreach", approve.clone())
+        .await;
+    assert_eq!(first["approved"], json!(1), "{first}");
+    let again = app
+        .mcp_call_result(&send, "service_approve_outreach", approve)
+        .await;
+    assert_eq!(
+        again["_meta"]["idempotent_replayed"],
+        json!(true),
+        "{again}"
+    );
+    let (_, replayed) = app
+        .mcp_call(
+            &send,
+            "service_approve_outreach",
+            json!({"ids": [approvals[0]], "idempotency_key": "approve-once"}),
+        )
+        .await;
+    assert_eq!(replayed, first, "the replay answers the first result");
+    // Without the key, the same approval finds the item decided.
+    let (is_error, refused) = app
+        .mcp_call(
+            &send,
+            "service_approve_outreach",
+            json!({"ids": [approvals[0]]}),
+        )
+        .await;
+    assert!(is_error);
+    assert_eq!(refused["code"], json!("invalid_state"), "{refused}");
+
+    let path = format!("/sequences/{id}/activate");
+    let first = app
+        .post_idempotent(&path, &send, "activate-once", &json!({}))
+        .await;
+    let first = first.expect(200).clone();
+    let again = app
+        .post_idempotent(&path, &send, "activate-once", &json!({}))
+        .await;
+    assert_eq!(again.expect(200), &first);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    app.post_json(&path, &send, json!({}))
+        .await
+        .expect_error(409, "invalid_state");
+}
+
 /// A preview needs only `read`, like a priced action's estimate: a person may look at what
 /// approving would send, or what rejecting would drop, before holding `send`; without `dry_run`
 /// (or with it false) the call is refused for its scope, and nothing changes either way.

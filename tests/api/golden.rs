@@ -101,6 +101,24 @@ async fn action_list_matches_the_golden_file() {
     assert_golden("actions.txt", &format!("{}\n", lines.join("\n")));
 }
 
+/// Every action that changes something takes an idempotency key, so a call sent again after a
+/// broken connection answers the first result instead of acting twice.
+#[tokio::test]
+async fn every_write_action_takes_an_idempotency_key() {
+    let app = spawn_app().await;
+    let not: Vec<&str> = app
+        .registry
+        .actions()
+        .iter()
+        .filter(|action| !action.is_read_only() && !action.def.idempotent)
+        .map(|action| action.name())
+        .collect();
+    assert!(
+        not.is_empty(),
+        "write actions without `idempotent`: {not:?}"
+    );
+}
+
 #[tokio::test]
 async fn every_action_has_a_summary_and_a_known_scope() {
     let app = spawn_app().await;

@@ -571,9 +571,10 @@ async fn a_tool_error_carries_no_structured_content_and_names_the_field() {
 }
 
 /// What an assistant pays in context for the tool list grows with every tool, so the budget is per
-/// tool: at most 2,200 bytes on average (it stood at 1,940 for 33 tools before the outreach engine;
+/// tool: at most 2,400 bytes on average (it stood at 1,940 for 33 tools before the outreach engine;
 /// 2,000 until the input schemas stated every rule the server enforces, issue 23: patterns, bounds
-/// and cross-field rules took it to some 2,110)
+/// and cross-field rules took it to some 2,110; 2,200 until every write tool took an
+/// `idempotency_key`, issue 28, which took it to some 2,350)
 /// and 10,000 for any one tool (8,000 until the schemas stated every rule; the import's, whose rows
 /// state the email and profile URL shapes, is the largest at some 9,600), so a new
 /// tool must be as lean as the ones before it.
@@ -605,7 +606,7 @@ async fn tools_list_stays_within_its_budget_per_tool() {
         tools.len()
     );
     assert!(
-        average <= 2_200,
+        average <= 2_400,
         "tools/list averages {average} bytes per tool"
     );
     for tool in &tools {

@@ -347,7 +347,7 @@ pub struct CreateAgentInput {
 /// `sequence_id`; an `inbox_triage` needs none. A missing input is a 400 naming it; a reference to
 /// nothing in this workspace is a 404 naming it. Mode `review` (the default) means nothing a run
 /// proposes is sent before a person approves it. Costs nothing.
-#[action(scope = "write", http = "POST /agents")]
+#[action(scope = "write", idempotent, http = "POST /agents")]
 pub async fn create_agent(ctx: Ctx, input: CreateAgentInput) -> Result<Agent, ApiError> {
     let now = ctx.now_ms();
     let agent = Agent {
@@ -483,7 +483,7 @@ pub struct UpdateAgentInput {
 /// The result is checked like `create_agent`: a kind left without an input it needs is a 400
 /// naming it, a reference to nothing in this workspace a 404. A run already started keeps the
 /// settings it started with. Costs nothing.
-#[action(scope = "write", http = "PATCH /agents/{id}")]
+#[action(scope = "write", idempotent, http = "PATCH /agents/{id}")]
 pub async fn update_agent(ctx: Ctx, input: UpdateAgentInput) -> Result<Agent, ApiError> {
     IdKind::Agent.check(&input.id)?;
     let mut tx = ctx.tx().await?;
@@ -549,7 +549,7 @@ pub async fn update_agent(ctx: Ctx, input: UpdateAgentInput) -> Result<Agent, Ap
 /// members, proposals, approved enrollments) stays. An agent with a `queued` or `running` run is a
 /// 409 `invalid_state` naming the run: cancel it (`cancel_run`) or let it finish first. Costs
 /// nothing.
-#[action(scope = "write", http = "DELETE /agents/{id}")]
+#[action(scope = "write", idempotent, http = "DELETE /agents/{id}")]
 pub async fn delete_agent(ctx: Ctx, input: AgentId) -> Result<Deleted, ApiError> {
     IdKind::Agent.check(&input.id)?;
     let mut tx = ctx.tx().await?;

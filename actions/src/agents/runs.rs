@@ -692,7 +692,7 @@ pub async fn list_runs(ctx: Ctx, input: ListRunsInput) -> Result<Page<Run>, ApiE
 /// proposals so far stay in the approval queue for a person to decide. A run whose work is done (`awaiting_approval`, `succeeded`, `failed`, `canceled`)
 /// is a 409 `invalid_state`: reject its proposals with `reject_outreach` and `run_id` instead.
 /// Costs nothing.
-#[action(scope = "write", http = "POST /runs/{id}/cancel")]
+#[action(scope = "write", idempotent, http = "POST /runs/{id}/cancel")]
 pub async fn cancel_run(ctx: Ctx, input: RunId) -> Result<Run, ApiError> {
     IdKind::Run.check(&input.id)?;
     let workspace_id = ctx.workspace_id();

@@ -348,7 +348,7 @@ pub struct ApproveOutcome {
 /// All or nothing: an unknown id is a 404, an id of another sequence or run than the one named a
 /// 400, an item already decided or an agent's proposal past its 72-hour expiry a 409, each naming
 /// the ids; nothing is approved then. Costs nothing.
-#[action(scope = "send", http = "POST /approvals/approve")]
+#[action(scope = "send", idempotent, http = "POST /approvals/approve")]
 pub async fn approve_outreach(ctx: Ctx, input: DecideInput) -> Result<ApproveOutcome, ApiError> {
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
@@ -820,7 +820,7 @@ pub struct RejectOutcome {
 /// reason `rejected` and the prospect can be added to another sequence later; a drafted reply is
 /// dropped. All or nothing, like `approve_outreach`; `dry_run` shows what would be rejected and
 /// needs only the `read` scope. Costs nothing.
-#[action(scope = "write", http = "POST /approvals/reject")]
+#[action(scope = "write", idempotent, http = "POST /approvals/reject")]
 pub async fn reject_outreach(ctx: Ctx, input: DecideInput) -> Result<RejectOutcome, ApiError> {
     let workspace_id = ctx.workspace_id();
     let now = ctx.now_ms();

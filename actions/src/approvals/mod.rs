@@ -432,7 +432,7 @@ pub struct UpdateApprovalInput {
 /// 1 to 300 characters for a connection note or 1 to 8,000 for a message or reply. An item
 /// already decided, or an agent's proposal past its expiry, is a 409 `invalid_state`. Sends
 /// nothing. Costs nothing.
-#[action(scope = "write", http = "PATCH /approvals/{id}")]
+#[action(scope = "write", idempotent, http = "PATCH /approvals/{id}")]
 pub async fn update_approval(
     ctx: Ctx,
     input: UpdateApprovalInput,

@@ -108,7 +108,11 @@ pub struct AddedToSequence {
 /// `in_other_live_sequence`, `contacted_recently`, `already_enrolled`, `missing_value` (a template
 /// variable without value or fallback) or `text_too_long`. The sequence must be `draft`, `active`
 /// or `paused` and have steps. Costs nothing.
-#[action(scope = "write", http = "POST /sequences/{sequence_id}/enrollments")]
+#[action(
+    scope = "write",
+    idempotent,
+    http = "POST /sequences/{sequence_id}/enrollments"
+)]
 pub async fn add_to_sequence(
     ctx: Ctx,
     input: AddToSequenceInput,

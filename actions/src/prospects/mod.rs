@@ -499,7 +499,7 @@ impl CreateProspectInput {
 /// `www.`, query and trailing slash removed, lowercased) and must be unique in the workspace, and
 /// so must the email (as imports match them): a duplicate is a 409 `conflict` whose
 /// `existing_id` names the prospect that has it. Costs nothing.
-#[action(scope = "write", http = "POST /prospects")]
+#[action(scope = "write", idempotent, http = "POST /prospects")]
 pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Prospect, ApiError> {
     let fields = input.into_fields()?;
     let id = ids::new_id("prs");
@@ -911,7 +911,7 @@ fn apply(
 /// Only the fields given change; `null` clears a field; `tags` and `custom_fields` replace the
 /// whole value. The prospect must keep a name, a profile URL or an email. A profile URL already
 /// used by another prospect is a 409 `conflict`. Costs nothing.
-#[action(scope = "write", http = "PATCH /prospects/{id}")]
+#[action(scope = "write", idempotent, http = "PATCH /prospects/{id}")]
 pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Prospect, ApiError> {
     let current = fetch(&ctx, &input.id).await?;
     let mut fields = from_row_fields(&current);
@@ -998,7 +998,7 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
 /// Delete a prospect.
 ///
 /// Removes the prospect and its tags for good. Costs nothing.
-#[action(scope = "write", http = "DELETE /prospects/{id}")]
+#[action(scope = "write", idempotent, http = "DELETE /prospects/{id}")]
 pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, ApiError> {
     let prospect = fetch(&ctx, &input.id).await?;
     let mut tx = ctx.tx().await?;

@@ -482,7 +482,7 @@ pub struct CreateSenderInput {
 /// ceiling is a 400). For 14 days a warm-up ramp lowers every limit, from a quarter on day one
 /// (`effective_limits`, `warmup_ends_at`). An unknown zone or a bad window is a 400 and nothing is
 /// made. Costs nothing.
-#[action(scope = "write", http = "POST /senders")]
+#[action(scope = "write", idempotent, http = "POST /senders")]
 pub async fn create_sender(ctx: Ctx, input: CreateSenderInput) -> Result<Sender, ApiError> {
     let name = check_name(&input.name)?;
     let timezone = check_zone(&input.timezone)?;
@@ -603,7 +603,7 @@ pub struct UpdateSenderInput {
 /// Changes the name, time zone, working hours (all seven days at once) or some limits (the others
 /// keep theirs), with `create_sender`'s checks: bad input is a 400 and nothing changes. The
 /// warm-up counts from creation; the account's status is the network's to set. Costs nothing.
-#[action(scope = "write", http = "PATCH /senders/{id}")]
+#[action(scope = "write", idempotent, http = "PATCH /senders/{id}")]
 pub async fn update_sender(ctx: Ctx, input: UpdateSenderInput) -> Result<Sender, ApiError> {
     IdKind::Sender.check(&input.id)?;
     let name = input.name.as_deref().map(check_name).transpose()?;
@@ -642,7 +642,7 @@ pub async fn update_sender(ctx: Ctx, input: UpdateSenderInput) -> Result<Sender,
 /// the dashboard's figures. A sender that live enrollments (awaiting approval, scheduled, active or
 /// paused) still send from is a 409 `invalid_state` naming them: stop them or let them finish
 /// first. Costs nothing.
-#[action(scope = "write", http = "DELETE /senders/{id}")]
+#[action(scope = "write", idempotent, http = "DELETE /senders/{id}")]
 pub async fn delete_sender(ctx: Ctx, input: SenderId) -> Result<Deleted, ApiError> {
     IdKind::Sender.check(&input.id)?;
     let now = ctx.now_ms();

@@ -757,7 +757,7 @@ pub struct CreateSequenceInput {
 /// needs a `connection_request` before it (messages reach only first-degree connections), and a
 /// template naming an unknown variable is a 400 naming it and the step. Unknown senders are a 400
 /// naming them. Nothing is sent until `activate_sequence`. Costs nothing.
-#[action(scope = "write", http = "POST /sequences")]
+#[action(scope = "write", idempotent, http = "POST /sequences")]
 pub async fn create_sequence(ctx: Ctx, input: CreateSequenceInput) -> Result<Sequence, ApiError> {
     let name = check_name(&input.name)?;
     let steps = check_steps(input.steps)?;
@@ -872,7 +872,7 @@ pub struct UpdateSequenceInput {
 /// new steps; if they no longer render for some prospect (too long, a value missing), the update is
 /// a 400 naming them and nothing changes. A sender that still has live enrollments in this sequence
 /// cannot be removed (409). Costs nothing.
-#[action(scope = "write", http = "PATCH /sequences/{id}")]
+#[action(scope = "write", idempotent, http = "PATCH /sequences/{id}")]
 pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Sequence, ApiError> {
     let name = input.name.as_deref().map(check_name).transpose()?;
     let steps = input.steps.map(check_steps).transpose()?;
@@ -1031,7 +1031,7 @@ async fn rerender_pending(
 /// Removes the sequence with its enrollments and their approval items. Only a `draft` can be
 /// deleted (nothing of it was sent); any other status is a 409 `invalid_state`: stop it instead.
 /// Costs nothing.
-#[action(scope = "write", http = "DELETE /sequences/{id}")]
+#[action(scope = "write", idempotent, http = "DELETE /sequences/{id}")]
 pub async fn delete_sequence(ctx: Ctx, input: SequenceId) -> Result<Deleted, ApiError> {
     let workspace_id = ctx.workspace_id();
     let mut tx = ctx.tx().await?;

@@ -199,7 +199,7 @@ async fn transition(ctx: &Ctx, id: &str, transition: Transition) -> Result<Seque
 /// enrollments approved in the approval queue (`approve_outreach`; preview with `dry_run`). A
 /// preflight refuses with 409 `invalid_state` and every reason: no steps, no senders, a sender not
 /// `connected`. Only a `draft` can be activated (a paused one is resumed). Costs nothing.
-#[action(scope = "send", http = "POST /sequences/{id}/activate")]
+#[action(scope = "send", idempotent, http = "POST /sequences/{id}/activate")]
 pub async fn activate_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
     transition(&ctx, &input.id, Transition::Activate).await
 }
@@ -208,7 +208,7 @@ pub async fn activate_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, 
 ///
 /// Takes effect before the next step of each enrollment; a step already being sent finishes.
 /// Enrollments keep their place. Only an `active` sequence can be paused. Costs nothing.
-#[action(scope = "send", http = "POST /sequences/{id}/pause")]
+#[action(scope = "send", idempotent, http = "POST /sequences/{id}/pause")]
 pub async fn pause_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
     transition(&ctx, &input.id, Transition::Pause).await
 }
@@ -217,7 +217,7 @@ pub async fn pause_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, Api
 ///
 /// Sends to real people again. Runs the same preflight as `activate_sequence`. Steps that fell due
 /// while paused go out as the senders' hours and limits allow. Costs nothing.
-#[action(scope = "send", http = "POST /sequences/{id}/resume")]
+#[action(scope = "send", idempotent, http = "POST /sequences/{id}/resume")]
 pub async fn resume_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
     transition(&ctx, &input.id, Transition::Resume).await
 }
@@ -227,7 +227,7 @@ pub async fn resume_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, Ap
 /// Every live enrollment finishes with exit reason `stopped` and pending approval items expire;
 /// nothing more is sent. It cannot be undone. Allowed from `active` and `paused` (a draft is
 /// deleted instead). Costs nothing.
-#[action(scope = "send", http = "POST /sequences/{id}/stop")]
+#[action(scope = "send", idempotent, http = "POST /sequences/{id}/stop")]
 pub async fn stop_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
     transition(&ctx, &input.id, Transition::Stop).await
 }

@@ -41,6 +41,10 @@ pub fn tools(registry: &Registry) -> Vec<Tool> {
         .collect()
 }
 
+/// What a send tool's description ends with.
+const SEND_KEY_ADVICE: &str = "\n\nThis reaches people: pass an `idempotency_key`, so that the call sent \
+    again (after a broken connection, say) answers the first result instead of acting twice.";
+
 /// The tools a caller with `scope` is offered under `selection`, in the registry's (fixed) order:
 /// `tools` is [`tools`] of `registry`, one per action in the same order. A tool is offered when
 /// the selection includes it and the scope allows it; a priced tool's `estimate_only` call and a
@@ -77,11 +81,16 @@ pub fn offered(
 
 fn tool(action: &Action, actions: &BTreeSet<&str>) -> Tool {
     let def = action.def;
-    let description = if def.description.is_empty() {
+    let mut description = if def.description.is_empty() {
         def.summary.to_owned()
     } else {
         format!("{}\n\n{}", def.summary, def.description)
     };
+    // A client may send a call again after its connection broke (the 2026-07-28 revision says
+    // so); with a key, what reaches people still happens once.
+    if def.scope == Scope::Send && def.idempotent {
+        description.push_str(SEND_KEY_ADVICE);
+    }
     let read_only = action.is_read_only();
     let mut annotations = ToolAnnotations::with_title(def.summary.trim_end_matches('.'))
         .read_only(read_only)
