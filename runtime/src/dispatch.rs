@@ -387,8 +387,10 @@ async fn plan(
 
 /// Removes the framework's `estimate_only` flag from the input and reads it.
 fn take_estimate_flag(fields: &mut Map<String, Value>) -> Result<bool, ApiError> {
+    // The schema says boolean, so a `null` is refused like any other wrong type (a generated
+    // client that means "not given" leaves the field out).
     match fields.remove(ESTIMATE_FIELD) {
-        None | Some(Value::Null) => Ok(false),
+        None => Ok(false),
         Some(Value::Bool(flag)) => Ok(flag),
         Some(other) => Err(ApiError::invalid_request(format!(
             "Invalid field `{ESTIMATE_FIELD}`: expected `true` or `false`, got {}.",

@@ -963,6 +963,22 @@ async fn bad_input_is_refused_with_a_sentence_and_changes_nothing() {
             );
         }
     }
+    // `estimate_only` is a boolean: a null is refused like any other wrong type, not taken as
+    // false (which would import and charge).
+    let response = import(
+        &app,
+        &app.key,
+        None,
+        json!({"csv": "email\na@b.co\n", "estimate_only": null}),
+    )
+    .await;
+    assert_eq!(response.status.as_u16(), 400, "{}", response.body);
+    assert_eq!(response.code(), "invalid_request");
+    let message = response.body["error"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("`estimate_only`: expected `true` or `false`, got null"),
+        "{message}"
+    );
     // Bytes that are not UTF-8 cannot be in a JSON string: the body is refused as a whole.
     let mut bytes = br#"{"csv": "name,email\nJ"#.to_vec();
     bytes.extend([0xff, 0xfe]);
