@@ -302,13 +302,12 @@ impl Dispatcher {
             None => (ctx, None),
         };
         let status = action.success_status();
-        let outcome = match (def.call)(ctx.clone(), decoded, plan).await {
-            // A page too large for an assistant's context is cut short (see `paging`), before an
-            // idempotent call stores it, so a replay answers the same.
-            Ok(body) => Ok(paging::within_bound(body)),
-            Err(error) => Err(error),
-        };
-        let outcome = match outcome {
+        // A page too large for an assistant's context is cut short (see `paging`), before an
+        // idempotent call stores it, so a replay answers the same.
+        let answer = (def.call)(ctx.clone(), decoded, plan)
+            .await
+            .map(paging::within_bound);
+        let outcome = match answer {
             Ok(body) => commit(&ctx, action, claim.as_ref(), status, &body)
                 .await
                 .map(|()| body),

@@ -197,6 +197,7 @@ impl Action {
             (None, None) => None,
         }
     }
+
     pub fn name(&self) -> &'static str {
         self.def.name
     }
