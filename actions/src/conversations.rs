@@ -8,7 +8,7 @@
 //! the message, and an inbound message the network reports twice is stored once.
 
 use outreach_runtime::prelude::{
-    ApiError, Backend, Ctx, Page, PageParams, Timestamp, action, ids, paged, text_enum,
+    ApiError, Ctx, Page, PageParams, Timestamp, action, ids, paged, text_enum,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -16,6 +16,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
 use crate::common::IdKind;
+use crate::person_lock::PersonTx;
 
 outreach_runtime::prelude::resource_tag!(
     "conversations",
@@ -198,29 +199,46 @@ pub async fn fetch_message(
     Message::from_row(&row)
 }
 
+/// The person (`prs_...`) a conversation of the workspace is with, or 404: what a writer of the
+/// conversation locks first (see `person_lock`).
+pub async fn person_of(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    conversation_id: &str,
+) -> Result<String, ApiError> {
+    IdKind::Conversation.check(conversation_id)?;
+    let prospect_id: Option<String> = sqlx::query_scalar(
+        "select prospect_id from conversations where workspace_id = $1 and id = $2",
+    )
+    .bind(workspace_id)
+    .bind(conversation_id)
+    .fetch_optional(conn)
+    .await?;
+    prospect_id.ok_or_else(|| IdKind::Conversation.not_found(conversation_id))
+}
+
 /// The conversation of (sender, prospect), made if there is none yet; its id.
 pub async fn conversation_for(
-    conn: &mut AnyConnection,
+    conn: &mut PersonTx<'_>,
     workspace_id: &str,
     sender_id: &str,
     prospect_id: &str,
     sequence_id: Option<&str>,
     now_ms: i64,
 ) -> Result<String, ApiError> {
-    // The person first, held (on PostgreSQL) until this transaction ends: a delete of the person
-    // waits for it, or, having won, leaves a 404 here rather than a foreign-key fault at the insert.
-    let lock = if Backend::of(conn) == Backend::Postgres {
-        " for key share"
-    } else {
-        ""
-    };
-    let person = sqlx::query(AssertSqlSafe(format!(
-        "select id from prospects where workspace_id = $1 and id = $2{lock}"
-    )))
-    .bind(workspace_id)
-    .bind(prospect_id)
-    .fetch_optional(&mut *conn)
-    .await?;
+    if !conn.holds(prospect_id) {
+        return Err(ApiError::internal(format!(
+            "a conversation of `{prospect_id}` was written without that person's lock"
+        )));
+    }
+    let conn: &mut AnyConnection = conn;
+    // The person is locked (see `person_lock`): a delete of the person waits for this
+    // transaction, or, having won, leaves a 404 here rather than a foreign-key fault at the insert.
+    let person = sqlx::query("select id from prospects where workspace_id = $1 and id = $2")
+        .bind(workspace_id)
+        .bind(prospect_id)
+        .fetch_optional(&mut *conn)
+        .await?;
     if person.is_none() {
         return Err(ApiError::not_found("prospect", prospect_id));
     }
@@ -268,7 +286,7 @@ pub struct Outbound<'a> {
 
 /// Stores an outbound message in its conversation (made if needed); the message's id.
 pub async fn record_outbound(
-    conn: &mut AnyConnection,
+    conn: &mut PersonTx<'_>,
     message: &Outbound<'_>,
     now_ms: i64,
 ) -> Result<String, ApiError> {
@@ -297,7 +315,7 @@ pub async fn record_outbound(
     .bind(message.step_index)
     .bind(message.created_by)
     .bind(now_ms)
-    .execute(&mut *conn)
+    .execute(&mut **conn)
     .await?;
     if message.status == MessageStatus::Sent {
         touch_outbound(conn, &conversation_id, message.at_ms).await?;
@@ -307,10 +325,11 @@ pub async fn record_outbound(
 
 /// Marks a queued outbound message sent (or failed) and moves its conversation's times.
 pub async fn settle_outbound(
-    conn: &mut AnyConnection,
+    conn: &mut PersonTx<'_>,
     message_id: &str,
     outcome: Result<i64, &str>,
 ) -> Result<(), ApiError> {
+    let conn: &mut AnyConnection = conn;
     let (status, at, error) = match outcome {
         Ok(at) => (MessageStatus::Sent, Some(at), None),
         Err(error) => (MessageStatus::Failed, None, Some(error)),
@@ -364,7 +383,7 @@ pub struct Inbound<'a> {
 
 /// Stores an inbound message; `None` when the network had reported it already.
 pub async fn record_inbound(
-    conn: &mut AnyConnection,
+    conn: &mut PersonTx<'_>,
     message: &Inbound<'_>,
     now_ms: i64,
 ) -> Result<Option<String>, ApiError> {
@@ -391,7 +410,7 @@ pub async fn record_inbound(
     .bind(message.at_ms)
     .bind(message.provider_message_id)
     .bind(now_ms)
-    .execute(&mut *conn)
+    .execute(&mut **conn)
     .await?;
     if inserted.rows_affected() == 0 {
         return Ok(None);
@@ -405,7 +424,7 @@ pub async fn record_inbound(
     .bind(&conversation_id)
     .bind(message.at_ms)
     .bind(now_ms)
-    .execute(&mut *conn)
+    .execute(&mut **conn)
     .await?;
     Ok(Some(id))
 }
@@ -525,6 +544,9 @@ pub async fn mark_conversation_read(
 ) -> Result<Conversation, ApiError> {
     IdKind::Conversation.check(&input.id)?;
     let mut tx = ctx.tx().await?;
+    let prospect_id = person_of(&mut tx, ctx.workspace_id(), &input.id).await?;
+    let mut tx =
+        crate::person_lock::lock(&mut tx, ctx.workspace_id(), [prospect_id.as_str()]).await?;
     let updated = sqlx::query(
         "update conversations set unread_count = 0, read_at = $3, updated_at = $3 \
          where workspace_id = $1 and id = $2",
@@ -543,12 +565,13 @@ pub async fn mark_conversation_read(
 /// Claims an inbound message for triage with its classification: answers whether this call
 /// claimed it (another run triaging the same conversation at once claims nothing).
 pub(crate) async fn claim_for_triage(
-    conn: &mut AnyConnection,
+    conn: &mut PersonTx<'_>,
     message_id: &str,
     classification: Classification,
     at: i64,
     run_id: &str,
 ) -> Result<bool, ApiError> {
+    let conn: &mut AnyConnection = conn;
     let claimed = sqlx::query(
         "update messages set classification = $2, triaged_at = $3, triaged_by = $4 \
          where id = $1 and triaged_at is null",
@@ -564,10 +587,11 @@ pub(crate) async fn claim_for_triage(
 
 /// Moves a queued outbound message to the time it will now be sent.
 pub(crate) async fn postpone_queued(
-    conn: &mut AnyConnection,
+    conn: &mut PersonTx<'_>,
     message_id: &str,
     at: i64,
 ) -> Result<(), ApiError> {
+    let conn: &mut AnyConnection = conn;
     sqlx::query("update messages set at = $2 where id = $1 and status = 'queued'")
         .bind(message_id)
         .bind(at)

@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::approval_items;
 use crate::common::IdKind;
+use crate::person_lock::PersonTx;
 use crate::step_jobs::LIVE_SQL;
 use outreach_runtime::prelude::{ApiError, Ctx, ErrorCode, Page, PageParams, Timestamp, action};
 use outreach_runtime::prelude::{ids, paged};
@@ -177,7 +179,7 @@ pub struct EnrollmentEvent {
 /// Writes one history entry of an enrollment (in the caller's transaction).
 #[allow(clippy::too_many_arguments)]
 pub async fn record_event(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     workspace_id: &str,
     enrollment_id: &str,
     at: i64,
@@ -186,6 +188,7 @@ pub async fn record_event(
     text: Option<&str>,
     outcome: Option<&str>,
 ) -> Result<(), ApiError> {
+    let conn: &mut sqlx::AnyConnection = conn;
     sqlx::query(
         "insert into enrollment_events (id, workspace_id, enrollment_id, at, kind, step_index, text, outcome) \
          values ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -205,13 +208,14 @@ pub async fn record_event(
 
 /// Writes the same history entry for many enrollments at once (in chunks).
 pub(crate) async fn record_events(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     workspace_id: &str,
     enrollment_ids: &[String],
     at: i64,
     kind: EnrollmentEventKind,
     outcome: Option<&str>,
 ) -> Result<(), ApiError> {
+    let conn: &mut sqlx::AnyConnection = conn;
     for chunk in enrollment_ids.chunks(200) {
         let values: Vec<String> = (0..chunk.len())
             .map(|i| format!("(${}, $1, ${}, $2, $3, $4)", 5 + 2 * i, 6 + 2 * i))
@@ -256,7 +260,7 @@ pub(crate) async fn fetch(
 /// in the caller's transaction (the caller records the events it means); returns how many were
 /// still live.
 pub(crate) async fn finish(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     workspace_id: &str,
     ids: &[String],
     exit_reason: &str,
@@ -272,18 +276,11 @@ pub(crate) async fn finish(
         .bind(id)
         .bind(exit_reason)
         .bind(now)
-        .execute(&mut *conn)
+        .execute(&mut **conn)
         .await?
         .rows_affected();
-        sqlx::query(
-            "update approvals set status = 'expired', decided_at = $3 \
-             where workspace_id = $1 and kind = 'enrollment' and subject_id = $2 and status = 'pending'",
-        )
-        .bind(workspace_id)
-        .bind(id)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
+        let of = approval_items::PendingOf::Enrollment(id);
+        approval_items::expire_pending(conn, workspace_id, of, now).await?;
     }
     Ok(finished)
 }
@@ -291,7 +288,7 @@ pub(crate) async fn finish(
 /// Finishes every live enrollment of a sequence as `stopped` and expires its pending approval
 /// items (the sequence was stopped).
 pub(crate) async fn stop_all_of_sequence(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     clock: &outreach_runtime::prelude::Clock,
     workspace_id: &str,
     sequence_id: &str,
@@ -302,7 +299,7 @@ pub(crate) async fn stop_all_of_sequence(
     )))
     .bind(workspace_id)
     .bind(sequence_id)
-    .fetch_all(&mut *conn)
+    .fetch_all(&mut **conn)
     .await?
     .iter()
     .map(|row| row.try_get::<String, _>("id"))
@@ -314,17 +311,10 @@ pub(crate) async fn stop_all_of_sequence(
     .bind(workspace_id)
     .bind(sequence_id)
     .bind(now)
-    .execute(&mut *conn)
+    .execute(&mut **conn)
     .await?;
-    sqlx::query(
-        "update approvals set status = 'expired', decided_at = $3 \
-         where workspace_id = $1 and sequence_id = $2 and status = 'pending'",
-    )
-    .bind(workspace_id)
-    .bind(sequence_id)
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
+    let of = approval_items::PendingOf::Sequence(sequence_id);
+    approval_items::expire_pending(conn, workspace_id, of, now).await?;
     record_events(
         conn,
         workspace_id,
@@ -535,30 +525,23 @@ async fn change(ctx: &Ctx, id: &str, change: Change) -> Result<EnrollmentDetail,
     use EnrollmentStatus as S;
     let workspace_id = ctx.workspace_id();
     let now = ctx.now_ms();
-    let mut tx = ctx.tx().await?;
     IdKind::Enrollment.check(id)?;
-    if change == Change::Resume {
-        // Resuming schedules the step job, which waits for a run of it in flight; that run will
-        // lock this enrollment, so the job is locked before the enrollment below.
-        crate::step_jobs::lock_step_job(&mut tx, id).await?;
-    }
-    if change == Change::Stop {
-        // Stopping expires the enrollment's pending item, which an approval locks before the
-        // enrollment: the item first here too (see `step_jobs`' lock order).
-        let of = crate::step_jobs::PendingOf::Enrollment(id);
-        crate::step_jobs::lock_pending_items(&mut tx, workspace_id, of).await?;
-    }
-    // A write first: it locks the row (PostgreSQL) or the database (SQLite) before the read.
-    let touched =
-        sqlx::query("update enrollments set updated_at = $3 where workspace_id = $1 and id = $2")
-            .bind(workspace_id)
-            .bind(id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-    if touched.rows_affected() == 0 {
-        return Err(IdKind::Enrollment.not_found(id));
-    }
+    let mut tx = ctx.tx().await?;
+    let prospect_id: Option<String> = sqlx::query_scalar(
+        "select prospect_id from enrollments where workspace_id = $1 and id = $2",
+    )
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let prospect_id = prospect_id.ok_or_else(|| IdKind::Enrollment.not_found(id))?;
+    let mut tx = crate::person_lock::lock(&mut tx, workspace_id, [prospect_id.as_str()]).await?;
+    sqlx::query("update enrollments set updated_at = $3 where workspace_id = $1 and id = $2")
+        .bind(workspace_id)
+        .bind(id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
     let enrollment = fetch(&mut tx, workspace_id, id).await?;
     let (action, from): (&str, &[S]) = match change {
         Change::Pause => ("pause_enrollment", &[S::Scheduled, S::Active]),
@@ -633,6 +616,7 @@ async fn change(ctx: &Ctx, id: &str, change: Change) -> Result<EnrollmentDetail,
 }
 
 // ----- The verbs: the only statements that write `enrollments` ------------------------------
+// Each takes a `PersonTx`: the enrollment's person is locked first (see `person_lock`).
 
 /// One enrollment to make, awaiting approval.
 pub(crate) struct NewEnrollment<'a> {
@@ -644,12 +628,13 @@ pub(crate) struct NewEnrollment<'a> {
 
 /// Makes enrollments of a sequence, each `awaiting_approval`, a hundred per statement.
 pub(crate) async fn insert_awaiting_approval(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     workspace_id: &str,
     sequence_id: &str,
     rows: &[NewEnrollment<'_>],
     now: i64,
 ) -> Result<(), ApiError> {
+    let conn: &mut sqlx::AnyConnection = conn;
     for chunk in rows.chunks(100) {
         let values: Vec<String> = (0..chunk.len())
             .map(|i| {
@@ -681,7 +666,7 @@ pub(crate) async fn insert_awaiting_approval(
 /// Approves an enrollment awaiting approval: `scheduled` with its sender and first step's time.
 /// Answers whether it was still awaiting approval (a `false` means it changed meanwhile).
 pub(crate) async fn approve(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     workspace_id: &str,
     id: &str,
     sender_id: &str,
@@ -689,6 +674,7 @@ pub(crate) async fn approve(
     person_id: &str,
     now: i64,
 ) -> Result<bool, ApiError> {
+    let conn: &mut sqlx::AnyConnection = conn;
     let approved = sqlx::query(
         "update enrollments set status = 'scheduled', sender_id = $3, next_step_at = $4, approved_at = $5, \
          approved_by = $6, updated_at = $5 \
@@ -708,11 +694,12 @@ pub(crate) async fn approve(
 /// Finishes an approved enrollment that has not ended (`scheduled`, `active` or `paused`) with
 /// `exit_reason`; answers whether it did (a `false` means it had ended already).
 pub(crate) async fn finish_approved(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     id: &str,
     exit_reason: &str,
     now: i64,
 ) -> Result<bool, ApiError> {
+    let conn: &mut sqlx::AnyConnection = conn;
     let ended = sqlx::query(
         "update enrollments set status = 'finished', exit_reason = $2, next_step_at = null, updated_at = $3 \
          where id = $1 and status in ('scheduled', 'active', 'paused')",
@@ -727,10 +714,11 @@ pub(crate) async fn finish_approved(
 
 /// Finishes a live enrollment whose prospect replied (its sequence stops on reply).
 pub(crate) async fn finish_replied(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     id: &str,
     now: i64,
 ) -> Result<(), ApiError> {
+    let conn: &mut sqlx::AnyConnection = conn;
     sqlx::query(
         "update enrollments set status = 'finished', exit_reason = 'replied', next_step_at = null, updated_at = $2 \
          where id = $1",
@@ -744,11 +732,12 @@ pub(crate) async fn finish_replied(
 
 /// Fails an approved enrollment that has not ended, keeping the error (`code: sentence`).
 pub(crate) async fn fail(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     id: &str,
     last_error: &str,
     now: i64,
 ) -> Result<(), ApiError> {
+    let conn: &mut sqlx::AnyConnection = conn;
     sqlx::query(
         "update enrollments set status = 'failed', last_error = $2, next_step_at = null, updated_at = $3 \
          where id = $1 and status in ('scheduled', 'active', 'paused')",
@@ -763,11 +752,12 @@ pub(crate) async fn fail(
 
 /// Sets when the enrollment's step is next looked at, and the sender slot it holds, if any.
 pub(crate) async fn set_wait(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     id: &str,
     next_step_at: i64,
     slot_at: Option<i64>,
 ) -> Result<(), ApiError> {
+    let conn: &mut sqlx::AnyConnection = conn;
     sqlx::query("update enrollments set next_step_at = $2, slot_at = $3 where id = $1")
         .bind(id)
         .bind(next_step_at)
@@ -780,11 +770,12 @@ pub(crate) async fn set_wait(
 /// Notes that the enrollment's invitation was accepted at `at_ms`; with `next_step_at`, also when
 /// its next step comes due.
 pub(crate) async fn mark_accepted(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     id: &str,
     at_ms: i64,
     next_step_at: Option<i64>,
 ) -> Result<(), ApiError> {
+    let conn: &mut sqlx::AnyConnection = conn;
     sqlx::query(
         "update enrollments set accepted_at = $2, next_step_at = coalesce($3, next_step_at) where id = $1",
     )
@@ -798,10 +789,11 @@ pub(crate) async fn mark_accepted(
 
 /// Notes that the enrollment's invitation went out at `at_ms`.
 pub(crate) async fn mark_invited(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     id: &str,
     at_ms: i64,
 ) -> Result<(), ApiError> {
+    let conn: &mut sqlx::AnyConnection = conn;
     sqlx::query("update enrollments set invited_at = $2 where id = $1")
         .bind(id)
         .bind(at_ms)
@@ -812,10 +804,11 @@ pub(crate) async fn mark_invited(
 
 /// Records that the steps before `step_index` are done (the last one: nothing follows).
 pub(crate) async fn set_step_index(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     id: &str,
     step_index: i64,
 ) -> Result<(), ApiError> {
+    let conn: &mut sqlx::AnyConnection = conn;
     sqlx::query("update enrollments set step_index = $2 where id = $1")
         .bind(id)
         .bind(step_index)
@@ -828,12 +821,13 @@ pub(crate) async fn set_step_index(
 /// becomes `active`, a status a person set meanwhile (`paused`, finished) stays. Answers the
 /// status after the change.
 pub(crate) async fn advance(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     id: &str,
     step_index: i64,
     next_step_at: i64,
     now: i64,
 ) -> Result<EnrollmentStatus, ApiError> {
+    let conn: &mut sqlx::AnyConnection = conn;
     let status: String = sqlx::query(
         "update enrollments set status = case when status in ('scheduled', 'active') then 'active' else status end, \
          step_index = $2, next_step_at = $3, slot_at = null, updated_at = $4 where id = $1 returning status",
@@ -850,10 +844,11 @@ pub(crate) async fn advance(
 
 /// Deletes a sequence's enrollments and their history (the sequence is being deleted).
 pub(crate) async fn delete_of_sequence(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     workspace_id: &str,
     sequence_id: &str,
 ) -> Result<(), ApiError> {
+    let conn: &mut sqlx::AnyConnection = conn;
     for sql in [
         "delete from enrollment_events where enrollment_id in (select id from enrollments where workspace_id = $1 and sequence_id = $2)",
         "delete from enrollments where workspace_id = $1 and sequence_id = $2",
@@ -871,7 +866,7 @@ pub(crate) async fn delete_of_sequence(
 mod tests {
     use super::*;
 
-    /// The lock order's SQL list of live statuses is the typed one.
+    /// The SQL list of live statuses is the typed one.
     #[test]
     fn live_sql_lists_the_live_statuses() {
         let listed: Vec<String> = EnrollmentStatus::LIVE

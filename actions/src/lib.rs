@@ -5,6 +5,7 @@
 //! in the module of its resource (see the README, "Adding an action").
 
 pub mod agents;
+pub mod approval_items;
 pub mod approvals;
 pub mod common;
 pub mod conversations;
@@ -18,6 +19,7 @@ pub mod followups;
 pub mod imports;
 pub mod lists;
 pub mod network;
+pub mod person_lock;
 pub mod processing;
 pub mod prospects;
 pub mod sandbox_helpers;

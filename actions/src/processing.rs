@@ -23,7 +23,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
-use crate::lists::{self, ProcessingStatus};
+use crate::lists::{self, ProcessingStatus, processing_lease};
 use crate::prospects::normalize;
 use crate::scoring::{ScoringRun, Subject, score_prospects};
 use crate::targeting::{self, Targeting};
@@ -151,17 +151,7 @@ recovery!("lists left processing", recover_lists);
 /// Sets `failed` on lists whose processing lease lapsed: the call that marked them died, and its
 /// work was rolled back with its transaction. Clearing the token lets the next call mark them.
 async fn recover_lists(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
-    let now = clock.now_ms();
-    let recovered = sqlx::query(
-        "update lists set processing_status = $2, processing_token = null, processing_lease_expires_at = null, \
-         updated_at = $1 where processing_status = $3 and coalesce(processing_lease_expires_at, 0) < $1",
-    )
-    .bind(now)
-    .bind(ProcessingStatus::Failed.as_str())
-    .bind(ProcessingStatus::Processing.as_str())
-    .execute(db.pool())
-    .await?;
-    Ok(recovered.rows_affected())
+    processing_lease::recover_lapsed(db, clock.now_ms()).await
 }
 
 /// Marks the list `processing` for this call, unless another call marked it since the plan
@@ -170,21 +160,8 @@ async fn recover_lists(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
 /// same idempotency key, which died: its key's claim is this call's now).
 async fn mark(ctx: &Ctx, plan: &ProcessingPlan, token: &str) -> Result<(), ApiError> {
     let now = ctx.now_ms();
-    let marked = sqlx::query(
-        "update lists set processing_status = $7, processing_token = $3, processing_lease_expires_at = $4, \
-         updated_at = $5 where workspace_id = $1 and id = $2 and coalesce(processing_token, '') = $6 \
-         and (processing_status <> $7 or coalesce(processing_lease_expires_at, 0) <= $5 or processing_token = $3)",
-    )
-    .bind(ctx.workspace_id())
-    .bind(&plan.list_id)
-    .bind(token)
-    .bind(now + lease::LEASE_MS)
-    .bind(now)
-    .bind(&plan.seen_token)
-    .bind(ProcessingStatus::Processing.as_str())
-    .execute(ctx.db().pool())
-    .await?;
-    if marked.rows_affected() == 1 {
+    let mark = lease_mark(ctx, plan, token);
+    if processing_lease::take(ctx.db(), &mark, now + lease::LEASE_MS, now).await? {
         return Ok(());
     }
     // Held by a call whose lease is alive: say how long it has left (a call whose process died
@@ -255,18 +232,13 @@ pub async fn process_list(
                 clock.clone(),
             );
             async move {
-                sqlx::query(
-                    "update lists set processing_lease_expires_at = $4 where workspace_id = $1 and id = $2 \
-                     and processing_token = $3 and processing_status = $5",
-                )
-                .bind(&workspace_id)
-                .bind(&list_id)
-                .bind(&token)
-                .bind(clock.now_ms() + lease::LEASE_MS)
-                .bind(ProcessingStatus::Processing.as_str())
-                .execute(db.pool())
-                .await?;
-                Ok(())
+                let mark = processing_lease::Mark {
+                    workspace_id: &workspace_id,
+                    list_id: &list_id,
+                    token: &token,
+                    seen_token: "",
+                };
+                processing_lease::renew(&db, &mark, clock.now_ms() + lease::LEASE_MS).await
             }
         })
     };
@@ -280,36 +252,30 @@ pub async fn process_list(
     result
 }
 
+/// The processing mark of this call on the planned list.
+fn lease_mark<'a>(
+    ctx: &'a Ctx,
+    plan: &'a ProcessingPlan,
+    token: &'a str,
+) -> processing_lease::Mark<'a> {
+    processing_lease::Mark {
+        workspace_id: ctx.workspace_id(),
+        list_id: &plan.list_id,
+        token,
+        seen_token: &plan.seen_token,
+    }
+}
+
 /// Takes this call's mark off a list whose processing failed (its work rolled back). A refusal
 /// (too few credits, a list that changed since it was priced) did nothing, so the list is put
 /// back as it was; a fault leaves it `failed`, which says the last processing did not finish.
 async fn unmark(ctx: &Ctx, plan: &ProcessingPlan, token: &str, error: &ApiError) {
     let refused = error.code != ErrorCode::INTERNAL_ERROR && !error.is_contention();
+    let mark = lease_mark(ctx, plan, token);
     let unmarked = if refused {
-        sqlx::query(
-            "update lists set processing_status = $4, updated_at = $5, processing_token = nullif($6, ''), \
-             processing_lease_expires_at = null where workspace_id = $1 and id = $2 and processing_token = $3",
-        )
-        .bind(ctx.workspace_id())
-        .bind(&plan.list_id)
-        .bind(token)
-        .bind(&plan.seen_status)
-        .bind(plan.seen_updated_at)
-        .bind(&plan.seen_token)
-        .execute(ctx.db().pool())
-        .await
+        processing_lease::give_back(ctx.db(), &mark, &plan.seen_status, plan.seen_updated_at).await
     } else {
-        sqlx::query(
-            "update lists set processing_status = $5, processing_lease_expires_at = null, updated_at = $4 \
-             where workspace_id = $1 and id = $2 and processing_token = $3",
-        )
-        .bind(ctx.workspace_id())
-        .bind(&plan.list_id)
-        .bind(token)
-        .bind(ctx.now_ms())
-        .bind(ProcessingStatus::Failed.as_str())
-        .execute(ctx.db().pool())
-        .await
+        processing_lease::fail(ctx.db(), &mark, ctx.now_ms()).await
     };
     if let Err(error) = unmarked {
         // Its lease lapses and recovery marks it `failed` then.
@@ -382,20 +348,15 @@ async fn process(
     ctx.settle(&mut tx, run.credits_spent, &run.id).await?;
     // Fenced by the token: if the lease lapsed and the list was taken from this call, the call
     // rolls back. The token rotates, so calls planned while this one ran cannot mark the list.
-    let finished = sqlx::query(
-        "update lists set processing_status = $6, processed_at = $3, updated_at = $3, \
-         processing_token = $5, processing_lease_expires_at = null \
-         where workspace_id = $1 and id = $2 and processing_token = $4",
-    )
-    .bind(workspace_id)
-    .bind(list_id)
-    .bind(ctx.now_ms())
-    .bind(token)
-    .bind(ids::new_id("lease"))
-    .bind(ProcessingStatus::Processed.as_str())
-    .execute(&mut *tx)
-    .await?;
-    if finished.rows_affected() != 1 {
+    let mark = processing_lease::Mark {
+        workspace_id,
+        list_id,
+        token,
+        seen_token: "",
+    };
+    let next_token = ids::new_id("lease");
+    let finished = processing_lease::finish(&mut tx, &mark, &next_token, ctx.now_ms()).await?;
+    if !finished {
         return Err(ApiError::new(
             ErrorCode::INVALID_STATE,
             format!(

@@ -22,13 +22,14 @@ use outreach_layers::{
 /// The top-level modules of `actions/src`, bottom layer first.
 const LAYERS: Layers = &[
     // What every module shares: ids and patterns, credits, the workspace, the example table,
-    // each enrollment's step job with the lock order every writer of outreach state follows, and
+    // the one lock rule every writer of outreach state follows, each enrollment's step job, and
     // the follow-up jobs a low module enqueues for a higher one's derived state.
     &[
         "common",
         "credits",
         "workspace",
         "examples",
+        "person_lock",
         "step_jobs",
         "followups",
     ],
@@ -38,8 +39,8 @@ const LAYERS: Layers = &[
     &["lists", "imports", "processing"],
     // The accounts outreach is sent from, the network behind them, what was said.
     &["senders", "network", "conversations"],
-    // What is sent to whom: sequences and their enrollments.
-    &["sequences", "enrollments"],
+    // What is sent to whom: sequences, their enrollments, and the items that approve them.
+    &["sequences", "enrollments", "approval_items"],
     // The texts a model drafts for a step.
     &["drafting"],
     // The jobs that perform the steps and the replies, and apply what comes back.

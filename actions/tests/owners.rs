@@ -23,8 +23,8 @@ const OWNERS: &[(&str, &str)] = &[
     ("targetings", "targeting.rs"),
     ("scoring_runs", "scoring/"),
     ("scoring_results", "scoring/"),
-    ("lists", "lists.rs"),
-    ("list_members", "lists.rs"),
+    ("lists", "lists/"),
+    ("list_members", "lists/"),
     ("imports", "imports/"),
     ("senders", "senders/"),
     ("sender_usage", "senders/"),
@@ -40,7 +40,7 @@ const OWNERS: &[(&str, &str)] = &[
     ("enrollment_events", "enrollments.rs"),
     ("outbound_intents", "delivery/"),
     ("inbound_events", "delivery/"),
-    ("approvals", "approvals/"),
+    ("approvals", "approval_items.rs"),
     ("agents", "agents/"),
     ("agent_runs", "agents/"),
     ("agent_run_items", "agents/"),
@@ -49,25 +49,15 @@ const OWNERS: &[(&str, &str)] = &[
 
 /// Writes outside their owner still to move into the owner's verbs: (file, table).
 const OWED: &[(&str, &str)] = &[
-    // Approval items are expired, deleted or re-rendered with the enrollments, sequences and
-    // conversations they are about, from modules below `approvals` in the layers: their verbs
-    // move down with the person lock (issue 24, item 3).
-    ("agents/triage.rs", "approvals"),
-    ("enrollments.rs", "approvals"),
-    ("sequences/mod.rs", "approvals"),
-    // The import's writes (its bulk inserts, and its tag and list rows beside them), and a
-    // list's processing lease, which lives on the list's row. A pair covers every statement of
-    // that file on that table.
+    // The import's writes (its bulk inserts, and its tag and list rows beside them). A pair
+    // covers every statement of that file on that table.
     ("imports/write.rs", "list_members"),
     ("imports/write.rs", "lists"),
     ("imports/write.rs", "prospect_tags"),
     ("imports/write.rs", "prospects"),
-    ("processing.rs", "lists"),
     // Deleting a targeting clears it from the lists that default to it; lists sit above
     // targeting in the layers (tests/layers.rs), so the owner's verb cannot be called from here.
     ("targeting.rs", "lists"),
-    // A scoring run copies its scores to the prospects in one statement ordered for SQLite's plan.
-    ("scoring/run.rs", "prospects"),
 ];
 
 fn is_name_char(c: char) -> bool {
@@ -222,4 +212,80 @@ fn the_reader_finds_the_three_writes_and_nothing_else() {
         ),
         ["sandbox_log"]
     );
+}
+
+/// Where the actions take row locks themselves (`for update`, `for no key update`, `for share`,
+/// `for key share`), and why; anywhere else fails [`row_locks_are_taken_where_the_lock_rule_says`].
+/// A person's outreach state is locked only through `person_lock` (its one rule).
+const ROW_LOCKS: &[(&str, &str)] = &[
+    (
+        "person_lock.rs",
+        "the people: the one lock rule of outreach state",
+    ),
+    (
+        "senders/mod.rs",
+        "a sender's row, for its quota and gap, after its people",
+    ),
+    (
+        "imports/write.rs",
+        "the rows an import rewrites whole, before it rewrites them",
+    ),
+    (
+        "scoring/run.rs",
+        "the prospects a scoring run copies its scores to, in id order",
+    ),
+];
+
+/// The row locks in the sources: (file relative to `src`, line number).
+fn row_locks() -> Vec<(String, usize)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut found = Vec::new();
+    for file in files {
+        let shown = file
+            .strip_prefix(&src)
+            .expect("under src")
+            .display()
+            .to_string();
+        let text = fs::read_to_string(&file).expect("read a source file");
+        for (number, line) in text.lines().enumerate() {
+            let code = line.trim_start().to_ascii_lowercase();
+            if code.starts_with("//") {
+                continue;
+            }
+            let locks = [
+                "for update",
+                "for no key update",
+                "for share",
+                "for key share",
+            ];
+            if locks.iter().any(|lock| code.contains(lock)) {
+                found.push((shown.clone(), number + 1));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn row_locks_are_taken_where_the_lock_rule_says() {
+    let locks = row_locks();
+    assert!(
+        locks.iter().any(|(file, _)| file == "person_lock.rs"),
+        "the reader found no lock in person_lock.rs: is it reading the sources?"
+    );
+    let offences: Vec<String> = locks
+        .iter()
+        .filter(|(file, _)| !ROW_LOCKS.iter().any(|(allowed, _)| allowed == file))
+        .map(|(file, line)| {
+            format!(
+                "{file}:{line}: takes a row lock; a person's outreach state is locked with \
+                 `person_lock::lock` (or `try_lock`), other rows by their owner listed in ROW_LOCKS \
+                 (actions/tests/owners.rs)"
+            )
+        })
+        .collect();
+    assert!(offences.is_empty(), "{}", offences.join("\n"));
 }

@@ -7,18 +7,21 @@
 //! A worker ([`crate::worker`]) claims due jobs under a lease: the claim sets a random token and a
 //! lease a few seconds long that a heartbeat renews while the handler runs. A handler is an
 //! `async fn(JobCtx) -> Result<JobOutcome, JobError>` registered with [`job!`](crate::job).
-//! Its writes go into [`JobCtx::tx`], a transaction whose first statement is the **fence**: it
-//! re-reads the job row under the claim's token (and on PostgreSQL keeps that row locked until
-//! the transaction ends). The job's outcome is written in that same transaction, fenced the same
-//! way, so the handler's writes and the job's completion commit together or not at all. If the
-//! lease lapsed and the job was rescued (and perhaps claimed by another worker), the old owner's
-//! fence finds another token, its transaction rolls back, and its writes never land: a job's
-//! committed effect happens once. While a fenced transaction is open nobody can rescue the job:
-//! PostgreSQL's rescue skips locked rows, and SQLite has one writer at a time.
+//! Its writes go into [`JobCtx::tx`], and the **fence** is the last statement of that
+//! transaction, at commit (River's shape): it updates the job row only where the claim's token
+//! still holds it and the job still runs. The job's outcome is written that way in the same
+//! transaction, so the handler's writes and the job's completion commit together or not at all.
+//! If the lease lapsed and the job was rescued (and perhaps claimed by another worker), the old
+//! owner's fence finds another token, its transaction rolls back, and its writes never land: a
+//! job's committed effect happens once.
+//!
+//! Fencing at commit rather than at begin means a job holds no row of its own while it works:
+//! its transaction takes the domain's rows in the domain's order, and the job row last, for
+//! the instant of the fence. No writer of the domain needs to lock a job before its own rows.
 //!
 //! A handler that must commit before a call to the outside world (an intent row before a send)
 //! calls [`JobCtx::commit`]: the writes so far commit, fenced, and the job keeps running; the
-//! next [`JobCtx::tx`] is fenced again.
+//! next [`JobCtx::tx`] is fenced again when it commits.
 //!
 //! Two clocks, on purpose. When a job is due (`run_at`), backoffs and snoozes are business time
 //! and read the service [`Clock`], which tests move. Leases are about whether a process is alive,
@@ -259,23 +262,31 @@ pub async fn cancel_unique(
     Ok(done.rows_affected() > 0)
 }
 
-/// Moves a waiting (`available`) job to `run_at_ms`, in the caller's transaction: for a handler
-/// that decides when other jobs of its kind are due (a step queueing its sender's other steps).
-/// A job that is running or done is left alone; returns whether the job moved.
-pub async fn move_waiting(
+/// Moves the waiting (`available`) job of `kind` holding `unique_key` to `run_at_ms`, in the
+/// caller's transaction, if it is due by `due_by_ms`: for a handler that decides when other jobs
+/// of its kind run (a step queueing its sender's other due steps). A job that is running, done,
+/// not due yet, or (on PostgreSQL) locked by another transaction is left alone, never waited
+/// for; returns whether the job moved.
+pub async fn move_due_unique(
     conn: &mut sqlx::AnyConnection,
     clock: &Clock,
-    job_id: &str,
+    kind: &str,
+    unique_key: &str,
+    due_by_ms: i64,
     run_at_ms: i64,
 ) -> Result<bool, ApiError> {
-    let done = sqlx::query(
-        "update jobs set run_at = $2, updated_at = $3 where id = $1 and state = 'available'",
-    )
-    .bind(job_id)
-    .bind(run_at_ms)
-    .bind(clock.now_ms())
-    .execute(&mut *conn)
-    .await?;
+    let statement = match Backend::of(conn) {
+        Backend::Postgres => sql::MOVE_DUE_UNIQUE_POSTGRES,
+        Backend::Sqlite => sql::MOVE_DUE_UNIQUE_SQLITE,
+    };
+    let done = sqlx::query(statement)
+        .bind(kind)
+        .bind(unique_key)
+        .bind(due_by_ms)
+        .bind(run_at_ms)
+        .bind(clock.now_ms())
+        .execute(&mut *conn)
+        .await?;
     Ok(done.rows_affected() > 0)
 }
 
@@ -611,15 +622,15 @@ impl JobCtx {
         &self.0.config
     }
 
-    /// The job's transaction, begun (fenced) on first use: its first statement checks that this
-    /// run still holds the job's lease, and on PostgreSQL keeps the job row locked until the
-    /// transaction ends. [`JobError::lease_lost`] when it does not; return that error (`?`).
-    /// The job's outcome commits in this transaction after the handler returns. Take it once
-    /// and pass `&mut tx` down: a second `tx()` while the first guard is held waits forever.
+    /// The job's transaction, begun on first use. Its writes commit with the job's outcome after
+    /// the handler returns, or at [`JobCtx::commit`]; either way the fence (the claim's token
+    /// must still hold the job) is its last statement, and a run that lost its lease commits
+    /// nothing. Take it once and pass `&mut tx` down: a second `tx()` or a `commit()` while the
+    /// first guard is alive fails the attempt.
     pub async fn tx(&self) -> Result<Tx<'_>, JobError> {
-        let mut guard = self.0.tx.lock().await;
+        let mut guard = self.held_tx()?;
         if guard.is_none() {
-            *guard = Some(self.begin_fenced().await?);
+            *guard = Some(self.0.db.begin_write().await?);
         }
         Ok(MutexGuard::map(guard, |tx| match tx {
             Some(tx) => &mut **tx,
@@ -627,17 +638,31 @@ impl JobCtx {
         }))
     }
 
-    /// Commits the writes made so far (fenced at their start, so they are this run's to make)
-    /// while the job keeps running: for what must be durable before a call to the outside world,
-    /// such as an intent row before a send. The next [`JobCtx::tx`] is fenced again.
+    /// Commits the writes made so far, fenced (this run must still hold the job's lease, or
+    /// they roll back and this is [`JobError::lease_lost`]), while the job keeps running: for
+    /// what must be durable before a call to the outside world, such as an intent row before a
+    /// send. The next [`JobCtx::tx`] begins a new transaction, fenced in its turn.
     pub async fn commit(&self) -> Result<(), JobError> {
-        if let Some(tx) = self.0.tx.lock().await.take() {
+        if let Some(mut tx) = self.held_tx()?.take() {
+            self.fence(&mut tx).await?;
             self.0
                 .committed
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             tx.commit().await?;
         }
         Ok(())
+    }
+
+    /// The transaction's slot. Only the handler's own task uses it, so finding it taken means a
+    /// guard from [`JobCtx::tx`] is still alive (a shadowed binding, say): a handler bug, which
+    /// fails the attempt at once rather than waiting forever for itself.
+    fn held_tx(&self) -> Result<MutexGuard<'_, Option<crate::db::WriteTx>>, JobError> {
+        self.0.tx.try_lock().map_err(|_| {
+            JobError::retry(
+                "the job's transaction is still borrowed: drop the guard of `JobCtx::tx` before \
+                 calling `tx` or `commit` again",
+            )
+        })
     }
 
     /// Whether this run committed writes before its end ([`JobCtx::commit`]).
@@ -650,16 +675,17 @@ impl JobCtx {
         drop(self.0.tx.lock().await.take());
     }
 
-    async fn begin_fenced(&self) -> Result<crate::db::WriteTx, JobError> {
-        let mut tx = self.0.db.begin_write().await?;
+    /// The fence, as the last statement before a commit: extends the lease where this run's
+    /// token still holds the running job. [`JobError::lease_lost`] when it does not.
+    async fn fence(&self, tx: &mut crate::db::WriteTx) -> Result<(), JobError> {
         let fenced = sqlx::query(sql::FENCE)
             .bind(&self.0.job.id)
             .bind(&self.0.token)
             .bind(lease_now_ms() + lease::LEASE_MS)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         if fenced.rows_affected() == 1 {
-            Ok(tx)
+            Ok(())
         } else {
             Err(JobError::lease_lost())
         }
@@ -737,11 +763,7 @@ impl JobCtx {
     ) -> Result<Finished, JobError> {
         let mut tx = match tx {
             Some(tx) => tx,
-            None => match self.begin_fenced().await {
-                Ok(tx) => tx,
-                Err(error) if error.is_lease_lost() => return Ok(Finished::LeaseLost),
-                Err(error) => return Err(error),
-            },
+            None => self.0.db.begin_write().await?,
         };
         let now = self.0.clock.now_ms();
         let (statement, finished) = match transition {
@@ -762,7 +784,7 @@ impl JobCtx {
                 Finished::Discarded,
             ),
         };
-        // The fence again, in the statement itself: the row must still be this run's.
+        // The fence, in the statement itself and last: the row must still be this run's.
         let done = statement
             .bind(&self.0.job.id)
             .bind(&self.0.token)
@@ -880,9 +902,10 @@ pub async fn claim(db: &Db, clock: &Clock, limit: usize) -> Result<(Vec<Job>, St
     Ok((jobs, token))
 }
 
-/// Extends a running job's lease; a no-op once the lease is lost. On PostgreSQL a job whose
-/// handler holds its row (a fenced transaction is open) is skipped rather than waited for: no
-/// one can rescue it meanwhile, and a waiting heartbeat would hold a pooled connection.
+/// Extends a running job's lease; a no-op once the lease is lost. On PostgreSQL a job whose row
+/// is locked (its fence or outcome is being written) is skipped rather than waited for: that
+/// statement extends or ends the lease itself, and a waiting heartbeat would hold a pooled
+/// connection.
 pub async fn renew(db: &Db, id: &str, token: &str) -> Result<(), ApiError> {
     let statement = match db.backend() {
         Backend::Postgres => sql::RENEW_POSTGRES,
@@ -899,7 +922,8 @@ pub async fn renew(db: &Db, id: &str, token: &str) -> Result<(), ApiError> {
 
 /// Puts running jobs whose lease lapsed back to `available` (their attempt stays counted), or
 /// `discarded` when that was their last attempt; returns how many. Safe to run anywhere, any
-/// time: a job inside a fenced transaction is never touched.
+/// time: a rescued run that is still alive finds its fence gone at its next commit, and its
+/// writes roll back.
 pub async fn rescue(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
     let statement = match db.backend() {
         Backend::Postgres => sql::RESCUE_POSTGRES,
@@ -982,7 +1006,19 @@ pub mod sql {
            order by run_at, id limit $2) \
          returning id, kind, workspace_id, payload, attempt, max_attempts, run_at";
 
-    /// The first statement of every fenced transaction. Binds: id, token, lease_until.
+    /// Binds: kind, unique_key, due by, run_at, now. The condition repeats the unique-key
+    /// index's, so each job is found through it.
+    pub const MOVE_DUE_UNIQUE_POSTGRES: &str = "update jobs set run_at = $4, updated_at = $5 \
+         where id = (select id from jobs where kind = $1 and unique_key = $2 \
+           and state in ('available', 'running') and unique_key is not null \
+           and state = 'available' and run_at <= $3 for update skip locked)";
+
+    pub const MOVE_DUE_UNIQUE_SQLITE: &str = "update jobs set run_at = $4, updated_at = $5 \
+         where kind = $1 and unique_key = $2 and state in ('available', 'running') \
+           and unique_key is not null and state = 'available' and run_at <= $3";
+
+    /// The last statement of a job's transaction that commits before the run ends
+    /// ([`JobCtx::commit`](super::JobCtx::commit)). Binds: id, token, lease_until.
     pub const FENCE: &str = "update jobs set lease_until = $3 \
          where id = $1 and lease_token = $2 and state = 'running'";
 
@@ -995,7 +1031,7 @@ pub mod sql {
          where id = $1 and lease_token = $2 and state = 'running'";
 
     /// Binds: lease now (real time), now (service clock), the error. PostgreSQL skips rows a
-    /// fenced transaction holds.
+    /// fence or an outcome is being written to.
     pub const RESCUE_POSTGRES: &str = "update jobs set \
            state = case when attempt >= max_attempts then 'discarded' else 'available' end, \
            finished_at = case when attempt >= max_attempts then $2 else null end, \

@@ -527,12 +527,8 @@ async fn a_lapsed_lease_is_rescued_and_the_old_owners_writes_never_land() {
 }
 
 #[tokio::test]
-async fn rescue_leaves_a_job_whose_fenced_transaction_is_open_on_postgres() {
+async fn a_job_s_open_transaction_holds_no_job_row_and_rolls_back_at_its_fence_once_rescued() {
     let app = fixture().await;
-    if app.db.backend() != outreach_runtime::Backend::Postgres {
-        // SQLite has one writer: the rescue would simply wait for the transaction to end.
-        return;
-    }
     let id = app.enqueue(NewJob::new("test.effect", json!({}))).await;
     let (claimed, token) = jobs::claim(&app.db, &app.clock, 1).await.expect("claim");
     let job = claimed.into_iter().next().expect("the job");
@@ -543,17 +539,44 @@ async fn rescue_leaves_a_job_whose_fenced_transaction_is_open_on_postgres() {
         job,
         token,
     );
-    // The committed lease has lapsed (the handler stalled before its transaction)...
-    sqlx::query("update jobs set lease_until = 0 where id = $1")
-        .bind(&id)
-        .execute(app.db.pool())
-        .await
-        .expect("lapse the lease");
-    // ...but once its fenced transaction is open, the rescue skips the row it holds.
-    insert_effect(&ctx, "done").await.expect("a fenced write");
-    assert_eq!(jobs::rescue(&app.db, &app.clock).await.expect("rescue"), 0);
-    assert_eq!(ctx.finish(Ok(JobOutcome::Done)).await, Finished::Completed);
-    assert_eq!(app.job(&id).await.state, JobState::Completed);
+    // The handler's transaction is open with a write in it...
+    insert_effect(&ctx, "done").await.expect("a write");
+    if app.db.backend() == outreach_runtime::Backend::Postgres {
+        // ...and holds no lock on the job's row: the fence is taken at commit, last, so a
+        // job's transaction takes the domain's rows before its own (no writer of the domain
+        // needs to lock a job first).
+        let mut other = app.db.pool().begin().await.expect("another transaction");
+        let free = sqlx::query("select id from jobs where id = $1 for update nowait")
+            .bind(&id)
+            .fetch_optional(&mut *other)
+            .await;
+        assert!(
+            matches!(free, Ok(Some(_))),
+            "the job row is free: {:?}",
+            free.map(|row| row.is_some())
+        );
+        other.rollback().await.expect("rollback");
+        // Its lease lapses (the handler stalled) and the rescue takes the job back.
+        sqlx::query("update jobs set lease_until = 0 where id = $1")
+            .bind(&id)
+            .execute(app.db.pool())
+            .await
+            .expect("lapse the lease");
+        assert_eq!(jobs::rescue(&app.db, &app.clock).await.expect("rescue"), 1);
+        // The old run's fence at commit finds the job no longer its own: nothing lands.
+        assert_eq!(ctx.finish(Ok(JobOutcome::Done)).await, Finished::LeaseLost);
+        assert_eq!(app.job(&id).await.state, JobState::Available);
+        assert_eq!(
+            app.count("select count(*) from effects").await,
+            0,
+            "the rescued run's write rolled back"
+        );
+    } else {
+        // SQLite has one writer: the rescue waits for the open transaction, which commits.
+        assert_eq!(ctx.finish(Ok(JobOutcome::Done)).await, Finished::Completed);
+        assert_eq!(app.job(&id).await.state, JobState::Completed);
+        assert_eq!(app.count("select count(*) from effects").await, 1);
+    }
 }
 
 #[tokio::test]

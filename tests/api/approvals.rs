@@ -492,10 +492,10 @@ async fn claim_step_job(app: &TestApp, key: &str) {
     assert_eq!(claimed.rows_affected(), 1);
 }
 
-/// Resuming an enrollment while a run of its step job is in flight (the run holds the job row and
-/// is about to lock the enrollment) waits for the run, then enqueues the step again. On PostgreSQL the test holds the run's locks itself: resuming used to lock the
-/// enrollment and then wait for the job row, the run waited for the enrollment, and PostgreSQL
-/// aborted one of them (a 500, or the run failing).
+/// Resuming an enrollment while a run of its step job is in flight (the run holds its person's
+/// lock and is about to end the job, having found the enrollment paused) waits for the run, then
+/// enqueues the step again, so the step is not lost as a duplicate of the job that ends. On
+/// PostgreSQL the test holds the run's locks itself.
 #[tokio::test]
 async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_again() {
     let app = crate::outreach::no_worker_app().await;
@@ -513,34 +513,35 @@ async fn resuming_while_the_step_runs_waits_for_the_run_and_enqueues_the_step_ag
     // A worker claims the step's job.
     claim_step_job(&app, &key).await;
 
-    // The run: fenced on its job row, then the enrollment, found paused, so the job ends.
+    // The run: its person locked first (`person_lock`), then the enrollment, found paused, so
+    // the job ends, fenced at commit.
     let on_postgres = app.db.backend() == outreach_runtime::prelude::Backend::Postgres;
     let (mut held_back, run_is_fenced) = HeldBack::new();
     let run = async {
         let mut tx = app.db.pool().begin().await.expect("begin");
         if on_postgres {
-            sqlx::query("select id from jobs where unique_key = $1 for update")
-                .bind(&key)
-                .fetch_one(&mut *tx)
-                .await
-                .expect("the run locks its job row");
+            sqlx::query(
+                "select p.id from prospects p join enrollments e on e.prospect_id = p.id \
+                 where e.id = $1 for no key update of p",
+            )
+            .bind(&enrollment)
+            .fetch_one(&mut *tx)
+            .await
+            .expect("the run locks its person");
         }
         held_back
             .until_it_waits(
                 &app,
                 &mut tx,
-                "the resume never waited for the run's job row",
+                "the resume never waited for the run's person",
             )
             .await;
-        let lock = if on_postgres { " for update" } else { "" };
         let status: String = sqlx::Row::get(
-            &sqlx::query(sqlx::AssertSqlSafe(format!(
-                "select status from enrollments where id = $1{lock}"
-            )))
-            .bind(&enrollment)
-            .fetch_one(&mut *tx)
-            .await
-            .expect("the run reads the enrollment without a deadlock"),
+            &sqlx::query("select status from enrollments where id = $1")
+                .bind(&enrollment)
+                .fetch_one(&mut *tx)
+                .await
+                .expect("the run reads the enrollment without a deadlock"),
             0,
         );
         assert_eq!(status, "paused");

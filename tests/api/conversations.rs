@@ -41,6 +41,9 @@ async fn inbound(
         at_ms: now,
         provider_message_id: provider_id,
     };
+    let mut conn = outreach_actions::person_lock::lock(&mut conn, &app.workspace_id, [prospect])
+        .await
+        .expect("the person's lock");
     record_inbound(&mut conn, &message, now)
         .await
         .expect("record inbound")
@@ -62,6 +65,9 @@ async fn outbound(app: &TestApp, sender: &str, prospect: &str, text: &str) {
         status: MessageStatus::Sent,
         at_ms: now,
     };
+    let mut conn = outreach_actions::person_lock::lock(&mut conn, &app.workspace_id, [prospect])
+        .await
+        .expect("the person's lock");
     record_outbound(&mut conn, &message, now)
         .await
         .expect("record outbound");
@@ -229,6 +235,9 @@ async fn a_message_for_a_person_deleted_meanwhile_is_a_404_not_a_fault() {
                 at_ms: now,
                 provider_message_id: "pm_after",
             };
+            let mut tx =
+                outreach_actions::person_lock::lock(&mut tx, &workspace_id, [person.as_str()])
+                    .await?;
             record_inbound(&mut tx, &message, now).await.map(|_| ())
         })
     };

@@ -238,6 +238,13 @@ pub struct TestApp {
     _database: TestDatabase,
 }
 
+impl TestApp {
+    /// The URL of this app's database, for a process of the binary to share it.
+    pub fn database_url(&self) -> &str {
+        self._database.url()
+    }
+}
+
 impl Drop for TestApp {
     fn drop(&mut self) {
         if let Some(shutdown) = self.shutdown.take() {
@@ -518,20 +525,21 @@ impl TestApp {
     }
 
     /// A transaction that holds what a run of `enrollment`'s step job holds in its outcome
-    /// transaction before it writes the prospect: its job row (the run's fence) and a key-share
-    /// lock on the enrollment (the foreign key of the history entry it wrote). PostgreSQL only;
-    /// on SQLite, which runs one writer at a time, an empty transaction.
+    /// transaction before it writes the prospect: its person's lock (`person_lock`: the prospect's
+    /// row, `for no key update`) and a key-share lock on the enrollment (the foreign key of the
+    /// history entry it wrote). PostgreSQL only; on SQLite, which runs one writer at a time, an
+    /// empty transaction.
     pub async fn hold_step_run(&self, enrollment: &str) -> sqlx::Transaction<'static, sqlx::Any> {
         let mut tx = self.db.pool().begin().await.expect("begin");
         if self.db.backend() == outreach_runtime::Backend::Postgres {
             sqlx::query(
-                "select id from jobs where kind = 'outreach_step' and unique_key = $1 \
-                 and state in ('available', 'running') for update",
+                "select p.id from prospects p join enrollments e on e.prospect_id = p.id \
+                 where e.id = $1 for no key update of p",
             )
-            .bind(format!("enrollment:{enrollment}"))
+            .bind(enrollment)
             .fetch_one(&mut *tx)
             .await
-            .expect("the step has a job and the run locks it");
+            .expect("the run locks its person");
             sqlx::query("select id from enrollments where id = $1 for key share")
                 .bind(enrollment)
                 .fetch_one(&mut *tx)

@@ -290,6 +290,10 @@ async fn a_reply_from_a_disconnected_sender_is_refused_and_nothing_is_queued() {
     let prospect = prospect.expect(201)["id"].as_str().expect("id").to_owned();
     // A conversation the person started.
     let mut conn = app.db.pool().acquire().await.expect("connection");
+    let mut conn =
+        outreach_actions::person_lock::lock(&mut conn, &app.workspace_id, [prospect.as_str()])
+            .await
+            .expect("the person's lock");
     outreach_actions::conversations::record_inbound(
         &mut conn,
         &outreach_actions::conversations::Inbound {

@@ -340,9 +340,13 @@ async fn world_conversation(app: &TestApp, sender: &str, prospect: &str) -> Stri
         at_ms: now,
         provider_message_id: &format!("world-{prospect}"),
     };
-    record_inbound(&mut conn, &inbound, now)
+    let mut locked = outreach_actions::person_lock::lock(&mut conn, &app.workspace_id, [prospect])
+        .await
+        .expect("the person's lock");
+    record_inbound(&mut locked, &inbound, now)
         .await
         .expect("record the world's inbound message");
+    drop(locked);
     let row = sqlx::query("select id from conversations where prospect_id = $1")
         .bind(prospect)
         .fetch_one(&mut *conn)

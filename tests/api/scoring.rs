@@ -2,7 +2,7 @@
 //! prospects' latest scores; estimates, scopes, 402s and idempotent replays; a table of
 //! hand-checked prospects scored end to end.
 
-use outreach_actions::scoring::copy_scores_to_prospects;
+use outreach_actions::prospects::scores::copy_scores_to_prospects;
 use outreach_runtime::prelude::Backend;
 use serde_json::{Value, json};
 use sqlx::Row;

@@ -25,6 +25,7 @@ use crate::approvals::{self, ApprovalKind, NewApproval, ProposalReasons};
 use crate::common::json_text;
 use crate::conversations::Classification;
 use crate::enrollments;
+use crate::person_lock::PersonTx;
 use crate::sequences::DraftedBy;
 use crate::sequences::templates::Template;
 use crate::sequences::{MAX_MESSAGE_CHARS, RenderedText, StepType};
@@ -266,24 +267,20 @@ pub(crate) async fn process(
     work: &Work<'_>,
     items: &[WorkItem],
 ) -> Result<Vec<Outcome>, ApiError> {
-    // A triage may stop the people's enrollments and expire their items: their step jobs and
-    // pending items are locked first, all of the batch's at once, in the order every writer
-    // takes them (see `step_jobs`): a run holds its job, then its enrollment, then the prospect;
-    // an approval holds its item, then the enrollment.
-    let people: Vec<&str> = items.iter().map(|item| item.prospect_id.as_str()).collect();
+    // A triage may stop the people's enrollments and expire their items: the batch's people are
+    // locked first, all at once (see `person_lock`).
+    let people = items.iter().map(|item| item.prospect_id.as_str());
     let workspace_id = work.run.workspace_id.as_str();
-    crate::step_jobs::lock_steps_of_people(conn, workspace_id, &people).await?;
-    let of = crate::step_jobs::PendingOf::People(&people);
-    crate::step_jobs::lock_pending_items(conn, workspace_id, of).await?;
+    let mut conn = crate::person_lock::lock(conn, workspace_id, people).await?;
     let mut outcomes = Vec::with_capacity(items.len());
     for item in items {
-        outcomes.push(triage_one(conn, work, item).await?);
+        outcomes.push(triage_one(&mut conn, work, item).await?);
     }
     Ok(outcomes)
 }
 
 async fn triage_one(
-    conn: &mut AnyConnection,
+    conn: &mut PersonTx<'_>,
     work: &Work<'_>,
     item: &WorkItem,
 ) -> Result<Outcome, ApiError> {
@@ -298,7 +295,7 @@ async fn triage_one(
     )
     .bind(workspace_id)
     .bind(conversation_id)
-    .fetch_all(&mut *conn)
+    .fetch_all(&mut **conn)
     .await?;
     if messages.is_empty() {
         return Ok(Outcome::Done(
@@ -400,7 +397,7 @@ async fn triage_one(
 /// Finishes the prospect's live enrollments with `exit_reason` and expires what of them waits
 /// for approval; returns how many.
 async fn stop_enrollments(
-    conn: &mut AnyConnection,
+    conn: &mut PersonTx<'_>,
     workspace_id: &str,
     prospect_id: &str,
     exit_reason: &str,
@@ -411,22 +408,15 @@ async fn stop_enrollments(
     )))
     .bind(workspace_id)
     .bind(prospect_id)
-    .fetch_all(&mut *conn)
+    .fetch_all(&mut **conn)
     .await?
     .iter()
     .map(|row| row.try_get::<String, _>("id"))
     .collect::<Result<_, _>>()?;
     enrollments::finish(conn, workspace_id, &live, exit_reason, now).await?;
     if matches!(exit_reason, "unsubscribed" | "not_interested") {
-        sqlx::query(
-            "update approvals set status = 'expired', decided_at = $3 \
-             where workspace_id = $1 and prospect_id = $2 and status = 'pending'",
-        )
-        .bind(workspace_id)
-        .bind(prospect_id)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
+        let of = crate::approval_items::PendingOf::Prospect(prospect_id);
+        crate::approval_items::expire_pending(conn, workspace_id, of, now).await?;
     }
     enrollments::record_events(
         conn,
@@ -444,7 +434,7 @@ async fn stop_enrollments(
 /// Drafts the reply from the agent's template and proposes it; `None` when a draft for this
 /// conversation already waits, or the prospect may not be contacted.
 async fn propose_reply(
-    conn: &mut AnyConnection,
+    conn: &mut PersonTx<'_>,
     work: &Work<'_>,
     conversation_id: &str,
     prospect_id: &str,
@@ -460,7 +450,7 @@ async fn propose_reply(
     )
     .bind(workspace_id)
     .bind(conversation_id)
-    .fetch_optional(&mut *conn)
+    .fetch_optional(&mut **conn)
     .await?;
     let prospect = crate::prospects::fetch_in(conn, workspace_id, prospect_id).await?;
     if waiting.is_some() || prospect.do_not_contact {
@@ -484,7 +474,7 @@ async fn propose_reply(
         sqlx::query("select sender_id from conversations where workspace_id = $1 and id = $2")
             .bind(workspace_id)
             .bind(conversation_id)
-            .fetch_one(&mut *conn)
+            .fetch_one(&mut **conn)
             .await?
             .try_get("sender_id")?;
     let excerpt: String = message_text.chars().take(140).collect();

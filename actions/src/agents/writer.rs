@@ -184,6 +184,10 @@ pub(crate) async fn process(
     let run = work.run;
     let agent = &run.agent;
     let workspace_id = run.workspace_id.as_str();
+    // The batch's people are locked before the sequence (see `person_lock`): their enrollments
+    // and approval items are written below.
+    let people = items.iter().map(|item| item.prospect_id.as_str());
+    let conn = &mut crate::person_lock::lock(conn, workspace_id, people).await?;
     let sequence = sequence_locked(conn, workspace_id, agent, work.now).await?;
     let asked: Vec<String> = items.iter().map(|item| item.prospect_id.clone()).collect();
     let checked = propose::check_prospects(conn, workspace_id, &sequence, &asked, work.now).await?;

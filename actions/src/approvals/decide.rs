@@ -18,10 +18,12 @@ use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::{ApprovalKind, ApprovalStatus, MAX_IDS, expired};
+use crate::approval_items::{self, Decision};
 use crate::common::IdKind;
 use crate::delivery::replies;
 use crate::enrollments;
 use crate::lists::placeholders;
+use crate::person_lock::PersonTx;
 use crate::senders::QuotaKind;
 use crate::sequences::{self, RenderedText, SequenceStatus};
 use outreach_runtime::prelude::{ApiError, Clock, Ctx, ErrorCode, Timestamp, action};
@@ -76,13 +78,7 @@ async fn choose(
         check_run_exists(conn, workspace_id, run_id).await?;
     }
     let rows = read_items(conn, workspace_id, input).await?;
-    let chosen = judge(&rows, input, now)?;
-    // Every chosen item is locked now, in the lock order (see `step_jobs`), before any is written:
-    // the writes below take them one kind at a time, not in that order.
-    let ids: Vec<&str> = chosen.iter().map(|item| item.id.as_str()).collect();
-    let of = crate::step_jobs::PendingOf::Items(&ids);
-    crate::step_jobs::lock_pending_items(conn, workspace_id, of).await?;
-    Ok(chosen)
+    judge(&rows, input, now)
 }
 
 /// The approval rows a decision names: its `ids` (404 naming the unknown ones), or every pending
@@ -379,6 +375,14 @@ pub(crate) async fn approve(
     // The plan: what each chosen item becomes, and when each sender's first step is due. A dry
     // run answers it; a real one applies it.
     let chosen = choose(conn, workspace_id, input, now).await?;
+    // A real decision writes the chosen people's items and enrollments: they are locked first
+    // (see `person_lock`); the writes are conditional, so an item another call decided before
+    // the lock refuses this one.
+    let people = chosen
+        .iter()
+        .filter(|_| !input.dry_run)
+        .map(|c| c.prospect_id.as_str());
+    let conn = &mut crate::person_lock::lock(conn, workspace_id, people).await?;
     let mut plans = plan_sequences(conn, workspace_id, &chosen, now).await?;
     let blocked = do_not_contact(conn, workspace_id, &chosen).await?;
     let sorted = sort_chosen(conn, workspace_id, &chosen, &blocked, &mut plans, now).await?;
@@ -596,7 +600,7 @@ async fn plan_senders(
 /// items expired, and the follow-up that ends the runs now decided. Answers the replies with
 /// their queued message ids.
 async fn apply_plan(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     clock: &Clock,
     workspace_id: &str,
     person_id: &str,
@@ -689,32 +693,25 @@ pub async fn schedule_first_steps(
 
 /// Marks one pending item approved (by `person_id`), or answers that another call decided it.
 async fn mark_approved(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     workspace_id: &str,
     id: &str,
     person_id: &str,
     sender_id: Option<&str>,
     now: i64,
 ) -> Result<(), ApiError> {
-    let approval = sqlx::query(
-        "update approvals set status = 'approved', decided_at = $3, decided_by = $4, sender_id = coalesce($5, sender_id) \
-         where workspace_id = $1 and id = $2 and status = 'pending'",
-    )
-    .bind(workspace_id)
-    .bind(id)
-    .bind(now)
-    .bind(person_id)
-    .bind(sender_id)
-    .execute(&mut *conn)
-    .await?;
-    if approval.rows_affected() != 1 {
+    let decision = Decision::Approved {
+        by: person_id,
+        sender_id,
+    };
+    if !approval_items::decide(conn, workspace_id, id, decision, now).await? {
         return Err(changed_meanwhile(id));
     }
     Ok(())
 }
 
 async fn apply_approval(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     clock: &Clock,
     workspace_id: &str,
     person_id: &str,
@@ -767,21 +764,13 @@ async fn apply_approval(
 /// Expires one pending item that can no longer be approved, and finishes its enrollment with
 /// `exit_reason` (an item of kind `reply` has no enrollment).
 async fn expire_item(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     workspace_id: &str,
     item: &Chosen,
     exit_reason: &str,
     now: i64,
 ) -> Result<(), ApiError> {
-    let done = sqlx::query(
-        "update approvals set status = 'expired', decided_at = $3 where workspace_id = $1 and id = $2 and status = 'pending'",
-    )
-    .bind(workspace_id)
-    .bind(&item.id)
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
-    if done.rows_affected() != 1 {
+    if !approval_items::decide(conn, workspace_id, &item.id, Decision::Expired, now).await? {
         return Err(changed_meanwhile(&item.id));
     }
     if item.kind == ApprovalKind::Enrollment {
@@ -826,6 +815,11 @@ pub async fn reject_outreach(ctx: Ctx, input: DecideInput) -> Result<RejectOutco
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
     let chosen = choose(&mut tx, workspace_id, &input, now).await?;
+    let people = chosen
+        .iter()
+        .filter(|_| !input.dry_run)
+        .map(|c| c.prospect_id.as_str());
+    let mut tx = crate::person_lock::lock(&mut tx, workspace_id, people).await?;
     let enrollment_ids: Vec<String> = chosen
         .iter()
         .filter(|c| c.kind == ApprovalKind::Enrollment)
@@ -834,17 +828,8 @@ pub async fn reject_outreach(ctx: Ctx, input: DecideInput) -> Result<RejectOutco
     if !input.dry_run {
         let person_id = &ctx.principal().person_id;
         for item in &chosen {
-            let approval = sqlx::query(
-                "update approvals set status = 'rejected', decided_at = $3, decided_by = $4 \
-                 where workspace_id = $1 and id = $2 and status = 'pending'",
-            )
-            .bind(workspace_id)
-            .bind(&item.id)
-            .bind(now)
-            .bind(person_id)
-            .execute(&mut *tx)
-            .await?;
-            if approval.rows_affected() != 1 {
+            let decision = Decision::Rejected { by: person_id };
+            if !approval_items::decide(&mut tx, workspace_id, &item.id, decision, now).await? {
                 return Err(changed_meanwhile(&item.id));
             }
             if item.kind != ApprovalKind::Enrollment {

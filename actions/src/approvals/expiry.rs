@@ -14,7 +14,9 @@ use outreach_runtime::prelude::{
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
+use crate::approval_items::{self, Decision};
 use crate::enrollments;
+use crate::person_lock::PersonTx;
 
 /// How long an agent's proposal waits for a decision.
 pub const EXPIRES_AFTER_MS: i64 = 72 * 3_600_000;
@@ -59,34 +61,47 @@ async fn expire_proposals(job: JobCtx) -> JobResult {
     let now = job.now_ms();
     let mut tx = job.tx().await?;
     let rows = sqlx::query(
-        "select id, workspace_id, kind, subject_id, expires_at from approvals \
+        "select id, workspace_id, kind, subject_id, prospect_id, expires_at from approvals \
          where run_id = $1 and status = 'pending' and expires_at is not null order by expires_at, id",
     )
     .bind(&payload.run_id)
     .fetch_all(&mut *tx)
     .await?;
     let mut later = None;
-    let mut workspace = None;
+    let mut due = Vec::new();
     for row in rows {
         let expires_at: i64 = row.try_get("expires_at")?;
         if expires_at > now {
             later = Some(later.map_or(expires_at, |at: i64| at.min(expires_at)));
-            continue;
+        } else {
+            due.push(row);
         }
+    }
+    // A run's items are of one workspace; their people are locked first (see `person_lock`),
+    // and an item decided before the lock is left as it was decided.
+    let workspace: Option<String> = due
+        .first()
+        .map(|row| row.try_get("workspace_id"))
+        .transpose()?;
+    let people: Vec<String> = due
+        .iter()
+        .map(|row| row.try_get("prospect_id"))
+        .collect::<Result<_, _>>()?;
+    let mut tx = crate::person_lock::lock(
+        &mut tx,
+        workspace.as_deref().unwrap_or(""),
+        people.iter().map(String::as_str),
+    )
+    .await?;
+    for row in due {
         let id: String = row.try_get("id")?;
         let workspace_id: String = row.try_get("workspace_id")?;
-        sqlx::query(
-            "update approvals set status = 'expired', decided_at = $2 where id = $1 and status = 'pending'",
-        )
-        .bind(&id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        if row.try_get::<String, _>("kind")? == "enrollment" {
+        let expired = Decision::Expired;
+        let expired = approval_items::decide(&mut tx, &workspace_id, &id, expired, now).await?;
+        if expired && row.try_get::<String, _>("kind")? == "enrollment" {
             let enrollment_id: String = row.try_get("subject_id")?;
             finish_enrollment(&mut tx, &workspace_id, &enrollment_id, "expired", now).await?;
         }
-        workspace = Some(workspace_id);
     }
     // Also when nothing expired here: items decided or expired otherwise (a stopped sequence)
     // may have left the run with nothing pending.
@@ -110,7 +125,7 @@ async fn expire_proposals(job: JobCtx) -> JobResult {
 
 /// Finishes an enrollment still awaiting approval, with `exit_reason`, recording why.
 pub(crate) async fn finish_enrollment(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     workspace_id: &str,
     enrollment_id: &str,
     exit_reason: &str,

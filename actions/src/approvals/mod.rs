@@ -17,8 +17,10 @@ use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::approval_items;
 use crate::common::{IdKind, json_text};
 use crate::conversations::Classification;
+use crate::person_lock::PersonTx;
 use crate::prospects::Tier;
 use crate::scoring::engine::MatchedCriterion;
 use crate::sequences::DraftedBy;
@@ -240,55 +242,35 @@ pub struct NewApproval<'a> {
     pub expires_at: Option<i64>,
 }
 
-/// Inserts pending items in the caller's transaction, in chunks.
-pub async fn insert_pending(
-    conn: &mut sqlx::AnyConnection,
+/// Inserts pending items in the caller's transaction (the people's lock held).
+pub(crate) async fn insert_pending(
+    conn: &mut PersonTx<'_>,
     workspace_id: &str,
     proposed_by: &ProposedBy,
     now: i64,
     items: &[NewApproval<'_>],
 ) -> Result<(), ApiError> {
-    const PER_ROW: usize = 12;
     let proposed_by = json_text(proposed_by)?;
-    for chunk in items.chunks(100) {
-        let values: Vec<String> = (0..chunk.len())
-            .map(|i| {
-                let n = 4 + PER_ROW * i;
-                let p: Vec<String> = (n..n + PER_ROW).map(|k| format!("${k}")).collect();
-                format!(
-                    "({}, $1, {}, {}, {}, {}, {}, 'pending', {}, $2, {}, {}, $3, {}, {}, {})",
-                    p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]
-                )
+    let rows = items
+        .iter()
+        .map(|item| {
+            Ok(approval_items::PendingRow {
+                id: item.id,
+                kind: item.kind.as_str(),
+                subject_id: item.subject_id,
+                sequence_id: item.sequence_id,
+                prospect_id: item.prospect_id,
+                sender_id: item.sender_id,
+                texts: json_text(&item.texts)?,
+                run_id: item.run.map(|(run_id, _)| run_id),
+                agent_id: item.run.map(|(_, agent_id)| agent_id),
+                drafted_by: item.drafted_by.map(DraftedBy::as_str),
+                reasons: item.reasons,
+                expires_at: item.expires_at,
             })
-            .collect();
-        let sql = format!(
-            "insert into approvals (id, workspace_id, kind, subject_id, sequence_id, prospect_id, sender_id, status, \
-             texts, proposed_by, run_id, agent_id, created_at, drafted_by, reasons, expires_at) values {}",
-            values.join(", ")
-        );
-        let mut query = sqlx::query(AssertSqlSafe(sql))
-            .persistent(false)
-            .bind(workspace_id)
-            .bind(&proposed_by)
-            .bind(now);
-        for item in chunk {
-            query = query
-                .bind(item.id)
-                .bind(item.kind.as_str())
-                .bind(item.subject_id)
-                .bind(item.sequence_id)
-                .bind(item.prospect_id)
-                .bind(item.sender_id)
-                .bind(json_text(&item.texts)?)
-                .bind(item.run.map(|(run_id, _)| run_id))
-                .bind(item.run.map(|(_, agent_id)| agent_id))
-                .bind(item.drafted_by.map(DraftedBy::as_str))
-                .bind(item.reasons)
-                .bind(item.expires_at);
-        }
-        query.execute(&mut *conn).await?;
-    }
-    Ok(())
+        })
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    approval_items::insert_pending(conn, workspace_id, &proposed_by, now, &rows).await
 }
 
 /// The input of `list_approvals`.
@@ -450,6 +432,9 @@ pub async fn update_approval(
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
     let item = fetch(&mut tx, workspace_id, &input.id).await?;
+    // The item's person first (see `person_lock`); the edit is conditional on it still pending.
+    let mut tx =
+        crate::person_lock::lock(&mut tx, workspace_id, [item.prospect_id.as_str()]).await?;
     if item.status != ApprovalStatus::Pending {
         return Err(ApiError::new(
             ErrorCode::INVALID_STATE,
@@ -508,18 +493,10 @@ pub async fn update_approval(
         slot.fallback_reason = None;
     }
     let person_id = &ctx.principal().person_id;
-    let updated = sqlx::query(
-        "update approvals set texts = $3, edited_at = $4, edited_by = $5 \
-         where workspace_id = $1 and id = $2 and status = 'pending'",
-    )
-    .bind(workspace_id)
-    .bind(&item.id)
-    .bind(json_text(&texts)?)
-    .bind(now)
-    .bind(person_id)
-    .execute(&mut *tx)
-    .await?;
-    if updated.rows_affected() != 1 {
+    let texts = json_text(&texts)?;
+    let edited =
+        approval_items::edit_texts(&mut tx, workspace_id, &item.id, &texts, person_id, now).await?;
+    if !edited {
         return Err(decide::changed_meanwhile(&item.id));
     }
     fetch(&mut tx, workspace_id, &item.id).await

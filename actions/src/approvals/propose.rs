@@ -18,6 +18,7 @@ use crate::approvals::{self, ApprovalKind, NewApproval, ProposedBy};
 use crate::common::IdKind;
 use crate::enrollments;
 use crate::lists::placeholders;
+use crate::person_lock::PersonTx;
 use crate::prospects::{COLUMNS, Prospect};
 use crate::sequences::DraftedBy;
 use crate::sequences::{self, RenderedText, Sequence, SequenceStatus, lock, render_steps};
@@ -125,9 +126,13 @@ pub async fn add_to_sequence(
         ));
     }
     let mut tx = ctx.tx().await?;
+    let asked = asked_ids(&mut tx, workspace_id, &input).await?;
+    // The people asked for are locked before the sequence (see `person_lock`): their
+    // enrollments and approval items are written below.
+    let mut tx =
+        crate::person_lock::lock(&mut tx, workspace_id, asked.iter().map(String::as_str)).await?;
     let sequence = lock(&mut tx, workspace_id, &input.sequence_id, now).await?;
     check_proposable(&sequence)?;
-    let asked = asked_ids(&mut tx, workspace_id, &input).await?;
     let Checked { eligible, skipped } =
         check_prospects(&mut tx, workspace_id, &sequence, &asked, now).await?;
     let proposals: Vec<Proposal<'_>> = eligible
@@ -351,7 +356,7 @@ pub(crate) struct ProposalSource<'a> {
 /// in the approval queue with its texts, and an `added` event, in the caller's transaction.
 /// Enrollments are spread over the sequence's senders by load, counting what this call assigns.
 pub(crate) async fn propose(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     workspace_id: &str,
     sequence: &Sequence,
     proposals: &[Proposal<'_>],

@@ -18,6 +18,7 @@ use sqlx::{AnyConnection, Row};
 use crate::conversations::{Inbound, record_inbound};
 use crate::enrollments::{self, EnrollmentEventKind, record_event};
 use crate::network::{InboundEvent, Network, NetworkProvider, network_for};
+use crate::person_lock::PersonTx;
 
 /// How often the network is polled (service time).
 pub const POLL_EVERY_MS: i64 = 5 * 60 * 1000;
@@ -115,8 +116,8 @@ pub async fn apply(
             let Some(prospect_id) = prospect_of(conn, workspace_id, profile_url).await? else {
                 return Ok(());
             };
-            crate::step_jobs::lock_steps_of_people(conn, workspace_id, &[prospect_id.as_str()])
-                .await?;
+            let conn =
+                &mut crate::person_lock::lock(conn, workspace_id, [prospect_id.as_str()]).await?;
             let inbound = Inbound {
                 workspace_id,
                 sender_id,
@@ -164,7 +165,7 @@ async fn accepted(
     let Some(prospect_id) = prospect_of(conn, workspace_id, profile_url).await? else {
         return Ok(());
     };
-    crate::step_jobs::lock_steps_of_people(conn, workspace_id, &[prospect_id.as_str()]).await?;
+    let conn = &mut crate::person_lock::lock(conn, workspace_id, [prospect_id.as_str()]).await?;
     crate::prospects::mark_connected(conn, &prospect_id).await?;
     // The enrollments of this sender that sent their invitation and wait for it.
     let waiting = sqlx::query(
@@ -175,7 +176,7 @@ async fn accepted(
     .bind(workspace_id)
     .bind(&prospect_id)
     .bind(sender_id)
-    .fetch_all(&mut *conn)
+    .fetch_all(&mut **conn)
     .await?;
     for row in waiting {
         let id: String = row.try_get("id")?;
@@ -208,7 +209,7 @@ async fn accepted(
 }
 
 async fn replied(
-    conn: &mut AnyConnection,
+    conn: &mut PersonTx<'_>,
     clock: &Clock,
     workspace_id: &str,
     prospect_id: &str,
@@ -221,7 +222,7 @@ async fn replied(
     )
     .bind(workspace_id)
     .bind(prospect_id)
-    .fetch_all(&mut *conn)
+    .fetch_all(&mut **conn)
     .await?;
     let now = clock.now_ms();
     for row in live {

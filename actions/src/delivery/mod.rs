@@ -5,7 +5,7 @@
 //! the enrollment (or pausing its sequence) makes the job's next run end it, and resuming enqueues
 //! it again. A run, in order:
 //!
-//! 1. In the job's fenced transaction: re-read the enrollment, its sequence, its prospect and its
+//! 1. In the job's transaction, holding the person's lock (`person_lock`): re-read the enrollment, its sequence, its prospect and its
 //!    sender; anything that says "not now" (not approved, paused, outside the sender's working
 //!    hours in its zone, a call of the sender under way, too soon after its last call, a limit
 //!    reached) snoozes the job to the time it lifts, without using an attempt. This is the
@@ -15,7 +15,7 @@
 //!    gap) and an intent row is written; all commit ([`JobCtx::commit`]) *before* the network is
 //!    called.
 //! 3. The network call carries the intent's id as its idempotency token.
-//! 4. A new fenced transaction records the outcome: the intent, the enrollment's history, the
+//! 4. A new transaction, the person locked again, records the outcome: the intent, the enrollment's history, the
 //!    next step's time, the conversation, the prospect's `last_contacted_at`; the unit moves to
 //!    the network's time, and the sender's gap restarts from the call's end, whatever came of it.
 //!
@@ -30,8 +30,9 @@
 //! refusals for the person (unreachable, cannot resend yet) fail the enrollment with the error.
 //! Either way the network saw the call: the gap counts it.
 //!
-//! The lock order every writer of outreach state follows, and each enrollment's step job, are
-//! in [`crate::step_jobs`].
+//! Each of the job's transactions commits fenced (the runtime's fence is its last statement), so
+//! a run that lost its lease commits nothing. The one lock rule every writer of outreach state
+//! follows is in [`crate::person_lock`]; each enrollment's step job is in [`crate::step_jobs`].
 
 pub mod inbound;
 pub mod intents;
@@ -48,9 +49,10 @@ use crate::network::{
     Account, NetworkError, NetworkProvider, Outbound, OutboundKind, OutboundRecord, Sent,
     network_for,
 };
+use crate::person_lock::{self, PersonTx};
 use crate::senders::{self, GAP_MS, QuotaKind, SenderRow, SenderStatus, next_window};
 use crate::sequences::{self, RenderedText, SequenceStatus, Step, StepType};
-use crate::step_jobs::{STEP_KEY_PREFIX, StepJob, locks_rows_one_by_one, step_job};
+use crate::step_jobs::{StepJob, locks_rows_one_by_one, step_job, step_key};
 use intents::{IntentStatus, NewIntent};
 
 const HOUR_MS: i64 = 3_600_000;
@@ -77,47 +79,36 @@ struct EnrollmentRow {
     accepted_at: Option<i64>,
 }
 
-/// Why a run has no enrollment to work on.
-enum Unavailable {
-    /// Deleted since the job was enqueued.
-    Gone,
-    /// Another transaction holds its row (PostgreSQL).
-    Locked,
-}
-
-/// Reads and locks the enrollment (PostgreSQL; SQLite's write transaction holds the database),
-/// without waiting for a transaction that holds it: that transaction may be waiting for this job.
-async fn load_enrollment(
+/// The workspace and the person of an enrollment, or `None` once it is deleted: what its run
+/// locks before it reads the rest (see `person_lock`).
+async fn owner_of(
     conn: &mut AnyConnection,
     id: &str,
-) -> Result<Result<EnrollmentRow, Unavailable>, ApiError> {
-    let postgres = locks_rows_one_by_one(conn);
-    let lock = if postgres {
-        " for update skip locked"
-    } else {
-        ""
-    };
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+) -> Result<Option<(String, String)>, ApiError> {
+    let row = sqlx::query("select workspace_id, prospect_id from enrollments where id = $1")
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.map(|row| Ok((row.try_get("workspace_id")?, row.try_get("prospect_id")?)))
+        .transpose()
+}
+
+/// Reads the enrollment, or `None` once it is deleted. The caller holds its person's lock.
+async fn load_enrollment(
+    conn: &mut PersonTx<'_>,
+    id: &str,
+) -> Result<Option<EnrollmentRow>, ApiError> {
+    let row = sqlx::query(
         "select id, workspace_id, sequence_id, prospect_id, sender_id, status, step_index, next_step_at, \
-         slot_at, invited_at, accepted_at from enrollments where id = $1{lock}"
-    )))
+         slot_at, invited_at, accepted_at from enrollments where id = $1",
+    )
     .bind(id)
-    .fetch_optional(&mut *conn)
+    .fetch_optional(&mut **conn)
     .await?;
     let Some(row) = row else {
-        let exists = postgres
-            && sqlx::query("select id from enrollments where id = $1")
-                .bind(id)
-                .fetch_optional(&mut *conn)
-                .await?
-                .is_some();
-        return Ok(Err(if exists {
-            Unavailable::Locked
-        } else {
-            Unavailable::Gone
-        }));
+        return Ok(None);
     };
-    Ok(Ok(EnrollmentRow {
+    Ok(Some(EnrollmentRow {
         id: row.try_get("id")?,
         workspace_id: row.try_get("workspace_id")?,
         sequence_id: row.try_get("sequence_id")?,
@@ -181,7 +172,7 @@ async fn approved_texts(
 /// Ends a live enrollment with an exit reason (and its history entry). One a person stopped
 /// meanwhile keeps their ending.
 async fn finish(
-    conn: &mut AnyConnection,
+    conn: &mut PersonTx<'_>,
     enrollment: &EnrollmentRow,
     exit_reason: &str,
     now: i64,
@@ -205,7 +196,7 @@ async fn finish(
 
 /// Fails an enrollment with the network's refusal.
 async fn fail(
-    conn: &mut AnyConnection,
+    conn: &mut PersonTx<'_>,
     enrollment: &EnrollmentRow,
     error: &NetworkError,
     now: i64,
@@ -229,7 +220,7 @@ async fn fail(
 
 /// Moves an enrollment's next step to `wait.until`, holding `wait.slot` in its sender's queue.
 async fn wait_until(
-    conn: &mut AnyConnection,
+    conn: &mut PersonTx<'_>,
     enrollment_id: &str,
     wait: Wait,
 ) -> Result<(), ApiError> {
@@ -347,9 +338,24 @@ async fn call_network(job: &JobCtx, call: Call) -> JobResult {
         return Err(JobError::retry(format!("the network failed: {cause}")));
     }
     let mut tx = job.tx().await?;
+    let mut tx = lock_person_of(&mut tx, &work).await?;
     record_outcome(&mut tx, job, &work, (&intent_id, Some(&usage_id)), result)
         .await
         .map_err(JobError::from)
+}
+
+/// Locks the person of a step's enrollment (see `person_lock`) before its outcome is written.
+async fn lock_person_of<'c>(
+    tx: &'c mut AnyConnection,
+    work: &StepWork,
+) -> Result<PersonTx<'c>, ApiError> {
+    let enrollment = &work.enrollment;
+    person_lock::lock(
+        tx,
+        &enrollment.workspace_id,
+        [enrollment.prospect_id.as_str()],
+    )
+    .await
 }
 
 /// Asks the network what came of a step's earlier call (its intent's id is the token the network
@@ -371,7 +377,8 @@ async fn settle_unknown(
         .find_outbound(account, &intent.id)
         .await
         .map_err(|error| network_fault(&error))?;
-    let mut tx = job.tx().await?;
+    let mut guard = job.tx().await?;
+    let mut tx = lock_person_of(&mut guard, &work).await?;
     match found {
         Some(record) => {
             let usage_id = intent.usage_id.as_deref();
@@ -392,6 +399,7 @@ async fn settle_unknown(
             }
             intents::mark_unsent(&mut tx, &intent.id).await?;
             drop(tx);
+            drop(guard);
             job.commit().await?;
             Ok(None)
         }
@@ -429,21 +437,20 @@ fn network_fault(error: &NetworkError) -> JobError {
 async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
     let now = job.now_ms();
     let mut tx = job.tx().await?;
-    let enrollment = match load_enrollment(&mut tx, enrollment_id).await? {
-        Ok(enrollment) => enrollment,
-        Err(Unavailable::Gone) => {
-            // Deleted with its prospect: a call it left under way can no longer be recorded
-            // anywhere, but it must stop holding its sender, whose gap restarts now.
-            let abandoned =
-                intents::abandon(&mut tx, intents::Subject::Enrollment(enrollment_id), now).await?;
-            for sender_id in abandoned {
-                senders::note_call(&mut tx, &sender_id, now).await?;
-            }
-            return Ok(Plan::Outcome(JobOutcome::Done));
+    // Its person first, as every writer of a person's outreach state (see `person_lock`): what
+    // this run decides, it decides on what every change made before the lock left.
+    let owner = owner_of(&mut tx, enrollment_id).await?;
+    let (workspace_id, prospect_id) = owner.unwrap_or_default();
+    let mut tx = person_lock::lock(&mut tx, &workspace_id, [prospect_id.as_str()]).await?;
+    let Some(enrollment) = load_enrollment(&mut tx, enrollment_id).await? else {
+        // Deleted with its prospect: a call it left under way can no longer be recorded
+        // anywhere, but it must stop holding its sender, whose gap restarts now.
+        let abandoned =
+            intents::abandon(&mut tx, intents::Subject::Enrollment(enrollment_id), now).await?;
+        for sender_id in abandoned {
+            senders::note_call(&mut tx, &sender_id, now).await?;
         }
-        // A change of the enrollment is being made; it may be waiting for this job's row (see
-        // `lock_step_job`). Give the job back, due at once: the next run sees the change.
-        Err(Unavailable::Locked) => return Ok(Plan::Outcome(JobOutcome::Snooze { until_ms: now })),
+        return Ok(Plan::Outcome(JobOutcome::Done));
     };
     let Ok(index) = usize::try_from(enrollment.step_index) else {
         return Err(JobError::discard("a negative step index"));
@@ -801,10 +808,12 @@ const QUEUE_BATCH: i64 = 200;
 /// Gives the sender's other steps that are due now and hold no slot the slots after `after`, one
 /// each, 30-90 s apart, in this transaction: one run queues them all, instead of each of them
 /// running only to find the sender busy. A slot is only when a step runs again; its run decides
-/// everything anew. (The query repeats the condition of the jobs' unique-key index, so SQLite
-/// finds each step's job through it rather than scanning every due job.) An enrollment waiting for an acceptance is left out: what is due for it is
-/// its deadline, which sends nothing and must not wait in the queue. On PostgreSQL, steps another worker holds are skipped (they queue
-/// themselves), so two runs never wait on each other's rows.
+/// everything anew. The steps are found by their enrollments (due by `next_step_at`, through
+/// `enrollments_sender_queue_idx`); a step is moved only if its job waits and is due too. An
+/// enrollment waiting for an acceptance is left out: what is due for it is its deadline, which
+/// sends nothing and must not wait in the queue. These are other people's rows, which this run
+/// did not lock (`person_lock`): on PostgreSQL, a step whose enrollment or job another
+/// transaction holds is skipped (it queues itself), never waited for.
 async fn queue_due_steps(
     tx: &mut AnyConnection,
     clock: &Clock,
@@ -813,38 +822,56 @@ async fn queue_due_steps(
     after: i64,
     now: i64,
 ) -> Result<(), ApiError> {
-    let lock = if locks_rows_one_by_one(tx) {
-        " for update of e, j skip locked"
-    } else {
-        ""
-    };
-    let step_kind = <StepJob as JobArgs>::KIND;
     let due = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "select e.id as enrollment_id, j.id as job_id from enrollments e \
-         join jobs j on j.kind = '{step_kind}' and j.unique_key = '{STEP_KEY_PREFIX}' || e.id \
-         where e.sender_id = $1 and e.slot_at is null and e.status in ('scheduled', 'active') \
-         and not (e.invited_at is not null and e.accepted_at is null) \
-         and e.id <> $2 and j.state = 'available' and j.run_at <= $3 \
-         and j.state in ('available', 'running') and j.unique_key is not null \
-         order by j.run_at, j.id limit {QUEUE_BATCH}{lock}"
+        "select workspace_id, prospect_id from enrollments \
+         where sender_id = $1 and slot_at is null and status in ('scheduled', 'active') \
+         and next_step_at <= $3 and not (invited_at is not null and accepted_at is null) \
+         and id <> $2 order by next_step_at, id limit {QUEUE_BATCH}"
     )))
     .bind(sender_id)
     .bind(except_enrollment.unwrap_or(""))
     .bind(now)
     .fetch_all(&mut *tx)
     .await?;
-    if due.is_empty() {
+    let Some(first) = due.first() else {
+        return Ok(());
+    };
+    let workspace_id: String = first.try_get("workspace_id")?;
+    let people: Vec<String> = due
+        .iter()
+        .map(|row| row.try_get("prospect_id"))
+        .collect::<Result<_, _>>()?;
+    // Other people's steps: only those whose person no one holds are queued, and read again
+    // under that lock (what was read above may have moved meanwhile).
+    let mut others =
+        person_lock::try_lock(tx, &workspace_id, people.iter().map(String::as_str)).await?;
+    if others.people().is_empty() {
         return Ok(());
     }
+    let held_people = others.people().to_vec();
+    let held = crate::lists::placeholders(4, held_people.len());
+    let mut again = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "select id from enrollments \
+         where sender_id = $1 and slot_at is null and status in ('scheduled', 'active') \
+         and next_step_at <= $3 and not (invited_at is not null and accepted_at is null) \
+         and id <> $2 and prospect_id in {held} order by next_step_at, id limit {QUEUE_BATCH}"
+    )))
+    .persistent(false)
+    .bind(sender_id)
+    .bind(except_enrollment.unwrap_or(""))
+    .bind(now);
+    for person in &held_people {
+        again = again.bind(person.as_str());
+    }
+    let due: Vec<String> = again.fetch_all(&mut *others).await?;
     let mut slot = after;
-    for row in &due {
-        let enrollment_id: String = row.try_get("enrollment_id")?;
-        let job_id: String = row.try_get("job_id")?;
+    for enrollment_id in &due {
         let at = slot + jitter();
-        if jobs::move_waiting(tx, clock, &job_id, at).await? {
+        let key = step_key(enrollment_id);
+        if jobs::move_due_unique(&mut others, clock, StepJob::KIND, &key, now, at).await? {
             wait_until(
-                tx,
-                &enrollment_id,
+                &mut others,
+                enrollment_id,
                 Wait {
                     until: at,
                     slot: Some(at),
@@ -854,6 +881,7 @@ async fn queue_due_steps(
             slot = at;
         }
     }
+    drop(others);
     senders::set_queued_until(tx, sender_id, slot).await
 }
 
@@ -962,7 +990,7 @@ async fn text_of(
 /// call too); a unit it performed moves to the network's time. The sender's row is written last,
 /// as the gate takes it last.
 async fn record_outcome(
-    tx: &mut AnyConnection,
+    tx: &mut PersonTx<'_>,
     job: &JobCtx,
     work: &StepWork,
     (intent_id, usage_id): (&str, Option<&str>),
@@ -979,7 +1007,7 @@ async fn record_outcome(
 }
 
 async fn apply_outcome(
-    tx: &mut AnyConnection,
+    tx: &mut PersonTx<'_>,
     job: &JobCtx,
     work: &StepWork,
     (intent_id, usage_id): (&str, Option<&str>),
@@ -1103,7 +1131,7 @@ fn error_code(error: &NetworkError) -> &'static str {
 /// Moves an enrollment past the step just done: to the next step's time, to the acceptance
 /// deadline after a connection request, or to `finished` after the last step.
 async fn advance(
-    tx: &mut AnyConnection,
+    tx: &mut PersonTx<'_>,
     job: &JobCtx,
     enrollment: &EnrollmentRow,
     _step: &Step,

@@ -18,6 +18,7 @@ use super::intents::{self, IntentStatus, NewIntent};
 use super::{Turn, account_refusal, gate};
 use crate::conversations::{self, MessageStatus, Outbound as OutboundMessage, settle_outbound};
 use crate::network::{Account, NetworkError, NetworkProvider, Outbound, Sent, network_for};
+use crate::person_lock::{self, PersonTx};
 use crate::senders::{self, QuotaKind, SenderRow, SenderStatus};
 
 /// The longest reply.
@@ -56,6 +57,9 @@ pub async fn reply_to_conversation(
     }
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
+    // The conversation's person first (see `person_lock`): the reply is written to it.
+    let person = conversations::person_of(&mut tx, ctx.workspace_id(), &input.id).await?;
+    let mut tx = person_lock::lock(&mut tx, ctx.workspace_id(), [person.as_str()]).await?;
     let planned = plan_reply(&mut tx, ctx.workspace_id(), &input.id, now).await?;
     let message_id = queue_reply(
         &mut tx,
@@ -147,7 +151,7 @@ pub(crate) async fn plan_reply(
 
 /// Queues a planned reply in the caller's transaction with the job that sends it; the message id.
 pub(crate) async fn queue_reply(
-    conn: &mut AnyConnection,
+    conn: &mut PersonTx<'_>,
     clock: &Clock,
     workspace_id: &str,
     planned: &PlannedReply,
@@ -231,7 +235,7 @@ async fn load_reply(
     }))
 }
 
-async fn postpone(conn: &mut AnyConnection, message_id: &str, at: i64) -> Result<(), ApiError> {
+async fn postpone(conn: &mut PersonTx<'_>, message_id: &str, at: i64) -> Result<(), ApiError> {
     conversations::postpone_queued(conn, message_id, at).await
 }
 
@@ -242,7 +246,13 @@ async fn send_reply(job: JobCtx) -> JobResult {
     // through the gate like a new one (so this loops at most twice).
     loop {
         let now = job.now_ms();
-        let mut tx = job.tx().await?;
+        let mut guard = job.tx().await?;
+        // The reply's person first (see `person_lock`), then the reply read again under it.
+        let who = load_reply(&mut guard, &message_id).await?;
+        let (workspace_id, prospect_id) = who
+            .map(|reply| (reply.workspace_id, reply.prospect_id))
+            .unwrap_or_default();
+        let mut tx = person_lock::lock(&mut guard, &workspace_id, [prospect_id.as_str()]).await?;
         let Some(reply) = load_reply(&mut tx, &message_id).await? else {
             // Deleted with its prospect: a call it left under way must stop holding its sender.
             let abandoned =
@@ -257,6 +267,7 @@ async fn send_reply(job: JobCtx) -> JobResult {
             // A call whose outcome is unknown: ask the network before anything else.
             Some(intent) if intent.status.outcome_unknown() => {
                 drop(tx);
+                drop(guard);
                 if let Some(outcome) = settle_unknown(&job, &message_id, &reply, intent).await? {
                     return Ok(outcome);
                 }
@@ -294,6 +305,7 @@ async fn send_reply(job: JobCtx) -> JobResult {
         };
         let intent_id = arm(&mut tx, &message_id, &reply, unsent, &usage_id, now).await?;
         drop(tx);
+        drop(guard);
         // The intent and its quota unit are durable before the network hears of it.
         job.commit().await?;
 
@@ -318,7 +330,13 @@ async fn send_reply(job: JobCtx) -> JobResult {
             job.commit().await?;
             return Err(JobError::retry(format!("the network failed: {cause}")));
         }
-        let mut tx = job.tx().await?;
+        let mut guard = job.tx().await?;
+        let mut tx = person_lock::lock(
+            &mut guard,
+            &reply.workspace_id,
+            [reply.prospect_id.as_str()],
+        )
+        .await?;
         return record_reply(
             &mut tx,
             &job,
@@ -336,13 +354,13 @@ async fn send_reply(job: JobCtx) -> JobResult {
 /// `None` when it cannot go out any more (no profile URL, the prospect marked do-not-contact
 /// since, the sender deleted): the message is settled as failed, with the reason.
 async fn recipient(
-    tx: &mut AnyConnection,
+    tx: &mut PersonTx<'_>,
     message_id: &str,
     reply: &QueuedReply,
 ) -> Result<Option<(String, SenderRow)>, ApiError> {
     let prospect = sqlx::query("select profile_url, do_not_contact from prospects where id = $1")
         .bind(&reply.prospect_id)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await?;
     let profile_url: Option<String> = prospect.try_get("profile_url")?;
     let do_not_contact = prospect.try_get::<i64, _>("do_not_contact")? != 0;
@@ -423,7 +441,13 @@ async fn settle_unknown(
         .find_outbound(account, &intent.id)
         .await
         .map_err(|error| JobError::retry(format!("asking the network: {error:?}")))?;
-    let mut tx = job.tx().await?;
+    let mut guard = job.tx().await?;
+    let mut tx = person_lock::lock(
+        &mut guard,
+        &reply.workspace_id,
+        [reply.prospect_id.as_str()],
+    )
+    .await?;
     match found {
         Some(record) => record_reply(
             &mut tx,
@@ -442,6 +466,7 @@ async fn settle_unknown(
             }
             intents::mark_unsent(&mut tx, &intent.id).await?;
             drop(tx);
+            drop(guard);
             job.commit().await?;
             Ok(None)
         }
@@ -451,7 +476,7 @@ async fn settle_unknown(
 /// What came of a reply's call, in the job's transaction; the sender's row last (its gap counts
 /// from now, whatever came of the call).
 async fn record_reply(
-    tx: &mut AnyConnection,
+    tx: &mut PersonTx<'_>,
     job: &JobCtx,
     message_id: &str,
     reply: &QueuedReply,

@@ -16,7 +16,7 @@
 //! [`Sandbox::take_due`] (the sandbox's `poll`) marks what fell due and hands it over in the
 //! caller's transaction, as a real provider's late signal would arrive.
 
-use outreach_runtime::prelude::{ApiError, Clock, Db, ids};
+use outreach_runtime::prelude::{ApiError, Backend, Clock, Db, ids};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
@@ -400,9 +400,9 @@ impl Sandbox {
 
     /// Marks what fell due by `now` for the workspace, in the caller's transaction, and hands
     /// the events over: invitations accepted, then replies. Two pollers at once cannot hand an
-    /// event over twice: each change is a compare-and-set on the row. The step jobs of the
-    /// people concerned are locked first (the lock order of `step_jobs`), since the caller
-    /// applies the events to their outreach state in this transaction.
+    /// event over twice: each change is a compare-and-set on the row. The people concerned
+    /// are locked first, all at once (see `person_lock`), since the caller applies the events to
+    /// their outreach state in this transaction.
     pub async fn take_due(
         &self,
         tx: &mut sqlx::AnyConnection,
@@ -426,7 +426,7 @@ impl Sandbox {
         .bind(now)
         .fetch_all(&mut *tx)
         .await?;
-        lock_steps_of_recipients(tx, workspace_id, accepted.iter().chain(&replies)).await?;
+        lock_recipients(tx, workspace_id, accepted.iter().chain(&replies)).await?;
         for row in accepted {
             let sender_id: String = row.try_get("sender_id")?;
             let profile_url: String = row.try_get("profile_url")?;
@@ -529,16 +529,16 @@ pub(crate) async fn insert_message(
     })
 }
 
-/// Locks the step jobs of every recipient of the due events (rows with `profile_url`) before
-/// any event is delivered: delivering one locks the person's jobs, prospect and enrollments, and
-/// the next person's jobs after those would cross a stop that locks both people's jobs in id
-/// order (see `step_jobs`' lock order). PostgreSQL only, as the lock itself.
-async fn lock_steps_of_recipients(
+/// Locks every recipient of the due events (rows with `profile_url`) before any event is
+/// delivered, all at once in id order (see `person_lock`): delivering one locks that person,
+/// and locking them one by one would cross a stop that locks both in id order. PostgreSQL only,
+/// as the lock itself.
+async fn lock_recipients(
     conn: &mut sqlx::AnyConnection,
     workspace_id: &str,
     rows: impl Iterator<Item = &AnyRow>,
 ) -> Result<(), ApiError> {
-    if !crate::step_jobs::locks_rows_one_by_one(conn) {
+    if Backend::of(conn) != Backend::Postgres {
         return Ok(());
     }
     let mut urls = Vec::new();
@@ -556,8 +556,8 @@ async fn lock_steps_of_recipients(
     .bind(urls.join("\n"))
     .fetch_all(&mut *conn)
     .await?;
-    let people: Vec<&str> = people.iter().map(String::as_str).collect();
-    crate::step_jobs::lock_steps_of_people(conn, workspace_id, &people).await
+    crate::person_lock::lock(conn, workspace_id, people.iter().map(String::as_str)).await?;
+    Ok(())
 }
 
 /// The decisions and effects of each call, inside its transaction; `Ok(Some(id))` names what

@@ -6,6 +6,7 @@
 //! and in `prospect_tags` (what the `tag` filter looks up), written in one transaction.
 
 pub(crate) mod normalize;
+pub mod scores;
 pub mod totals;
 
 use std::collections::BTreeMap;
@@ -1003,12 +1004,9 @@ pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, Api
     let prospect = fetch(&ctx, &input.id).await?;
     let mut tx = ctx.tx().await?;
     // The delete cascades to the prospect's enrollments, approval items and conversations: the
-    // step jobs and the pending items are locked first, in the order every writer takes them
-    // (see `step_jobs`).
-    let people = [prospect.id.as_str()];
-    crate::step_jobs::lock_steps_of_people(&mut tx, ctx.workspace_id(), &people).await?;
-    let of = crate::step_jobs::PendingOf::People(&people);
-    crate::step_jobs::lock_pending_items(&mut tx, ctx.workspace_id(), of).await?;
+    // person is locked first, as every writer of them does (see `person_lock`).
+    let mut tx =
+        crate::person_lock::lock(&mut tx, ctx.workspace_id(), [prospect.id.as_str()]).await?;
     sqlx::query("delete from prospect_tags where prospect_id = $1")
         .bind(&prospect.id)
         .execute(&mut *tx)

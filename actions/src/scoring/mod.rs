@@ -24,7 +24,7 @@ use crate::common::IdKind;
 use crate::prospects::Tier;
 use crate::targeting::{self, Targeting};
 use engine::{FailedGate, MatchedCriterion};
-pub use run::{Subject, copy_scores_to_prospects, score_prospects};
+pub use run::{Subject, score_prospects};
 
 outreach_runtime::prelude::resource_tag!(
     "scoring-runs",

@@ -9,7 +9,7 @@
 //!
 //! Writes are batched: results go in as multi-row inserts of [`BATCH`] rows, each batch scored
 //! while the one before it is being inserted, and the prospects' latest scores are then updated
-//! by one `update ... from` join over the run's results ([`copy_scores_to_prospects`]). On
+//! by one `update ... from` join over the run's results (`prospects::scores`). On
 //! PostgreSQL the prospects are locked in id order as they are read, so two runs over
 //! overlapping prospects queue instead of deadlocking; SQLite has one writer at a time.
 
@@ -30,29 +30,6 @@ use crate::targeting::Targeting;
 /// Rows per multi-row insert, and ids per `in (...)` lookup: 500 rows of 7 values stay far
 /// below both backends' limits on bound parameters (32,766 on SQLite, 65,535 on PostgreSQL).
 pub const BATCH: usize = 500;
-
-/// The statement that copies a run's scores to its prospects: `$1` the run, `$2` and `$3` the
-/// targeting's id and version, `$4` the time.
-///
-/// On SQLite the run's results are read in prospect id order, from an ordered subquery. Joined
-/// directly, SQLite's planner read them through the page index, best score first, and so visited
-/// the prospects and their score and tier indexes at random: 0.1-0.25 s more of a 1.6-2.1 s run
-/// over 100,000 prospects with spread scores (bench/RESULTS.md, issue 13 round 6). The
-/// subquery's order makes it take the primary key instead; the scoring suite checks that plan.
-/// PostgreSQL joins the results by hash, where an order would only add a sort.
-pub fn copy_scores_to_prospects(backend: Backend) -> &'static str {
-    match backend {
-        Backend::Sqlite => {
-            "update prospects set score = r.score, tier = r.tier, targeting_id = $2, targeting_version = $3, \
-             scored_at = $4 from (select prospect_id, score, tier from scoring_results where run_id = $1 \
-             order by prospect_id) r where r.prospect_id = prospects.id"
-        }
-        Backend::Postgres => {
-            "update prospects set score = r.score, tier = r.tier, targeting_id = $2, targeting_version = $3, \
-             scored_at = $4 from scoring_results r where r.run_id = $1 and r.prospect_id = prospects.id"
-        }
-    }
-}
 
 /// The most prospect ids one call may name; larger sets belong in a list.
 pub const MAX_PROSPECT_IDS: usize = 10_000;
@@ -555,13 +532,8 @@ pub async fn score_prospects(
     let counts = scoring.counts;
 
     let completed_at = ctx.now_ms();
-    sqlx::query(copy_scores_to_prospects(backend))
-        .bind(&run_id)
-        .bind(&targeting.id)
-        .bind(targeting.version)
-        .bind(completed_at)
-        .execute(&mut *conn)
-        .await?;
+    let targeting_version = (targeting.id.as_str(), targeting.version);
+    crate::prospects::scores::copy_from_run(conn, &run_id, targeting_version, completed_at).await?;
 
     let total = counts.total();
     let credits_spent = total.saturating_mul(unit_price);

@@ -20,6 +20,7 @@ use sqlx::{AssertSqlSafe, Row};
 use crate::common::{Deleted, IdKind, json_text};
 use crate::enrollments::EnrollmentStatus;
 use crate::lists::placeholders;
+use crate::person_lock::PersonTx;
 use crate::prospects::Prospect;
 use outreach_runtime::prelude::{ApiError, Ctx, ErrorCode, Page, PageParams, Timestamp, action};
 use outreach_runtime::prelude::{ids, paged};
@@ -883,11 +884,13 @@ pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Seq
         || input.schedule.is_some()
         || input.settings.is_some();
     let mut tx = ctx.tx().await?;
-    if edits_content {
-        // New content renders its pending approval items again: they (and what comes before
-        // them in the lock order) are locked before the sequence, as stop_sequence takes them.
-        crate::step_jobs::lock_live_of_sequence(&mut tx, workspace_id, &input.id).await?;
-    }
+    // New content renders its pending approval items again: the people of its live enrollments
+    // are locked before the sequence (see `person_lock`), as stop_sequence takes them.
+    let mut tx = if edits_content {
+        crate::person_lock::lock_of_sequence(&mut tx, workspace_id, &input.id).await?
+    } else {
+        crate::person_lock::lock(&mut tx, workspace_id, []).await?
+    };
     let current = lock(&mut tx, workspace_id, &input.id, now).await?;
     if edits_content
         && !matches!(
@@ -962,7 +965,7 @@ pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Seq
 /// Renders the pending approval items of a sequence again with new steps, so a person approves
 /// the texts that will be sent. Any prospect they no longer render for refuses the whole update.
 async fn rerender_pending(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut PersonTx<'_>,
     workspace_id: &str,
     sequence_id: &str,
     steps: &[Step],
@@ -976,7 +979,7 @@ async fn rerender_pending(
     let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(workspace_id)
         .bind(sequence_id)
-        .fetch_all(&mut *conn)
+        .fetch_all(&mut **conn)
         .await?;
     let mut problems = Vec::new();
     let mut rendered = Vec::with_capacity(rows.len());
@@ -1012,16 +1015,8 @@ async fn rerender_pending(
     }
     for (approval_id, texts) in rendered {
         // An agent's drafts and a person's edits give way to the new steps' texts.
-        sqlx::query(
-            "update approvals set texts = $3, edited_at = null, edited_by = null, \
-             drafted_by = case when drafted_by is null then null else 'template' end \
-             where workspace_id = $1 and id = $2",
-        )
-        .bind(workspace_id)
-        .bind(&approval_id)
-        .bind(json_text(&texts)?)
-        .execute(&mut *conn)
-        .await?;
+        let texts = json_text(&texts)?;
+        crate::approval_items::render_again(conn, workspace_id, &approval_id, &texts).await?;
     }
     Ok(())
 }
@@ -1035,9 +1030,9 @@ async fn rerender_pending(
 pub async fn delete_sequence(ctx: Ctx, input: SequenceId) -> Result<Deleted, ApiError> {
     let workspace_id = ctx.workspace_id();
     let mut tx = ctx.tx().await?;
-    // Its approval items and enrollments go too: locked before the sequence, as stop_sequence
-    // takes them.
-    crate::step_jobs::lock_live_of_sequence(&mut tx, workspace_id, &input.id).await?;
+    // Its approval items and enrollments go too: their people are locked before the sequence
+    // (see `person_lock`), as stop_sequence takes them.
+    let mut tx = crate::person_lock::lock_of_sequence(&mut tx, workspace_id, &input.id).await?;
     let current = lock(&mut tx, workspace_id, &input.id, ctx.now_ms()).await?;
     if current.status != SequenceStatus::Draft {
         return Err(ApiError::new(
@@ -1049,11 +1044,7 @@ pub async fn delete_sequence(ctx: Ctx, input: SequenceId) -> Result<Deleted, Api
         )
         .with_extra("status", current.status.as_str()));
     }
-    sqlx::query("delete from approvals where workspace_id = $1 and sequence_id = $2")
-        .bind(workspace_id)
-        .bind(&current.id)
-        .execute(&mut *tx)
-        .await?;
+    crate::approval_items::delete_of_sequence(&mut tx, workspace_id, &current.id).await?;
     crate::enrollments::delete_of_sequence(&mut tx, workspace_id, &current.id).await?;
     for sql in [
         "delete from sequence_senders where workspace_id = $1 and sequence_id = $2",

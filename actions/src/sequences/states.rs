@@ -136,10 +136,10 @@ async fn transition(ctx: &Ctx, id: &str, transition: Transition) -> Result<Seque
     let workspace_id = ctx.workspace_id();
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
-    if transition == Transition::Stop {
-        // Step jobs and enrollments before the sequence's row, as runs and replies take them.
-        crate::step_jobs::lock_live_of_sequence(&mut tx, workspace_id, id).await?;
-    }
+    // The people of its live enrollments before the sequence's row (see `person_lock`): a stop
+    // finishes their enrollments, and a step job decides under its person's lock whether its
+    // sequence lets it go on, so it sees an activation, pause or resumption made before it.
+    let mut tx = crate::person_lock::lock_of_sequence(&mut tx, workspace_id, id).await?;
     let sequence = lock(&mut tx, workspace_id, id, now).await?;
     if !allowed(sequence.status).contains(&transition) {
         return Err(refusal(&sequence.id, sequence.status, transition));

@@ -6,6 +6,8 @@
 //! Membership changes report every id they did not apply (unknown, already in, not in) rather than
 //! dropping them silently, so a caller can tell a typo from a no-op.
 
+pub mod processing_lease;
+
 use std::collections::HashSet;
 
 use crate::common::{Deleted, IdKind};

@@ -1,0 +1,138 @@
+//! The one lock rule of outreach state, and the type that keeps it.
+//!
+//! **A transaction that writes a person's outreach state (their enrollments and their history,
+//! their approval items, their conversation and its messages, the prospect row itself) first
+//! locks every person it will touch, at once and in id order, with [`lock`]; only [`lock`] makes
+//! a [`PersonTx`], and the owners' verbs take one, so forgetting the lock does not compile.**
+//!
+//! The rest follows from that sentence:
+//!
+//! - Two writers of the same person take turns; writers of different people never meet on a
+//!   person's rows. After its people, a transaction may take any of their rows in any order,
+//!   then shared rows (a sender, for its quota and gap; a sequence), which no one holds while
+//!   waiting for a person.
+//! - A job holds no row of its own before the domain's: the runtime fences a job's transaction
+//!   at commit, as its last statement (`outreach_runtime::jobs`). The step job locks its person
+//!   like any other writer, so nothing needs to lock a job first.
+//! - Rows of people a transaction did not lock are taken only with `skip locked` (a run queueing
+//!   its sender's other due steps), never waited for.
+//! - A change to a whole sequence (stopping it, editing its content, deleting a draft) locks the
+//!   people of its live enrollments first ([`lock_of_sequence`]), then the sequence.
+//! - A deadlock or serialization failure that slips through anyway (a person enrolled into a
+//!   sequence while it is being stopped) is retried in place by dispatch and by the worker.
+//!
+//! On PostgreSQL the lock is the prospect's row, taken `for no key update`: two writers of one
+//! person take turns, while rows that merely reference a prospect (a message, an enrollment) can still be
+//! inserted beside it. On SQLite it takes nothing: the write transaction holds the whole
+//! database. The type is the same on both, so the rule is checked on both.
+
+use std::ops::{Deref, DerefMut};
+
+use outreach_runtime::prelude::{ApiError, Backend};
+use sqlx::AnyConnection;
+
+/// A transaction that holds the locks of some people ([`lock`]). It derefs to the connection,
+/// so reads and other tables' writes go through it as through any transaction.
+pub struct PersonTx<'c> {
+    conn: &'c mut AnyConnection,
+    people: Vec<String>,
+}
+
+impl PersonTx<'_> {
+    /// Whether this transaction locked `prospect_id`.
+    pub fn holds(&self, prospect_id: &str) -> bool {
+        self.people
+            .binary_search_by(|held| held.as_str().cmp(prospect_id))
+            .is_ok()
+    }
+
+    /// The people it locked, in id order.
+    pub fn people(&self) -> &[String] {
+        &self.people
+    }
+}
+
+impl Deref for PersonTx<'_> {
+    type Target = AnyConnection;
+
+    fn deref(&self) -> &AnyConnection {
+        self.conn
+    }
+}
+
+impl DerefMut for PersonTx<'_> {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        self.conn
+    }
+}
+
+/// Locks `people` (prospect ids of the workspace) in the caller's transaction, all in one
+/// statement in id order, and hands back the transaction as a [`PersonTx`]. Ids that name no
+/// prospect (deleted meanwhile) lock nothing; the verbs that follow find their rows gone.
+pub async fn lock<'c, 'p>(
+    conn: &'c mut AnyConnection,
+    workspace_id: &str,
+    people: impl IntoIterator<Item = &'p str>,
+) -> Result<PersonTx<'c>, ApiError> {
+    let mut people: Vec<String> = people.into_iter().map(str::to_owned).collect();
+    people.sort_unstable();
+    people.dedup();
+    if !people.is_empty() && Backend::of(conn) == Backend::Postgres {
+        // Prospect ids are base62: a comma list is one bind however many people there are.
+        sqlx::query(
+            "select id from prospects where workspace_id = $1 \
+             and id = any(string_to_array($2, ',')) order by id for no key update",
+        )
+        .bind(workspace_id)
+        .bind(people.join(","))
+        .fetch_all(&mut *conn)
+        .await?;
+    }
+    Ok(PersonTx { conn, people })
+}
+
+/// Locks those of `people` that no other transaction holds, without waiting for the others
+/// (`skip locked`), and hands back the transaction as a [`PersonTx`] holding only them: for a
+/// transaction that already holds its own people and touches others' rows on the side (a run
+/// queueing its sender's other due steps), which must never wait for a person. On SQLite every
+/// one is held.
+pub async fn try_lock<'c, 'p>(
+    conn: &'c mut AnyConnection,
+    workspace_id: &str,
+    people: impl IntoIterator<Item = &'p str>,
+) -> Result<PersonTx<'c>, ApiError> {
+    let mut people: Vec<String> = people.into_iter().map(str::to_owned).collect();
+    people.sort_unstable();
+    people.dedup();
+    if !people.is_empty() && Backend::of(conn) == Backend::Postgres {
+        people = sqlx::query_scalar(
+            "select id from prospects where workspace_id = $1 \
+             and id = any(string_to_array($2, ',')) order by id for no key update skip locked",
+        )
+        .bind(workspace_id)
+        .bind(people.join(","))
+        .fetch_all(&mut *conn)
+        .await?;
+        people.sort_unstable();
+    }
+    Ok(PersonTx { conn, people })
+}
+
+/// Locks the people of a sequence's live enrollments ([`lock`]), as a change to the whole
+/// sequence must before it locks the sequence's row.
+pub async fn lock_of_sequence<'c>(
+    conn: &'c mut AnyConnection,
+    workspace_id: &str,
+    sequence_id: &str,
+) -> Result<PersonTx<'c>, ApiError> {
+    let people: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "select distinct prospect_id from enrollments where workspace_id = $1 and sequence_id = $2 \
+         and status in {}",
+        crate::step_jobs::LIVE_SQL
+    )))
+    .bind(workspace_id)
+    .bind(sequence_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    lock(conn, workspace_id, people.iter().map(String::as_str)).await
+}
