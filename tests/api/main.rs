@@ -26,6 +26,7 @@ mod imports;
 mod instances;
 mod isolation;
 mod lists;
+mod manual_commands;
 mod manuals;
 mod mcp;
 mod mcp_tasks;
