@@ -483,6 +483,32 @@ pub async fn list_conversations(
     .await
 }
 
+outreach_runtime::prelude::example!(list_conversations,
+    request: {"unread": true, "limit": 25},
+    response: {
+        "count": 1,
+        "has_more": false,
+        "items": [
+                     {
+                         "created_at": "2026-11-24T09:12:05.311Z",
+                         "id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
+                         "last_inbound_at": "2026-11-25T14:02:41.000Z",
+                         "last_message_at": "2026-11-25T14:02:41.000Z",
+                         "last_outbound_at": "2026-11-24T09:12:05.311Z",
+                         "prospect_id": "prs_8Jk2LmN4pQ6rS8tU0vW2",
+                         "read_at": null,
+                         "replied": true,
+                         "sender_id": "snd_T5uV7wX9yZ1aB3cD5eF7",
+                         "sequence_id": "seq_G9hJ1kL3mN5pQ7rS9tU1",
+                         "unread_count": 1
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 1
+    }
+);
+
 /// The input of `get_conversation` and `mark_conversation_read`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ConversationId {
@@ -499,6 +525,23 @@ pub async fn get_conversation(ctx: Ctx, input: ConversationId) -> Result<Convers
     let mut conn = ctx.db().pool().acquire().await?;
     fetch(&mut conn, ctx.workspace_id(), &input.id).await
 }
+
+outreach_runtime::prelude::example!(get_conversation,
+    request: {"id": "cnv_Qm3VbT8rKx2LpN7sYw4D"},
+    response: {
+        "created_at": "2026-11-24T09:12:05.311Z",
+        "id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
+        "last_inbound_at": "2026-11-25T14:02:41.000Z",
+        "last_message_at": "2026-11-25T14:02:41.000Z",
+        "last_outbound_at": "2026-11-24T09:12:05.311Z",
+        "prospect_id": "prs_8Jk2LmN4pQ6rS8tU0vW2",
+        "read_at": null,
+        "replied": true,
+        "sender_id": "snd_T5uV7wX9yZ1aB3cD5eF7",
+        "sequence_id": "seq_G9hJ1kL3mN5pQ7rS9tU1",
+        "unread_count": 1
+    }
+);
 
 /// The input of `list_messages`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -533,6 +576,43 @@ pub async fn list_messages(ctx: Ctx, input: ListMessagesInput) -> Result<Page<Me
     .await
 }
 
+outreach_runtime::prelude::example!(list_messages,
+    request: {"id": "cnv_Qm3VbT8rKx2LpN7sYw4D", "limit": 25},
+    response: {
+        "count": 2,
+        "has_more": false,
+        "items": [
+                     {
+                         "at": "2026-11-24T09:12:05.311Z",
+                         "conversation_id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
+                         "created_at": "2026-11-24T09:12:05.311Z",
+                         "created_by": null,
+                         "direction": "outbound",
+                         "enrollment_id": "enr_W3xY5zA7bC9dE1fG3hJ5",
+                         "error": null,
+                         "id": "msg_K7lM9nP1qR3sT5uV7wX9",
+                         "status": "sent",
+                         "text": "Thanks for connecting, Ada. Worth a short call about onboarding at Analytical Engines?"
+                     },
+                     {
+                         "at": "2026-11-25T14:02:41.000Z",
+                         "conversation_id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
+                         "created_at": "2026-11-25T14:02:41.000Z",
+                         "created_by": null,
+                         "direction": "inbound",
+                         "enrollment_id": null,
+                         "error": null,
+                         "id": "msg_Y1zA3bC5dE7fG9hJ1kL3",
+                         "status": "received",
+                         "text": "Happy to talk next week."
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 2
+    }
+);
+
 /// Mark a conversation read.
 ///
 /// Sets its unread count to 0 and `read_at` to now. Changes nothing on the network: the prospect
@@ -561,6 +641,23 @@ pub async fn mark_conversation_read(
     }
     fetch(&mut tx, ctx.workspace_id(), &input.id).await
 }
+
+outreach_runtime::prelude::example!(mark_conversation_read,
+    request: {"id": "cnv_Qm3VbT8rKx2LpN7sYw4D"},
+    response: {
+        "created_at": "2026-11-24T09:12:05.311Z",
+        "id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
+        "last_inbound_at": "2026-11-25T14:02:41.000Z",
+        "last_message_at": "2026-11-25T14:02:41.000Z",
+        "last_outbound_at": "2026-11-24T09:12:05.311Z",
+        "prospect_id": "prs_8Jk2LmN4pQ6rS8tU0vW2",
+        "read_at": "2026-11-25T15:30:00.000Z",
+        "replied": true,
+        "sender_id": "snd_T5uV7wX9yZ1aB3cD5eF7",
+        "sequence_id": "seq_G9hJ1kL3mN5pQ7rS9tU1",
+        "unread_count": 0
+    }
+);
 
 /// Claims an inbound message for triage with its classification: answers whether this call
 /// claimed it (another run triaging the same conversation at once claims nothing).

@@ -30,3 +30,68 @@ pub async fn list_credit_transactions(
 ) -> Result<Page<Transaction>, ApiError> {
     credits::transactions(ctx.db(), ctx.workspace_id(), input.page).await
 }
+
+outreach_runtime::prelude::example!(list_credit_transactions,
+    request: {"limit": 25},
+    response: {
+        "count": 4,
+        "has_more": false,
+        "items": [
+                     {
+                         "action": "process_list",
+                         "amount": -2,
+                         "balance_after": 995,
+                         "created_at": "2026-11-23T18:22:30.102Z",
+                         "id": "crd_g5bhIk9BPMLhzTuC2DzQ",
+                         "idempotency_key": null,
+                         "kind": "spend",
+                         "object_id": "scr_84UsLWJhvmLmULm2EVed",
+                         "person_id": "psn_v2q1QvxfTGRL4ccko2BH",
+                         "reason": null,
+                         "reservation_id": null
+                     },
+                     {
+                         "action": "start_scoring_run",
+                         "amount": -2,
+                         "balance_after": 997,
+                         "created_at": "2026-11-23T18:22:30.091Z",
+                         "id": "crd_klxKgyHYwf5kpPVIz2Fr",
+                         "idempotency_key": null,
+                         "kind": "spend",
+                         "object_id": "scr_mWmJJ8SkWmMn4SLpe7Ec",
+                         "person_id": "psn_v2q1QvxfTGRL4ccko2BH",
+                         "reason": null,
+                         "reservation_id": null
+                     },
+                     {
+                         "action": "import_prospects",
+                         "amount": -1,
+                         "balance_after": 999,
+                         "created_at": "2026-11-23T18:22:30.074Z",
+                         "id": "crd_wRIwDfMjGDcDK5mvkYlr",
+                         "idempotency_key": null,
+                         "kind": "spend",
+                         "object_id": "imp_lVtEiUF85cSeN2vqK2pm",
+                         "person_id": "psn_v2q1QvxfTGRL4ccko2BH",
+                         "reason": null,
+                         "reservation_id": null
+                     },
+                     {
+                         "action": null,
+                         "amount": 1000,
+                         "balance_after": 1000,
+                         "created_at": "2026-11-23T18:22:29.741Z",
+                         "id": "crd_QgyTWUUIo1mXIYfLvtw4",
+                         "idempotency_key": null,
+                         "kind": "grant",
+                         "object_id": null,
+                         "person_id": null,
+                         "reason": "example",
+                         "reservation_id": null
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 4
+    }
+);

@@ -355,6 +355,56 @@ pub async fn get_enrollment(ctx: Ctx, input: EnrollmentId) -> Result<EnrollmentD
     detail(&mut conn, ctx.workspace_id(), &input.id).await
 }
 
+outreach_runtime::prelude::example!(get_enrollment,
+    request: {"id": "enr_OYC1RvHwvhhXPLiM61gx"},
+    response: {
+        "approval_id": "apr_YCD0yfaQxyGxSBDJPSaJ",
+        "approved_at": "2026-11-23T21:19:40.433Z",
+        "approved_by": "psn_XnIJgr1VrzYEO8amMjf7",
+        "created_at": "2026-11-23T21:19:40.407Z",
+        "exit_reason": null,
+        "history": [
+                       {
+                           "at": "2026-11-23T21:19:40.407Z",
+                           "kind": "added",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       },
+                       {
+                           "at": "2026-11-23T21:19:40.433Z",
+                           "kind": "approved",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       },
+                       {
+                           "at": "2026-11-23T21:19:40.512Z",
+                           "kind": "paused",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       },
+                       {
+                           "at": "2026-11-23T21:19:40.535Z",
+                           "kind": "resumed",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       }
+                   ],
+        "id": "enr_OYC1RvHwvhhXPLiM61gx",
+        "last_error": null,
+        "next_step_at": "2026-11-23T21:19:40.535Z",
+        "prospect_id": "prs_pQOP39fLUiEK6S7Cciku",
+        "sender_id": "snd_jp6TNuolp8f32URYMVrb",
+        "sequence_id": "seq_sGbl2nzkshQDV6qitLc9",
+        "status": "scheduled",
+        "step_index": 0,
+        "updated_at": "2026-11-23T21:19:40.535Z"
+    }
+);
+
 async fn detail(
     conn: &mut sqlx::AnyConnection,
     workspace_id: &str,
@@ -459,6 +509,34 @@ pub async fn list_enrollments(
     .await
 }
 
+outreach_runtime::prelude::example!(list_enrollments,
+    request: {"limit": 1, "sequence_id": "seq_sGbl2nzkshQDV6qitLc9", "status": "scheduled"},
+    response: {
+        "count": 1,
+        "has_more": false,
+        "items": [
+                     {
+                         "approved_at": "2026-11-23T21:19:40.433Z",
+                         "approved_by": "psn_XnIJgr1VrzYEO8amMjf7",
+                         "created_at": "2026-11-23T21:19:40.407Z",
+                         "exit_reason": null,
+                         "id": "enr_OYC1RvHwvhhXPLiM61gx",
+                         "last_error": null,
+                         "next_step_at": "2026-11-23T21:19:40.433Z",
+                         "prospect_id": "prs_pQOP39fLUiEK6S7Cciku",
+                         "sender_id": "snd_jp6TNuolp8f32URYMVrb",
+                         "sequence_id": "seq_sGbl2nzkshQDV6qitLc9",
+                         "status": "scheduled",
+                         "step_index": 0,
+                         "updated_at": "2026-11-23T21:19:40.433Z"
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 1
+    }
+);
+
 /// The 409 for a change an enrollment's status does not allow.
 fn refusal(enrollment: &Enrollment, action: &str, allowed_from: &[EnrollmentStatus]) -> ApiError {
     let from = allowed_from
@@ -493,6 +571,49 @@ pub async fn pause_enrollment(ctx: Ctx, input: EnrollmentId) -> Result<Enrollmen
     change(&ctx, &input.id, Change::Pause).await
 }
 
+outreach_runtime::prelude::example!(pause_enrollment,
+    request: {"id": "enr_OYC1RvHwvhhXPLiM61gx"},
+    response: {
+        "approval_id": "apr_YCD0yfaQxyGxSBDJPSaJ",
+        "approved_at": "2026-11-23T21:19:40.433Z",
+        "approved_by": "psn_XnIJgr1VrzYEO8amMjf7",
+        "created_at": "2026-11-23T21:19:40.407Z",
+        "exit_reason": null,
+        "history": [
+                       {
+                           "at": "2026-11-23T21:19:40.407Z",
+                           "kind": "added",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       },
+                       {
+                           "at": "2026-11-23T21:19:40.433Z",
+                           "kind": "approved",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       },
+                       {
+                           "at": "2026-11-23T21:19:40.512Z",
+                           "kind": "paused",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       }
+                   ],
+        "id": "enr_OYC1RvHwvhhXPLiM61gx",
+        "last_error": null,
+        "next_step_at": "2026-11-23T21:19:40.433Z",
+        "prospect_id": "prs_pQOP39fLUiEK6S7Cciku",
+        "sender_id": "snd_jp6TNuolp8f32URYMVrb",
+        "sequence_id": "seq_sGbl2nzkshQDV6qitLc9",
+        "status": "paused",
+        "step_index": 0,
+        "updated_at": "2026-11-23T21:19:40.512Z"
+    }
+);
+
 /// Resume a paused enrollment: its next step is sent again.
 ///
 /// Sends to a real person again: the next step is due at once if its time passed while paused,
@@ -505,6 +626,56 @@ pub async fn resume_enrollment(
     change(&ctx, &input.id, Change::Resume).await
 }
 
+outreach_runtime::prelude::example!(resume_enrollment,
+    request: {"id": "enr_OYC1RvHwvhhXPLiM61gx"},
+    response: {
+        "approval_id": "apr_YCD0yfaQxyGxSBDJPSaJ",
+        "approved_at": "2026-11-23T21:19:40.433Z",
+        "approved_by": "psn_XnIJgr1VrzYEO8amMjf7",
+        "created_at": "2026-11-23T21:19:40.407Z",
+        "exit_reason": null,
+        "history": [
+                       {
+                           "at": "2026-11-23T21:19:40.407Z",
+                           "kind": "added",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       },
+                       {
+                           "at": "2026-11-23T21:19:40.433Z",
+                           "kind": "approved",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       },
+                       {
+                           "at": "2026-11-23T21:19:40.512Z",
+                           "kind": "paused",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       },
+                       {
+                           "at": "2026-11-23T21:19:40.535Z",
+                           "kind": "resumed",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       }
+                   ],
+        "id": "enr_OYC1RvHwvhhXPLiM61gx",
+        "last_error": null,
+        "next_step_at": "2026-11-23T21:19:40.535Z",
+        "prospect_id": "prs_pQOP39fLUiEK6S7Cciku",
+        "sender_id": "snd_jp6TNuolp8f32URYMVrb",
+        "sequence_id": "seq_sGbl2nzkshQDV6qitLc9",
+        "status": "scheduled",
+        "step_index": 0,
+        "updated_at": "2026-11-23T21:19:40.535Z"
+    }
+);
+
 /// Stop one enrollment for good: nothing more is sent to this prospect in this sequence.
 ///
 /// Finishes it with exit reason `stopped`; a pending approval item expires. Allowed from every
@@ -513,6 +684,63 @@ pub async fn resume_enrollment(
 pub async fn stop_enrollment(ctx: Ctx, input: EnrollmentId) -> Result<EnrollmentDetail, ApiError> {
     change(&ctx, &input.id, Change::Stop).await
 }
+
+outreach_runtime::prelude::example!(stop_enrollment,
+    request: {"id": "enr_OYC1RvHwvhhXPLiM61gx"},
+    response: {
+        "approval_id": "apr_YCD0yfaQxyGxSBDJPSaJ",
+        "approved_at": "2026-11-23T21:19:40.433Z",
+        "approved_by": "psn_XnIJgr1VrzYEO8amMjf7",
+        "created_at": "2026-11-23T21:19:40.407Z",
+        "exit_reason": "stopped",
+        "history": [
+                       {
+                           "at": "2026-11-23T21:19:40.407Z",
+                           "kind": "added",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       },
+                       {
+                           "at": "2026-11-23T21:19:40.433Z",
+                           "kind": "approved",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       },
+                       {
+                           "at": "2026-11-23T21:19:40.512Z",
+                           "kind": "paused",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       },
+                       {
+                           "at": "2026-11-23T21:19:40.535Z",
+                           "kind": "resumed",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       },
+                       {
+                           "at": "2026-11-23T21:19:40.594Z",
+                           "kind": "stopped",
+                           "outcome": null,
+                           "step_index": null,
+                           "text": null
+                       }
+                   ],
+        "id": "enr_OYC1RvHwvhhXPLiM61gx",
+        "last_error": null,
+        "next_step_at": null,
+        "prospect_id": "prs_pQOP39fLUiEK6S7Cciku",
+        "sender_id": "snd_jp6TNuolp8f32URYMVrb",
+        "sequence_id": "seq_sGbl2nzkshQDV6qitLc9",
+        "status": "finished",
+        "step_index": 0,
+        "updated_at": "2026-11-23T21:19:40.594Z"
+    }
+);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Change {

@@ -14,7 +14,6 @@ pub mod dashboard;
 pub mod delivery;
 pub mod drafting;
 pub mod enrollments;
-mod examples;
 pub mod followups;
 pub mod imports;
 pub mod lists;

@@ -252,6 +252,31 @@ pub async fn process_list(
     result
 }
 
+outreach_runtime::prelude::example!(process_list,
+    request: {"id": "lst_R4d0zhECHdJUnPY7RrLC", "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84"},
+    response: {
+        "credits_spent": 2,
+        "duplicates_removed": 0,
+        "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+        "normalised": 0,
+        "prospects": 2,
+        "scored": 2,
+        "scoring_run": {
+                           "by_tier": {"a": 1, "b": 0, "c": 1, "d": 0, "disqualified": 0},
+                           "completed_at": "2026-11-23T18:22:30.104Z",
+                           "created_at": "2026-11-23T18:22:30.103Z",
+                           "credits_spent": 2,
+                           "id": "scr_84UsLWJhvmLmULm2EVed",
+                           "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+                           "status": "completed",
+                           "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+                           "targeting_version": 2,
+                           "total": 2
+                       },
+        "status": "processed"
+    }
+);
+
 /// The processing mark of this call on the planned list.
 fn lease_mark<'a>(
     ctx: &'a Ctx,

@@ -158,6 +158,17 @@ pub async fn sandbox_accept_invitation(
     accept_invitation(&mut tx, ctx.clock(), ctx.workspace_id(), &input).await
 }
 
+outreach_runtime::prelude::example!(sandbox_accept_invitation,
+    request: {"prospect_id": "prs_FU1sf4YwPhIYhWi6JHan", "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R"},
+    response: {
+        "connected_at": "2026-11-23T20:02:11.480Z",
+        "connection_state": "connected",
+        "profile_url": "linkedin.com/in/ada-lovelace",
+        "prospect_id": "prs_FU1sf4YwPhIYhWi6JHan",
+        "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R"
+    }
+);
+
 /// The input of `sandbox_reply`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SandboxReplyInput {
@@ -263,6 +274,23 @@ pub async fn sandbox_reply(ctx: Ctx, input: SandboxReplyInput) -> Result<Sandbox
     reply(&mut tx, ctx.clock(), ctx.workspace_id(), &input).await
 }
 
+outreach_runtime::prelude::example!(sandbox_reply,
+    request: {
+        "prospect_id": "prs_FU1sf4YwPhIYhWi6JHan",
+        "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R",
+        "text": "Interested, tell me more."
+    },
+    response: {
+        "at": "2026-11-23T21:14:52.903Z",
+        "direction": "inbound",
+        "id": "sbm_Vb6nQ1xR8zLc3MwT0pYk",
+        "profile_url": "linkedin.com/in/ada-lovelace",
+        "prospect_id": "prs_FU1sf4YwPhIYhWi6JHan",
+        "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R",
+        "text": "Interested, tell me more."
+    }
+);
+
 /// The input of `sandbox_set_sender_status`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SetSenderStatusInput {
@@ -338,6 +366,16 @@ pub async fn sandbox_set_sender_status(
     set_sender_status(&mut tx, ctx.workspace_id(), &input, now).await
 }
 
+outreach_runtime::prelude::example!(sandbox_set_sender_status,
+    request: {"sender_id": "snd_4kP9c2LwQx7VnB3mZt1R", "status": "disconnected"},
+    response: {
+        "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R",
+        "status": "disconnected",
+        "latency_ms": 0,
+        "updated_at": "2026-11-23T18:22:30.065Z"
+    }
+);
+
 /// The longest latency `sandbox_set_latency` accepts, in milliseconds.
 pub const MAX_LATENCY_MS: i64 = 60_000;
 
@@ -386,6 +424,16 @@ pub async fn sandbox_set_latency(
     .await?;
     SandboxAccount::from_row(sender_id, &account)
 }
+
+outreach_runtime::prelude::example!(sandbox_set_latency,
+    request: {"sender_id": "snd_4kP9c2LwQx7VnB3mZt1R", "latency_ms": 2000},
+    response: {
+        "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R",
+        "status": "connected",
+        "latency_ms": 2000,
+        "updated_at": "2026-11-23T18:22:30.064Z"
+    }
+);
 
 /// One call the sandbox network received.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -484,6 +532,30 @@ pub async fn list_sandbox_log(
     log_page(ctx.db(), ctx.workspace_id(), &input).await
 }
 
+outreach_runtime::prelude::example!(list_sandbox_log,
+    request: {"kind": "invitation", "limit": 25, "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R"},
+    response: {
+        "count": 1,
+        "has_more": false,
+        "items": [
+                     {
+                         "at": "2026-11-23T18:22:30.065Z",
+                         "id": "sbx_Jm2q8VbX0cLr5TnW9sYe",
+                         "intent": "int_Q0c3Zr8mWn5LxV2bTy7P",
+                         "kind": "invitation",
+                         "outcome": "ok",
+                         "profile_url": "linkedin.com/in/ada-lovelace",
+                         "prospect_id": "prs_FU1sf4YwPhIYhWi6JHan",
+                         "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R",
+                         "text": "Hello Ada, I enjoyed your note on the engine; glad to connect."
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 1
+    }
+);
+
 /// The input of `advance_clock`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AdvanceClockInput {
@@ -536,3 +608,8 @@ pub async fn advance_clock(ctx: Ctx, input: AdvanceClockInput) -> Result<ClockNo
         delivered_events,
     })
 }
+
+outreach_runtime::prelude::example!(advance_clock,
+    request: {"seconds": 86400},
+    response: {"delivered_events": 2, "now": "2026-11-24T18:22:30.065Z"}
+);

@@ -729,6 +729,53 @@ pub async fn create_targeting(
     fetch(ctx.db().pool(), ctx.workspace_id(), &id).await
 }
 
+outreach_runtime::prelude::example!(create_targeting,
+    request: {
+        "criteria": {
+                        "company_sizes": [{"max": 500, "min": 50, "points": 20}],
+                        "industries": [{"points": 30, "value": "software"}],
+                        "locations": [{"value": "germany", "points": 10}],
+                        "titles": {
+                                      "include": [
+                                                     {"value": "head of sales", "points": 40},
+                                                     {"value": "vp sales", "points": 40}
+                                                 ]
+                                  }
+                    },
+        "description": "Our core buyers.",
+        "name": "Old profile"
+    },
+    response: {
+        "created_at": "2026-11-23T18:22:30.039Z",
+        "criteria": {
+                        "company_sizes": [{"max": 500, "min": 50, "points": 20}],
+                        "departments": [],
+                        "industries": [{"points": 30, "value": "software"}],
+                        "keywords": [],
+                        "locations": [{"value": "germany", "points": 10}],
+                        "seniorities": [],
+                        "titles": {
+                                      "exclude": [],
+                                      "include": [
+                                                     {"value": "head of sales", "points": 40},
+                                                     {"value": "vp sales", "points": 40}
+                                                 ]
+                                  }
+                    },
+        "description": "Our core buyers.",
+        "gates": {
+                     "excluded_domains": [],
+                     "excluded_industries": [],
+                     "excluded_title_keywords": []
+                 },
+        "id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+        "name": "Heads of sales at software companies",
+        "tiers": {"a": 80, "b": 60, "c": 40},
+        "updated_at": "2026-11-23T18:22:30.039Z",
+        "version": 1
+    }
+);
+
 /// The input of `get_targeting` and `delete_targeting`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TargetingId {
@@ -743,6 +790,39 @@ pub struct TargetingId {
 pub async fn get_targeting(ctx: Ctx, input: TargetingId) -> Result<Targeting, ApiError> {
     fetch(ctx.db().pool(), ctx.workspace_id(), &input.id).await
 }
+
+outreach_runtime::prelude::example!(get_targeting,
+    request: {"id": "tgt_vGZf5Xhp2UaJ5CH2dq84"},
+    response: {
+        "created_at": "2026-11-23T18:22:30.039Z",
+        "criteria": {
+                        "company_sizes": [{"max": 500, "min": 50, "points": 20}],
+                        "departments": [],
+                        "industries": [{"points": 30, "value": "software"}],
+                        "keywords": [],
+                        "locations": [{"value": "germany", "points": 10}],
+                        "seniorities": [],
+                        "titles": {
+                                      "exclude": [],
+                                      "include": [
+                                                     {"value": "head of sales", "points": 40},
+                                                     {"value": "vp sales", "points": 40}
+                                                 ]
+                                  }
+                    },
+        "description": "Our core buyers.",
+        "gates": {
+                     "excluded_domains": [],
+                     "excluded_industries": [],
+                     "excluded_title_keywords": []
+                 },
+        "id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+        "name": "Heads of sales at software companies",
+        "tiers": {"a": 80, "b": 60, "c": 40},
+        "updated_at": "2026-11-23T18:22:30.039Z",
+        "version": 1
+    }
+);
 
 /// The input of `list_targetings`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -772,6 +852,60 @@ pub async fn list_targetings(
     )
     .await
 }
+
+outreach_runtime::prelude::example!(list_targetings,
+    request: {"limit": 25},
+    response: {
+        "count": 1,
+        "has_more": false,
+        "items": [
+                     {
+                         "created_at": "2026-11-23T18:22:30.039Z",
+                         "criteria": {
+                                         "company_sizes": [
+                                                              {
+                                                                  "max": 500,
+                                                                  "min": 50,
+                                                                  "points": 20
+                                                              }
+                                                          ],
+                                         "departments": [],
+                                         "industries": [{"points": 30, "value": "software"}],
+                                         "keywords": [],
+                                         "locations": [{"value": "germany", "points": 10}],
+                                         "seniorities": [],
+                                         "titles": {
+                                                       "exclude": [],
+                                                       "include": [
+                                                                      {
+                                                                          "value": "head of sales",
+                                                                          "points": 40
+                                                                      },
+                                                                      {
+                                                                          "value": "vp sales",
+                                                                          "points": 40
+                                                                      }
+                                                                  ]
+                                                   }
+                                     },
+                         "description": "Our core buyers in software.",
+                         "gates": {
+                                      "excluded_domains": [],
+                                      "excluded_industries": [],
+                                      "excluded_title_keywords": []
+                                  },
+                         "id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+                         "name": "Heads of sales at software companies",
+                         "tiers": {"a": 80, "b": 60, "c": 40},
+                         "updated_at": "2026-11-23T18:22:30.087Z",
+                         "version": 2
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 1
+    }
+);
 
 /// The input of `update_targeting`: only the fields given change.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -863,6 +997,39 @@ pub async fn update_targeting(
     }
 }
 
+outreach_runtime::prelude::example!(update_targeting,
+    request: {"description": "Our core buyers in software.", "id": "tgt_vGZf5Xhp2UaJ5CH2dq84"},
+    response: {
+        "created_at": "2026-11-23T18:22:30.039Z",
+        "criteria": {
+                        "company_sizes": [{"max": 500, "min": 50, "points": 20}],
+                        "departments": [],
+                        "industries": [{"points": 30, "value": "software"}],
+                        "keywords": [],
+                        "locations": [{"value": "germany", "points": 10}],
+                        "seniorities": [],
+                        "titles": {
+                                      "exclude": [],
+                                      "include": [
+                                                     {"value": "head of sales", "points": 40},
+                                                     {"value": "vp sales", "points": 40}
+                                                 ]
+                                  }
+                    },
+        "description": "Our core buyers in software.",
+        "gates": {
+                     "excluded_domains": [],
+                     "excluded_industries": [],
+                     "excluded_title_keywords": []
+                 },
+        "id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+        "name": "Heads of sales at software companies",
+        "tiers": {"a": 80, "b": 60, "c": 40},
+        "updated_at": "2026-11-23T18:22:30.087Z",
+        "version": 2
+    }
+);
+
 /// Delete a targeting.
 ///
 /// Removes the targeting for good; lists that used it as their default lose their default.
@@ -891,3 +1058,8 @@ pub async fn delete_targeting(ctx: Ctx, input: TargetingId) -> Result<Deleted, A
         deleted: true,
     })
 }
+
+outreach_runtime::prelude::example!(delete_targeting,
+    request: {"id": "tgt_Cc9aCctvdSuygq8FJQrJ"},
+    response: {"deleted": true, "id": "tgt_Cc9aCctvdSuygq8FJQrJ"}
+);

@@ -9,8 +9,8 @@
 //! 2. Seeded straight into the database (as `seed.rs` does for prospects): the sender cloned to
 //!    `enrollments / 50` senders, all created 30 days ago (past the warm-up ramp); the sequence
 //!    made `active`; `--prospects` prospects with profile URLs; one `scheduled` enrollment per
-//!    prospect (senders round robin), its `approved` approval row and its `outreach_step` job, due
-//!    now.
+//!    prospect (senders round robin) with its first step due now (`next_step_at`, as an approval
+//!    sets it), its `approved` approval row and its `outreach_step` job, due now.
 //! 3. **Drain:** the server started again (`serve --test-clock`, default 4 workers) runs every job
 //!    once: the first run of each sender's jobs sends (the sandbox logs it) and the others take
 //!    the next slots in the sender's queue, 30-90 s apart, and snooze until theirs (a sender acts
@@ -461,6 +461,7 @@ async fn scheduler(
             Val::Text(sender.clone()),
             Val::Text("scheduled".into()),
             Val::Int(now),
+            Val::Int(now),
             Val::Text("bench".into()),
             Val::Int(now),
             Val::Int(now),
@@ -526,6 +527,7 @@ async fn scheduler(
             "prospect_id",
             "sender_id",
             "status",
+            "next_step_at",
             "approved_at",
             "approved_by",
             "created_at",

@@ -110,6 +110,7 @@ pub use scope::{Role, Scope};
 pub mod __private {
     pub use inventory;
     pub use schemars::{Schema, SchemaGenerator};
+    pub use serde_json;
     pub use serde_json::Value;
 
     use crate::ApiError;

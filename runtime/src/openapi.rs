@@ -17,8 +17,8 @@
 //! schemars titles every `Page<T>` `Page`; the document names each after its items
 //! (`ProspectPage`), so a generated client has one page class per item type.
 //!
-//! Examples come from the actions' crate (an [`ExampleTable`] of requests and responses by action
-//! name, collected like actions), because the runtime knows no domain type; a test makes sure no
+//! Examples come from the actions' crate (an [`example!`](crate::example) beside each action,
+//! collected like actions), because the runtime knows no domain type; a test makes sure no
 //! operation lacks one and that each request example decodes.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,19 +34,43 @@ use crate::paging::Page;
 use crate::registry::{self, Action, IDEMPOTENCY_KEY_DESCRIPTION, Registry};
 use crate::toolsets;
 
-/// A table of example requests and responses by action name, registered by the crate that defines
-/// the actions (`inventory::submit!`), since the runtime names no domain type. The text is a JSON
-/// object `{"<action>": {"request": {...}, "response": {...}}}`; `request` is the input object as
-/// an MCP tool call sends it (path and query fields included) and `response` the success body.
-pub struct ExampleTable(pub &'static str);
+/// One action's example request and response, declared beside the action with [`example!`]
+/// (`inventory::submit!`), since the runtime names no domain type. `request` is the input object
+/// as an MCP tool call sends it (path and query fields included) and `response` the success body.
+pub struct ActionExample {
+    pub action: &'static str,
+    pub request: fn() -> Value,
+    pub response: fn() -> Value,
+}
 
-inventory::collect!(ExampleTable);
+inventory::collect!(ActionExample);
 
-/// Registers a crate's example table: `example_table!(include_str!("examples.json"));`.
+/// Declares an action's example beside it, in `serde_json::json!` syntax:
+///
+/// ```ignore
+/// example!(get_prospect,
+///     request: {"id": "prs_sgSJ6H0Sz0uqCgmLUWdS"},
+///     response: {"id": "prs_sgSJ6H0Sz0uqCgmLUWdS", "first_name": "Ada"}
+/// );
+/// ```
+///
+/// The action's name is its function: a name that is no function in scope does not compile.
 #[macro_export]
-macro_rules! example_table {
-    ($text:expr) => {
-        $crate::__private::inventory::submit! { $crate::openapi::ExampleTable($text) }
+macro_rules! example {
+    ($action:ident, request: $request:tt, response: $response:tt $(,)?) => {
+        const _: () = {
+            #[allow(dead_code)]
+            fn the_action_is_in_scope() {
+                let _ = $action;
+            }
+            $crate::__private::inventory::submit! {
+                $crate::openapi::ActionExample {
+                    action: stringify!($action),
+                    request: || $crate::__private::serde_json::json!($request),
+                    response: || $crate::__private::serde_json::json!($response),
+                }
+            }
+        };
     };
 }
 
@@ -57,28 +81,17 @@ pub struct OperationExample {
     pub response: Value,
 }
 
-/// Every registered example by action name. A table that is not such JSON is reported as an
-/// error naming the problem (a test reads it; the document leaves the examples out).
+/// Every registered example by action name; an action with two is reported as an error (a test
+/// reads it; the document leaves the examples out).
 pub fn examples() -> Result<BTreeMap<String, OperationExample>, String> {
     let mut all = BTreeMap::new();
-    for table in inventory::iter::<ExampleTable> {
-        let parsed: Map<String, Value> = serde_json::from_str(table.0)
-            .map_err(|error| format!("an example table is not a JSON object: {error}"))?;
-        for (action, mut entry) in parsed {
-            let (Some(request), Some(response)) = (
-                entry.get_mut("request").map(Value::take),
-                entry.get_mut("response").map(Value::take),
-            ) else {
-                return Err(format!(
-                    "the example of `{action}` needs `request` and `response`"
-                ));
-            };
-            if all
-                .insert(action.clone(), OperationExample { request, response })
-                .is_some()
-            {
-                return Err(format!("`{action}` has two examples"));
-            }
+    for example in inventory::iter::<ActionExample> {
+        let entry = OperationExample {
+            request: (example.request)(),
+            response: (example.response)(),
+        };
+        if all.insert(example.action.to_owned(), entry).is_some() {
+            return Err(format!("`{}` has two examples", example.action));
         }
     }
     Ok(all)

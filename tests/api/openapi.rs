@@ -44,7 +44,7 @@ fn success(operation: &Value) -> &Value {
 async fn every_operation_has_a_request_and_a_response_example_that_decode() {
     let app = spawn_app().await;
     let document = document(&app).await;
-    let examples = outreach_runtime::openapi::examples().expect("the example tables parse");
+    let examples = outreach_runtime::openapi::examples().expect("no action has two examples");
     for (name, example) in &examples {
         let action = app
             .registry

@@ -395,6 +395,33 @@ pub async fn create_agent(ctx: Ctx, input: CreateAgentInput) -> Result<Agent, Ap
     Ok(agent)
 }
 
+outreach_runtime::prelude::example!(create_agent,
+    request: {
+        "kind": "prospector",
+        "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+        "max_credits_per_run": 100,
+        "min_tier": "b",
+        "name": "DACH sales finder",
+        "sequence_id": "seq_sGbl2nzkshQDV6qitLc9",
+        "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84"
+    },
+    response: {
+        "created_at": "2026-11-24T09:12:03.118Z",
+        "enabled": true,
+        "id": "agt_Vq3LmZ8xTn2RbK5wYc7D",
+        "kind": "prospector",
+        "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+        "max_credits_per_run": 100,
+        "max_prospects_per_run": 50,
+        "min_tier": "b",
+        "mode": "review",
+        "name": "DACH sales finder",
+        "sequence_id": "seq_sGbl2nzkshQDV6qitLc9",
+        "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+        "updated_at": "2026-11-24T09:12:03.118Z"
+    }
+);
+
 /// The input of `get_agent` and `delete_agent`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AgentId {
@@ -410,6 +437,26 @@ pub async fn get_agent(ctx: Ctx, input: AgentId) -> Result<Agent, ApiError> {
     let mut conn = ctx.db().pool().acquire().await?;
     fetch(&mut conn, ctx.workspace_id(), &input.id).await
 }
+
+outreach_runtime::prelude::example!(get_agent,
+    request: {"id": "agt_uC25m6KD9jMP26hUnu2B"},
+    response: {
+        "created_at": "2026-11-24T10:43:43.674Z",
+        "enabled": true,
+        "id": "agt_uC25m6KD9jMP26hUnu2B",
+        "kind": "prospector",
+        "list_id": "lst_IbWi9lFiGjBNmgy6S2jJ",
+        "max_credits_per_run": 50,
+        "max_prospects_per_run": 25,
+        "min_tier": "b",
+        "mode": "review",
+        "name": "Finder",
+        "sequence_id": "seq_okRb3aRfHsHWtBVIOdmk",
+        "targeting_id": "tgt_sW8jGZy97n4Qevq812Ei",
+        "templates": null,
+        "updated_at": "2026-11-24T10:43:43.674Z"
+    }
+);
 
 /// The input of `list_agents`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -443,6 +490,34 @@ pub async fn list_agents(ctx: Ctx, input: ListAgentsInput) -> Result<Page<Agent>
     )
     .await
 }
+
+outreach_runtime::prelude::example!(list_agents,
+    request: {"kind": "prospector", "limit": 25},
+    response: {
+        "count": 1,
+        "has_more": false,
+        "items": [
+                     {
+                         "created_at": "2026-11-24T09:12:03.118Z",
+                         "enabled": true,
+                         "id": "agt_Vq3LmZ8xTn2RbK5wYc7D",
+                         "kind": "prospector",
+                         "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+                         "max_credits_per_run": 100,
+                         "max_prospects_per_run": 50,
+                         "min_tier": "b",
+                         "mode": "review",
+                         "name": "DACH sales finder",
+                         "sequence_id": "seq_sGbl2nzkshQDV6qitLc9",
+                         "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+                         "updated_at": "2026-11-24T09:12:03.118Z"
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 1
+    }
+);
 
 /// The input of `update_agent`: only the fields given change; `null` clears a reference or the
 /// credit cap.
@@ -543,6 +618,25 @@ pub async fn update_agent(ctx: Ctx, input: UpdateAgentInput) -> Result<Agent, Ap
     Ok(agent)
 }
 
+outreach_runtime::prelude::example!(update_agent,
+    request: {"id": "agt_Vq3LmZ8xTn2RbK5wYc7D", "max_prospects_per_run": 20, "mode": "autonomous"},
+    response: {
+        "created_at": "2026-11-24T09:12:03.118Z",
+        "enabled": true,
+        "id": "agt_Vq3LmZ8xTn2RbK5wYc7D",
+        "kind": "prospector",
+        "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+        "max_credits_per_run": 100,
+        "max_prospects_per_run": 20,
+        "min_tier": "b",
+        "mode": "autonomous",
+        "name": "DACH sales finder",
+        "sequence_id": "seq_sGbl2nzkshQDV6qitLc9",
+        "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+        "updated_at": "2026-11-24T09:15:41.902Z"
+    }
+);
+
 /// Delete an agent.
 ///
 /// Removes the agent. Its runs stay readable (`get_run`, `list_runs`), and what they added (list
@@ -572,6 +666,11 @@ pub async fn delete_agent(ctx: Ctx, input: AgentId) -> Result<Deleted, ApiError>
         deleted: true,
     })
 }
+
+outreach_runtime::prelude::example!(delete_agent,
+    request: {"id": "agt_Vq3LmZ8xTn2RbK5wYc7D"},
+    response: {"deleted": true, "id": "agt_Vq3LmZ8xTn2RbK5wYc7D"}
+);
 
 // ----- the inputs a run reads again -----
 

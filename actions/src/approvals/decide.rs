@@ -359,6 +359,33 @@ pub async fn approve_outreach(ctx: Ctx, input: DecideInput) -> Result<ApproveOut
     .await
 }
 
+outreach_runtime::prelude::example!(approve_outreach,
+    request: {"dry_run": true, "ids": ["apr_YCD0yfaQxyGxSBDJPSaJ"]},
+    response: {
+        "approved": 1,
+        "dry_run": true,
+        "items": [
+                     {
+                         "enrollment_id": "enr_OYC1RvHwvhhXPLiM61gx",
+                         "id": "apr_YCD0yfaQxyGxSBDJPSaJ",
+                         "next_step_at": "2026-11-23T21:19:40.423Z",
+                         "prospect_id": "prs_pQOP39fLUiEK6S7Cciku",
+                         "sender_id": "snd_jp6TNuolp8f32URYMVrb",
+                         "sequence_id": "seq_sGbl2nzkshQDV6qitLc9"
+                     }
+                 ],
+        "not_approved": [],
+        "replies": [],
+        "senders": [
+                       {
+                           "enrollments": 1,
+                           "first_send_at": "2026-11-23T21:19:40.423Z",
+                           "sender_id": "snd_jp6TNuolp8f32URYMVrb"
+                       }
+                   ]
+    }
+);
+
 outreach_runtime::prelude::preview_field!(approve_outreach, "dry_run");
 
 /// The decision of `approve_outreach`, made by `person_id` in the caller's transaction (an
@@ -858,6 +885,16 @@ pub async fn reject_outreach(ctx: Ctx, input: DecideInput) -> Result<RejectOutco
         enrollment_ids,
     })
 }
+
+outreach_runtime::prelude::example!(reject_outreach,
+    request: {"ids": ["apr_A9vasBC8sr2fLNSKc52v"]},
+    response: {
+        "dry_run": false,
+        "enrollment_ids": ["enr_myCc0bRsDEzr9570t9kj"],
+        "ids": ["apr_A9vasBC8sr2fLNSKc52v"],
+        "rejected": 1
+    }
+);
 
 outreach_runtime::prelude::preview_field!(reject_outreach, "dry_run");
 

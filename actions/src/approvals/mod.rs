@@ -349,6 +349,78 @@ pub async fn list_approvals(
     .await
 }
 
+outreach_runtime::prelude::example!(list_approvals,
+    request: {"run_id": "run_qouf72evK04FKb8aJCy8", "limit": 1},
+    response: {
+        "count": 1,
+        "has_more": true,
+        "items": [
+                     {
+                         "agent_id": "agt_uC25m6KD9jMP26hUnu2B",
+                         "created_at": "2026-11-24T10:43:43.702Z",
+                         "decided_at": null,
+                         "decided_by": null,
+                         "drafted_by": "template",
+                         "edited_at": null,
+                         "edited_by": null,
+                         "expires_at": "2026-11-27T10:43:43.702Z",
+                         "id": "apr_p5L2rgg2QtA5fTSXhFiQ",
+                         "kind": "enrollment",
+                         "proposed_by": {
+                                            "id": "agt_uC25m6KD9jMP26hUnu2B",
+                                            "name": "Finder",
+                                            "person_id": "psn_S78PHjQ1Gxxrs0AaGiVl",
+                                            "type": "agent"
+                                        },
+                         "prospect": {
+                                         "company_name": "Compiler Works",
+                                         "full_name": "Grace Example",
+                                         "profile_url": "linkedin.com/in/grace-example-1",
+                                         "title": "Head of Sales"
+                                     },
+                         "prospect_id": "prs_rnCByDKSyoytsxw895o3",
+                         "reasons": {
+                                        "matched": [
+                                                       {
+                                                           "criterion": "titles",
+                                                           "field": "title",
+                                                           "points": 60,
+                                                           "value": "head of sales"
+                                                       }
+                                                   ],
+                                        "score": 60,
+                                        "summary": "Score 60 (tier b) against targeting `Heads of sales`: titles `head of sales` in title (+60).",
+                                        "targeting_id": "tgt_sW8jGZy97n4Qevq812Ei",
+                                        "tier": "b"
+                                    },
+                         "run_id": "run_qouf72evK04FKb8aJCy8",
+                         "sender_id": "snd_wPlpaLP11UY148uu2eLa",
+                         "sequence_id": "seq_okRb3aRfHsHWtBVIOdmk",
+                         "sequence_name": "Q3 heads of sales (DACH)",
+                         "status": "pending",
+                         "subject_id": "enr_VOMni7KAkC36tIbUIxKU",
+                         "texts": [
+                                      {
+                                          "drafted_by": "template",
+                                          "step_index": 0,
+                                          "text": "Hi Grace, I work with sales teams like Compiler Works's and would like to connect.",
+                                          "type": "connection_request"
+                                      },
+                                      {
+                                          "drafted_by": "template",
+                                          "step_index": 1,
+                                          "text": "Thanks for connecting, Grace! Would a short call next week be useful?",
+                                          "type": "message"
+                                      }
+                                  ]
+                     }
+                 ],
+        "next_offset": 1,
+        "offset": 0,
+        "total": 2
+    }
+);
+
 /// Reads one item of the workspace, or 404.
 pub(crate) async fn fetch(
     conn: &mut sqlx::AnyConnection,
@@ -383,6 +455,69 @@ pub async fn get_approval(ctx: Ctx, input: ApprovalId) -> Result<ApprovalItem, A
     let mut conn = ctx.db().pool().acquire().await?;
     fetch(&mut conn, ctx.workspace_id(), &input.id).await
 }
+
+outreach_runtime::prelude::example!(get_approval,
+    request: {"id": "apr_p5L2rgg2QtA5fTSXhFiQ"},
+    response: {
+        "agent_id": "agt_uC25m6KD9jMP26hUnu2B",
+        "created_at": "2026-11-24T10:43:43.702Z",
+        "decided_at": null,
+        "decided_by": null,
+        "drafted_by": "template",
+        "edited_at": null,
+        "edited_by": null,
+        "expires_at": "2026-11-27T10:43:43.702Z",
+        "id": "apr_p5L2rgg2QtA5fTSXhFiQ",
+        "kind": "enrollment",
+        "proposed_by": {
+                           "id": "agt_uC25m6KD9jMP26hUnu2B",
+                           "name": "Finder",
+                           "person_id": "psn_S78PHjQ1Gxxrs0AaGiVl",
+                           "type": "agent"
+                       },
+        "prospect": {
+                        "company_name": "Compiler Works",
+                        "full_name": "Grace Example",
+                        "profile_url": "linkedin.com/in/grace-example-1",
+                        "title": "Head of Sales"
+                    },
+        "prospect_id": "prs_rnCByDKSyoytsxw895o3",
+        "reasons": {
+                       "matched": [
+                                      {
+                                          "criterion": "titles",
+                                          "field": "title",
+                                          "points": 60,
+                                          "value": "head of sales"
+                                      }
+                                  ],
+                       "score": 60,
+                       "summary": "Score 60 (tier b) against targeting `Heads of sales`: titles `head of sales` in title (+60).",
+                       "targeting_id": "tgt_sW8jGZy97n4Qevq812Ei",
+                       "tier": "b"
+                   },
+        "run_id": "run_qouf72evK04FKb8aJCy8",
+        "sender_id": "snd_wPlpaLP11UY148uu2eLa",
+        "sequence_id": "seq_okRb3aRfHsHWtBVIOdmk",
+        "sequence_name": "Q3 heads of sales (DACH)",
+        "status": "pending",
+        "subject_id": "enr_VOMni7KAkC36tIbUIxKU",
+        "texts": [
+                     {
+                         "drafted_by": "template",
+                         "step_index": 0,
+                         "text": "Hi Grace, I work with sales teams like Compiler Works's and would like to connect.",
+                         "type": "connection_request"
+                     },
+                     {
+                         "drafted_by": "template",
+                         "step_index": 1,
+                         "text": "Thanks for connecting, Grace! Would a short call next week be useful?",
+                         "type": "message"
+                     }
+                 ]
+    }
+);
 
 /// One text of a draft to replace.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -501,6 +636,76 @@ pub async fn update_approval(
     }
     fetch(&mut tx, workspace_id, &item.id).await
 }
+
+outreach_runtime::prelude::example!(update_approval,
+    request: {
+        "id": "apr_p5L2rgg2QtA5fTSXhFiQ",
+        "texts": [
+                     {
+                         "step_index": 1,
+                         "text": "Thanks for connecting, {{first_name}}! Would 20 minutes on Tuesday suit you?"
+                     }
+                 ]
+    },
+    response: {
+        "agent_id": "agt_uC25m6KD9jMP26hUnu2B",
+        "created_at": "2026-11-24T10:43:43.702Z",
+        "decided_at": null,
+        "decided_by": null,
+        "drafted_by": "template",
+        "edited_at": "2026-11-24T10:43:43.822Z",
+        "edited_by": "psn_S78PHjQ1Gxxrs0AaGiVl",
+        "expires_at": "2026-11-27T10:43:43.702Z",
+        "id": "apr_p5L2rgg2QtA5fTSXhFiQ",
+        "kind": "enrollment",
+        "proposed_by": {
+                           "id": "agt_uC25m6KD9jMP26hUnu2B",
+                           "name": "Finder",
+                           "person_id": "psn_S78PHjQ1Gxxrs0AaGiVl",
+                           "type": "agent"
+                       },
+        "prospect": {
+                        "company_name": "Compiler Works",
+                        "full_name": "Grace Example",
+                        "profile_url": "linkedin.com/in/grace-example-1",
+                        "title": "Head of Sales"
+                    },
+        "prospect_id": "prs_rnCByDKSyoytsxw895o3",
+        "reasons": {
+                       "matched": [
+                                      {
+                                          "criterion": "titles",
+                                          "field": "title",
+                                          "points": 60,
+                                          "value": "head of sales"
+                                      }
+                                  ],
+                       "score": 60,
+                       "summary": "Score 60 (tier b) against targeting `Heads of sales`: titles `head of sales` in title (+60).",
+                       "targeting_id": "tgt_sW8jGZy97n4Qevq812Ei",
+                       "tier": "b"
+                   },
+        "run_id": "run_qouf72evK04FKb8aJCy8",
+        "sender_id": "snd_wPlpaLP11UY148uu2eLa",
+        "sequence_id": "seq_okRb3aRfHsHWtBVIOdmk",
+        "sequence_name": "Q3 heads of sales (DACH)",
+        "status": "pending",
+        "subject_id": "enr_VOMni7KAkC36tIbUIxKU",
+        "texts": [
+                     {
+                         "drafted_by": "template",
+                         "step_index": 0,
+                         "text": "Hi Grace, I work with sales teams like Compiler Works's and would like to connect.",
+                         "type": "connection_request"
+                     },
+                     {
+                         "step_index": 1,
+                         "text": "Thanks for connecting, Grace! Would 20 minutes on Tuesday suit you?",
+                         "type": "message"
+                     }
+                 ]
+    }
+);
 
 /// The 409 for agent proposals past their expiry.
 pub(crate) fn expired(ids: &[String]) -> ApiError {

@@ -74,6 +74,22 @@ pub async fn reply_to_conversation(
     conversations::fetch_message(&mut tx, ctx.workspace_id(), &message_id).await
 }
 
+outreach_runtime::prelude::example!(reply_to_conversation,
+    request: {"id": "cnv_Qm3VbT8rKx2LpN7sYw4D", "text": "Great! Does Tuesday work?"},
+    response: {
+        "at": "2026-11-25T15:00:00.000Z",
+        "conversation_id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
+        "created_at": "2026-11-25T14:31:09.412Z",
+        "created_by": "psn_H2jK4lM6nP8qR0sT2uV4",
+        "direction": "outbound",
+        "enrollment_id": null,
+        "error": null,
+        "id": "msg_B5cD7eF9gH1jK3lM5nP7",
+        "status": "queued",
+        "text": "Great! Does Tuesday work?"
+    }
+);
+
 /// A reply that may be queued: its conversation's sender can send, the prospect may be contacted.
 pub(crate) struct PlannedReply {
     pub sender_id: String,

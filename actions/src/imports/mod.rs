@@ -502,6 +502,31 @@ pub async fn import_prospects(
     Ok(import)
 }
 
+outreach_runtime::prelude::example!(import_prospects,
+    request: {
+        "csv": "First Name,Last Name,Title,Company,LinkedIn URL,Email\nGrace,Hopper,VP Sales,Compilers Inc,https://linkedin.com/in/grace-hopper-example,grace@compilers.example\n",
+        "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+        "on_duplicate": "skip"
+    },
+    response: {
+        "created": 1,
+        "created_at": "2026-11-23T18:22:30.074Z",
+        "credits_spent": 1,
+        "duplicates": 0,
+        "errors": [],
+        "id": "imp_lVtEiUF85cSeN2vqK2pm",
+        "invalid": 0,
+        "list_created": false,
+        "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+        "on_duplicate": "skip",
+        "rows": 1,
+        "source_format": "csv",
+        "status": "completed",
+        "updated": 0,
+        "warnings": []
+    }
+);
+
 /// The list an import adds its prospects to: the one named by id (404 if missing), or by name
 /// (made when missing: the `bool` says so), or none.
 async fn target_list(
@@ -651,6 +676,27 @@ pub async fn get_import(ctx: Ctx, input: ImportId) -> Result<Import, ApiError> {
     Import::from_row(&row)
 }
 
+outreach_runtime::prelude::example!(get_import,
+    request: {"id": "imp_lVtEiUF85cSeN2vqK2pm"},
+    response: {
+        "created": 1,
+        "created_at": "2026-11-23T18:22:30.074Z",
+        "credits_spent": 1,
+        "duplicates": 0,
+        "errors": [],
+        "id": "imp_lVtEiUF85cSeN2vqK2pm",
+        "invalid": 0,
+        "list_created": false,
+        "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+        "on_duplicate": "skip",
+        "rows": 1,
+        "source_format": "csv",
+        "status": "completed",
+        "updated": 0,
+        "warnings": []
+    }
+);
+
 /// The input of `list_imports`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListImportsInput {
@@ -676,3 +722,33 @@ pub async fn list_imports(ctx: Ctx, input: ListImportsInput) -> Result<Page<Impo
     )
     .await
 }
+
+outreach_runtime::prelude::example!(list_imports,
+    request: {"limit": 25},
+    response: {
+        "count": 1,
+        "has_more": false,
+        "items": [
+                     {
+                         "created": 1,
+                         "created_at": "2026-11-23T18:22:30.074Z",
+                         "credits_spent": 1,
+                         "duplicates": 0,
+                         "errors": [],
+                         "id": "imp_lVtEiUF85cSeN2vqK2pm",
+                         "invalid": 0,
+                         "list_created": false,
+                         "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+                         "on_duplicate": "skip",
+                         "rows": 1,
+                         "source_format": "csv",
+                         "status": "completed",
+                         "updated": 0,
+                         "warnings": []
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 1
+    }
+);

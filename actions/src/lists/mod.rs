@@ -232,6 +232,25 @@ pub async fn create_list(ctx: Ctx, input: CreateListInput) -> Result<List, ApiEr
     fetch(&mut conn, ctx.workspace_id(), &id).await
 }
 
+outreach_runtime::prelude::example!(create_list,
+    request: {
+        "default_targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+        "description": "Heads of sales to reach in Q3.",
+        "name": "Q3 software leads"
+    },
+    response: {
+        "created_at": "2026-11-23T18:22:30.065Z",
+        "default_targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+        "description": "Heads of sales to reach in Q3.",
+        "id": "lst_R4d0zhECHdJUnPY7RrLC",
+        "name": "Q3 software leads",
+        "processed_at": null,
+        "processing_status": "idle",
+        "size": 0,
+        "updated_at": "2026-11-23T18:22:30.065Z"
+    }
+);
+
 /// The input of `get_list` and `delete_list`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListId {
@@ -246,6 +265,21 @@ pub struct ListId {
 pub async fn get_list(ctx: Ctx, input: ListId) -> Result<List, ApiError> {
     fetch_pooled(&ctx, &input.id).await
 }
+
+outreach_runtime::prelude::example!(get_list,
+    request: {"id": "lst_R4d0zhECHdJUnPY7RrLC"},
+    response: {
+        "created_at": "2026-11-23T18:22:30.065Z",
+        "default_targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+        "description": "Heads of sales to reach in Q3.",
+        "id": "lst_R4d0zhECHdJUnPY7RrLC",
+        "name": "Q3 software leads",
+        "processed_at": null,
+        "processing_status": "idle",
+        "size": 0,
+        "updated_at": "2026-11-23T18:22:30.065Z"
+    }
+);
 
 /// The input of `list_lists`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -284,6 +318,30 @@ pub async fn list_lists(ctx: Ctx, input: ListListsInput) -> Result<Page<List>, A
     )
     .await
 }
+
+outreach_runtime::prelude::example!(list_lists,
+    request: {"limit": 25},
+    response: {
+        "count": 1,
+        "has_more": false,
+        "items": [
+                     {
+                         "created_at": "2026-11-23T18:22:30.065Z",
+                         "default_targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+                         "description": "Heads of sales in DACH to reach in Q3.",
+                         "id": "lst_R4d0zhECHdJUnPY7RrLC",
+                         "name": "Q3 software leads",
+                         "processed_at": null,
+                         "processing_status": "idle",
+                         "size": 2,
+                         "updated_at": "2026-11-23T18:22:30.074Z"
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 1
+    }
+);
 
 /// The input of `update_list`: only the fields given change; `null` clears a field.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -349,6 +407,21 @@ pub async fn update_list(ctx: Ctx, input: UpdateListInput) -> Result<List, ApiEr
     fetch(&mut conn, ctx.workspace_id(), &input.id).await
 }
 
+outreach_runtime::prelude::example!(update_list,
+    request: {"description": "Heads of sales in DACH to reach in Q3.", "id": "lst_R4d0zhECHdJUnPY7RrLC"},
+    response: {
+        "created_at": "2026-11-23T18:22:30.065Z",
+        "default_targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+        "description": "Heads of sales in DACH to reach in Q3.",
+        "id": "lst_R4d0zhECHdJUnPY7RrLC",
+        "name": "Q3 software leads",
+        "processed_at": null,
+        "processing_status": "idle",
+        "size": 0,
+        "updated_at": "2026-11-23T18:22:30.069Z"
+    }
+);
+
 /// Delete a list.
 ///
 /// Removes the list and its memberships for good; the prospects themselves stay. Costs nothing.
@@ -375,6 +448,11 @@ pub async fn delete_list(ctx: Ctx, input: ListId) -> Result<Deleted, ApiError> {
         deleted: true,
     })
 }
+
+outreach_runtime::prelude::example!(delete_list,
+    request: {"id": "lst_R4d0zhECHdJUnPY7RrLC"},
+    response: {"deleted": true, "id": "lst_R4d0zhECHdJUnPY7RrLC"}
+);
 
 /// The input of `add_prospects_to_list` and `remove_prospects_from_list`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -537,6 +615,26 @@ pub async fn add_prospects_to_list(
     })
 }
 
+outreach_runtime::prelude::example!(add_prospects_to_list,
+    request: {"id": "lst_R4d0zhECHdJUnPY7RrLC", "prospect_ids": ["prs_FU1sf4YwPhIYhWi6JHan"]},
+    response: {
+        "added": 1,
+        "already_in_list": 0,
+        "list": {
+                    "created_at": "2026-11-23T18:22:30.065Z",
+                    "default_targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+                    "description": "Heads of sales in DACH to reach in Q3.",
+                    "id": "lst_R4d0zhECHdJUnPY7RrLC",
+                    "name": "Q3 software leads",
+                    "processed_at": null,
+                    "processing_status": "idle",
+                    "size": 1,
+                    "updated_at": "2026-11-23T18:22:30.071Z"
+                },
+        "unknown_ids": []
+    }
+);
+
 /// What `remove_prospects_from_list` did.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ProspectsRemoved {
@@ -611,6 +709,25 @@ pub async fn remove_prospects_from_list(
     })
 }
 
+outreach_runtime::prelude::example!(remove_prospects_from_list,
+    request: {"id": "lst_R4d0zhECHdJUnPY7RrLC", "prospect_ids": ["prs_FU1sf4YwPhIYhWi6JHan"]},
+    response: {
+        "list": {
+                    "created_at": "2026-11-23T18:22:30.065Z",
+                    "default_targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+                    "description": "Heads of sales in DACH to reach in Q3.",
+                    "id": "lst_R4d0zhECHdJUnPY7RrLC",
+                    "name": "Q3 software leads",
+                    "processed_at": "2026-11-23T18:22:30.104Z",
+                    "processing_status": "processed",
+                    "size": 1,
+                    "updated_at": "2026-11-23T18:22:30.112Z"
+                },
+        "not_in_list": [],
+        "removed": 1
+    }
+);
+
 /// The input of `list_list_prospects`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListListProspectsInput {
@@ -650,6 +767,81 @@ pub async fn list_list_prospects(
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Page::new(input.page, list.size, items))
 }
+
+outreach_runtime::prelude::example!(list_list_prospects,
+    request: {"id": "lst_R4d0zhECHdJUnPY7RrLC", "limit": 25},
+    response: {
+        "count": 2,
+        "has_more": false,
+        "items": [
+                     {
+                         "company_domain": null,
+                         "company_industry": null,
+                         "company_name": "Compilers Inc",
+                         "company_size": null,
+                         "country": null,
+                         "created_at": "2026-11-23T18:22:30.074Z",
+                         "custom_fields": {},
+                         "department": null,
+                         "do_not_contact": false,
+                         "email": "grace@compilers.example",
+                         "first_name": "Grace",
+                         "full_name": "Grace Hopper",
+                         "headline": null,
+                         "id": "prs_EQ24XQ4HBGP11McdHhtE",
+                         "last_name": "Hopper",
+                         "location": null,
+                         "phone": null,
+                         "profile_url": "linkedin.com/in/grace-hopper-example",
+                         "score": null,
+                         "scored_at": null,
+                         "seniority": null,
+                         "source": "import",
+                         "tags": [],
+                         "targeting_id": null,
+                         "targeting_version": null,
+                         "tier": null,
+                         "timezone": null,
+                         "title": "VP Sales",
+                         "updated_at": "2026-11-23T18:22:30.074Z"
+                     },
+                     {
+                         "company_domain": "analytical-engines.example",
+                         "company_industry": "Computer Software",
+                         "company_name": "Analytical Engines GmbH",
+                         "company_size": 120,
+                         "country": "DE",
+                         "created_at": "2026-11-23T18:22:30.054Z",
+                         "custom_fields": {"met_at": "SaaStr"},
+                         "department": null,
+                         "do_not_contact": false,
+                         "email": "ada@analytical-engines.example",
+                         "first_name": "Ada",
+                         "full_name": "Ada Lovelace",
+                         "headline": null,
+                         "id": "prs_FU1sf4YwPhIYhWi6JHan",
+                         "last_name": "Lovelace",
+                         "location": "Berlin, Germany",
+                         "phone": "+49 30 1234567",
+                         "profile_url": "linkedin.com/in/ada-lovelace-example",
+                         "score": null,
+                         "scored_at": null,
+                         "seniority": null,
+                         "source": "api",
+                         "tags": ["conference-2026"],
+                         "targeting_id": null,
+                         "targeting_version": null,
+                         "tier": null,
+                         "timezone": null,
+                         "title": "Head of Sales",
+                         "updated_at": "2026-11-23T18:22:30.062Z"
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 2
+    }
+);
 
 // ----- The verbs other modules change a list through -----------------------------------------
 

@@ -525,6 +525,55 @@ pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Pro
     fetch_in(&mut tx, ctx.workspace_id(), &id).await
 }
 
+outreach_runtime::prelude::example!(create_prospect,
+    request: {
+        "company_domain": "analytical-engines.example",
+        "company_industry": "Computer Software",
+        "company_name": "Analytical Engines GmbH",
+        "company_size": 120,
+        "country": "DE",
+        "custom_fields": {"met_at": "SaaStr"},
+        "email": "ada@analytical-engines.example",
+        "first_name": "Ada",
+        "last_name": "Lovelace",
+        "location": "Berlin, Germany",
+        "profile_url": "https://www.linkedin.com/in/ada-lovelace-example",
+        "tags": ["conference-2026"],
+        "title": "Head of Sales"
+    },
+    response: {
+        "company_domain": "analytical-engines.example",
+        "company_industry": "Computer Software",
+        "company_name": "Analytical Engines GmbH",
+        "company_size": 120,
+        "country": "DE",
+        "created_at": "2026-11-23T18:22:30.054Z",
+        "custom_fields": {"met_at": "SaaStr"},
+        "department": null,
+        "do_not_contact": false,
+        "email": "ada@analytical-engines.example",
+        "first_name": "Ada",
+        "full_name": "Ada Lovelace",
+        "headline": null,
+        "id": "prs_FU1sf4YwPhIYhWi6JHan",
+        "last_name": "Lovelace",
+        "location": "Berlin, Germany",
+        "phone": null,
+        "profile_url": "linkedin.com/in/ada-lovelace-example",
+        "score": null,
+        "scored_at": null,
+        "seniority": null,
+        "source": "api",
+        "tags": ["conference-2026"],
+        "targeting_id": null,
+        "targeting_version": null,
+        "tier": null,
+        "timezone": null,
+        "title": "Head of Sales",
+        "updated_at": "2026-11-23T18:22:30.054Z"
+    }
+);
+
 /// Maps a unique violation on the profile URL to a 409 naming the prospect that has it.
 async fn profile_url_conflict(
     ctx: &Ctx,
@@ -625,6 +674,41 @@ pub struct ProspectId {
 pub async fn get_prospect(ctx: Ctx, input: ProspectId) -> Result<Prospect, ApiError> {
     fetch(&ctx, &input.id).await
 }
+
+outreach_runtime::prelude::example!(get_prospect,
+    request: {"id": "prs_FU1sf4YwPhIYhWi6JHan"},
+    response: {
+        "company_domain": "analytical-engines.example",
+        "company_industry": "Computer Software",
+        "company_name": "Analytical Engines GmbH",
+        "company_size": 120,
+        "country": "DE",
+        "created_at": "2026-11-23T18:22:30.054Z",
+        "custom_fields": {"met_at": "SaaStr"},
+        "department": null,
+        "do_not_contact": false,
+        "email": "ada@analytical-engines.example",
+        "first_name": "Ada",
+        "full_name": "Ada Lovelace",
+        "headline": null,
+        "id": "prs_FU1sf4YwPhIYhWi6JHan",
+        "last_name": "Lovelace",
+        "location": "Berlin, Germany",
+        "phone": null,
+        "profile_url": "linkedin.com/in/ada-lovelace-example",
+        "score": null,
+        "scored_at": null,
+        "seniority": null,
+        "source": "api",
+        "tags": ["conference-2026"],
+        "targeting_id": null,
+        "targeting_version": null,
+        "tier": null,
+        "timezone": null,
+        "title": "Head of Sales",
+        "updated_at": "2026-11-23T18:22:30.054Z"
+    }
+);
 
 /// The input of `list_prospects`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -804,6 +888,50 @@ pub async fn list_prospects(
     };
     paged_sorted(ctx.db(), input.page, query, total, binds).await
 }
+
+outreach_runtime::prelude::example!(list_prospects,
+    request: {"limit": 25, "q": "ada"},
+    response: {
+        "count": 1,
+        "has_more": false,
+        "items": [
+                     {
+                         "company_domain": "analytical-engines.example",
+                         "company_industry": "Computer Software",
+                         "company_name": "Analytical Engines GmbH",
+                         "company_size": 120,
+                         "country": "DE",
+                         "created_at": "2026-11-23T18:22:30.054Z",
+                         "custom_fields": {"met_at": "SaaStr"},
+                         "department": null,
+                         "do_not_contact": false,
+                         "email": "ada@analytical-engines.example",
+                         "first_name": "Ada",
+                         "full_name": "Ada Lovelace",
+                         "headline": null,
+                         "id": "prs_FU1sf4YwPhIYhWi6JHan",
+                         "last_name": "Lovelace",
+                         "location": "Berlin, Germany",
+                         "phone": "+49 30 1234567",
+                         "profile_url": "linkedin.com/in/ada-lovelace-example",
+                         "score": null,
+                         "scored_at": null,
+                         "seniority": null,
+                         "source": "api",
+                         "tags": ["conference-2026"],
+                         "targeting_id": null,
+                         "targeting_version": null,
+                         "tier": null,
+                         "timezone": null,
+                         "title": "Head of Sales",
+                         "updated_at": "2026-11-23T18:22:30.062Z"
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 1
+    }
+);
 
 /// Refuses an email another prospect of the workspace has (imports match rows by email too), with
 /// its id in `existing_id`.
@@ -996,6 +1124,41 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     fetch_in(&mut tx, ctx.workspace_id(), &current.id).await
 }
 
+outreach_runtime::prelude::example!(update_prospect,
+    request: {"id": "prs_FU1sf4YwPhIYhWi6JHan", "phone": "+49 30 1234567"},
+    response: {
+        "company_domain": "analytical-engines.example",
+        "company_industry": "Computer Software",
+        "company_name": "Analytical Engines GmbH",
+        "company_size": 120,
+        "country": "DE",
+        "created_at": "2026-11-23T18:22:30.054Z",
+        "custom_fields": {"met_at": "SaaStr"},
+        "department": null,
+        "do_not_contact": false,
+        "email": "ada@analytical-engines.example",
+        "first_name": "Ada",
+        "full_name": "Ada Lovelace",
+        "headline": null,
+        "id": "prs_FU1sf4YwPhIYhWi6JHan",
+        "last_name": "Lovelace",
+        "location": "Berlin, Germany",
+        "phone": "+49 30 1234567",
+        "profile_url": "linkedin.com/in/ada-lovelace-example",
+        "score": null,
+        "scored_at": null,
+        "seniority": null,
+        "source": "api",
+        "tags": ["conference-2026"],
+        "targeting_id": null,
+        "targeting_version": null,
+        "tier": null,
+        "timezone": null,
+        "title": "Head of Sales",
+        "updated_at": "2026-11-23T18:22:30.062Z"
+    }
+);
+
 /// Delete a prospect.
 ///
 /// Removes the prospect and its tags for good. Costs nothing.
@@ -1026,6 +1189,11 @@ pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, Api
         deleted: true,
     })
 }
+
+outreach_runtime::prelude::example!(delete_prospect,
+    request: {"id": "prs_FU1sf4YwPhIYhWi6JHan"},
+    response: {"deleted": true, "id": "prs_FU1sf4YwPhIYhWi6JHan"}
+);
 
 // ----- The verbs other modules change a prospect through -------------------------------------
 

@@ -241,6 +241,22 @@ pub async fn start_scoring_run(
     Ok(run)
 }
 
+outreach_runtime::prelude::example!(start_scoring_run,
+    request: {"list_id": "lst_R4d0zhECHdJUnPY7RrLC", "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84"},
+    response: {
+        "by_tier": {"a": 1, "b": 0, "c": 1, "d": 0, "disqualified": 0},
+        "completed_at": "2026-11-23T18:22:30.092Z",
+        "created_at": "2026-11-23T18:22:30.091Z",
+        "credits_spent": 2,
+        "id": "scr_mWmJJ8SkWmMn4SLpe7Ec",
+        "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+        "status": "completed",
+        "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+        "targeting_version": 2,
+        "total": 2
+    }
+);
+
 async fn fetch_run(ctx: &Ctx, id: &str) -> Result<ScoringRun, ApiError> {
     IdKind::ScoringRun.check(id)?;
     let row = sqlx::query(AssertSqlSafe(format!(
@@ -269,6 +285,22 @@ pub struct ScoringRunId {
 pub async fn get_scoring_run(ctx: Ctx, input: ScoringRunId) -> Result<ScoringRun, ApiError> {
     fetch_run(&ctx, &input.id).await
 }
+
+outreach_runtime::prelude::example!(get_scoring_run,
+    request: {"id": "scr_mWmJJ8SkWmMn4SLpe7Ec"},
+    response: {
+        "by_tier": {"a": 1, "b": 0, "c": 1, "d": 0, "disqualified": 0},
+        "completed_at": "2026-11-23T18:22:30.092Z",
+        "created_at": "2026-11-23T18:22:30.091Z",
+        "credits_spent": 2,
+        "id": "scr_mWmJJ8SkWmMn4SLpe7Ec",
+        "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+        "status": "completed",
+        "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+        "targeting_version": 2,
+        "total": 2
+    }
+);
 
 /// The input of `list_scoring_runs`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -320,6 +352,31 @@ pub async fn list_scoring_runs(
     )
     .await
 }
+
+outreach_runtime::prelude::example!(list_scoring_runs,
+    request: {"limit": 25, "list_id": "lst_R4d0zhECHdJUnPY7RrLC"},
+    response: {
+        "count": 1,
+        "has_more": false,
+        "items": [
+                     {
+                         "by_tier": {"a": 1, "b": 0, "c": 1, "d": 0, "disqualified": 0},
+                         "completed_at": "2026-11-23T18:22:30.092Z",
+                         "created_at": "2026-11-23T18:22:30.091Z",
+                         "credits_spent": 2,
+                         "id": "scr_mWmJJ8SkWmMn4SLpe7Ec",
+                         "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+                         "status": "completed",
+                         "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+                         "targeting_version": 2,
+                         "total": 2
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 1
+    }
+);
 
 /// One prospect's result in a scoring run.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -419,3 +476,70 @@ pub async fn list_scoring_results(
     )
     .await
 }
+
+outreach_runtime::prelude::example!(list_scoring_results,
+    request: {"id": "scr_mWmJJ8SkWmMn4SLpe7Ec", "limit": 25},
+    response: {
+        "count": 2,
+        "has_more": false,
+        "items": [
+                     {
+                         "company_name": "Analytical Engines GmbH",
+                         "full_name": "Ada Lovelace",
+                         "gates_failed": [],
+                         "matched": [
+                                        {
+                                            "criterion": "titles",
+                                            "field": "title",
+                                            "points": 40,
+                                            "value": "head of sales"
+                                        },
+                                        {
+                                            "criterion": "industries",
+                                            "field": "company_industry",
+                                            "points": 30,
+                                            "value": "software"
+                                        },
+                                        {
+                                            "criterion": "company_sizes",
+                                            "field": "company_size",
+                                            "points": 20,
+                                            "value": "50-500"
+                                        },
+                                        {
+                                            "criterion": "locations",
+                                            "field": "location",
+                                            "points": 10,
+                                            "value": "germany"
+                                        }
+                                    ],
+                         "missing": [],
+                         "prospect_id": "prs_FU1sf4YwPhIYhWi6JHan",
+                         "score": 100,
+                         "tier": "a",
+                         "title": "Head of Sales"
+                     },
+                     {
+                         "company_name": "Compilers Inc",
+                         "full_name": "Grace Hopper",
+                         "gates_failed": [],
+                         "matched": [
+                                        {
+                                            "criterion": "titles",
+                                            "field": "title",
+                                            "points": 40,
+                                            "value": "vp sales"
+                                        }
+                                    ],
+                         "missing": ["company_industry", "company_size", "location", "country"],
+                         "prospect_id": "prs_EQ24XQ4HBGP11McdHhtE",
+                         "score": 40,
+                         "tier": "c",
+                         "title": "VP Sales"
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 2
+    }
+);

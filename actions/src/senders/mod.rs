@@ -514,6 +514,83 @@ pub async fn create_sender(ctx: Ctx, input: CreateSenderInput) -> Result<Sender,
     view(&mut tx, row, now).await
 }
 
+outreach_runtime::prelude::example!(create_sender,
+    request: {
+        "limits": {"connection_requests_per_day": 25},
+        "name": "Ada Lovelace (sales)",
+        "timezone": "Europe/Berlin",
+        "working_hours": {
+                             "friday": [{"end": "15:00", "start": "09:00"}],
+                             "monday": [
+                                           {"end": "12:00", "start": "09:00"},
+                                           {"end": "17:30", "start": "13:00"}
+                                       ],
+                             "thursday": [{"end": "17:30", "start": "09:00"}],
+                             "tuesday": [{"end": "17:30", "start": "09:00"}],
+                             "wednesday": [{"end": "17:30", "start": "09:00"}]
+                         }
+    },
+    response: {
+        "created_at": "2026-11-23T18:22:30.073Z",
+        "effective_limits": {
+                                "connection_requests_per_day": 6,
+                                "connection_requests_per_week": 25,
+                                "messages_per_day": 12,
+                                "profile_views_per_day": 20
+                            },
+        "id": "snd_RWGJgtR51Eoiiw6ri5tT",
+        "limits": {
+                      "connection_requests_per_day": 25,
+                      "connection_requests_per_week": 100,
+                      "messages_per_day": 50,
+                      "profile_views_per_day": 80
+                  },
+        "name": "Ada Lovelace (sales)",
+        "pause_reason": null,
+        "paused_until": null,
+        "sending_status": {
+                              "reason": "Outside its working hours in Europe/Berlin; the next window opens at 2026-11-24T08:00:00.000Z.",
+                              "resumes_at": "2026-11-24T08:00:00.000Z",
+                              "state": "outside_hours"
+                          },
+        "status": "connected",
+        "timezone": "Europe/Berlin",
+        "updated_at": "2026-11-23T18:22:30.073Z",
+        "usage": {
+                     "connection_requests_per_day": {
+                                                        "available_again_at": null,
+                                                        "limit": 6,
+                                                        "used": 0
+                                                    },
+                     "connection_requests_per_week": {
+                                                         "available_again_at": null,
+                                                         "limit": 25,
+                                                         "used": 0
+                                                     },
+                     "local_day": "2026-11-23",
+                     "messages_per_day": {"available_again_at": null, "limit": 12, "used": 0},
+                     "profile_views_per_day": {
+                                                  "available_again_at": null,
+                                                  "limit": 20,
+                                                  "used": 0
+                                              }
+                 },
+        "warmup_ends_at": "2026-12-07T18:22:30.073Z",
+        "working_hours": {
+                             "friday": [{"end": "15:00", "start": "09:00"}],
+                             "monday": [
+                                           {"end": "12:00", "start": "09:00"},
+                                           {"end": "17:30", "start": "13:00"}
+                                       ],
+                             "saturday": [],
+                             "sunday": [],
+                             "thursday": [{"end": "17:30", "start": "09:00"}],
+                             "tuesday": [{"end": "17:30", "start": "09:00"}],
+                             "wednesday": [{"end": "17:30", "start": "09:00"}]
+                         }
+    }
+);
+
 /// The input of `get_sender` and `delete_sender`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SenderId {
@@ -533,6 +610,69 @@ pub async fn get_sender(ctx: Ctx, input: SenderId) -> Result<Sender, ApiError> {
     let row = load(&mut conn, ctx.workspace_id(), &input.id).await?;
     view(&mut conn, row, ctx.now_ms()).await
 }
+
+outreach_runtime::prelude::example!(get_sender,
+    request: {"id": "snd_RWGJgtR51Eoiiw6ri5tT"},
+    response: {
+        "created_at": "2026-11-23T18:22:30.073Z",
+        "effective_limits": {
+                                "connection_requests_per_day": 6,
+                                "connection_requests_per_week": 25,
+                                "messages_per_day": 12,
+                                "profile_views_per_day": 20
+                            },
+        "id": "snd_RWGJgtR51Eoiiw6ri5tT",
+        "limits": {
+                      "connection_requests_per_day": 25,
+                      "connection_requests_per_week": 100,
+                      "messages_per_day": 50,
+                      "profile_views_per_day": 80
+                  },
+        "name": "Ada Lovelace (sales)",
+        "pause_reason": null,
+        "paused_until": null,
+        "sending_status": {
+                              "reason": "Outside its working hours in Europe/Berlin; the next window opens at 2026-11-24T08:00:00.000Z.",
+                              "resumes_at": "2026-11-24T08:00:00.000Z",
+                              "state": "outside_hours"
+                          },
+        "status": "connected",
+        "timezone": "Europe/Berlin",
+        "updated_at": "2026-11-23T18:22:30.073Z",
+        "usage": {
+                     "connection_requests_per_day": {
+                                                        "available_again_at": null,
+                                                        "limit": 6,
+                                                        "used": 1
+                                                    },
+                     "connection_requests_per_week": {
+                                                         "available_again_at": null,
+                                                         "limit": 25,
+                                                         "used": 1
+                                                     },
+                     "local_day": "2026-11-23",
+                     "messages_per_day": {"available_again_at": null, "limit": 12, "used": 0},
+                     "profile_views_per_day": {
+                                                  "available_again_at": null,
+                                                  "limit": 20,
+                                                  "used": 1
+                                              }
+                 },
+        "warmup_ends_at": "2026-12-07T18:22:30.073Z",
+        "working_hours": {
+                             "friday": [{"end": "15:00", "start": "09:00"}],
+                             "monday": [
+                                           {"end": "12:00", "start": "09:00"},
+                                           {"end": "17:30", "start": "13:00"}
+                                       ],
+                             "saturday": [],
+                             "sunday": [],
+                             "thursday": [{"end": "17:30", "start": "09:00"}],
+                             "tuesday": [{"end": "17:30", "start": "09:00"}],
+                             "wednesday": [{"end": "17:30", "start": "09:00"}]
+                         }
+    }
+);
 
 /// The input of `list_senders`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -581,6 +721,82 @@ pub async fn list_senders(ctx: Ctx, input: ListSendersInput) -> Result<Page<Send
         items,
     })
 }
+
+outreach_runtime::prelude::example!(list_senders,
+    request: {"limit": 25, "status": "connected"},
+    response: {
+        "count": 1,
+        "has_more": false,
+        "items": [
+                     {
+                         "created_at": "2026-11-23T18:22:30.073Z",
+                         "effective_limits": {
+                                                 "connection_requests_per_day": 6,
+                                                 "connection_requests_per_week": 25,
+                                                 "messages_per_day": 12,
+                                                 "profile_views_per_day": 20
+                                             },
+                         "id": "snd_RWGJgtR51Eoiiw6ri5tT",
+                         "limits": {
+                                       "connection_requests_per_day": 25,
+                                       "connection_requests_per_week": 100,
+                                       "messages_per_day": 50,
+                                       "profile_views_per_day": 80
+                                   },
+                         "name": "Ada Lovelace (sales)",
+                         "pause_reason": null,
+                         "paused_until": null,
+                         "sending_status": {
+                                               "reason": "Outside its working hours in Europe/Berlin; the next window opens at 2026-11-24T08:00:00.000Z.",
+                                               "resumes_at": "2026-11-24T08:00:00.000Z",
+                                               "state": "outside_hours"
+                                           },
+                         "status": "connected",
+                         "timezone": "Europe/Berlin",
+                         "updated_at": "2026-11-23T18:22:30.073Z",
+                         "usage": {
+                                      "connection_requests_per_day": {
+                                                                         "available_again_at": null,
+                                                                         "limit": 6,
+                                                                         "used": 1
+                                                                     },
+                                      "connection_requests_per_week": {
+                                                                          "available_again_at": null,
+                                                                          "limit": 25,
+                                                                          "used": 1
+                                                                      },
+                                      "local_day": "2026-11-23",
+                                      "messages_per_day": {
+                                                              "available_again_at": null,
+                                                              "limit": 12,
+                                                              "used": 0
+                                                          },
+                                      "profile_views_per_day": {
+                                                                   "available_again_at": null,
+                                                                   "limit": 20,
+                                                                   "used": 1
+                                                               }
+                                  },
+                         "warmup_ends_at": "2026-12-07T18:22:30.073Z",
+                         "working_hours": {
+                                              "friday": [{"end": "15:00", "start": "09:00"}],
+                                              "monday": [
+                                                            {"end": "12:00", "start": "09:00"},
+                                                            {"end": "17:30", "start": "13:00"}
+                                                        ],
+                                              "saturday": [],
+                                              "sunday": [],
+                                              "thursday": [{"end": "17:30", "start": "09:00"}],
+                                              "tuesday": [{"end": "17:30", "start": "09:00"}],
+                                              "wednesday": [{"end": "17:30", "start": "09:00"}]
+                                          }
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 1
+    }
+);
 
 /// The input of `update_sender`: only the fields given change.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -636,6 +852,73 @@ pub async fn update_sender(ctx: Ctx, input: UpdateSenderInput) -> Result<Sender,
     view(&mut tx, row, now).await
 }
 
+outreach_runtime::prelude::example!(update_sender,
+    request: {
+        "id": "snd_RWGJgtR51Eoiiw6ri5tT",
+        "limits": {"messages_per_day": 60},
+        "timezone": "Europe/Paris"
+    },
+    response: {
+        "created_at": "2026-11-23T18:22:30.073Z",
+        "effective_limits": {
+                                "connection_requests_per_day": 6,
+                                "connection_requests_per_week": 25,
+                                "messages_per_day": 15,
+                                "profile_views_per_day": 20
+                            },
+        "id": "snd_RWGJgtR51Eoiiw6ri5tT",
+        "limits": {
+                      "connection_requests_per_day": 25,
+                      "connection_requests_per_week": 100,
+                      "messages_per_day": 60,
+                      "profile_views_per_day": 80
+                  },
+        "name": "Ada Lovelace (sales)",
+        "pause_reason": null,
+        "paused_until": null,
+        "sending_status": {
+                              "reason": "Outside its working hours in Europe/Paris; the next window opens at 2026-11-24T08:00:00.000Z.",
+                              "resumes_at": "2026-11-24T08:00:00.000Z",
+                              "state": "outside_hours"
+                          },
+        "status": "connected",
+        "timezone": "Europe/Paris",
+        "updated_at": "2026-11-23T18:22:30.113Z",
+        "usage": {
+                     "connection_requests_per_day": {
+                                                        "available_again_at": null,
+                                                        "limit": 6,
+                                                        "used": 1
+                                                    },
+                     "connection_requests_per_week": {
+                                                         "available_again_at": null,
+                                                         "limit": 25,
+                                                         "used": 1
+                                                     },
+                     "local_day": "2026-11-23",
+                     "messages_per_day": {"available_again_at": null, "limit": 15, "used": 0},
+                     "profile_views_per_day": {
+                                                  "available_again_at": null,
+                                                  "limit": 20,
+                                                  "used": 1
+                                              }
+                 },
+        "warmup_ends_at": "2026-12-07T18:22:30.073Z",
+        "working_hours": {
+                             "friday": [{"end": "15:00", "start": "09:00"}],
+                             "monday": [
+                                           {"end": "12:00", "start": "09:00"},
+                                           {"end": "17:30", "start": "13:00"}
+                                       ],
+                             "saturday": [],
+                             "sunday": [],
+                             "thursday": [{"end": "17:30", "start": "09:00"}],
+                             "tuesday": [{"end": "17:30", "start": "09:00"}],
+                             "wednesday": [{"end": "17:30", "start": "09:00"}]
+                         }
+    }
+);
+
 /// Delete a sender account.
 ///
 /// The sender disappears from every action and sends nothing more; what it already did stays in
@@ -677,6 +960,11 @@ pub async fn delete_sender(ctx: Ctx, input: SenderId) -> Result<Deleted, ApiErro
         deleted: true,
     })
 }
+
+outreach_runtime::prelude::example!(delete_sender,
+    request: {"id": "snd_RWGJgtR51Eoiiw6ri5tT"},
+    response: {"deleted": true, "id": "snd_RWGJgtR51Eoiiw6ri5tT"}
+);
 
 /// Makes sure the network is being polled (in the caller's transaction): one `network_poll` job
 /// for the whole database, which keeps itself going.

@@ -788,6 +788,72 @@ pub async fn create_sequence(ctx: Ctx, input: CreateSequenceInput) -> Result<Seq
     fetch(&mut tx, ctx.workspace_id(), &id, now).await
 }
 
+outreach_runtime::prelude::example!(create_sequence,
+    request: {
+        "name": "Q3 heads of sales",
+        "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
+        "settings": {"exit_after_days_without_acceptance": 14},
+        "steps": [
+                     {"type": "view_profile"},
+                     {
+                         "delay_hours": 24,
+                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                         "type": "connection_request"
+                     },
+                     {
+                         "delay_hours": 72,
+                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                         "type": "message"
+                     }
+                 ]
+    },
+    response: {
+        "activated_at": null,
+        "created_at": "2026-11-23T21:19:40.394Z",
+        "enrollment_counts": {
+                                 "active": 0,
+                                 "awaiting_approval": 0,
+                                 "failed": 0,
+                                 "finished": 0,
+                                 "paused": 0,
+                                 "scheduled": 0
+                             },
+        "finished_at": null,
+        "id": "seq_sGbl2nzkshQDV6qitLc9",
+        "name": "Q3 heads of sales",
+        "schedule": {"respect_prospect_timezone": false},
+        "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
+        "sending": {
+                       "next_send_at": null,
+                       "reason": "The sequence is a draft; `activate_sequence` starts it.",
+                       "sending": false
+                   },
+        "settings": {
+                        "exit_after_days_without_acceptance": 14,
+                        "skip_if_contacted_within_days": 30,
+                        "skip_if_in_other_live_sequence": true,
+                        "stop_on_reply": true
+                    },
+        "status": "draft",
+        "steps": [
+                     {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+                     {
+                         "delay_hours": 24,
+                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                         "text": null,
+                         "type": "connection_request"
+                     },
+                     {
+                         "delay_hours": 72,
+                         "note": null,
+                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                         "type": "message"
+                     }
+                 ],
+        "updated_at": "2026-11-23T21:19:40.394Z"
+    }
+);
+
 /// The input of actions that name one sequence.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SequenceId {
@@ -804,6 +870,51 @@ pub async fn get_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiEr
     let mut conn = ctx.db().pool().acquire().await?;
     fetch(&mut conn, ctx.workspace_id(), &input.id, ctx.now_ms()).await
 }
+
+outreach_runtime::prelude::example!(get_sequence,
+    request: {"id": "seq_sGbl2nzkshQDV6qitLc9"},
+    response: {
+        "activated_at": "2026-11-23T21:19:40.461Z",
+        "created_at": "2026-11-23T21:19:40.394Z",
+        "enrollment_counts": {
+                                 "active": 0,
+                                 "awaiting_approval": 0,
+                                 "failed": 0,
+                                 "finished": 1,
+                                 "paused": 0,
+                                 "scheduled": 1
+                             },
+        "finished_at": null,
+        "id": "seq_sGbl2nzkshQDV6qitLc9",
+        "name": "Q3 heads of sales (DACH)",
+        "schedule": {"respect_prospect_timezone": false},
+        "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
+        "sending": {"next_send_at": "2026-11-23T21:19:40.433Z", "reason": null, "sending": true},
+        "settings": {
+                        "exit_after_days_without_acceptance": 14,
+                        "skip_if_contacted_within_days": 60,
+                        "skip_if_in_other_live_sequence": true,
+                        "stop_on_reply": true
+                    },
+        "status": "active",
+        "steps": [
+                     {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+                     {
+                         "delay_hours": 24,
+                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                         "text": null,
+                         "type": "connection_request"
+                     },
+                     {
+                         "delay_hours": 72,
+                         "note": null,
+                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                         "type": "message"
+                     }
+                 ],
+        "updated_at": "2026-11-23T21:19:40.461Z"
+    }
+);
 
 /// The input of `list_sequences`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -844,6 +955,69 @@ pub async fn list_sequences(
     complete(&mut conn, &mut page.items, ctx.now_ms()).await?;
     Ok(page)
 }
+
+outreach_runtime::prelude::example!(list_sequences,
+    request: {"limit": 1, "status": "active"},
+    response: {
+        "count": 1,
+        "has_more": false,
+        "items": [
+                     {
+                         "activated_at": "2026-11-23T21:19:40.461Z",
+                         "created_at": "2026-11-23T21:19:40.394Z",
+                         "enrollment_counts": {
+                                                  "active": 0,
+                                                  "awaiting_approval": 0,
+                                                  "failed": 0,
+                                                  "finished": 1,
+                                                  "paused": 0,
+                                                  "scheduled": 1
+                                              },
+                         "finished_at": null,
+                         "id": "seq_sGbl2nzkshQDV6qitLc9",
+                         "name": "Q3 heads of sales (DACH)",
+                         "schedule": {"respect_prospect_timezone": false},
+                         "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
+                         "sending": {
+                                        "next_send_at": "2026-11-23T21:19:40.433Z",
+                                        "reason": null,
+                                        "sending": true
+                                    },
+                         "settings": {
+                                         "exit_after_days_without_acceptance": 14,
+                                         "skip_if_contacted_within_days": 60,
+                                         "skip_if_in_other_live_sequence": true,
+                                         "stop_on_reply": true
+                                     },
+                         "status": "active",
+                         "steps": [
+                                      {
+                                          "delay_hours": 0,
+                                          "note": null,
+                                          "text": null,
+                                          "type": "view_profile"
+                                      },
+                                      {
+                                          "delay_hours": 24,
+                                          "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                                          "text": null,
+                                          "type": "connection_request"
+                                      },
+                                      {
+                                          "delay_hours": 72,
+                                          "note": null,
+                                          "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                                          "type": "message"
+                                      }
+                                  ],
+                         "updated_at": "2026-11-23T21:19:40.461Z"
+                     }
+                 ],
+        "next_offset": null,
+        "offset": 0,
+        "total": 1
+    }
+);
 
 /// The input of `update_sequence`: only the fields given change.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -962,6 +1136,59 @@ pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Seq
     fetch(&mut tx, workspace_id, &current.id, now).await
 }
 
+outreach_runtime::prelude::example!(update_sequence,
+    request: {
+        "id": "seq_sGbl2nzkshQDV6qitLc9",
+        "name": "Q3 heads of sales (DACH)",
+        "settings": {"skip_if_contacted_within_days": 60}
+    },
+    response: {
+        "activated_at": null,
+        "created_at": "2026-11-23T21:19:40.394Z",
+        "enrollment_counts": {
+                                 "active": 0,
+                                 "awaiting_approval": 0,
+                                 "failed": 0,
+                                 "finished": 0,
+                                 "paused": 0,
+                                 "scheduled": 0
+                             },
+        "finished_at": null,
+        "id": "seq_sGbl2nzkshQDV6qitLc9",
+        "name": "Q3 heads of sales (DACH)",
+        "schedule": {"respect_prospect_timezone": false},
+        "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
+        "sending": {
+                       "next_send_at": null,
+                       "reason": "The sequence is a draft; `activate_sequence` starts it.",
+                       "sending": false
+                   },
+        "settings": {
+                        "exit_after_days_without_acceptance": 14,
+                        "skip_if_contacted_within_days": 60,
+                        "skip_if_in_other_live_sequence": true,
+                        "stop_on_reply": true
+                    },
+        "status": "draft",
+        "steps": [
+                     {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+                     {
+                         "delay_hours": 24,
+                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                         "text": null,
+                         "type": "connection_request"
+                     },
+                     {
+                         "delay_hours": 72,
+                         "note": null,
+                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                         "type": "message"
+                     }
+                 ],
+        "updated_at": "2026-11-23T21:19:40.399Z"
+    }
+);
+
 /// Renders the pending approval items of a sequence again with new steps, so a person approves
 /// the texts that will be sent. Any prospect they no longer render for refuses the whole update.
 async fn rerender_pending(
@@ -1062,6 +1289,11 @@ pub async fn delete_sequence(ctx: Ctx, input: SequenceId) -> Result<Deleted, Api
         deleted: true,
     })
 }
+
+outreach_runtime::prelude::example!(delete_sequence,
+    request: {"id": "seq_rC0HRQ38mzghfpqopFLy"},
+    response: {"deleted": true, "id": "seq_rC0HRQ38mzghfpqopFLy"}
+);
 
 outreach_runtime::prelude::text_enum! {
     /// Who wrote a draft's text.

@@ -204,6 +204,51 @@ pub async fn activate_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, 
     transition(&ctx, &input.id, Transition::Activate).await
 }
 
+outreach_runtime::prelude::example!(activate_sequence,
+    request: {"id": "seq_sGbl2nzkshQDV6qitLc9"},
+    response: {
+        "activated_at": "2026-11-23T21:19:40.461Z",
+        "created_at": "2026-11-23T21:19:40.394Z",
+        "enrollment_counts": {
+                                 "active": 0,
+                                 "awaiting_approval": 0,
+                                 "failed": 0,
+                                 "finished": 1,
+                                 "paused": 0,
+                                 "scheduled": 1
+                             },
+        "finished_at": null,
+        "id": "seq_sGbl2nzkshQDV6qitLc9",
+        "name": "Q3 heads of sales (DACH)",
+        "schedule": {"respect_prospect_timezone": false},
+        "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
+        "sending": {"next_send_at": "2026-11-23T21:19:40.433Z", "reason": null, "sending": true},
+        "settings": {
+                        "exit_after_days_without_acceptance": 14,
+                        "skip_if_contacted_within_days": 60,
+                        "skip_if_in_other_live_sequence": true,
+                        "stop_on_reply": true
+                    },
+        "status": "active",
+        "steps": [
+                     {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+                     {
+                         "delay_hours": 24,
+                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                         "text": null,
+                         "type": "connection_request"
+                     },
+                     {
+                         "delay_hours": 72,
+                         "note": null,
+                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                         "type": "message"
+                     }
+                 ],
+        "updated_at": "2026-11-23T21:19:40.461Z"
+    }
+);
+
 /// Pause an active sequence: no step of it is sent until it is resumed.
 ///
 /// Takes effect before the next step of each enrollment; a step already being sent finishes.
@@ -212,6 +257,55 @@ pub async fn activate_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, 
 pub async fn pause_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
     transition(&ctx, &input.id, Transition::Pause).await
 }
+
+outreach_runtime::prelude::example!(pause_sequence,
+    request: {"id": "seq_sGbl2nzkshQDV6qitLc9"},
+    response: {
+        "activated_at": "2026-11-23T21:19:40.461Z",
+        "created_at": "2026-11-23T21:19:40.394Z",
+        "enrollment_counts": {
+                                 "active": 0,
+                                 "awaiting_approval": 0,
+                                 "failed": 0,
+                                 "finished": 1,
+                                 "paused": 0,
+                                 "scheduled": 1
+                             },
+        "finished_at": null,
+        "id": "seq_sGbl2nzkshQDV6qitLc9",
+        "name": "Q3 heads of sales (DACH)",
+        "schedule": {"respect_prospect_timezone": false},
+        "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
+        "sending": {
+                       "next_send_at": null,
+                       "reason": "The sequence is paused; `resume_sequence` resumes it.",
+                       "sending": false
+                   },
+        "settings": {
+                        "exit_after_days_without_acceptance": 14,
+                        "skip_if_contacted_within_days": 60,
+                        "skip_if_in_other_live_sequence": true,
+                        "stop_on_reply": true
+                    },
+        "status": "paused",
+        "steps": [
+                     {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+                     {
+                         "delay_hours": 24,
+                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                         "text": null,
+                         "type": "connection_request"
+                     },
+                     {
+                         "delay_hours": 72,
+                         "note": null,
+                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                         "type": "message"
+                     }
+                 ],
+        "updated_at": "2026-11-23T21:19:40.575Z"
+    }
+);
 
 /// Resume a paused sequence: its approved enrollments receive their next steps again.
 ///
@@ -222,6 +316,51 @@ pub async fn resume_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, Ap
     transition(&ctx, &input.id, Transition::Resume).await
 }
 
+outreach_runtime::prelude::example!(resume_sequence,
+    request: {"id": "seq_sGbl2nzkshQDV6qitLc9"},
+    response: {
+        "activated_at": "2026-11-23T21:19:40.461Z",
+        "created_at": "2026-11-23T21:19:40.394Z",
+        "enrollment_counts": {
+                                 "active": 0,
+                                 "awaiting_approval": 0,
+                                 "failed": 0,
+                                 "finished": 1,
+                                 "paused": 0,
+                                 "scheduled": 1
+                             },
+        "finished_at": null,
+        "id": "seq_sGbl2nzkshQDV6qitLc9",
+        "name": "Q3 heads of sales (DACH)",
+        "schedule": {"respect_prospect_timezone": false},
+        "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
+        "sending": {"next_send_at": "2026-11-23T21:19:40.535Z", "reason": null, "sending": true},
+        "settings": {
+                        "exit_after_days_without_acceptance": 14,
+                        "skip_if_contacted_within_days": 60,
+                        "skip_if_in_other_live_sequence": true,
+                        "stop_on_reply": true
+                    },
+        "status": "active",
+        "steps": [
+                     {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+                     {
+                         "delay_hours": 24,
+                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                         "text": null,
+                         "type": "connection_request"
+                     },
+                     {
+                         "delay_hours": 72,
+                         "note": null,
+                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                         "type": "message"
+                     }
+                 ],
+        "updated_at": "2026-11-23T21:19:40.587Z"
+    }
+);
+
 /// Stop a sequence for good.
 ///
 /// Every live enrollment finishes with exit reason `stopped` and pending approval items expire;
@@ -231,6 +370,55 @@ pub async fn resume_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, Ap
 pub async fn stop_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
     transition(&ctx, &input.id, Transition::Stop).await
 }
+
+outreach_runtime::prelude::example!(stop_sequence,
+    request: {"id": "seq_sGbl2nzkshQDV6qitLc9"},
+    response: {
+        "activated_at": "2026-11-23T21:19:40.461Z",
+        "created_at": "2026-11-23T21:19:40.394Z",
+        "enrollment_counts": {
+                                 "active": 0,
+                                 "awaiting_approval": 0,
+                                 "failed": 0,
+                                 "finished": 2,
+                                 "paused": 0,
+                                 "scheduled": 0
+                             },
+        "finished_at": "2026-11-23T21:19:40.600Z",
+        "id": "seq_sGbl2nzkshQDV6qitLc9",
+        "name": "Q3 heads of sales (DACH)",
+        "schedule": {"respect_prospect_timezone": false},
+        "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
+        "sending": {
+                       "next_send_at": null,
+                       "reason": "The sequence is stopped.",
+                       "sending": false
+                   },
+        "settings": {
+                        "exit_after_days_without_acceptance": 14,
+                        "skip_if_contacted_within_days": 60,
+                        "skip_if_in_other_live_sequence": true,
+                        "stop_on_reply": true
+                    },
+        "status": "stopped",
+        "steps": [
+                     {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+                     {
+                         "delay_hours": 24,
+                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                         "text": null,
+                         "type": "connection_request"
+                     },
+                     {
+                         "delay_hours": 72,
+                         "note": null,
+                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                         "type": "message"
+                     }
+                 ],
+        "updated_at": "2026-11-23T21:19:40.600Z"
+    }
+);
 
 #[cfg(test)]
 mod tests {
