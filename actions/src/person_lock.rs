@@ -8,22 +8,33 @@
 //! The rest follows from that sentence:
 //!
 //! - Two writers of the same person take turns; writers of different people never meet on a
-//!   person's rows. After its people, a transaction may take any of their rows in any order,
-//!   then shared rows (a sender, for its quota and gap; a sequence), which no one holds while
-//!   waiting for a person.
+//!   person's rows. After its people, a transaction may take any of their rows in any order, then
+//!   the shared rows that come after people: a sender (its quota and gap), a sequence. The shared
+//!   rows a priced or agent transaction takes first (the workspace's balance, an agent run's row)
+//!   come before people, and no one takes them after a person.
+//! - "Id order" is byte order (`collate "C"` on PostgreSQL), the order Rust sorts ids in, so every
+//!   statement that locks prospects agrees with every other (a scoring run's too).
 //! - A job holds no row of its own before the domain's: the runtime fences a job's transaction
 //!   at commit, as its last statement (`outreach_runtime::jobs`). The step job locks its person
-//!   like any other writer, so nothing needs to lock a job first.
-//! - Rows of people a transaction did not lock are taken only with `skip locked` (a run queueing
-//!   its sender's other due steps), never waited for.
-//! - A change to a whole sequence (stopping it, editing its content, deleting a draft) locks the
-//!   people of its live enrollments first ([`lock_of_sequence`]), then the sequence.
-//! - A deadlock or serialization failure that slips through anyway (a person enrolled into a
-//!   sequence while it is being stopped) is retried in place by dispatch and by the worker.
+//!   like any other writer and decides under that lock, so a change made before it took the lock
+//!   is seen, and a change made after finds the job ended and enqueues a new one.
+//! - Rows of people a transaction did not lock are taken only with `skip locked` ([`try_lock`]: a
+//!   run queueing its sender's other due steps), never waited for.
+//! - A change to a whole sequence (activating, pausing, resuming or stopping it, editing its
+//!   content, deleting a draft) locks the people of its live enrollments first
+//!   ([`lock_of_sequence`]), then the sequence's row, and then checks that nobody was enrolled in
+//!   between ([`PersonTx::confirm_of_sequence`]); enrolling takes the sequence's row, so after it
+//!   nobody can be.
+//! - A deadlock or serialization failure that slips through anyway (a writer of prospect rows
+//!   outside this rule: an import's rewrite, a list's normalisation) is retried in place by
+//!   dispatch and by the worker.
+//!
+//! What the type proves is that the transaction took people's locks; which people, the callers
+//! say (each locks the people it then names), and `conversations::conversation_for` checks.
 //!
 //! On PostgreSQL the lock is the prospect's row, taken `for no key update`: two writers of one
-//! person take turns, while rows that merely reference a prospect (a message, an enrollment) can still be
-//! inserted beside it. On SQLite it takes nothing: the write transaction holds the whole
+//! person take turns, while rows that merely reference a prospect (a message, an enrollment) can
+//! still be inserted beside it. On SQLite it takes nothing: the write transaction holds the whole
 //! database. The type is the same on both, so the rule is checked on both.
 
 use std::ops::{Deref, DerefMut};
@@ -81,7 +92,7 @@ pub async fn lock<'c, 'p>(
         // Prospect ids are base62: a comma list is one bind however many people there are.
         sqlx::query(
             "select id from prospects where workspace_id = $1 \
-             and id = any(string_to_array($2, ',')) order by id for no key update",
+             and id = any(string_to_array($2, ',')) order by id collate \"C\" for no key update",
         )
         .bind(workspace_id)
         .bind(people.join(","))
@@ -107,7 +118,8 @@ pub async fn try_lock<'c, 'p>(
     if !people.is_empty() && Backend::of(conn) == Backend::Postgres {
         people = sqlx::query_scalar(
             "select id from prospects where workspace_id = $1 \
-             and id = any(string_to_array($2, ',')) order by id for no key update skip locked",
+             and id = any(string_to_array($2, ',')) order by id collate \"C\" \
+             for no key update skip locked",
         )
         .bind(workspace_id)
         .bind(people.join(","))
@@ -118,14 +130,13 @@ pub async fn try_lock<'c, 'p>(
     Ok(PersonTx { conn, people })
 }
 
-/// Locks the people of a sequence's live enrollments ([`lock`]), as a change to the whole
-/// sequence must before it locks the sequence's row.
-pub async fn lock_of_sequence<'c>(
-    conn: &'c mut AnyConnection,
+/// The people (`prs_...`) of a sequence's live enrollments.
+async fn people_of_sequence(
+    conn: &mut AnyConnection,
     workspace_id: &str,
     sequence_id: &str,
-) -> Result<PersonTx<'c>, ApiError> {
-    let people: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+) -> Result<Vec<String>, ApiError> {
+    Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "select distinct prospect_id from enrollments where workspace_id = $1 and sequence_id = $2 \
          and status in {}",
         crate::step_jobs::LIVE_SQL
@@ -133,6 +144,38 @@ pub async fn lock_of_sequence<'c>(
     .bind(workspace_id)
     .bind(sequence_id)
     .fetch_all(&mut *conn)
-    .await?;
+    .await?)
+}
+
+impl PersonTx<'_> {
+    /// Checks, once a change to a whole sequence holds the sequence's row, that it locked every
+    /// person of the sequence's live enrollments ([`lock_of_sequence`] read them before it held
+    /// the row, and someone may have been enrolled between the two). One it did not lock makes
+    /// the call a transient conflict, which dispatch runs again in place (its next try locks
+    /// them all). Nobody can be enrolled once the row is held: enrolling takes it too.
+    pub async fn confirm_of_sequence(
+        &mut self,
+        workspace_id: &str,
+        sequence_id: &str,
+    ) -> Result<(), ApiError> {
+        let people = people_of_sequence(self.conn, workspace_id, sequence_id).await?;
+        match people.iter().find(|person| !self.holds(person)) {
+            None => Ok(()),
+            Some(person) => Err(ApiError::contention(format!(
+                "`{person}` was enrolled in sequence `{sequence_id}` while this call changed it"
+            ))),
+        }
+    }
+}
+
+/// Locks the people of a sequence's live enrollments ([`lock`]), as a change to the whole
+/// sequence must before it locks the sequence's row; once it holds the row, it calls
+/// [`PersonTx::confirm_of_sequence`].
+pub async fn lock_of_sequence<'c>(
+    conn: &'c mut AnyConnection,
+    workspace_id: &str,
+    sequence_id: &str,
+) -> Result<PersonTx<'c>, ApiError> {
+    let people = people_of_sequence(conn, workspace_id, sequence_id).await?;
     lock(conn, workspace_id, people.iter().map(String::as_str)).await
 }

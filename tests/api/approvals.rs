@@ -641,6 +641,77 @@ async fn stopping_while_a_run_ends_the_last_enrollment_waits_for_the_run() {
     );
 }
 
+/// Stopping a sequence while someone is being enrolled in it (the enrolling transaction holds the
+/// sequence's row and has written the newcomer's enrollment) waits for the enrollment and stops
+/// the newcomer too. On PostgreSQL the stop locked the people it read before it held the
+/// sequence's row; under the row it finds one it did not lock, and runs again in place, locking
+/// them all (`PersonTx::confirm_of_sequence`). SQLite, one writer at a time, runs it after.
+#[tokio::test]
+async fn stopping_a_sequence_while_someone_is_enrolled_stops_them_too_under_their_lock() {
+    let app = crate::outreach::no_worker_app().await;
+    let send = send_key(&app).await;
+    let (id, _) = one_approved(&app, &send).await;
+    let newcomer = prospect(&app, "Newcomer", "Late Ltd").await;
+    let late = "enr_LateNewcomer00000001";
+    let on_postgres = app.db.backend() == outreach_runtime::prelude::Backend::Postgres;
+    let retried_before = crate::helpers::metric(
+        &app.client,
+        &app.base_url,
+        r#"outreach_transient_retries_total{face="request",outcome="retried"}"#,
+    )
+    .await;
+    let (mut held_back, enrolling) = HeldBack::new();
+    let enroll = async {
+        let mut tx = app.db.pool().begin().await.expect("begin");
+        // What an enrollment does under the newcomer's lock: the sequence's row, then the row.
+        sqlx::query("update sequences set updated_at = updated_at + 1 where id = $1")
+            .bind(&id)
+            .execute(&mut *tx)
+            .await
+            .expect("the enrollment holds the sequence's row");
+        sqlx::query(
+            "insert into enrollments (id, workspace_id, sequence_id, prospect_id, status, step_index, \
+             created_at, updated_at) values ($1, $2, $3, $4, 'awaiting_approval', 0, 0, 0)",
+        )
+        .bind(late)
+        .bind(&app.workspace_id)
+        .bind(&id)
+        .bind(&newcomer)
+        .execute(&mut *tx)
+        .await
+        .expect("the newcomer's enrollment");
+        held_back
+            .until_it_waits(&app, &mut tx, "the stop never waited for the enrollment")
+            .await;
+        tx.commit().await.expect("commit the enrollment");
+        held_back.release();
+    };
+    let stop = async {
+        enrolling.await.expect("the enrollment holds the sequence");
+        app.post_json(&format!("/sequences/{id}/stop"), &send, json!({}))
+            .await
+    };
+    let ((), stopped) = tokio::join!(enroll, stop);
+    assert_eq!(stopped.expect(200)["status"], json!("stopped"));
+    let enrollment = app.get(&format!("/enrollments/{late}"), &app.key).await;
+    let enrollment = enrollment.expect(200);
+    assert_eq!(enrollment["status"], json!("finished"), "{enrollment}");
+    assert_eq!(enrollment["exit_reason"], json!("stopped"), "{enrollment}");
+    if on_postgres {
+        let retried = crate::helpers::metric(
+            &app.client,
+            &app.base_url,
+            r#"outreach_transient_retries_total{face="request",outcome="retried"}"#,
+        )
+        .await;
+        assert_eq!(
+            retried - retried_before,
+            1,
+            "the stop ran again once, with the newcomer locked"
+        );
+    }
+}
+
 /// Deleting a prospect while a run of their step is in its outcome transaction (its job held, its
 /// history entry referencing the enrollment, about to write the prospect) waits for the run. On
 /// PostgreSQL the test plays the run's transaction: the delete used to lock the prospect and then

@@ -847,11 +847,12 @@ pub async fn cancel_run(ctx: Ctx, input: RunId) -> Result<Run, ApiError> {
         )
         .with_extra("status", run.status.as_str()));
     }
-    // The job row first, as the job's own transactions take it (then the run, then the
-    // workspace's balance), so a cancel and a batch in flight queue instead of deadlocking: the
-    // batch commits what it charged before this reads it. A job that is not running (queued, or
-    // waiting out a retry) is dropped here; a running one finds the run ended at its next step
-    // and stops (and one whose process died does the same once it is rescued).
+    // The job first: a job that is not running (queued, or waiting out a retry) is dropped here
+    // (a running one's row is not touched: the statement only matches a waiting job). Then the
+    // run, then the workspace's balance, the order a batch in flight takes them (its fence at
+    // commit comes last), so the two queue instead of deadlocking: the batch commits what it
+    // charged before this reads it. A running job finds the run ended at its next step and
+    // stops (and one whose process died does the same once it is rescued).
     outreach_runtime::prelude::jobs::cancel_unique(
         &mut tx,
         ctx.clock(),

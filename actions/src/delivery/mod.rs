@@ -809,7 +809,8 @@ const QUEUE_BATCH: i64 = 200;
 /// each, 30-90 s apart, in this transaction: one run queues them all, instead of each of them
 /// running only to find the sender busy. A slot is only when a step runs again; its run decides
 /// everything anew. The steps are found by their enrollments (due by `next_step_at`, through
-/// `enrollments_sender_queue_idx`); a step is moved only if its job waits and is due too. An
+/// `enrollments_sender_queue_idx`, in active sequences: a paused or draft sequence's steps have
+/// no job to move); a step is moved only if its job waits and is due too. An
 /// enrollment waiting for an acceptance is left out: what is due for it is its deadline, which
 /// sends nothing and must not wait in the queue. These are other people's rows, which this run
 /// did not lock (`person_lock`): on PostgreSQL, a step whose enrollment or job another
@@ -823,10 +824,11 @@ async fn queue_due_steps(
     now: i64,
 ) -> Result<(), ApiError> {
     let due = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "select workspace_id, prospect_id from enrollments \
-         where sender_id = $1 and slot_at is null and status in ('scheduled', 'active') \
-         and next_step_at <= $3 and not (invited_at is not null and accepted_at is null) \
-         and id <> $2 order by next_step_at, id limit {QUEUE_BATCH}"
+        "select e.workspace_id, e.prospect_id from enrollments e \
+         join sequences s on s.id = e.sequence_id and s.status = 'active' \
+         where e.sender_id = $1 and e.slot_at is null and e.status in ('scheduled', 'active') \
+         and e.next_step_at <= $3 and not (e.invited_at is not null and e.accepted_at is null) \
+         and e.id <> $2 order by e.next_step_at, e.id limit {QUEUE_BATCH}"
     )))
     .bind(sender_id)
     .bind(except_enrollment.unwrap_or(""))
@@ -851,10 +853,11 @@ async fn queue_due_steps(
     let held_people = others.people().to_vec();
     let held = crate::lists::placeholders(4, held_people.len());
     let mut again = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "select id from enrollments \
-         where sender_id = $1 and slot_at is null and status in ('scheduled', 'active') \
-         and next_step_at <= $3 and not (invited_at is not null and accepted_at is null) \
-         and id <> $2 and prospect_id in {held} order by next_step_at, id limit {QUEUE_BATCH}"
+        "select e.id from enrollments e \
+         join sequences s on s.id = e.sequence_id and s.status = 'active' \
+         where e.sender_id = $1 and e.slot_at is null and e.status in ('scheduled', 'active') \
+         and e.next_step_at <= $3 and not (e.invited_at is not null and e.accepted_at is null) \
+         and e.id <> $2 and e.prospect_id in {held} order by e.next_step_at, e.id limit {QUEUE_BATCH}"
     )))
     .persistent(false)
     .bind(sender_id)

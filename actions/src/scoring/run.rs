@@ -301,15 +301,17 @@ async fn load(
     subject: Subject<'_>,
 ) -> Result<Vec<AnyRow>, ApiError> {
     let packed = packed_prospect(backend);
-    let lock = match backend {
-        Backend::Sqlite => "",
-        Backend::Postgres => " for no key update of p",
+    // Byte order on PostgreSQL too (`collate "C"`), the order `person_lock` locks people in and
+    // Rust sorts ids in, so the chunks below and every other locker of prospects agree.
+    let (order, lock) = match backend {
+        Backend::Sqlite => ("p.id", ""),
+        Backend::Postgres => (r#"p.id collate "C""#, " for no key update of p"),
     };
     match subject {
         Subject::List(list_id) => {
             let sql = format!(
                 "select {packed} from list_members m join prospects p on p.id = m.prospect_id \
-                 where m.list_id = $1 and p.workspace_id = $2 order by p.id{lock}"
+                 where m.list_id = $1 and p.workspace_id = $2 order by {order}{lock}"
             );
             Ok(sqlx::query(AssertSqlSafe(sql))
                 .bind(list_id)
@@ -329,7 +331,8 @@ async fn load(
                 placeholders.push(&mut sql);
                 sql.push_str(" and p.id in (");
                 placeholders.list(&mut sql, chunk.len());
-                sql.push_str(") order by p.id");
+                sql.push_str(") order by ");
+                sql.push_str(order);
                 sql.push_str(lock);
                 let mut query = sqlx::query(AssertSqlSafe(sql)).bind(workspace_id);
                 for id in chunk {

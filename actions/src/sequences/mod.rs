@@ -1066,6 +1066,9 @@ pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Seq
         crate::person_lock::lock(&mut tx, workspace_id, []).await?
     };
     let current = lock(&mut tx, workspace_id, &input.id, now).await?;
+    if edits_content {
+        tx.confirm_of_sequence(workspace_id, &input.id).await?;
+    }
     if edits_content
         && !matches!(
             current.status,
@@ -1261,6 +1264,7 @@ pub async fn delete_sequence(ctx: Ctx, input: SequenceId) -> Result<Deleted, Api
     // (see `person_lock`), as stop_sequence takes them.
     let mut tx = crate::person_lock::lock_of_sequence(&mut tx, workspace_id, &input.id).await?;
     let current = lock(&mut tx, workspace_id, &input.id, ctx.now_ms()).await?;
+    tx.confirm_of_sequence(workspace_id, &input.id).await?;
     if current.status != SequenceStatus::Draft {
         return Err(ApiError::new(
             ErrorCode::INVALID_STATE,

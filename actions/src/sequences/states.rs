@@ -141,6 +141,7 @@ async fn transition(ctx: &Ctx, id: &str, transition: Transition) -> Result<Seque
     // sequence lets it go on, so it sees an activation, pause or resumption made before it.
     let mut tx = crate::person_lock::lock_of_sequence(&mut tx, workspace_id, id).await?;
     let sequence = lock(&mut tx, workspace_id, id, now).await?;
+    tx.confirm_of_sequence(workspace_id, id).await?;
     if !allowed(sequence.status).contains(&transition) {
         return Err(refusal(&sequence.id, sequence.status, transition));
     }
