@@ -85,20 +85,8 @@ pub async fn lock<'c, 'p>(
     workspace_id: &str,
     people: impl IntoIterator<Item = &'p str>,
 ) -> Result<PersonTx<'c>, ApiError> {
-    let mut people: Vec<String> = people.into_iter().map(str::to_owned).collect();
-    people.sort_unstable();
-    people.dedup();
-    if !people.is_empty() && Backend::of(conn) == Backend::Postgres {
-        // Prospect ids are base62: a comma list is one bind however many people there are.
-        sqlx::query(
-            "select id from prospects where workspace_id = $1 \
-             and id = any(string_to_array($2, ',')) order by id collate \"C\" for no key update",
-        )
-        .bind(workspace_id)
-        .bind(people.join(","))
-        .fetch_all(&mut *conn)
-        .await?;
-    }
+    let people = sorted(people);
+    take(conn, workspace_id, &people, "").await?;
     Ok(PersonTx { conn, people })
 }
 
@@ -112,22 +100,43 @@ pub async fn try_lock<'c, 'p>(
     workspace_id: &str,
     people: impl IntoIterator<Item = &'p str>,
 ) -> Result<PersonTx<'c>, ApiError> {
+    let mut people = sorted(people);
+    if let Some(mut held) = take(conn, workspace_id, &people, " skip locked").await? {
+        held.sort_unstable();
+        people = held;
+    }
+    Ok(PersonTx { conn, people })
+}
+
+/// Ids in byte order, once each.
+fn sorted<'p>(people: impl IntoIterator<Item = &'p str>) -> Vec<String> {
     let mut people: Vec<String> = people.into_iter().map(str::to_owned).collect();
     people.sort_unstable();
     people.dedup();
-    if !people.is_empty() && Backend::of(conn) == Backend::Postgres {
-        people = sqlx::query_scalar(
-            "select id from prospects where workspace_id = $1 \
-             and id = any(string_to_array($2, ',')) order by id collate \"C\" \
-             for no key update skip locked",
-        )
-        .bind(workspace_id)
-        .bind(people.join(","))
-        .fetch_all(&mut *conn)
-        .await?;
-        people.sort_unstable();
+    people
+}
+
+/// The lock itself, on PostgreSQL (`None` on SQLite, or for nobody): the people's prospect rows
+/// in byte order, `for no key update` with `then` after it; answers the ids it locked.
+async fn take(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    people: &[String],
+    then: &str,
+) -> Result<Option<Vec<String>>, ApiError> {
+    if people.is_empty() || Backend::of(conn) != Backend::Postgres {
+        return Ok(None);
     }
-    Ok(PersonTx { conn, people })
+    // Prospect ids are base62: a comma list is one bind however many people there are.
+    let locked = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "select id from prospects where workspace_id = $1 \
+         and id = any(string_to_array($2, ',')) order by id collate \"C\" for no key update{then}"
+    )))
+    .bind(workspace_id)
+    .bind(people.join(","))
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Some(locked))
 }
 
 /// The people (`prs_...`) of a sequence's live enrollments.

@@ -101,8 +101,9 @@ fn written_tables(line: &str) -> Vec<String> {
     tables
 }
 
-/// Every write in the sources: (file relative to `src`, line number, table).
-fn writes() -> Vec<(String, usize, String)> {
+/// Every line of code in the sources, comments left out: (file relative to `src`, line number,
+/// the line without its indentation).
+fn code_lines() -> Vec<(String, usize, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
@@ -117,12 +118,20 @@ fn writes() -> Vec<(String, usize, String)> {
         let text = fs::read_to_string(&file).expect("read a source file");
         for (number, line) in text.lines().enumerate() {
             let code = line.trim_start();
-            if code.starts_with("//") {
-                continue;
+            if !code.starts_with("//") {
+                found.push((shown.clone(), number + 1, code.to_owned()));
             }
-            for table in written_tables(code) {
-                found.push((shown.clone(), number + 1, table));
-            }
+        }
+    }
+    found
+}
+
+/// Every write in the sources: (file relative to `src`, line number, table).
+fn writes() -> Vec<(String, usize, String)> {
+    let mut found = Vec::new();
+    for (file, line, code) in code_lines() {
+        for table in written_tables(&code) {
+            found.push((file.clone(), line, table));
         }
     }
     found
@@ -238,35 +247,20 @@ const ROW_LOCKS: &[(&str, &str)] = &[
 
 /// The row locks in the sources: (file relative to `src`, line number).
 fn row_locks() -> Vec<(String, usize)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files.sort();
-    let mut found = Vec::new();
-    for file in files {
-        let shown = file
-            .strip_prefix(&src)
-            .expect("under src")
-            .display()
-            .to_string();
-        let text = fs::read_to_string(&file).expect("read a source file");
-        for (number, line) in text.lines().enumerate() {
-            let code = line.trim_start().to_ascii_lowercase();
-            if code.starts_with("//") {
-                continue;
-            }
-            let locks = [
-                "for update",
-                "for no key update",
-                "for share",
-                "for key share",
-            ];
-            if locks.iter().any(|lock| code.contains(lock)) {
-                found.push((shown.clone(), number + 1));
-            }
-        }
-    }
-    found
+    let locks = [
+        "for update",
+        "for no key update",
+        "for share",
+        "for key share",
+    ];
+    code_lines()
+        .into_iter()
+        .filter(|(_, _, code)| {
+            let code = code.to_ascii_lowercase();
+            locks.iter().any(|lock| code.contains(lock))
+        })
+        .map(|(file, line, _)| (file, line))
+        .collect()
 }
 
 #[test]
