@@ -489,20 +489,20 @@ outreach_runtime::prelude::example!(list_conversations,
         "count": 1,
         "has_more": false,
         "items": [
-                     {
-                         "created_at": "2026-11-24T09:12:05.311Z",
-                         "id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
-                         "last_inbound_at": "2026-11-25T14:02:41.000Z",
-                         "last_message_at": "2026-11-25T14:02:41.000Z",
-                         "last_outbound_at": "2026-11-24T09:12:05.311Z",
-                         "prospect_id": "prs_8Jk2LmN4pQ6rS8tU0vW2",
-                         "read_at": null,
-                         "replied": true,
-                         "sender_id": "snd_T5uV7wX9yZ1aB3cD5eF7",
-                         "sequence_id": "seq_G9hJ1kL3mN5pQ7rS9tU1",
-                         "unread_count": 1
-                     }
-                 ],
+            {
+                "created_at": "2026-11-24T09:12:05.311Z",
+                "id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
+                "last_inbound_at": "2026-11-25T14:02:41.000Z",
+                "last_message_at": "2026-11-25T14:02:41.000Z",
+                "last_outbound_at": "2026-11-24T09:12:05.311Z",
+                "prospect_id": "prs_8Jk2LmN4pQ6rS8tU0vW2",
+                "read_at": null,
+                "replied": true,
+                "sender_id": "snd_T5uV7wX9yZ1aB3cD5eF7",
+                "sequence_id": "seq_G9hJ1kL3mN5pQ7rS9tU1",
+                "unread_count": 1
+            }
+        ],
         "next_offset": null,
         "offset": 0,
         "total": 1
@@ -582,31 +582,31 @@ outreach_runtime::prelude::example!(list_messages,
         "count": 2,
         "has_more": false,
         "items": [
-                     {
-                         "at": "2026-11-24T09:12:05.311Z",
-                         "conversation_id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
-                         "created_at": "2026-11-24T09:12:05.311Z",
-                         "created_by": null,
-                         "direction": "outbound",
-                         "enrollment_id": "enr_W3xY5zA7bC9dE1fG3hJ5",
-                         "error": null,
-                         "id": "msg_K7lM9nP1qR3sT5uV7wX9",
-                         "status": "sent",
-                         "text": "Thanks for connecting, Ada. Worth a short call about onboarding at Analytical Engines?"
-                     },
-                     {
-                         "at": "2026-11-25T14:02:41.000Z",
-                         "conversation_id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
-                         "created_at": "2026-11-25T14:02:41.000Z",
-                         "created_by": null,
-                         "direction": "inbound",
-                         "enrollment_id": null,
-                         "error": null,
-                         "id": "msg_Y1zA3bC5dE7fG9hJ1kL3",
-                         "status": "received",
-                         "text": "Happy to talk next week."
-                     }
-                 ],
+            {
+                "at": "2026-11-24T09:12:05.311Z",
+                "conversation_id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
+                "created_at": "2026-11-24T09:12:05.311Z",
+                "created_by": null,
+                "direction": "outbound",
+                "enrollment_id": "enr_W3xY5zA7bC9dE1fG3hJ5",
+                "error": null,
+                "id": "msg_K7lM9nP1qR3sT5uV7wX9",
+                "status": "sent",
+                "text": "Thanks for connecting, Ada. Worth a short call about onboarding at Analytical Engines?"
+            },
+            {
+                "at": "2026-11-25T14:02:41.000Z",
+                "conversation_id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
+                "created_at": "2026-11-25T14:02:41.000Z",
+                "created_by": null,
+                "direction": "inbound",
+                "enrollment_id": null,
+                "error": null,
+                "id": "msg_Y1zA3bC5dE7fG9hJ1kL3",
+                "status": "received",
+                "text": "Happy to talk next week."
+            }
+        ],
         "next_offset": null,
         "offset": 0,
         "total": 2

@@ -364,35 +364,35 @@ outreach_runtime::prelude::example!(get_enrollment,
         "created_at": "2026-11-23T21:19:40.407Z",
         "exit_reason": null,
         "history": [
-                       {
-                           "at": "2026-11-23T21:19:40.407Z",
-                           "kind": "added",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       },
-                       {
-                           "at": "2026-11-23T21:19:40.433Z",
-                           "kind": "approved",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       },
-                       {
-                           "at": "2026-11-23T21:19:40.512Z",
-                           "kind": "paused",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       },
-                       {
-                           "at": "2026-11-23T21:19:40.535Z",
-                           "kind": "resumed",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       }
-                   ],
+            {
+                "at": "2026-11-23T21:19:40.407Z",
+                "kind": "added",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            },
+            {
+                "at": "2026-11-23T21:19:40.433Z",
+                "kind": "approved",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            },
+            {
+                "at": "2026-11-23T21:19:40.512Z",
+                "kind": "paused",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            },
+            {
+                "at": "2026-11-23T21:19:40.535Z",
+                "kind": "resumed",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            }
+        ],
         "id": "enr_OYC1RvHwvhhXPLiM61gx",
         "last_error": null,
         "next_step_at": "2026-11-23T21:19:40.535Z",
@@ -515,22 +515,22 @@ outreach_runtime::prelude::example!(list_enrollments,
         "count": 1,
         "has_more": false,
         "items": [
-                     {
-                         "approved_at": "2026-11-23T21:19:40.433Z",
-                         "approved_by": "psn_XnIJgr1VrzYEO8amMjf7",
-                         "created_at": "2026-11-23T21:19:40.407Z",
-                         "exit_reason": null,
-                         "id": "enr_OYC1RvHwvhhXPLiM61gx",
-                         "last_error": null,
-                         "next_step_at": "2026-11-23T21:19:40.433Z",
-                         "prospect_id": "prs_pQOP39fLUiEK6S7Cciku",
-                         "sender_id": "snd_jp6TNuolp8f32URYMVrb",
-                         "sequence_id": "seq_sGbl2nzkshQDV6qitLc9",
-                         "status": "scheduled",
-                         "step_index": 0,
-                         "updated_at": "2026-11-23T21:19:40.433Z"
-                     }
-                 ],
+            {
+                "approved_at": "2026-11-23T21:19:40.433Z",
+                "approved_by": "psn_XnIJgr1VrzYEO8amMjf7",
+                "created_at": "2026-11-23T21:19:40.407Z",
+                "exit_reason": null,
+                "id": "enr_OYC1RvHwvhhXPLiM61gx",
+                "last_error": null,
+                "next_step_at": "2026-11-23T21:19:40.433Z",
+                "prospect_id": "prs_pQOP39fLUiEK6S7Cciku",
+                "sender_id": "snd_jp6TNuolp8f32URYMVrb",
+                "sequence_id": "seq_sGbl2nzkshQDV6qitLc9",
+                "status": "scheduled",
+                "step_index": 0,
+                "updated_at": "2026-11-23T21:19:40.433Z"
+            }
+        ],
         "next_offset": null,
         "offset": 0,
         "total": 1
@@ -580,28 +580,28 @@ outreach_runtime::prelude::example!(pause_enrollment,
         "created_at": "2026-11-23T21:19:40.407Z",
         "exit_reason": null,
         "history": [
-                       {
-                           "at": "2026-11-23T21:19:40.407Z",
-                           "kind": "added",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       },
-                       {
-                           "at": "2026-11-23T21:19:40.433Z",
-                           "kind": "approved",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       },
-                       {
-                           "at": "2026-11-23T21:19:40.512Z",
-                           "kind": "paused",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       }
-                   ],
+            {
+                "at": "2026-11-23T21:19:40.407Z",
+                "kind": "added",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            },
+            {
+                "at": "2026-11-23T21:19:40.433Z",
+                "kind": "approved",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            },
+            {
+                "at": "2026-11-23T21:19:40.512Z",
+                "kind": "paused",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            }
+        ],
         "id": "enr_OYC1RvHwvhhXPLiM61gx",
         "last_error": null,
         "next_step_at": "2026-11-23T21:19:40.433Z",
@@ -635,35 +635,35 @@ outreach_runtime::prelude::example!(resume_enrollment,
         "created_at": "2026-11-23T21:19:40.407Z",
         "exit_reason": null,
         "history": [
-                       {
-                           "at": "2026-11-23T21:19:40.407Z",
-                           "kind": "added",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       },
-                       {
-                           "at": "2026-11-23T21:19:40.433Z",
-                           "kind": "approved",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       },
-                       {
-                           "at": "2026-11-23T21:19:40.512Z",
-                           "kind": "paused",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       },
-                       {
-                           "at": "2026-11-23T21:19:40.535Z",
-                           "kind": "resumed",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       }
-                   ],
+            {
+                "at": "2026-11-23T21:19:40.407Z",
+                "kind": "added",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            },
+            {
+                "at": "2026-11-23T21:19:40.433Z",
+                "kind": "approved",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            },
+            {
+                "at": "2026-11-23T21:19:40.512Z",
+                "kind": "paused",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            },
+            {
+                "at": "2026-11-23T21:19:40.535Z",
+                "kind": "resumed",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            }
+        ],
         "id": "enr_OYC1RvHwvhhXPLiM61gx",
         "last_error": null,
         "next_step_at": "2026-11-23T21:19:40.535Z",
@@ -694,42 +694,42 @@ outreach_runtime::prelude::example!(stop_enrollment,
         "created_at": "2026-11-23T21:19:40.407Z",
         "exit_reason": "stopped",
         "history": [
-                       {
-                           "at": "2026-11-23T21:19:40.407Z",
-                           "kind": "added",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       },
-                       {
-                           "at": "2026-11-23T21:19:40.433Z",
-                           "kind": "approved",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       },
-                       {
-                           "at": "2026-11-23T21:19:40.512Z",
-                           "kind": "paused",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       },
-                       {
-                           "at": "2026-11-23T21:19:40.535Z",
-                           "kind": "resumed",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       },
-                       {
-                           "at": "2026-11-23T21:19:40.594Z",
-                           "kind": "stopped",
-                           "outcome": null,
-                           "step_index": null,
-                           "text": null
-                       }
-                   ],
+            {
+                "at": "2026-11-23T21:19:40.407Z",
+                "kind": "added",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            },
+            {
+                "at": "2026-11-23T21:19:40.433Z",
+                "kind": "approved",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            },
+            {
+                "at": "2026-11-23T21:19:40.512Z",
+                "kind": "paused",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            },
+            {
+                "at": "2026-11-23T21:19:40.535Z",
+                "kind": "resumed",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            },
+            {
+                "at": "2026-11-23T21:19:40.594Z",
+                "kind": "stopped",
+                "outcome": null,
+                "step_index": null,
+                "text": null
+            }
+        ],
         "id": "enr_OYC1RvHwvhhXPLiM61gx",
         "last_error": null,
         "next_step_at": null,

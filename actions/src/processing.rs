@@ -262,17 +262,17 @@ outreach_runtime::prelude::example!(process_list,
         "prospects": 2,
         "scored": 2,
         "scoring_run": {
-                           "by_tier": {"a": 1, "b": 0, "c": 1, "d": 0, "disqualified": 0},
-                           "completed_at": "2026-11-23T18:22:30.104Z",
-                           "created_at": "2026-11-23T18:22:30.103Z",
-                           "credits_spent": 2,
-                           "id": "scr_84UsLWJhvmLmULm2EVed",
-                           "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
-                           "status": "completed",
-                           "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
-                           "targeting_version": 2,
-                           "total": 2
-                       },
+            "by_tier": {"a": 1, "b": 0, "c": 1, "d": 0, "disqualified": 0},
+            "completed_at": "2026-11-23T18:22:30.104Z",
+            "created_at": "2026-11-23T18:22:30.103Z",
+            "credits_spent": 2,
+            "id": "scr_84UsLWJhvmLmULm2EVed",
+            "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+            "status": "completed",
+            "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+            "targeting_version": 2,
+            "total": 2
+        },
         "status": "processed"
     }
 );

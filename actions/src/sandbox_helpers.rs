@@ -538,18 +538,18 @@ outreach_runtime::prelude::example!(list_sandbox_log,
         "count": 1,
         "has_more": false,
         "items": [
-                     {
-                         "at": "2026-11-23T18:22:30.065Z",
-                         "id": "sbx_Jm2q8VbX0cLr5TnW9sYe",
-                         "intent": "int_Q0c3Zr8mWn5LxV2bTy7P",
-                         "kind": "invitation",
-                         "outcome": "ok",
-                         "profile_url": "linkedin.com/in/ada-lovelace",
-                         "prospect_id": "prs_FU1sf4YwPhIYhWi6JHan",
-                         "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R",
-                         "text": "Hello Ada, I enjoyed your note on the engine; glad to connect."
-                     }
-                 ],
+            {
+                "at": "2026-11-23T18:22:30.065Z",
+                "id": "sbx_Jm2q8VbX0cLr5TnW9sYe",
+                "intent": "int_Q0c3Zr8mWn5LxV2bTy7P",
+                "kind": "invitation",
+                "outcome": "ok",
+                "profile_url": "linkedin.com/in/ada-lovelace",
+                "prospect_id": "prs_FU1sf4YwPhIYhWi6JHan",
+                "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R",
+                "text": "Hello Ada, I enjoyed your note on the engine; glad to connect."
+            }
+        ],
         "next_offset": null,
         "offset": 0,
         "total": 1

@@ -732,42 +732,32 @@ pub async fn create_targeting(
 outreach_runtime::prelude::example!(create_targeting,
     request: {
         "criteria": {
-                        "company_sizes": [{"max": 500, "min": 50, "points": 20}],
-                        "industries": [{"points": 30, "value": "software"}],
-                        "locations": [{"value": "germany", "points": 10}],
-                        "titles": {
-                                      "include": [
-                                                     {"value": "head of sales", "points": 40},
-                                                     {"value": "vp sales", "points": 40}
-                                                 ]
-                                  }
-                    },
+            "company_sizes": [{"max": 500, "min": 50, "points": 20}],
+            "industries": [{"points": 30, "value": "software"}],
+            "locations": [{"value": "germany", "points": 10}],
+            "titles": {
+                "include": [{"value": "head of sales", "points": 40}, {"value": "vp sales", "points": 40}]
+            }
+        },
         "description": "Our core buyers.",
         "name": "Old profile"
     },
     response: {
         "created_at": "2026-11-23T18:22:30.039Z",
         "criteria": {
-                        "company_sizes": [{"max": 500, "min": 50, "points": 20}],
-                        "departments": [],
-                        "industries": [{"points": 30, "value": "software"}],
-                        "keywords": [],
-                        "locations": [{"value": "germany", "points": 10}],
-                        "seniorities": [],
-                        "titles": {
-                                      "exclude": [],
-                                      "include": [
-                                                     {"value": "head of sales", "points": 40},
-                                                     {"value": "vp sales", "points": 40}
-                                                 ]
-                                  }
-                    },
+            "company_sizes": [{"max": 500, "min": 50, "points": 20}],
+            "departments": [],
+            "industries": [{"points": 30, "value": "software"}],
+            "keywords": [],
+            "locations": [{"value": "germany", "points": 10}],
+            "seniorities": [],
+            "titles": {
+                "exclude": [],
+                "include": [{"value": "head of sales", "points": 40}, {"value": "vp sales", "points": 40}]
+            }
+        },
         "description": "Our core buyers.",
-        "gates": {
-                     "excluded_domains": [],
-                     "excluded_industries": [],
-                     "excluded_title_keywords": []
-                 },
+        "gates": {"excluded_domains": [], "excluded_industries": [], "excluded_title_keywords": []},
         "id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
         "name": "Heads of sales at software companies",
         "tiers": {"a": 80, "b": 60, "c": 40},
@@ -796,26 +786,19 @@ outreach_runtime::prelude::example!(get_targeting,
     response: {
         "created_at": "2026-11-23T18:22:30.039Z",
         "criteria": {
-                        "company_sizes": [{"max": 500, "min": 50, "points": 20}],
-                        "departments": [],
-                        "industries": [{"points": 30, "value": "software"}],
-                        "keywords": [],
-                        "locations": [{"value": "germany", "points": 10}],
-                        "seniorities": [],
-                        "titles": {
-                                      "exclude": [],
-                                      "include": [
-                                                     {"value": "head of sales", "points": 40},
-                                                     {"value": "vp sales", "points": 40}
-                                                 ]
-                                  }
-                    },
+            "company_sizes": [{"max": 500, "min": 50, "points": 20}],
+            "departments": [],
+            "industries": [{"points": 30, "value": "software"}],
+            "keywords": [],
+            "locations": [{"value": "germany", "points": 10}],
+            "seniorities": [],
+            "titles": {
+                "exclude": [],
+                "include": [{"value": "head of sales", "points": 40}, {"value": "vp sales", "points": 40}]
+            }
+        },
         "description": "Our core buyers.",
-        "gates": {
-                     "excluded_domains": [],
-                     "excluded_industries": [],
-                     "excluded_title_keywords": []
-                 },
+        "gates": {"excluded_domains": [], "excluded_industries": [], "excluded_title_keywords": []},
         "id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
         "name": "Heads of sales at software companies",
         "tiers": {"a": 80, "b": 60, "c": 40},
@@ -859,48 +842,36 @@ outreach_runtime::prelude::example!(list_targetings,
         "count": 1,
         "has_more": false,
         "items": [
-                     {
-                         "created_at": "2026-11-23T18:22:30.039Z",
-                         "criteria": {
-                                         "company_sizes": [
-                                                              {
-                                                                  "max": 500,
-                                                                  "min": 50,
-                                                                  "points": 20
-                                                              }
-                                                          ],
-                                         "departments": [],
-                                         "industries": [{"points": 30, "value": "software"}],
-                                         "keywords": [],
-                                         "locations": [{"value": "germany", "points": 10}],
-                                         "seniorities": [],
-                                         "titles": {
-                                                       "exclude": [],
-                                                       "include": [
-                                                                      {
-                                                                          "value": "head of sales",
-                                                                          "points": 40
-                                                                      },
-                                                                      {
-                                                                          "value": "vp sales",
-                                                                          "points": 40
-                                                                      }
-                                                                  ]
-                                                   }
-                                     },
-                         "description": "Our core buyers in software.",
-                         "gates": {
-                                      "excluded_domains": [],
-                                      "excluded_industries": [],
-                                      "excluded_title_keywords": []
-                                  },
-                         "id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
-                         "name": "Heads of sales at software companies",
-                         "tiers": {"a": 80, "b": 60, "c": 40},
-                         "updated_at": "2026-11-23T18:22:30.087Z",
-                         "version": 2
-                     }
-                 ],
+            {
+                "created_at": "2026-11-23T18:22:30.039Z",
+                "criteria": {
+                    "company_sizes": [{"max": 500, "min": 50, "points": 20}],
+                    "departments": [],
+                    "industries": [{"points": 30, "value": "software"}],
+                    "keywords": [],
+                    "locations": [{"value": "germany", "points": 10}],
+                    "seniorities": [],
+                    "titles": {
+                        "exclude": [],
+                        "include": [
+                            {"value": "head of sales", "points": 40},
+                            {"value": "vp sales", "points": 40}
+                        ]
+                    }
+                },
+                "description": "Our core buyers in software.",
+                "gates": {
+                    "excluded_domains": [],
+                    "excluded_industries": [],
+                    "excluded_title_keywords": []
+                },
+                "id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+                "name": "Heads of sales at software companies",
+                "tiers": {"a": 80, "b": 60, "c": 40},
+                "updated_at": "2026-11-23T18:22:30.087Z",
+                "version": 2
+            }
+        ],
         "next_offset": null,
         "offset": 0,
         "total": 1
@@ -1002,26 +973,19 @@ outreach_runtime::prelude::example!(update_targeting,
     response: {
         "created_at": "2026-11-23T18:22:30.039Z",
         "criteria": {
-                        "company_sizes": [{"max": 500, "min": 50, "points": 20}],
-                        "departments": [],
-                        "industries": [{"points": 30, "value": "software"}],
-                        "keywords": [],
-                        "locations": [{"value": "germany", "points": 10}],
-                        "seniorities": [],
-                        "titles": {
-                                      "exclude": [],
-                                      "include": [
-                                                     {"value": "head of sales", "points": 40},
-                                                     {"value": "vp sales", "points": 40}
-                                                 ]
-                                  }
-                    },
+            "company_sizes": [{"max": 500, "min": 50, "points": 20}],
+            "departments": [],
+            "industries": [{"points": 30, "value": "software"}],
+            "keywords": [],
+            "locations": [{"value": "germany", "points": 10}],
+            "seniorities": [],
+            "titles": {
+                "exclude": [],
+                "include": [{"value": "head of sales", "points": 40}, {"value": "vp sales", "points": 40}]
+            }
+        },
         "description": "Our core buyers in software.",
-        "gates": {
-                     "excluded_domains": [],
-                     "excluded_industries": [],
-                     "excluded_title_keywords": []
-                 },
+        "gates": {"excluded_domains": [], "excluded_industries": [], "excluded_title_keywords": []},
         "id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
         "name": "Heads of sales at software companies",
         "tiers": {"a": 80, "b": 60, "c": 40},
@@ -1046,13 +1010,8 @@ pub async fn delete_targeting(ctx: Ctx, input: TargetingId) -> Result<Deleted, A
     if result.rows_affected() == 0 {
         return Err(IdKind::Targeting.not_found(&targeting.id));
     }
-    // The lists that default to it forget it (lists sit above targeting in the layers, so this
-    // write stays here: actions/tests/owners.rs lists it as owed).
-    sqlx::query("update lists set default_targeting_id = null where workspace_id = $1 and default_targeting_id = $2")
-        .bind(ctx.workspace_id())
-        .bind(&targeting.id)
-        .execute(&mut *tx)
-        .await?;
+    // The lists that default to it forget it: the database's own rule (a foreign key `on delete
+    // set null` on PostgreSQL, a trigger on SQLite; migration `lists_forget_a_deleted_targeting`).
     Ok(Deleted {
         id: targeting.id,
         deleted: true,

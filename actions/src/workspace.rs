@@ -86,22 +86,22 @@ outreach_runtime::prelude::example!(get_workspace,
     request: {},
     response: {
         "caller": {
-                      "credential_id": "key_PFgMFIjfBdW4VGelfWSr",
-                      "credential_kind": "api_key",
-                      "credential_name": "CRM sync",
-                      "email": "owner@example.com",
-                      "person_id": "psn_v2q1QvxfTGRL4ccko2BH",
-                      "role": "owner",
-                      "scopes": ["read", "write"]
-                  },
+            "credential_id": "key_PFgMFIjfBdW4VGelfWSr",
+            "credential_kind": "api_key",
+            "credential_name": "CRM sync",
+            "email": "owner@example.com",
+            "person_id": "psn_v2q1QvxfTGRL4ccko2BH",
+            "role": "owner",
+            "scopes": ["read", "write"]
+        },
         "workspace": {
-                         "created_at": "2026-11-23T18:22:29.555Z",
-                         "credits_balance": 1000,
-                         "environment": "development",
-                         "id": "wsp_nwdrpWKmwxjS7cWJ6rDu",
-                         "name": "Acme Outreach",
-                         "sending_terms_accepted": false,
-                         "sending_terms_accepted_at": null
-                     }
+            "created_at": "2026-11-23T18:22:29.555Z",
+            "credits_balance": 1000,
+            "environment": "development",
+            "id": "wsp_nwdrpWKmwxjS7cWJ6rDu",
+            "name": "Acme Outreach",
+            "sending_terms_accepted": false,
+            "sending_terms_accepted_at": null
+        }
     }
 );

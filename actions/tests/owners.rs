@@ -55,9 +55,6 @@ const OWED: &[(&str, &str)] = &[
     ("imports/write.rs", "lists"),
     ("imports/write.rs", "prospect_tags"),
     ("imports/write.rs", "prospects"),
-    // Deleting a targeting clears it from the lists that default to it; lists sit above
-    // targeting in the layers (tests/layers.rs), so the owner's verb cannot be called from here.
-    ("targeting.rs", "lists"),
 ];
 
 fn is_name_char(c: char) -> bool {

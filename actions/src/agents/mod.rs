@@ -497,22 +497,22 @@ outreach_runtime::prelude::example!(list_agents,
         "count": 1,
         "has_more": false,
         "items": [
-                     {
-                         "created_at": "2026-11-24T09:12:03.118Z",
-                         "enabled": true,
-                         "id": "agt_Vq3LmZ8xTn2RbK5wYc7D",
-                         "kind": "prospector",
-                         "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
-                         "max_credits_per_run": 100,
-                         "max_prospects_per_run": 50,
-                         "min_tier": "b",
-                         "mode": "review",
-                         "name": "DACH sales finder",
-                         "sequence_id": "seq_sGbl2nzkshQDV6qitLc9",
-                         "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
-                         "updated_at": "2026-11-24T09:12:03.118Z"
-                     }
-                 ],
+            {
+                "created_at": "2026-11-24T09:12:03.118Z",
+                "enabled": true,
+                "id": "agt_Vq3LmZ8xTn2RbK5wYc7D",
+                "kind": "prospector",
+                "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+                "max_credits_per_run": 100,
+                "max_prospects_per_run": 50,
+                "min_tier": "b",
+                "mode": "review",
+                "name": "DACH sales finder",
+                "sequence_id": "seq_sGbl2nzkshQDV6qitLc9",
+                "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+                "updated_at": "2026-11-24T09:12:03.118Z"
+            }
+        ],
         "next_offset": null,
         "offset": 0,
         "total": 1

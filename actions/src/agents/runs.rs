@@ -626,11 +626,11 @@ outreach_runtime::prelude::example!(run_agent,
         "id": "run_qouf72evK04FKb8aJCy8",
         "kind": "prospector",
         "log": [
-                   {
-                       "at": "2026-11-24T10:43:43.680Z",
-                       "message": "Queued by owner@example.com (First key): up to 10 prospects, 2 of them possible now; 2 credits reserved (1 per prospect processed, the rest released at the end). Mode review: its proposals wait for a person."
-                   }
-               ],
+            {
+                "at": "2026-11-24T10:43:43.680Z",
+                "message": "Queued by owner@example.com (First key): up to 10 prospects, 2 of them possible now; 2 credits reserved (1 per prospect processed, the rest released at the end). Mode review: its proposals wait for a person."
+            }
+        ],
         "mode": "review",
         "processed": 0,
         "proposed": 0,
@@ -676,28 +676,28 @@ outreach_runtime::prelude::example!(get_run,
         "id": "run_qouf72evK04FKb8aJCy8",
         "kind": "prospector",
         "log": [
-                   {
-                       "at": "2026-11-24T10:43:43.680Z",
-                       "message": "Queued by owner@example.com (First key): up to 10 prospects, 2 of them possible now; 2 credits reserved (1 per prospect processed, the rest released at the end). Mode review: its proposals wait for a person."
-                   },
-                   {"at": "2026-11-24T10:43:43.697Z", "message": "Started."},
-                   {
-                       "at": "2026-11-24T10:43:43.697Z",
-                       "message": "Selected 2 of 2 candidates (not do-not-contact, reachable, in no live sequence and never in sequence `seq_okRb3aRfHsHWtBVIOdmk`, not contacted within 30 days): 2 scored tier b or better against targeting `Heads of sales` (version 1), 0 scored lower and 0 were disqualified by a gate; the best 2 by score are kept."
-                   },
-                   {
-                       "at": "2026-11-24T10:43:43.697Z",
-                       "message": "Scores from 60 (`prs_ildJ5mhOZtanJSHbrKwU`) down to 60 (`prs_rnCByDKSyoytsxw895o3`)."
-                   },
-                   {
-                       "at": "2026-11-24T10:43:43.702Z",
-                       "message": "Processed 2 (2 so far): 2 proposed for approval, 0 without a proposal. Charged 2 credits.\n- `prs_ildJ5mhOZtanJSHbrKwU`: added to list `Heads of sales (found by Finder)` and proposed for sequence `Q3 heads of sales (DACH)` (score 60, tier b) as `apr_ZFnPzALrdqvyIl0Jp5w1`.\n- `prs_rnCByDKSyoytsxw895o3`: added to list `Heads of sales (found by Finder)` and proposed for sequence `Q3 heads of sales (DACH)` (score 60, tier b) as `apr_p5L2rgg2QtA5fTSXhFiQ`."
-                   },
-                   {
-                       "at": "2026-11-24T10:43:43.711Z",
-                       "message": "Finished: 2 processed. Charged 2 credits, released 0. 2 proposals wait in the approval queue (`list_approvals` with `run_id`) until 2026-11-27T10:43:43.711Z."
-                   }
-               ],
+            {
+                "at": "2026-11-24T10:43:43.680Z",
+                "message": "Queued by owner@example.com (First key): up to 10 prospects, 2 of them possible now; 2 credits reserved (1 per prospect processed, the rest released at the end). Mode review: its proposals wait for a person."
+            },
+            {"at": "2026-11-24T10:43:43.697Z", "message": "Started."},
+            {
+                "at": "2026-11-24T10:43:43.697Z",
+                "message": "Selected 2 of 2 candidates (not do-not-contact, reachable, in no live sequence and never in sequence `seq_okRb3aRfHsHWtBVIOdmk`, not contacted within 30 days): 2 scored tier b or better against targeting `Heads of sales` (version 1), 0 scored lower and 0 were disqualified by a gate; the best 2 by score are kept."
+            },
+            {
+                "at": "2026-11-24T10:43:43.697Z",
+                "message": "Scores from 60 (`prs_ildJ5mhOZtanJSHbrKwU`) down to 60 (`prs_rnCByDKSyoytsxw895o3`)."
+            },
+            {
+                "at": "2026-11-24T10:43:43.702Z",
+                "message": "Processed 2 (2 so far): 2 proposed for approval, 0 without a proposal. Charged 2 credits.\n- `prs_ildJ5mhOZtanJSHbrKwU`: added to list `Heads of sales (found by Finder)` and proposed for sequence `Q3 heads of sales (DACH)` (score 60, tier b) as `apr_ZFnPzALrdqvyIl0Jp5w1`.\n- `prs_rnCByDKSyoytsxw895o3`: added to list `Heads of sales (found by Finder)` and proposed for sequence `Q3 heads of sales (DACH)` (score 60, tier b) as `apr_p5L2rgg2QtA5fTSXhFiQ`."
+            },
+            {
+                "at": "2026-11-24T10:43:43.711Z",
+                "message": "Finished: 2 processed. Charged 2 credits, released 0. 2 proposals wait in the approval queue (`list_approvals` with `run_id`) until 2026-11-27T10:43:43.711Z."
+            }
+        ],
         "mode": "review",
         "processed": 2,
         "proposed": 2,
@@ -767,50 +767,50 @@ outreach_runtime::prelude::example!(list_runs,
         "count": 1,
         "has_more": false,
         "items": [
-                     {
-                         "agent_id": "agt_uC25m6KD9jMP26hUnu2B",
-                         "agent_name": "Finder",
-                         "approvals_pending": 2,
-                         "created_at": "2026-11-24T10:43:43.680Z",
-                         "credits_charged": 2,
-                         "credits_reserved": 2,
-                         "error": null,
-                         "finished_at": "2026-11-24T10:43:43.711Z",
-                         "id": "run_qouf72evK04FKb8aJCy8",
-                         "kind": "prospector",
-                         "log": [
-                                    {
-                                        "at": "2026-11-24T10:43:43.680Z",
-                                        "message": "Queued by owner@example.com (First key): up to 10 prospects, 2 of them possible now; 2 credits reserved (1 per prospect processed, the rest released at the end). Mode review: its proposals wait for a person."
-                                    },
-                                    {"at": "2026-11-24T10:43:43.697Z", "message": "Started."},
-                                    {
-                                        "at": "2026-11-24T10:43:43.697Z",
-                                        "message": "Selected 2 of 2 candidates (not do-not-contact, reachable, in no live sequence and never in sequence `seq_okRb3aRfHsHWtBVIOdmk`, not contacted within 30 days): 2 scored tier b or better against targeting `Heads of sales` (version 1), 0 scored lower and 0 were disqualified by a gate; the best 2 by score are kept."
-                                    },
-                                    {
-                                        "at": "2026-11-24T10:43:43.697Z",
-                                        "message": "Scores from 60 (`prs_ildJ5mhOZtanJSHbrKwU`) down to 60 (`prs_rnCByDKSyoytsxw895o3`)."
-                                    },
-                                    {
-                                        "at": "2026-11-24T10:43:43.702Z",
-                                        "message": "Processed 2 (2 so far): 2 proposed for approval, 0 without a proposal. Charged 2 credits.\n- `prs_ildJ5mhOZtanJSHbrKwU`: added to list `Heads of sales (found by Finder)` and proposed for sequence `Q3 heads of sales (DACH)` (score 60, tier b) as `apr_ZFnPzALrdqvyIl0Jp5w1`.\n- `prs_rnCByDKSyoytsxw895o3`: added to list `Heads of sales (found by Finder)` and proposed for sequence `Q3 heads of sales (DACH)` (score 60, tier b) as `apr_p5L2rgg2QtA5fTSXhFiQ`."
-                                    },
-                                    {
-                                        "at": "2026-11-24T10:43:43.711Z",
-                                        "message": "Finished: 2 processed. Charged 2 credits, released 0. 2 proposals wait in the approval queue (`list_approvals` with `run_id`) until 2026-11-27T10:43:43.711Z."
-                                    }
-                                ],
-                         "mode": "review",
-                         "processed": 2,
-                         "proposed": 2,
-                         "started_at": "2026-11-24T10:43:43.697Z",
-                         "started_by": "psn_S78PHjQ1Gxxrs0AaGiVl",
-                         "status": "awaiting_approval",
-                         "total": 2,
-                         "updated_at": "2026-11-24T10:43:43.711Z"
-                     }
-                 ],
+            {
+                "agent_id": "agt_uC25m6KD9jMP26hUnu2B",
+                "agent_name": "Finder",
+                "approvals_pending": 2,
+                "created_at": "2026-11-24T10:43:43.680Z",
+                "credits_charged": 2,
+                "credits_reserved": 2,
+                "error": null,
+                "finished_at": "2026-11-24T10:43:43.711Z",
+                "id": "run_qouf72evK04FKb8aJCy8",
+                "kind": "prospector",
+                "log": [
+                    {
+                        "at": "2026-11-24T10:43:43.680Z",
+                        "message": "Queued by owner@example.com (First key): up to 10 prospects, 2 of them possible now; 2 credits reserved (1 per prospect processed, the rest released at the end). Mode review: its proposals wait for a person."
+                    },
+                    {"at": "2026-11-24T10:43:43.697Z", "message": "Started."},
+                    {
+                        "at": "2026-11-24T10:43:43.697Z",
+                        "message": "Selected 2 of 2 candidates (not do-not-contact, reachable, in no live sequence and never in sequence `seq_okRb3aRfHsHWtBVIOdmk`, not contacted within 30 days): 2 scored tier b or better against targeting `Heads of sales` (version 1), 0 scored lower and 0 were disqualified by a gate; the best 2 by score are kept."
+                    },
+                    {
+                        "at": "2026-11-24T10:43:43.697Z",
+                        "message": "Scores from 60 (`prs_ildJ5mhOZtanJSHbrKwU`) down to 60 (`prs_rnCByDKSyoytsxw895o3`)."
+                    },
+                    {
+                        "at": "2026-11-24T10:43:43.702Z",
+                        "message": "Processed 2 (2 so far): 2 proposed for approval, 0 without a proposal. Charged 2 credits.\n- `prs_ildJ5mhOZtanJSHbrKwU`: added to list `Heads of sales (found by Finder)` and proposed for sequence `Q3 heads of sales (DACH)` (score 60, tier b) as `apr_ZFnPzALrdqvyIl0Jp5w1`.\n- `prs_rnCByDKSyoytsxw895o3`: added to list `Heads of sales (found by Finder)` and proposed for sequence `Q3 heads of sales (DACH)` (score 60, tier b) as `apr_p5L2rgg2QtA5fTSXhFiQ`."
+                    },
+                    {
+                        "at": "2026-11-24T10:43:43.711Z",
+                        "message": "Finished: 2 processed. Charged 2 credits, released 0. 2 proposals wait in the approval queue (`list_approvals` with `run_id`) until 2026-11-27T10:43:43.711Z."
+                    }
+                ],
+                "mode": "review",
+                "processed": 2,
+                "proposed": 2,
+                "started_at": "2026-11-24T10:43:43.697Z",
+                "started_by": "psn_S78PHjQ1Gxxrs0AaGiVl",
+                "status": "awaiting_approval",
+                "total": 2,
+                "updated_at": "2026-11-24T10:43:43.711Z"
+            }
+        ],
         "next_offset": null,
         "offset": 0,
         "total": 1
@@ -905,20 +905,17 @@ outreach_runtime::prelude::example!(cancel_run,
         "id": "run_U90BZ23PwwHacViY7ygy",
         "kind": "writer",
         "log": [
-                   {
-                       "at": "2026-11-24T10:43:43.803Z",
-                       "message": "Queued by owner@example.com (First key): up to 50 prospects, 2 of them possible now; 2 credits reserved (1 per prospect processed, the rest released at the end). Mode review: its proposals wait for a person."
-                   },
-                   {"at": "2026-11-24T10:43:43.808Z", "message": "Started."},
-                   {
-                       "at": "2026-11-24T10:43:43.808Z",
-                       "message": "Selected 0 of the 2 prospects of list `Heads of sales (found by Finder)` for sequence `Q3 heads of sales (DACH)` (0 eligible; left out: 2 already_enrolled)."
-                   },
-                   {
-                       "at": "2026-11-24T10:43:43.808Z",
-                       "message": "Canceled by owner@example.com."
-                   }
-               ],
+            {
+                "at": "2026-11-24T10:43:43.803Z",
+                "message": "Queued by owner@example.com (First key): up to 50 prospects, 2 of them possible now; 2 credits reserved (1 per prospect processed, the rest released at the end). Mode review: its proposals wait for a person."
+            },
+            {"at": "2026-11-24T10:43:43.808Z", "message": "Started."},
+            {
+                "at": "2026-11-24T10:43:43.808Z",
+                "message": "Selected 0 of the 2 prospects of list `Heads of sales (found by Finder)` for sequence `Q3 heads of sales (DACH)` (0 eligible; left out: 2 already_enrolled)."
+            },
+            {"at": "2026-11-24T10:43:43.808Z", "message": "Canceled by owner@example.com."}
+        ],
         "mode": "review",
         "processed": 0,
         "proposed": 0,

@@ -365,24 +365,24 @@ outreach_runtime::prelude::example!(approve_outreach,
         "approved": 1,
         "dry_run": true,
         "items": [
-                     {
-                         "enrollment_id": "enr_OYC1RvHwvhhXPLiM61gx",
-                         "id": "apr_YCD0yfaQxyGxSBDJPSaJ",
-                         "next_step_at": "2026-11-23T21:19:40.423Z",
-                         "prospect_id": "prs_pQOP39fLUiEK6S7Cciku",
-                         "sender_id": "snd_jp6TNuolp8f32URYMVrb",
-                         "sequence_id": "seq_sGbl2nzkshQDV6qitLc9"
-                     }
-                 ],
+            {
+                "enrollment_id": "enr_OYC1RvHwvhhXPLiM61gx",
+                "id": "apr_YCD0yfaQxyGxSBDJPSaJ",
+                "next_step_at": "2026-11-23T21:19:40.423Z",
+                "prospect_id": "prs_pQOP39fLUiEK6S7Cciku",
+                "sender_id": "snd_jp6TNuolp8f32URYMVrb",
+                "sequence_id": "seq_sGbl2nzkshQDV6qitLc9"
+            }
+        ],
         "not_approved": [],
         "replies": [],
         "senders": [
-                       {
-                           "enrollments": 1,
-                           "first_send_at": "2026-11-23T21:19:40.423Z",
-                           "sender_id": "snd_jp6TNuolp8f32URYMVrb"
-                       }
-                   ]
+            {
+                "enrollments": 1,
+                "first_send_at": "2026-11-23T21:19:40.423Z",
+                "sender_id": "snd_jp6TNuolp8f32URYMVrb"
+            }
+        ]
     }
 );
 

@@ -355,66 +355,66 @@ outreach_runtime::prelude::example!(list_approvals,
         "count": 1,
         "has_more": true,
         "items": [
-                     {
-                         "agent_id": "agt_uC25m6KD9jMP26hUnu2B",
-                         "created_at": "2026-11-24T10:43:43.702Z",
-                         "decided_at": null,
-                         "decided_by": null,
-                         "drafted_by": "template",
-                         "edited_at": null,
-                         "edited_by": null,
-                         "expires_at": "2026-11-27T10:43:43.702Z",
-                         "id": "apr_p5L2rgg2QtA5fTSXhFiQ",
-                         "kind": "enrollment",
-                         "proposed_by": {
-                                            "id": "agt_uC25m6KD9jMP26hUnu2B",
-                                            "name": "Finder",
-                                            "person_id": "psn_S78PHjQ1Gxxrs0AaGiVl",
-                                            "type": "agent"
-                                        },
-                         "prospect": {
-                                         "company_name": "Compiler Works",
-                                         "full_name": "Grace Example",
-                                         "profile_url": "linkedin.com/in/grace-example-1",
-                                         "title": "Head of Sales"
-                                     },
-                         "prospect_id": "prs_rnCByDKSyoytsxw895o3",
-                         "reasons": {
-                                        "matched": [
-                                                       {
-                                                           "criterion": "titles",
-                                                           "field": "title",
-                                                           "points": 60,
-                                                           "value": "head of sales"
-                                                       }
-                                                   ],
-                                        "score": 60,
-                                        "summary": "Score 60 (tier b) against targeting `Heads of sales`: titles `head of sales` in title (+60).",
-                                        "targeting_id": "tgt_sW8jGZy97n4Qevq812Ei",
-                                        "tier": "b"
-                                    },
-                         "run_id": "run_qouf72evK04FKb8aJCy8",
-                         "sender_id": "snd_wPlpaLP11UY148uu2eLa",
-                         "sequence_id": "seq_okRb3aRfHsHWtBVIOdmk",
-                         "sequence_name": "Q3 heads of sales (DACH)",
-                         "status": "pending",
-                         "subject_id": "enr_VOMni7KAkC36tIbUIxKU",
-                         "texts": [
-                                      {
-                                          "drafted_by": "template",
-                                          "step_index": 0,
-                                          "text": "Hi Grace, I work with sales teams like Compiler Works's and would like to connect.",
-                                          "type": "connection_request"
-                                      },
-                                      {
-                                          "drafted_by": "template",
-                                          "step_index": 1,
-                                          "text": "Thanks for connecting, Grace! Would a short call next week be useful?",
-                                          "type": "message"
-                                      }
-                                  ]
-                     }
-                 ],
+            {
+                "agent_id": "agt_uC25m6KD9jMP26hUnu2B",
+                "created_at": "2026-11-24T10:43:43.702Z",
+                "decided_at": null,
+                "decided_by": null,
+                "drafted_by": "template",
+                "edited_at": null,
+                "edited_by": null,
+                "expires_at": "2026-11-27T10:43:43.702Z",
+                "id": "apr_p5L2rgg2QtA5fTSXhFiQ",
+                "kind": "enrollment",
+                "proposed_by": {
+                    "id": "agt_uC25m6KD9jMP26hUnu2B",
+                    "name": "Finder",
+                    "person_id": "psn_S78PHjQ1Gxxrs0AaGiVl",
+                    "type": "agent"
+                },
+                "prospect": {
+                    "company_name": "Compiler Works",
+                    "full_name": "Grace Example",
+                    "profile_url": "linkedin.com/in/grace-example-1",
+                    "title": "Head of Sales"
+                },
+                "prospect_id": "prs_rnCByDKSyoytsxw895o3",
+                "reasons": {
+                    "matched": [
+                        {
+                            "criterion": "titles",
+                            "field": "title",
+                            "points": 60,
+                            "value": "head of sales"
+                        }
+                    ],
+                    "score": 60,
+                    "summary": "Score 60 (tier b) against targeting `Heads of sales`: titles `head of sales` in title (+60).",
+                    "targeting_id": "tgt_sW8jGZy97n4Qevq812Ei",
+                    "tier": "b"
+                },
+                "run_id": "run_qouf72evK04FKb8aJCy8",
+                "sender_id": "snd_wPlpaLP11UY148uu2eLa",
+                "sequence_id": "seq_okRb3aRfHsHWtBVIOdmk",
+                "sequence_name": "Q3 heads of sales (DACH)",
+                "status": "pending",
+                "subject_id": "enr_VOMni7KAkC36tIbUIxKU",
+                "texts": [
+                    {
+                        "drafted_by": "template",
+                        "step_index": 0,
+                        "text": "Hi Grace, I work with sales teams like Compiler Works's and would like to connect.",
+                        "type": "connection_request"
+                    },
+                    {
+                        "drafted_by": "template",
+                        "step_index": 1,
+                        "text": "Thanks for connecting, Grace! Would a short call next week be useful?",
+                        "type": "message"
+                    }
+                ]
+            }
+        ],
         "next_offset": 1,
         "offset": 0,
         "total": 2
@@ -470,32 +470,25 @@ outreach_runtime::prelude::example!(get_approval,
         "id": "apr_p5L2rgg2QtA5fTSXhFiQ",
         "kind": "enrollment",
         "proposed_by": {
-                           "id": "agt_uC25m6KD9jMP26hUnu2B",
-                           "name": "Finder",
-                           "person_id": "psn_S78PHjQ1Gxxrs0AaGiVl",
-                           "type": "agent"
-                       },
+            "id": "agt_uC25m6KD9jMP26hUnu2B",
+            "name": "Finder",
+            "person_id": "psn_S78PHjQ1Gxxrs0AaGiVl",
+            "type": "agent"
+        },
         "prospect": {
-                        "company_name": "Compiler Works",
-                        "full_name": "Grace Example",
-                        "profile_url": "linkedin.com/in/grace-example-1",
-                        "title": "Head of Sales"
-                    },
+            "company_name": "Compiler Works",
+            "full_name": "Grace Example",
+            "profile_url": "linkedin.com/in/grace-example-1",
+            "title": "Head of Sales"
+        },
         "prospect_id": "prs_rnCByDKSyoytsxw895o3",
         "reasons": {
-                       "matched": [
-                                      {
-                                          "criterion": "titles",
-                                          "field": "title",
-                                          "points": 60,
-                                          "value": "head of sales"
-                                      }
-                                  ],
-                       "score": 60,
-                       "summary": "Score 60 (tier b) against targeting `Heads of sales`: titles `head of sales` in title (+60).",
-                       "targeting_id": "tgt_sW8jGZy97n4Qevq812Ei",
-                       "tier": "b"
-                   },
+            "matched": [{"criterion": "titles", "field": "title", "points": 60, "value": "head of sales"}],
+            "score": 60,
+            "summary": "Score 60 (tier b) against targeting `Heads of sales`: titles `head of sales` in title (+60).",
+            "targeting_id": "tgt_sW8jGZy97n4Qevq812Ei",
+            "tier": "b"
+        },
         "run_id": "run_qouf72evK04FKb8aJCy8",
         "sender_id": "snd_wPlpaLP11UY148uu2eLa",
         "sequence_id": "seq_okRb3aRfHsHWtBVIOdmk",
@@ -503,19 +496,19 @@ outreach_runtime::prelude::example!(get_approval,
         "status": "pending",
         "subject_id": "enr_VOMni7KAkC36tIbUIxKU",
         "texts": [
-                     {
-                         "drafted_by": "template",
-                         "step_index": 0,
-                         "text": "Hi Grace, I work with sales teams like Compiler Works's and would like to connect.",
-                         "type": "connection_request"
-                     },
-                     {
-                         "drafted_by": "template",
-                         "step_index": 1,
-                         "text": "Thanks for connecting, Grace! Would a short call next week be useful?",
-                         "type": "message"
-                     }
-                 ]
+            {
+                "drafted_by": "template",
+                "step_index": 0,
+                "text": "Hi Grace, I work with sales teams like Compiler Works's and would like to connect.",
+                "type": "connection_request"
+            },
+            {
+                "drafted_by": "template",
+                "step_index": 1,
+                "text": "Thanks for connecting, Grace! Would a short call next week be useful?",
+                "type": "message"
+            }
+        ]
     }
 );
 
@@ -641,11 +634,11 @@ outreach_runtime::prelude::example!(update_approval,
     request: {
         "id": "apr_p5L2rgg2QtA5fTSXhFiQ",
         "texts": [
-                     {
-                         "step_index": 1,
-                         "text": "Thanks for connecting, {{first_name}}! Would 20 minutes on Tuesday suit you?"
-                     }
-                 ]
+            {
+                "step_index": 1,
+                "text": "Thanks for connecting, {{first_name}}! Would 20 minutes on Tuesday suit you?"
+            }
+        ]
     },
     response: {
         "agent_id": "agt_uC25m6KD9jMP26hUnu2B",
@@ -659,32 +652,25 @@ outreach_runtime::prelude::example!(update_approval,
         "id": "apr_p5L2rgg2QtA5fTSXhFiQ",
         "kind": "enrollment",
         "proposed_by": {
-                           "id": "agt_uC25m6KD9jMP26hUnu2B",
-                           "name": "Finder",
-                           "person_id": "psn_S78PHjQ1Gxxrs0AaGiVl",
-                           "type": "agent"
-                       },
+            "id": "agt_uC25m6KD9jMP26hUnu2B",
+            "name": "Finder",
+            "person_id": "psn_S78PHjQ1Gxxrs0AaGiVl",
+            "type": "agent"
+        },
         "prospect": {
-                        "company_name": "Compiler Works",
-                        "full_name": "Grace Example",
-                        "profile_url": "linkedin.com/in/grace-example-1",
-                        "title": "Head of Sales"
-                    },
+            "company_name": "Compiler Works",
+            "full_name": "Grace Example",
+            "profile_url": "linkedin.com/in/grace-example-1",
+            "title": "Head of Sales"
+        },
         "prospect_id": "prs_rnCByDKSyoytsxw895o3",
         "reasons": {
-                       "matched": [
-                                      {
-                                          "criterion": "titles",
-                                          "field": "title",
-                                          "points": 60,
-                                          "value": "head of sales"
-                                      }
-                                  ],
-                       "score": 60,
-                       "summary": "Score 60 (tier b) against targeting `Heads of sales`: titles `head of sales` in title (+60).",
-                       "targeting_id": "tgt_sW8jGZy97n4Qevq812Ei",
-                       "tier": "b"
-                   },
+            "matched": [{"criterion": "titles", "field": "title", "points": 60, "value": "head of sales"}],
+            "score": 60,
+            "summary": "Score 60 (tier b) against targeting `Heads of sales`: titles `head of sales` in title (+60).",
+            "targeting_id": "tgt_sW8jGZy97n4Qevq812Ei",
+            "tier": "b"
+        },
         "run_id": "run_qouf72evK04FKb8aJCy8",
         "sender_id": "snd_wPlpaLP11UY148uu2eLa",
         "sequence_id": "seq_okRb3aRfHsHWtBVIOdmk",
@@ -692,18 +678,18 @@ outreach_runtime::prelude::example!(update_approval,
         "status": "pending",
         "subject_id": "enr_VOMni7KAkC36tIbUIxKU",
         "texts": [
-                     {
-                         "drafted_by": "template",
-                         "step_index": 0,
-                         "text": "Hi Grace, I work with sales teams like Compiler Works's and would like to connect.",
-                         "type": "connection_request"
-                     },
-                     {
-                         "step_index": 1,
-                         "text": "Thanks for connecting, Grace! Would 20 minutes on Tuesday suit you?",
-                         "type": "message"
-                     }
-                 ]
+            {
+                "drafted_by": "template",
+                "step_index": 0,
+                "text": "Hi Grace, I work with sales teams like Compiler Works's and would like to connect.",
+                "type": "connection_request"
+            },
+            {
+                "step_index": 1,
+                "text": "Thanks for connecting, Grace! Would 20 minutes on Tuesday suit you?",
+                "type": "message"
+            }
+        ]
     }
 );
 

@@ -161,86 +161,77 @@ pub async fn add_to_sequence(
 
 outreach_runtime::prelude::example!(add_to_sequence,
     request: {
-        "prospect_ids": [
-                            "prs_pQOP39fLUiEK6S7Cciku",
-                            "prs_irraAUEPxSP8BgG24Gm9",
-                            "prs_00000000000NoSuchOne"
-                        ],
+        "prospect_ids": ["prs_pQOP39fLUiEK6S7Cciku", "prs_irraAUEPxSP8BgG24Gm9", "prs_00000000000NoSuchOne"],
         "sequence_id": "seq_sGbl2nzkshQDV6qitLc9"
     },
     response: {
         "added": 2,
         "enrollments": [
-                           {
-                               "approval_id": "apr_YCD0yfaQxyGxSBDJPSaJ",
-                               "enrollment_id": "enr_OYC1RvHwvhhXPLiM61gx",
-                               "prospect_id": "prs_pQOP39fLUiEK6S7Cciku",
-                               "sender_id": "snd_jp6TNuolp8f32URYMVrb"
-                           },
-                           {
-                               "approval_id": "apr_A9vasBC8sr2fLNSKc52v",
-                               "enrollment_id": "enr_myCc0bRsDEzr9570t9kj",
-                               "prospect_id": "prs_irraAUEPxSP8BgG24Gm9",
-                               "sender_id": "snd_jp6TNuolp8f32URYMVrb"
-                           }
-                       ],
+            {
+                "approval_id": "apr_YCD0yfaQxyGxSBDJPSaJ",
+                "enrollment_id": "enr_OYC1RvHwvhhXPLiM61gx",
+                "prospect_id": "prs_pQOP39fLUiEK6S7Cciku",
+                "sender_id": "snd_jp6TNuolp8f32URYMVrb"
+            },
+            {
+                "approval_id": "apr_A9vasBC8sr2fLNSKc52v",
+                "enrollment_id": "enr_myCc0bRsDEzr9570t9kj",
+                "prospect_id": "prs_irraAUEPxSP8BgG24Gm9",
+                "sender_id": "snd_jp6TNuolp8f32URYMVrb"
+            }
+        ],
         "sequence": {
-                        "activated_at": null,
-                        "created_at": "2026-11-23T21:19:40.394Z",
-                        "enrollment_counts": {
-                                                 "active": 0,
-                                                 "awaiting_approval": 2,
-                                                 "failed": 0,
-                                                 "finished": 0,
-                                                 "paused": 0,
-                                                 "scheduled": 0
-                                             },
-                        "finished_at": null,
-                        "id": "seq_sGbl2nzkshQDV6qitLc9",
-                        "name": "Q3 heads of sales (DACH)",
-                        "schedule": {"respect_prospect_timezone": false},
-                        "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
-                        "sending": {
-                                       "next_send_at": null,
-                                       "reason": "The sequence is a draft; `activate_sequence` starts it.",
-                                       "sending": false
-                                   },
-                        "settings": {
-                                        "exit_after_days_without_acceptance": 14,
-                                        "skip_if_contacted_within_days": 60,
-                                        "skip_if_in_other_live_sequence": true,
-                                        "stop_on_reply": true
-                                    },
-                        "status": "draft",
-                        "steps": [
-                                     {
-                                         "delay_hours": 0,
-                                         "note": null,
-                                         "text": null,
-                                         "type": "view_profile"
-                                     },
-                                     {
-                                         "delay_hours": 24,
-                                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
-                                         "text": null,
-                                         "type": "connection_request"
-                                     },
-                                     {
-                                         "delay_hours": 72,
-                                         "note": null,
-                                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
-                                         "type": "message"
-                                     }
-                                 ],
-                        "updated_at": "2026-11-23T21:19:40.407Z"
-                    },
+            "activated_at": null,
+            "created_at": "2026-11-23T21:19:40.394Z",
+            "enrollment_counts": {
+                "active": 0,
+                "awaiting_approval": 2,
+                "failed": 0,
+                "finished": 0,
+                "paused": 0,
+                "scheduled": 0
+            },
+            "finished_at": null,
+            "id": "seq_sGbl2nzkshQDV6qitLc9",
+            "name": "Q3 heads of sales (DACH)",
+            "schedule": {"respect_prospect_timezone": false},
+            "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
+            "sending": {
+                "next_send_at": null,
+                "reason": "The sequence is a draft; `activate_sequence` starts it.",
+                "sending": false
+            },
+            "settings": {
+                "exit_after_days_without_acceptance": 14,
+                "skip_if_contacted_within_days": 60,
+                "skip_if_in_other_live_sequence": true,
+                "stop_on_reply": true
+            },
+            "status": "draft",
+            "steps": [
+                {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+                {
+                    "delay_hours": 24,
+                    "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                    "text": null,
+                    "type": "connection_request"
+                },
+                {
+                    "delay_hours": 72,
+                    "note": null,
+                    "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                    "type": "message"
+                }
+            ],
+            "updated_at": "2026-11-23T21:19:40.407Z"
+        },
         "skipped": [
-                       {
-                           "detail": "No prospect with id `prs_00000000000NoSuchOne` in this workspace.",
-                           "prospect_id": "prs_00000000000NoSuchOne",
-                           "reason": "unknown_prospect"
-                       }
-                   ]
+            {
+                "detail": "No prospect with id `prs_00000000000NoSuchOne` in this workspace.",
+                "prospect_id": "prs_00000000000NoSuchOne",
+                "reason": "unknown_prospect"
+            }
+        ]
     }
 );
 

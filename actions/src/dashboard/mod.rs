@@ -317,118 +317,95 @@ outreach_runtime::prelude::example!(get_dashboard,
     request: {"period": "30d"},
     response: {
         "agents": {
-                      "by_agent": [
-                                      {
-                                          "agent_id": "agt_uC25m6KD9jMP26hUnu2B",
-                                          "agent_name": "Finder",
-                                          "credits_spent": 2,
-                                          "prospects_processed": 2,
-                                          "runs": 1
-                                      }
-                                  ],
-                      "credits_spent": 2,
-                      "prospects_processed": 2,
-                      "proposed": 2,
-                      "runs": 1,
-                      "runs_by_status": {
-                                            "awaiting_approval": 1,
-                                            "canceled": 0,
-                                            "failed": 0,
-                                            "queued": 0,
-                                            "running": 0,
-                                            "succeeded": 0
-                                        }
-                  },
+            "by_agent": [
+                {
+                    "agent_id": "agt_uC25m6KD9jMP26hUnu2B",
+                    "agent_name": "Finder",
+                    "credits_spent": 2,
+                    "prospects_processed": 2,
+                    "runs": 1
+                }
+            ],
+            "credits_spent": 2,
+            "prospects_processed": 2,
+            "proposed": 2,
+            "runs": 1,
+            "runs_by_status": {
+                "awaiting_approval": 1,
+                "canceled": 0,
+                "failed": 0,
+                "queued": 0,
+                "running": 0,
+                "succeeded": 0
+            }
+        },
         "approvals": {
-                         "by_age": {"from_1_to_3_days": 1, "over_3_days": 0, "under_1_day": 2},
-                         "oldest_age_hours": 30,
-                         "oldest_waiting_since": "2026-11-22T12:22:30.106Z",
-                         "proposed_by_agents": 0,
-                         "waiting": 3
-                     },
+            "by_age": {"from_1_to_3_days": 1, "over_3_days": 0, "under_1_day": 2},
+            "oldest_age_hours": 30,
+            "oldest_waiting_since": "2026-11-22T12:22:30.106Z",
+            "proposed_by_agents": 0,
+            "waiting": 3
+        },
         "credits": {
-                       "balance": 995,
-                       "granted": 1000,
-                       "spent": 5,
-                       "spent_by_source": [
-                                              {"credits": 2, "source": "process_list"},
-                                              {"credits": 2, "source": "start_scoring_run"},
-                                              {"credits": 1, "source": "import_prospects"}
-                                          ]
-                   },
+            "balance": 995,
+            "granted": 1000,
+            "spent": 5,
+            "spent_by_source": [
+                {"credits": 2, "source": "process_list"},
+                {"credits": 2, "source": "start_scoring_run"},
+                {"credits": 1, "source": "import_prospects"}
+            ]
+        },
         "imports": {"count": 1, "rows_created": 1},
         "lists": {"new": 1, "total": 1},
         "outreach": {
-                        "invitations_sent": 42,
-                        "invitations_accepted": 17,
-                        "acceptance_rate": 0.4047619047619048,
-                        "messages_sent": 31,
-                        "profile_views": 40,
-                        "replies": 6,
-                        "reply_rate": 0.35294117647058826,
-                        "by_sequence": [
-                                           {
-                                               "sequence_id": "seq_G9hJ1kL3mN5pQ7rS9tU1",
-                                               "name": "Q3 heads of sales",
-                                               "invitations_sent": 42,
-                                               "invitations_accepted": 17,
-                                               "acceptance_rate": 0.4047619047619048,
-                                               "messages_sent": 31,
-                                               "replies": 6,
-                                               "reply_rate": 0.35294117647058826
-                                           }
-                                       ],
-                        "by_sender": [
-                                         {
-                                             "sender_id": "snd_T5uV7wX9yZ1aB3cD5eF7",
-                                             "name": "Ada (sales)",
-                                             "invitations_sent": 42,
-                                             "messages_sent": 31,
-                                             "profile_views": 40,
-                                             "replies": 6,
-                                             "usage": {
-                                                          "local_day": "2026-11-25",
-                                                          "connection_requests_per_day": {
-                                                                                             "used": 4,
-                                                                                             "limit": 20,
-                                                                                             "available_again_at": null
-                                                                                         },
-                                                          "connection_requests_per_week": {
-                                                                                              "used": 42,
-                                                                                              "limit": 100,
-                                                                                              "available_again_at": null
-                                                                                          },
-                                                          "messages_per_day": {
-                                                                                  "used": 3,
-                                                                                  "limit": 50,
-                                                                                  "available_again_at": null
-                                                                              },
-                                                          "profile_views_per_day": {
-                                                                                       "used": 5,
-                                                                                       "limit": 80,
-                                                                                       "available_again_at": null
-                                                                                   }
-                                                      }
-                                         }
-                                     ]
-                    },
+            "invitations_sent": 42,
+            "invitations_accepted": 17,
+            "acceptance_rate": 0.4047619047619048,
+            "messages_sent": 31,
+            "profile_views": 40,
+            "replies": 6,
+            "reply_rate": 0.35294117647058826,
+            "by_sequence": [
+                {
+                    "sequence_id": "seq_G9hJ1kL3mN5pQ7rS9tU1",
+                    "name": "Q3 heads of sales",
+                    "invitations_sent": 42,
+                    "invitations_accepted": 17,
+                    "acceptance_rate": 0.4047619047619048,
+                    "messages_sent": 31,
+                    "replies": 6,
+                    "reply_rate": 0.35294117647058826
+                }
+            ],
+            "by_sender": [
+                {
+                    "sender_id": "snd_T5uV7wX9yZ1aB3cD5eF7",
+                    "name": "Ada (sales)",
+                    "invitations_sent": 42,
+                    "messages_sent": 31,
+                    "profile_views": 40,
+                    "replies": 6,
+                    "usage": {
+                        "local_day": "2026-11-25",
+                        "connection_requests_per_day": {"used": 4, "limit": 20, "available_again_at": null},
+                        "connection_requests_per_week": {"used": 42, "limit": 100, "available_again_at": null},
+                        "messages_per_day": {"used": 3, "limit": 50, "available_again_at": null},
+                        "profile_views_per_day": {"used": 5, "limit": 80, "available_again_at": null}
+                    }
+                }
+            ]
+        },
         "period": {
-                      "ends_at": "2026-11-23T18:22:30.106Z",
-                      "name": "30d",
-                      "starts_at": "2026-10-24T18:22:30.106Z"
-                  },
+            "ends_at": "2026-11-23T18:22:30.106Z",
+            "name": "30d",
+            "starts_at": "2026-10-24T18:22:30.106Z"
+        },
         "prospects": {
-                         "by_tier": {
-                                        "a": 1,
-                                        "b": 0,
-                                        "c": 1,
-                                        "d": 0,
-                                        "disqualified": 0,
-                                        "unscored": 0
-                                    },
-                         "new": 2,
-                         "total": 2
-                     },
+            "by_tier": {"a": 1, "b": 0, "c": 1, "d": 0, "disqualified": 0, "unscored": 0},
+            "new": 2,
+            "total": 2
+        },
         "scoring_runs": {"count": 2, "prospects_scored": 4}
     }
 );

@@ -729,24 +729,24 @@ outreach_runtime::prelude::example!(list_imports,
         "count": 1,
         "has_more": false,
         "items": [
-                     {
-                         "created": 1,
-                         "created_at": "2026-11-23T18:22:30.074Z",
-                         "credits_spent": 1,
-                         "duplicates": 0,
-                         "errors": [],
-                         "id": "imp_lVtEiUF85cSeN2vqK2pm",
-                         "invalid": 0,
-                         "list_created": false,
-                         "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
-                         "on_duplicate": "skip",
-                         "rows": 1,
-                         "source_format": "csv",
-                         "status": "completed",
-                         "updated": 0,
-                         "warnings": []
-                     }
-                 ],
+            {
+                "created": 1,
+                "created_at": "2026-11-23T18:22:30.074Z",
+                "credits_spent": 1,
+                "duplicates": 0,
+                "errors": [],
+                "id": "imp_lVtEiUF85cSeN2vqK2pm",
+                "invalid": 0,
+                "list_created": false,
+                "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+                "on_duplicate": "skip",
+                "rows": 1,
+                "source_format": "csv",
+                "status": "completed",
+                "updated": 0,
+                "warnings": []
+            }
+        ],
         "next_offset": null,
         "offset": 0,
         "total": 1

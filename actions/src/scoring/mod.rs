@@ -359,19 +359,19 @@ outreach_runtime::prelude::example!(list_scoring_runs,
         "count": 1,
         "has_more": false,
         "items": [
-                     {
-                         "by_tier": {"a": 1, "b": 0, "c": 1, "d": 0, "disqualified": 0},
-                         "completed_at": "2026-11-23T18:22:30.092Z",
-                         "created_at": "2026-11-23T18:22:30.091Z",
-                         "credits_spent": 2,
-                         "id": "scr_mWmJJ8SkWmMn4SLpe7Ec",
-                         "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
-                         "status": "completed",
-                         "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
-                         "targeting_version": 2,
-                         "total": 2
-                     }
-                 ],
+            {
+                "by_tier": {"a": 1, "b": 0, "c": 1, "d": 0, "disqualified": 0},
+                "completed_at": "2026-11-23T18:22:30.092Z",
+                "created_at": "2026-11-23T18:22:30.091Z",
+                "credits_spent": 2,
+                "id": "scr_mWmJJ8SkWmMn4SLpe7Ec",
+                "list_id": "lst_R4d0zhECHdJUnPY7RrLC",
+                "status": "completed",
+                "targeting_id": "tgt_vGZf5Xhp2UaJ5CH2dq84",
+                "targeting_version": 2,
+                "total": 2
+            }
+        ],
         "next_offset": null,
         "offset": 0,
         "total": 1
@@ -483,61 +483,54 @@ outreach_runtime::prelude::example!(list_scoring_results,
         "count": 2,
         "has_more": false,
         "items": [
-                     {
-                         "company_name": "Analytical Engines GmbH",
-                         "full_name": "Ada Lovelace",
-                         "gates_failed": [],
-                         "matched": [
-                                        {
-                                            "criterion": "titles",
-                                            "field": "title",
-                                            "points": 40,
-                                            "value": "head of sales"
-                                        },
-                                        {
-                                            "criterion": "industries",
-                                            "field": "company_industry",
-                                            "points": 30,
-                                            "value": "software"
-                                        },
-                                        {
-                                            "criterion": "company_sizes",
-                                            "field": "company_size",
-                                            "points": 20,
-                                            "value": "50-500"
-                                        },
-                                        {
-                                            "criterion": "locations",
-                                            "field": "location",
-                                            "points": 10,
-                                            "value": "germany"
-                                        }
-                                    ],
-                         "missing": [],
-                         "prospect_id": "prs_FU1sf4YwPhIYhWi6JHan",
-                         "score": 100,
-                         "tier": "a",
-                         "title": "Head of Sales"
-                     },
-                     {
-                         "company_name": "Compilers Inc",
-                         "full_name": "Grace Hopper",
-                         "gates_failed": [],
-                         "matched": [
-                                        {
-                                            "criterion": "titles",
-                                            "field": "title",
-                                            "points": 40,
-                                            "value": "vp sales"
-                                        }
-                                    ],
-                         "missing": ["company_industry", "company_size", "location", "country"],
-                         "prospect_id": "prs_EQ24XQ4HBGP11McdHhtE",
-                         "score": 40,
-                         "tier": "c",
-                         "title": "VP Sales"
-                     }
-                 ],
+            {
+                "company_name": "Analytical Engines GmbH",
+                "full_name": "Ada Lovelace",
+                "gates_failed": [],
+                "matched": [
+                    {
+                        "criterion": "titles",
+                        "field": "title",
+                        "points": 40,
+                        "value": "head of sales"
+                    },
+                    {
+                        "criterion": "industries",
+                        "field": "company_industry",
+                        "points": 30,
+                        "value": "software"
+                    },
+                    {
+                        "criterion": "company_sizes",
+                        "field": "company_size",
+                        "points": 20,
+                        "value": "50-500"
+                    },
+                    {
+                        "criterion": "locations",
+                        "field": "location",
+                        "points": 10,
+                        "value": "germany"
+                    }
+                ],
+                "missing": [],
+                "prospect_id": "prs_FU1sf4YwPhIYhWi6JHan",
+                "score": 100,
+                "tier": "a",
+                "title": "Head of Sales"
+            },
+            {
+                "company_name": "Compilers Inc",
+                "full_name": "Grace Hopper",
+                "gates_failed": [],
+                "matched": [{"criterion": "titles", "field": "title", "points": 40, "value": "vp sales"}],
+                "missing": ["company_industry", "company_size", "location", "country"],
+                "prospect_id": "prs_EQ24XQ4HBGP11McdHhtE",
+                "score": 40,
+                "tier": "c",
+                "title": "VP Sales"
+            }
+        ],
         "next_offset": null,
         "offset": 0,
         "total": 2

@@ -520,74 +520,56 @@ outreach_runtime::prelude::example!(create_sender,
         "name": "Ada Lovelace (sales)",
         "timezone": "Europe/Berlin",
         "working_hours": {
-                             "friday": [{"end": "15:00", "start": "09:00"}],
-                             "monday": [
-                                           {"end": "12:00", "start": "09:00"},
-                                           {"end": "17:30", "start": "13:00"}
-                                       ],
-                             "thursday": [{"end": "17:30", "start": "09:00"}],
-                             "tuesday": [{"end": "17:30", "start": "09:00"}],
-                             "wednesday": [{"end": "17:30", "start": "09:00"}]
-                         }
+            "friday": [{"end": "15:00", "start": "09:00"}],
+            "monday": [{"end": "12:00", "start": "09:00"}, {"end": "17:30", "start": "13:00"}],
+            "thursday": [{"end": "17:30", "start": "09:00"}],
+            "tuesday": [{"end": "17:30", "start": "09:00"}],
+            "wednesday": [{"end": "17:30", "start": "09:00"}]
+        }
     },
     response: {
         "created_at": "2026-11-23T18:22:30.073Z",
         "effective_limits": {
-                                "connection_requests_per_day": 6,
-                                "connection_requests_per_week": 25,
-                                "messages_per_day": 12,
-                                "profile_views_per_day": 20
-                            },
+            "connection_requests_per_day": 6,
+            "connection_requests_per_week": 25,
+            "messages_per_day": 12,
+            "profile_views_per_day": 20
+        },
         "id": "snd_RWGJgtR51Eoiiw6ri5tT",
         "limits": {
-                      "connection_requests_per_day": 25,
-                      "connection_requests_per_week": 100,
-                      "messages_per_day": 50,
-                      "profile_views_per_day": 80
-                  },
+            "connection_requests_per_day": 25,
+            "connection_requests_per_week": 100,
+            "messages_per_day": 50,
+            "profile_views_per_day": 80
+        },
         "name": "Ada Lovelace (sales)",
         "pause_reason": null,
         "paused_until": null,
         "sending_status": {
-                              "reason": "Outside its working hours in Europe/Berlin; the next window opens at 2026-11-24T08:00:00.000Z.",
-                              "resumes_at": "2026-11-24T08:00:00.000Z",
-                              "state": "outside_hours"
-                          },
+            "reason": "Outside its working hours in Europe/Berlin; the next window opens at 2026-11-24T08:00:00.000Z.",
+            "resumes_at": "2026-11-24T08:00:00.000Z",
+            "state": "outside_hours"
+        },
         "status": "connected",
         "timezone": "Europe/Berlin",
         "updated_at": "2026-11-23T18:22:30.073Z",
         "usage": {
-                     "connection_requests_per_day": {
-                                                        "available_again_at": null,
-                                                        "limit": 6,
-                                                        "used": 0
-                                                    },
-                     "connection_requests_per_week": {
-                                                         "available_again_at": null,
-                                                         "limit": 25,
-                                                         "used": 0
-                                                     },
-                     "local_day": "2026-11-23",
-                     "messages_per_day": {"available_again_at": null, "limit": 12, "used": 0},
-                     "profile_views_per_day": {
-                                                  "available_again_at": null,
-                                                  "limit": 20,
-                                                  "used": 0
-                                              }
-                 },
+            "connection_requests_per_day": {"available_again_at": null, "limit": 6, "used": 0},
+            "connection_requests_per_week": {"available_again_at": null, "limit": 25, "used": 0},
+            "local_day": "2026-11-23",
+            "messages_per_day": {"available_again_at": null, "limit": 12, "used": 0},
+            "profile_views_per_day": {"available_again_at": null, "limit": 20, "used": 0}
+        },
         "warmup_ends_at": "2026-12-07T18:22:30.073Z",
         "working_hours": {
-                             "friday": [{"end": "15:00", "start": "09:00"}],
-                             "monday": [
-                                           {"end": "12:00", "start": "09:00"},
-                                           {"end": "17:30", "start": "13:00"}
-                                       ],
-                             "saturday": [],
-                             "sunday": [],
-                             "thursday": [{"end": "17:30", "start": "09:00"}],
-                             "tuesday": [{"end": "17:30", "start": "09:00"}],
-                             "wednesday": [{"end": "17:30", "start": "09:00"}]
-                         }
+            "friday": [{"end": "15:00", "start": "09:00"}],
+            "monday": [{"end": "12:00", "start": "09:00"}, {"end": "17:30", "start": "13:00"}],
+            "saturday": [],
+            "sunday": [],
+            "thursday": [{"end": "17:30", "start": "09:00"}],
+            "tuesday": [{"end": "17:30", "start": "09:00"}],
+            "wednesday": [{"end": "17:30", "start": "09:00"}]
+        }
     }
 );
 
@@ -616,61 +598,46 @@ outreach_runtime::prelude::example!(get_sender,
     response: {
         "created_at": "2026-11-23T18:22:30.073Z",
         "effective_limits": {
-                                "connection_requests_per_day": 6,
-                                "connection_requests_per_week": 25,
-                                "messages_per_day": 12,
-                                "profile_views_per_day": 20
-                            },
+            "connection_requests_per_day": 6,
+            "connection_requests_per_week": 25,
+            "messages_per_day": 12,
+            "profile_views_per_day": 20
+        },
         "id": "snd_RWGJgtR51Eoiiw6ri5tT",
         "limits": {
-                      "connection_requests_per_day": 25,
-                      "connection_requests_per_week": 100,
-                      "messages_per_day": 50,
-                      "profile_views_per_day": 80
-                  },
+            "connection_requests_per_day": 25,
+            "connection_requests_per_week": 100,
+            "messages_per_day": 50,
+            "profile_views_per_day": 80
+        },
         "name": "Ada Lovelace (sales)",
         "pause_reason": null,
         "paused_until": null,
         "sending_status": {
-                              "reason": "Outside its working hours in Europe/Berlin; the next window opens at 2026-11-24T08:00:00.000Z.",
-                              "resumes_at": "2026-11-24T08:00:00.000Z",
-                              "state": "outside_hours"
-                          },
+            "reason": "Outside its working hours in Europe/Berlin; the next window opens at 2026-11-24T08:00:00.000Z.",
+            "resumes_at": "2026-11-24T08:00:00.000Z",
+            "state": "outside_hours"
+        },
         "status": "connected",
         "timezone": "Europe/Berlin",
         "updated_at": "2026-11-23T18:22:30.073Z",
         "usage": {
-                     "connection_requests_per_day": {
-                                                        "available_again_at": null,
-                                                        "limit": 6,
-                                                        "used": 1
-                                                    },
-                     "connection_requests_per_week": {
-                                                         "available_again_at": null,
-                                                         "limit": 25,
-                                                         "used": 1
-                                                     },
-                     "local_day": "2026-11-23",
-                     "messages_per_day": {"available_again_at": null, "limit": 12, "used": 0},
-                     "profile_views_per_day": {
-                                                  "available_again_at": null,
-                                                  "limit": 20,
-                                                  "used": 1
-                                              }
-                 },
+            "connection_requests_per_day": {"available_again_at": null, "limit": 6, "used": 1},
+            "connection_requests_per_week": {"available_again_at": null, "limit": 25, "used": 1},
+            "local_day": "2026-11-23",
+            "messages_per_day": {"available_again_at": null, "limit": 12, "used": 0},
+            "profile_views_per_day": {"available_again_at": null, "limit": 20, "used": 1}
+        },
         "warmup_ends_at": "2026-12-07T18:22:30.073Z",
         "working_hours": {
-                             "friday": [{"end": "15:00", "start": "09:00"}],
-                             "monday": [
-                                           {"end": "12:00", "start": "09:00"},
-                                           {"end": "17:30", "start": "13:00"}
-                                       ],
-                             "saturday": [],
-                             "sunday": [],
-                             "thursday": [{"end": "17:30", "start": "09:00"}],
-                             "tuesday": [{"end": "17:30", "start": "09:00"}],
-                             "wednesday": [{"end": "17:30", "start": "09:00"}]
-                         }
+            "friday": [{"end": "15:00", "start": "09:00"}],
+            "monday": [{"end": "12:00", "start": "09:00"}, {"end": "17:30", "start": "13:00"}],
+            "saturday": [],
+            "sunday": [],
+            "thursday": [{"end": "17:30", "start": "09:00"}],
+            "tuesday": [{"end": "17:30", "start": "09:00"}],
+            "wednesday": [{"end": "17:30", "start": "09:00"}]
+        }
     }
 );
 
@@ -728,70 +695,51 @@ outreach_runtime::prelude::example!(list_senders,
         "count": 1,
         "has_more": false,
         "items": [
-                     {
-                         "created_at": "2026-11-23T18:22:30.073Z",
-                         "effective_limits": {
-                                                 "connection_requests_per_day": 6,
-                                                 "connection_requests_per_week": 25,
-                                                 "messages_per_day": 12,
-                                                 "profile_views_per_day": 20
-                                             },
-                         "id": "snd_RWGJgtR51Eoiiw6ri5tT",
-                         "limits": {
-                                       "connection_requests_per_day": 25,
-                                       "connection_requests_per_week": 100,
-                                       "messages_per_day": 50,
-                                       "profile_views_per_day": 80
-                                   },
-                         "name": "Ada Lovelace (sales)",
-                         "pause_reason": null,
-                         "paused_until": null,
-                         "sending_status": {
-                                               "reason": "Outside its working hours in Europe/Berlin; the next window opens at 2026-11-24T08:00:00.000Z.",
-                                               "resumes_at": "2026-11-24T08:00:00.000Z",
-                                               "state": "outside_hours"
-                                           },
-                         "status": "connected",
-                         "timezone": "Europe/Berlin",
-                         "updated_at": "2026-11-23T18:22:30.073Z",
-                         "usage": {
-                                      "connection_requests_per_day": {
-                                                                         "available_again_at": null,
-                                                                         "limit": 6,
-                                                                         "used": 1
-                                                                     },
-                                      "connection_requests_per_week": {
-                                                                          "available_again_at": null,
-                                                                          "limit": 25,
-                                                                          "used": 1
-                                                                      },
-                                      "local_day": "2026-11-23",
-                                      "messages_per_day": {
-                                                              "available_again_at": null,
-                                                              "limit": 12,
-                                                              "used": 0
-                                                          },
-                                      "profile_views_per_day": {
-                                                                   "available_again_at": null,
-                                                                   "limit": 20,
-                                                                   "used": 1
-                                                               }
-                                  },
-                         "warmup_ends_at": "2026-12-07T18:22:30.073Z",
-                         "working_hours": {
-                                              "friday": [{"end": "15:00", "start": "09:00"}],
-                                              "monday": [
-                                                            {"end": "12:00", "start": "09:00"},
-                                                            {"end": "17:30", "start": "13:00"}
-                                                        ],
-                                              "saturday": [],
-                                              "sunday": [],
-                                              "thursday": [{"end": "17:30", "start": "09:00"}],
-                                              "tuesday": [{"end": "17:30", "start": "09:00"}],
-                                              "wednesday": [{"end": "17:30", "start": "09:00"}]
-                                          }
-                     }
-                 ],
+            {
+                "created_at": "2026-11-23T18:22:30.073Z",
+                "effective_limits": {
+                    "connection_requests_per_day": 6,
+                    "connection_requests_per_week": 25,
+                    "messages_per_day": 12,
+                    "profile_views_per_day": 20
+                },
+                "id": "snd_RWGJgtR51Eoiiw6ri5tT",
+                "limits": {
+                    "connection_requests_per_day": 25,
+                    "connection_requests_per_week": 100,
+                    "messages_per_day": 50,
+                    "profile_views_per_day": 80
+                },
+                "name": "Ada Lovelace (sales)",
+                "pause_reason": null,
+                "paused_until": null,
+                "sending_status": {
+                    "reason": "Outside its working hours in Europe/Berlin; the next window opens at 2026-11-24T08:00:00.000Z.",
+                    "resumes_at": "2026-11-24T08:00:00.000Z",
+                    "state": "outside_hours"
+                },
+                "status": "connected",
+                "timezone": "Europe/Berlin",
+                "updated_at": "2026-11-23T18:22:30.073Z",
+                "usage": {
+                    "connection_requests_per_day": {"available_again_at": null, "limit": 6, "used": 1},
+                    "connection_requests_per_week": {"available_again_at": null, "limit": 25, "used": 1},
+                    "local_day": "2026-11-23",
+                    "messages_per_day": {"available_again_at": null, "limit": 12, "used": 0},
+                    "profile_views_per_day": {"available_again_at": null, "limit": 20, "used": 1}
+                },
+                "warmup_ends_at": "2026-12-07T18:22:30.073Z",
+                "working_hours": {
+                    "friday": [{"end": "15:00", "start": "09:00"}],
+                    "monday": [{"end": "12:00", "start": "09:00"}, {"end": "17:30", "start": "13:00"}],
+                    "saturday": [],
+                    "sunday": [],
+                    "thursday": [{"end": "17:30", "start": "09:00"}],
+                    "tuesday": [{"end": "17:30", "start": "09:00"}],
+                    "wednesday": [{"end": "17:30", "start": "09:00"}]
+                }
+            }
+        ],
         "next_offset": null,
         "offset": 0,
         "total": 1
@@ -861,61 +809,46 @@ outreach_runtime::prelude::example!(update_sender,
     response: {
         "created_at": "2026-11-23T18:22:30.073Z",
         "effective_limits": {
-                                "connection_requests_per_day": 6,
-                                "connection_requests_per_week": 25,
-                                "messages_per_day": 15,
-                                "profile_views_per_day": 20
-                            },
+            "connection_requests_per_day": 6,
+            "connection_requests_per_week": 25,
+            "messages_per_day": 15,
+            "profile_views_per_day": 20
+        },
         "id": "snd_RWGJgtR51Eoiiw6ri5tT",
         "limits": {
-                      "connection_requests_per_day": 25,
-                      "connection_requests_per_week": 100,
-                      "messages_per_day": 60,
-                      "profile_views_per_day": 80
-                  },
+            "connection_requests_per_day": 25,
+            "connection_requests_per_week": 100,
+            "messages_per_day": 60,
+            "profile_views_per_day": 80
+        },
         "name": "Ada Lovelace (sales)",
         "pause_reason": null,
         "paused_until": null,
         "sending_status": {
-                              "reason": "Outside its working hours in Europe/Paris; the next window opens at 2026-11-24T08:00:00.000Z.",
-                              "resumes_at": "2026-11-24T08:00:00.000Z",
-                              "state": "outside_hours"
-                          },
+            "reason": "Outside its working hours in Europe/Paris; the next window opens at 2026-11-24T08:00:00.000Z.",
+            "resumes_at": "2026-11-24T08:00:00.000Z",
+            "state": "outside_hours"
+        },
         "status": "connected",
         "timezone": "Europe/Paris",
         "updated_at": "2026-11-23T18:22:30.113Z",
         "usage": {
-                     "connection_requests_per_day": {
-                                                        "available_again_at": null,
-                                                        "limit": 6,
-                                                        "used": 1
-                                                    },
-                     "connection_requests_per_week": {
-                                                         "available_again_at": null,
-                                                         "limit": 25,
-                                                         "used": 1
-                                                     },
-                     "local_day": "2026-11-23",
-                     "messages_per_day": {"available_again_at": null, "limit": 15, "used": 0},
-                     "profile_views_per_day": {
-                                                  "available_again_at": null,
-                                                  "limit": 20,
-                                                  "used": 1
-                                              }
-                 },
+            "connection_requests_per_day": {"available_again_at": null, "limit": 6, "used": 1},
+            "connection_requests_per_week": {"available_again_at": null, "limit": 25, "used": 1},
+            "local_day": "2026-11-23",
+            "messages_per_day": {"available_again_at": null, "limit": 15, "used": 0},
+            "profile_views_per_day": {"available_again_at": null, "limit": 20, "used": 1}
+        },
         "warmup_ends_at": "2026-12-07T18:22:30.073Z",
         "working_hours": {
-                             "friday": [{"end": "15:00", "start": "09:00"}],
-                             "monday": [
-                                           {"end": "12:00", "start": "09:00"},
-                                           {"end": "17:30", "start": "13:00"}
-                                       ],
-                             "saturday": [],
-                             "sunday": [],
-                             "thursday": [{"end": "17:30", "start": "09:00"}],
-                             "tuesday": [{"end": "17:30", "start": "09:00"}],
-                             "wednesday": [{"end": "17:30", "start": "09:00"}]
-                         }
+            "friday": [{"end": "15:00", "start": "09:00"}],
+            "monday": [{"end": "12:00", "start": "09:00"}, {"end": "17:30", "start": "13:00"}],
+            "saturday": [],
+            "sunday": [],
+            "thursday": [{"end": "17:30", "start": "09:00"}],
+            "tuesday": [{"end": "17:30", "start": "09:00"}],
+            "wednesday": [{"end": "17:30", "start": "09:00"}]
+        }
     }
 );
 

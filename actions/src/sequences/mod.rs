@@ -794,62 +794,62 @@ outreach_runtime::prelude::example!(create_sequence,
         "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
         "settings": {"exit_after_days_without_acceptance": 14},
         "steps": [
-                     {"type": "view_profile"},
-                     {
-                         "delay_hours": 24,
-                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
-                         "type": "connection_request"
-                     },
-                     {
-                         "delay_hours": 72,
-                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
-                         "type": "message"
-                     }
-                 ]
+            {"type": "view_profile"},
+            {
+                "delay_hours": 24,
+                "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                "type": "connection_request"
+            },
+            {
+                "delay_hours": 72,
+                "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                "type": "message"
+            }
+        ]
     },
     response: {
         "activated_at": null,
         "created_at": "2026-11-23T21:19:40.394Z",
         "enrollment_counts": {
-                                 "active": 0,
-                                 "awaiting_approval": 0,
-                                 "failed": 0,
-                                 "finished": 0,
-                                 "paused": 0,
-                                 "scheduled": 0
-                             },
+            "active": 0,
+            "awaiting_approval": 0,
+            "failed": 0,
+            "finished": 0,
+            "paused": 0,
+            "scheduled": 0
+        },
         "finished_at": null,
         "id": "seq_sGbl2nzkshQDV6qitLc9",
         "name": "Q3 heads of sales",
         "schedule": {"respect_prospect_timezone": false},
         "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
         "sending": {
-                       "next_send_at": null,
-                       "reason": "The sequence is a draft; `activate_sequence` starts it.",
-                       "sending": false
-                   },
+            "next_send_at": null,
+            "reason": "The sequence is a draft; `activate_sequence` starts it.",
+            "sending": false
+        },
         "settings": {
-                        "exit_after_days_without_acceptance": 14,
-                        "skip_if_contacted_within_days": 30,
-                        "skip_if_in_other_live_sequence": true,
-                        "stop_on_reply": true
-                    },
+            "exit_after_days_without_acceptance": 14,
+            "skip_if_contacted_within_days": 30,
+            "skip_if_in_other_live_sequence": true,
+            "stop_on_reply": true
+        },
         "status": "draft",
         "steps": [
-                     {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
-                     {
-                         "delay_hours": 24,
-                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
-                         "text": null,
-                         "type": "connection_request"
-                     },
-                     {
-                         "delay_hours": 72,
-                         "note": null,
-                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
-                         "type": "message"
-                     }
-                 ],
+            {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+            {
+                "delay_hours": 24,
+                "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                "text": null,
+                "type": "connection_request"
+            },
+            {
+                "delay_hours": 72,
+                "note": null,
+                "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                "type": "message"
+            }
+        ],
         "updated_at": "2026-11-23T21:19:40.394Z"
     }
 );
@@ -877,13 +877,13 @@ outreach_runtime::prelude::example!(get_sequence,
         "activated_at": "2026-11-23T21:19:40.461Z",
         "created_at": "2026-11-23T21:19:40.394Z",
         "enrollment_counts": {
-                                 "active": 0,
-                                 "awaiting_approval": 0,
-                                 "failed": 0,
-                                 "finished": 1,
-                                 "paused": 0,
-                                 "scheduled": 1
-                             },
+            "active": 0,
+            "awaiting_approval": 0,
+            "failed": 0,
+            "finished": 1,
+            "paused": 0,
+            "scheduled": 1
+        },
         "finished_at": null,
         "id": "seq_sGbl2nzkshQDV6qitLc9",
         "name": "Q3 heads of sales (DACH)",
@@ -891,27 +891,27 @@ outreach_runtime::prelude::example!(get_sequence,
         "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
         "sending": {"next_send_at": "2026-11-23T21:19:40.433Z", "reason": null, "sending": true},
         "settings": {
-                        "exit_after_days_without_acceptance": 14,
-                        "skip_if_contacted_within_days": 60,
-                        "skip_if_in_other_live_sequence": true,
-                        "stop_on_reply": true
-                    },
+            "exit_after_days_without_acceptance": 14,
+            "skip_if_contacted_within_days": 60,
+            "skip_if_in_other_live_sequence": true,
+            "stop_on_reply": true
+        },
         "status": "active",
         "steps": [
-                     {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
-                     {
-                         "delay_hours": 24,
-                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
-                         "text": null,
-                         "type": "connection_request"
-                     },
-                     {
-                         "delay_hours": 72,
-                         "note": null,
-                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
-                         "type": "message"
-                     }
-                 ],
+            {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+            {
+                "delay_hours": 24,
+                "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                "text": null,
+                "type": "connection_request"
+            },
+            {
+                "delay_hours": 72,
+                "note": null,
+                "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                "type": "message"
+            }
+        ],
         "updated_at": "2026-11-23T21:19:40.461Z"
     }
 );
@@ -962,57 +962,48 @@ outreach_runtime::prelude::example!(list_sequences,
         "count": 1,
         "has_more": false,
         "items": [
-                     {
-                         "activated_at": "2026-11-23T21:19:40.461Z",
-                         "created_at": "2026-11-23T21:19:40.394Z",
-                         "enrollment_counts": {
-                                                  "active": 0,
-                                                  "awaiting_approval": 0,
-                                                  "failed": 0,
-                                                  "finished": 1,
-                                                  "paused": 0,
-                                                  "scheduled": 1
-                                              },
-                         "finished_at": null,
-                         "id": "seq_sGbl2nzkshQDV6qitLc9",
-                         "name": "Q3 heads of sales (DACH)",
-                         "schedule": {"respect_prospect_timezone": false},
-                         "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
-                         "sending": {
-                                        "next_send_at": "2026-11-23T21:19:40.433Z",
-                                        "reason": null,
-                                        "sending": true
-                                    },
-                         "settings": {
-                                         "exit_after_days_without_acceptance": 14,
-                                         "skip_if_contacted_within_days": 60,
-                                         "skip_if_in_other_live_sequence": true,
-                                         "stop_on_reply": true
-                                     },
-                         "status": "active",
-                         "steps": [
-                                      {
-                                          "delay_hours": 0,
-                                          "note": null,
-                                          "text": null,
-                                          "type": "view_profile"
-                                      },
-                                      {
-                                          "delay_hours": 24,
-                                          "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
-                                          "text": null,
-                                          "type": "connection_request"
-                                      },
-                                      {
-                                          "delay_hours": 72,
-                                          "note": null,
-                                          "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
-                                          "type": "message"
-                                      }
-                                  ],
-                         "updated_at": "2026-11-23T21:19:40.461Z"
-                     }
-                 ],
+            {
+                "activated_at": "2026-11-23T21:19:40.461Z",
+                "created_at": "2026-11-23T21:19:40.394Z",
+                "enrollment_counts": {
+                    "active": 0,
+                    "awaiting_approval": 0,
+                    "failed": 0,
+                    "finished": 1,
+                    "paused": 0,
+                    "scheduled": 1
+                },
+                "finished_at": null,
+                "id": "seq_sGbl2nzkshQDV6qitLc9",
+                "name": "Q3 heads of sales (DACH)",
+                "schedule": {"respect_prospect_timezone": false},
+                "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
+                "sending": {"next_send_at": "2026-11-23T21:19:40.433Z", "reason": null, "sending": true},
+                "settings": {
+                    "exit_after_days_without_acceptance": 14,
+                    "skip_if_contacted_within_days": 60,
+                    "skip_if_in_other_live_sequence": true,
+                    "stop_on_reply": true
+                },
+                "status": "active",
+                "steps": [
+                    {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+                    {
+                        "delay_hours": 24,
+                        "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                        "text": null,
+                        "type": "connection_request"
+                    },
+                    {
+                        "delay_hours": 72,
+                        "note": null,
+                        "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                        "type": "message"
+                    }
+                ],
+                "updated_at": "2026-11-23T21:19:40.461Z"
+            }
+        ],
         "next_offset": null,
         "offset": 0,
         "total": 1
@@ -1149,45 +1140,45 @@ outreach_runtime::prelude::example!(update_sequence,
         "activated_at": null,
         "created_at": "2026-11-23T21:19:40.394Z",
         "enrollment_counts": {
-                                 "active": 0,
-                                 "awaiting_approval": 0,
-                                 "failed": 0,
-                                 "finished": 0,
-                                 "paused": 0,
-                                 "scheduled": 0
-                             },
+            "active": 0,
+            "awaiting_approval": 0,
+            "failed": 0,
+            "finished": 0,
+            "paused": 0,
+            "scheduled": 0
+        },
         "finished_at": null,
         "id": "seq_sGbl2nzkshQDV6qitLc9",
         "name": "Q3 heads of sales (DACH)",
         "schedule": {"respect_prospect_timezone": false},
         "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
         "sending": {
-                       "next_send_at": null,
-                       "reason": "The sequence is a draft; `activate_sequence` starts it.",
-                       "sending": false
-                   },
+            "next_send_at": null,
+            "reason": "The sequence is a draft; `activate_sequence` starts it.",
+            "sending": false
+        },
         "settings": {
-                        "exit_after_days_without_acceptance": 14,
-                        "skip_if_contacted_within_days": 60,
-                        "skip_if_in_other_live_sequence": true,
-                        "stop_on_reply": true
-                    },
+            "exit_after_days_without_acceptance": 14,
+            "skip_if_contacted_within_days": 60,
+            "skip_if_in_other_live_sequence": true,
+            "stop_on_reply": true
+        },
         "status": "draft",
         "steps": [
-                     {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
-                     {
-                         "delay_hours": 24,
-                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
-                         "text": null,
-                         "type": "connection_request"
-                     },
-                     {
-                         "delay_hours": 72,
-                         "note": null,
-                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
-                         "type": "message"
-                     }
-                 ],
+            {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+            {
+                "delay_hours": 24,
+                "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                "text": null,
+                "type": "connection_request"
+            },
+            {
+                "delay_hours": 72,
+                "note": null,
+                "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                "type": "message"
+            }
+        ],
         "updated_at": "2026-11-23T21:19:40.399Z"
     }
 );

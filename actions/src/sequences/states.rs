@@ -211,13 +211,13 @@ outreach_runtime::prelude::example!(activate_sequence,
         "activated_at": "2026-11-23T21:19:40.461Z",
         "created_at": "2026-11-23T21:19:40.394Z",
         "enrollment_counts": {
-                                 "active": 0,
-                                 "awaiting_approval": 0,
-                                 "failed": 0,
-                                 "finished": 1,
-                                 "paused": 0,
-                                 "scheduled": 1
-                             },
+            "active": 0,
+            "awaiting_approval": 0,
+            "failed": 0,
+            "finished": 1,
+            "paused": 0,
+            "scheduled": 1
+        },
         "finished_at": null,
         "id": "seq_sGbl2nzkshQDV6qitLc9",
         "name": "Q3 heads of sales (DACH)",
@@ -225,27 +225,27 @@ outreach_runtime::prelude::example!(activate_sequence,
         "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
         "sending": {"next_send_at": "2026-11-23T21:19:40.433Z", "reason": null, "sending": true},
         "settings": {
-                        "exit_after_days_without_acceptance": 14,
-                        "skip_if_contacted_within_days": 60,
-                        "skip_if_in_other_live_sequence": true,
-                        "stop_on_reply": true
-                    },
+            "exit_after_days_without_acceptance": 14,
+            "skip_if_contacted_within_days": 60,
+            "skip_if_in_other_live_sequence": true,
+            "stop_on_reply": true
+        },
         "status": "active",
         "steps": [
-                     {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
-                     {
-                         "delay_hours": 24,
-                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
-                         "text": null,
-                         "type": "connection_request"
-                     },
-                     {
-                         "delay_hours": 72,
-                         "note": null,
-                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
-                         "type": "message"
-                     }
-                 ],
+            {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+            {
+                "delay_hours": 24,
+                "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                "text": null,
+                "type": "connection_request"
+            },
+            {
+                "delay_hours": 72,
+                "note": null,
+                "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                "type": "message"
+            }
+        ],
         "updated_at": "2026-11-23T21:19:40.461Z"
     }
 );
@@ -265,45 +265,45 @@ outreach_runtime::prelude::example!(pause_sequence,
         "activated_at": "2026-11-23T21:19:40.461Z",
         "created_at": "2026-11-23T21:19:40.394Z",
         "enrollment_counts": {
-                                 "active": 0,
-                                 "awaiting_approval": 0,
-                                 "failed": 0,
-                                 "finished": 1,
-                                 "paused": 0,
-                                 "scheduled": 1
-                             },
+            "active": 0,
+            "awaiting_approval": 0,
+            "failed": 0,
+            "finished": 1,
+            "paused": 0,
+            "scheduled": 1
+        },
         "finished_at": null,
         "id": "seq_sGbl2nzkshQDV6qitLc9",
         "name": "Q3 heads of sales (DACH)",
         "schedule": {"respect_prospect_timezone": false},
         "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
         "sending": {
-                       "next_send_at": null,
-                       "reason": "The sequence is paused; `resume_sequence` resumes it.",
-                       "sending": false
-                   },
+            "next_send_at": null,
+            "reason": "The sequence is paused; `resume_sequence` resumes it.",
+            "sending": false
+        },
         "settings": {
-                        "exit_after_days_without_acceptance": 14,
-                        "skip_if_contacted_within_days": 60,
-                        "skip_if_in_other_live_sequence": true,
-                        "stop_on_reply": true
-                    },
+            "exit_after_days_without_acceptance": 14,
+            "skip_if_contacted_within_days": 60,
+            "skip_if_in_other_live_sequence": true,
+            "stop_on_reply": true
+        },
         "status": "paused",
         "steps": [
-                     {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
-                     {
-                         "delay_hours": 24,
-                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
-                         "text": null,
-                         "type": "connection_request"
-                     },
-                     {
-                         "delay_hours": 72,
-                         "note": null,
-                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
-                         "type": "message"
-                     }
-                 ],
+            {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+            {
+                "delay_hours": 24,
+                "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                "text": null,
+                "type": "connection_request"
+            },
+            {
+                "delay_hours": 72,
+                "note": null,
+                "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                "type": "message"
+            }
+        ],
         "updated_at": "2026-11-23T21:19:40.575Z"
     }
 );
@@ -323,13 +323,13 @@ outreach_runtime::prelude::example!(resume_sequence,
         "activated_at": "2026-11-23T21:19:40.461Z",
         "created_at": "2026-11-23T21:19:40.394Z",
         "enrollment_counts": {
-                                 "active": 0,
-                                 "awaiting_approval": 0,
-                                 "failed": 0,
-                                 "finished": 1,
-                                 "paused": 0,
-                                 "scheduled": 1
-                             },
+            "active": 0,
+            "awaiting_approval": 0,
+            "failed": 0,
+            "finished": 1,
+            "paused": 0,
+            "scheduled": 1
+        },
         "finished_at": null,
         "id": "seq_sGbl2nzkshQDV6qitLc9",
         "name": "Q3 heads of sales (DACH)",
@@ -337,27 +337,27 @@ outreach_runtime::prelude::example!(resume_sequence,
         "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
         "sending": {"next_send_at": "2026-11-23T21:19:40.535Z", "reason": null, "sending": true},
         "settings": {
-                        "exit_after_days_without_acceptance": 14,
-                        "skip_if_contacted_within_days": 60,
-                        "skip_if_in_other_live_sequence": true,
-                        "stop_on_reply": true
-                    },
+            "exit_after_days_without_acceptance": 14,
+            "skip_if_contacted_within_days": 60,
+            "skip_if_in_other_live_sequence": true,
+            "stop_on_reply": true
+        },
         "status": "active",
         "steps": [
-                     {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
-                     {
-                         "delay_hours": 24,
-                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
-                         "text": null,
-                         "type": "connection_request"
-                     },
-                     {
-                         "delay_hours": 72,
-                         "note": null,
-                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
-                         "type": "message"
-                     }
-                 ],
+            {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+            {
+                "delay_hours": 24,
+                "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                "text": null,
+                "type": "connection_request"
+            },
+            {
+                "delay_hours": 72,
+                "note": null,
+                "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                "type": "message"
+            }
+        ],
         "updated_at": "2026-11-23T21:19:40.587Z"
     }
 );
@@ -378,45 +378,41 @@ outreach_runtime::prelude::example!(stop_sequence,
         "activated_at": "2026-11-23T21:19:40.461Z",
         "created_at": "2026-11-23T21:19:40.394Z",
         "enrollment_counts": {
-                                 "active": 0,
-                                 "awaiting_approval": 0,
-                                 "failed": 0,
-                                 "finished": 2,
-                                 "paused": 0,
-                                 "scheduled": 0
-                             },
+            "active": 0,
+            "awaiting_approval": 0,
+            "failed": 0,
+            "finished": 2,
+            "paused": 0,
+            "scheduled": 0
+        },
         "finished_at": "2026-11-23T21:19:40.600Z",
         "id": "seq_sGbl2nzkshQDV6qitLc9",
         "name": "Q3 heads of sales (DACH)",
         "schedule": {"respect_prospect_timezone": false},
         "sender_ids": ["snd_jp6TNuolp8f32URYMVrb"],
-        "sending": {
-                       "next_send_at": null,
-                       "reason": "The sequence is stopped.",
-                       "sending": false
-                   },
+        "sending": {"next_send_at": null, "reason": "The sequence is stopped.", "sending": false},
         "settings": {
-                        "exit_after_days_without_acceptance": 14,
-                        "skip_if_contacted_within_days": 60,
-                        "skip_if_in_other_live_sequence": true,
-                        "stop_on_reply": true
-                    },
+            "exit_after_days_without_acceptance": 14,
+            "skip_if_contacted_within_days": 60,
+            "skip_if_in_other_live_sequence": true,
+            "stop_on_reply": true
+        },
         "status": "stopped",
         "steps": [
-                     {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
-                     {
-                         "delay_hours": 24,
-                         "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
-                         "text": null,
-                         "type": "connection_request"
-                     },
-                     {
-                         "delay_hours": 72,
-                         "note": null,
-                         "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
-                         "type": "message"
-                     }
-                 ],
+            {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+            {
+                "delay_hours": 24,
+                "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
+                "text": null,
+                "type": "connection_request"
+            },
+            {
+                "delay_hours": 72,
+                "note": null,
+                "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
+                "type": "message"
+            }
+        ],
         "updated_at": "2026-11-23T21:19:40.600Z"
     }
 );
