@@ -19,6 +19,7 @@ pub mod imports;
 pub mod lists;
 pub mod network;
 pub mod person_lock;
+pub mod placeholders;
 pub mod processing;
 pub mod prospects;
 pub mod sandbox_helpers;

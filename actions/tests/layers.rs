@@ -29,6 +29,7 @@ const LAYERS: Layers = &[
         "credits",
         "workspace",
         "person_lock",
+        "placeholders",
         "step_jobs",
         "followups",
     ],

@@ -14,7 +14,6 @@
 
 mod parse;
 mod plan;
-mod sql;
 mod write;
 
 use std::collections::{BTreeMap, HashMap};
@@ -399,7 +398,8 @@ pub async fn import_prospects(
             .filter(|id| seen.insert(*id))
             .collect()
     };
-    let before = write::load_fields(&mut tx, backend, workspace_id, &touched).await?;
+    let before =
+        crate::prospects::bulk::load_fields(&mut tx, backend, workspace_id, &touched).await?;
     let mut after: HashMap<&str, Fields> = before
         .iter()
         .map(|(id, fields)| (id.as_str(), fields.clone()))
@@ -427,7 +427,7 @@ pub async fn import_prospects(
             next_merge += 1;
         }
         creating.advance(index);
-        if creating.ready() >= write::PROSPECT_BATCH {
+        if creating.ready() >= crate::prospects::bulk::PROSPECT_BATCH {
             let ready = creating.ready();
             creating
                 .write(&mut tx, backend, workspace_id, now, ready)
@@ -465,7 +465,8 @@ pub async fn import_prospects(
                 Target::Existing(n) => existing.ids[n].as_str(),
             })
             .collect();
-        write::insert_members(&mut tx, backend, workspace_id, list_id, now, &members).await?;
+        crate::lists::insert_members(&mut tx, backend, workspace_id, list_id, now, &members)
+            .await?;
         crate::lists::touch(&mut tx, workspace_id, list_id, now).await?;
     }
 
@@ -541,7 +542,8 @@ async fn target_list(
             false,
         ),
         (None, Some(name)) => {
-            let (id, made) = write::list_by_name(tx, workspace_id, &check_name(name)?, now).await?;
+            let (id, made) =
+                crate::lists::list_by_name(tx, workspace_id, &check_name(name)?, now).await?;
             (Some(id), made)
         }
         (None, None) => (None, false),
@@ -564,7 +566,7 @@ async fn update_touched(
             continue;
         };
         if old != new {
-            write::update_prospect(
+            crate::prospects::bulk::update_prospect(
                 tx,
                 backend,
                 workspace_id,

@@ -12,7 +12,7 @@ use outreach_runtime::prelude::ApiError;
 use sqlx::{AssertSqlSafe, Row as _};
 
 use super::parse::Keys;
-use super::sql::Placeholders;
+use crate::placeholders::Placeholders;
 use outreach_runtime::prelude::Backend;
 
 /// Values per `in (...)` lookup: far below SQLite's 32,766 parameters and PostgreSQL's 65,535.

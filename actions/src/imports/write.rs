@@ -1,206 +1,17 @@
-//! The writes of an import, batched: many rows per `insert`, all inside the caller's transaction.
-//!
-//! One statement per row would make a 100,000-row import 100,000 round trips; a multi-row
-//! `insert ... values (...), (...)` with bound parameters does it in a hundred. Batches stay under
-//! SQLite's 32,766 parameters (PostgreSQL allows 65,535). Values shared by every row (workspace,
-//! time) are bound once per statement.
+//! What an import writes, between its plan and the owners' statements: a duplicate merged into
+//! the prospect it matched, the list it fills checked, and its new prospects held until no later
+//! row changes them, then written in batches (`prospects::bulk`).
 
-use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
-use std::sync::OnceLock;
+use std::collections::VecDeque;
 
-use outreach_runtime::prelude::ApiError;
-use sqlx::{AssertSqlSafe, Row as _};
+use outreach_runtime::prelude::{ApiError, Backend};
+use sqlx::Row as _;
 
-use super::sql::Placeholders;
 use crate::common::IdKind;
-use crate::prospects::{
-    COLUMNS, FIELD_COLUMNS, FIELD_COUNT, Fields, Prospect, ProspectSource, from_row_fields,
-    normalize, write_fields,
-};
-use outreach_runtime::prelude::Backend;
+use crate::prospects::bulk::{insert_prospects, insert_tags};
+use crate::prospects::{Fields, normalize};
 
 type Tx = sqlx::AnyConnection;
-
-/// Prospects per `insert`: 24 parameters each (`FIELD_COUNT` plus 4), so 24,000 per statement.
-pub const PROSPECT_BATCH: usize = 1000;
-/// Rows per `insert` of tags or list members.
-const SMALL_BATCH: usize = 5000;
-
-// SQL built here interpolates only constants and placeholders; values are bound.
-
-/// Inserts new prospects; `ids[n]` is the id of `prospects[n]`.
-pub async fn insert_prospects(
-    tx: &mut Tx,
-    backend: Backend,
-    workspace_id: &str,
-    now: i64,
-    ids: &[String],
-    prospects: &[Fields],
-) -> Result<(), ApiError> {
-    for (ids, batch) in ids
-        .chunks(PROSPECT_BATCH)
-        .zip(prospects.chunks(PROSPECT_BATCH))
-    {
-        let sql = if batch.len() == PROSPECT_BATCH {
-            Cow::Borrowed(full_batch_sql(backend))
-        } else {
-            Cow::Owned(insert_prospects_sql(backend, batch.len()))
-        };
-        let mut query = sqlx::query(AssertSqlSafe(sql));
-        for (id, fields) in ids.iter().zip(batch) {
-            query = fields
-                .bind_columns(query.bind(id))?
-                .bind(workspace_id)
-                .bind(now)
-                .bind(now);
-        }
-        query.execute(&mut *tx).await?;
-    }
-    crate::prospects::totals::add(tx, workspace_id, ids.len() as i64).await
-}
-
-/// The insert of a full batch of prospects, made once per backend (an import writes a hundred).
-fn full_batch_sql(backend: Backend) -> &'static str {
-    static SQLITE: OnceLock<String> = OnceLock::new();
-    static POSTGRES: OnceLock<String> = OnceLock::new();
-    let sql = match backend {
-        Backend::Sqlite => &SQLITE,
-        Backend::Postgres => &POSTGRES,
-    };
-    sql.get_or_init(|| insert_prospects_sql(backend, PROSPECT_BATCH))
-}
-
-fn insert_prospects_sql(backend: Backend, rows: usize) -> String {
-    let mut sql = format!(
-        "insert into prospects (id, {}, workspace_id, source, created_at, updated_at) values ",
-        *FIELD_COLUMNS
-    );
-    // The source is the same for every row: written as its constant text, not bound per row.
-    let source = format!(", '{}', ", ProspectSource::Import.as_str());
-    let mut placeholders = Placeholders::new(backend);
-    for row in 0..rows {
-        sql.push_str(if row == 0 { "(" } else { ", (" });
-        placeholders.list(&mut sql, 1 + FIELD_COUNT + 1);
-        sql.push_str(&source);
-        placeholders.list(&mut sql, 2);
-        sql.push(')');
-    }
-    sql
-}
-
-/// Inserts the tags of prospects into `prospect_tags` (what the `tag` filter looks up).
-pub async fn insert_tags(
-    tx: &mut Tx,
-    backend: Backend,
-    workspace_id: &str,
-    tags: &[(&str, &str)],
-) -> Result<(), ApiError> {
-    for batch in tags.chunks(SMALL_BATCH) {
-        let mut sql =
-            String::from("insert into prospect_tags (prospect_id, workspace_id, tag) values ");
-        let mut placeholders = Placeholders::new(backend);
-        for row in 0..batch.len() {
-            if row > 0 {
-                sql.push_str(", ");
-            }
-            placeholders.tuple(&mut sql, 3);
-        }
-        let mut query = sqlx::query(AssertSqlSafe(sql));
-        for (prospect_id, tag) in batch {
-            query = query.bind(*prospect_id).bind(workspace_id).bind(*tag);
-        }
-        query.execute(&mut *tx).await?;
-    }
-    Ok(())
-}
-
-/// Adds prospects to a list (members already in it stay); returns how many joined.
-pub async fn insert_members(
-    tx: &mut Tx,
-    backend: Backend,
-    workspace_id: &str,
-    list_id: &str,
-    now: i64,
-    prospect_ids: &[&str],
-) -> Result<u64, ApiError> {
-    let mut added = 0;
-    for batch in prospect_ids.chunks(SMALL_BATCH) {
-        let mut sql = String::from(
-            "insert into list_members (list_id, prospect_id, workspace_id, added_at) values ",
-        );
-        let mut placeholders = Placeholders::new(backend);
-        for row in 0..batch.len() {
-            if row > 0 {
-                sql.push_str(", ");
-            }
-            placeholders.tuple(&mut sql, 4);
-        }
-        sql.push_str(" on conflict do nothing");
-        let mut query = sqlx::query(AssertSqlSafe(sql));
-        for id in batch {
-            query = query.bind(list_id).bind(*id).bind(workspace_id).bind(now);
-        }
-        added += query.execute(&mut *tx).await?.rows_affected();
-    }
-    Ok(added)
-}
-
-/// The current fields of existing prospects, by id.
-pub async fn load_fields(
-    tx: &mut Tx,
-    backend: Backend,
-    workspace_id: &str,
-    ids: &[&str],
-) -> Result<HashMap<String, Fields>, ApiError> {
-    let mut fields = HashMap::with_capacity(ids.len());
-    for batch in ids.chunks(SMALL_BATCH) {
-        let mut sql = format!("select {} from prospects where workspace_id = ", *COLUMNS);
-        let mut placeholders = Placeholders::new(backend);
-        placeholders.one(&mut sql);
-        sql.push_str(" and id in ");
-        placeholders.tuple(&mut sql, batch.len());
-        if backend == Backend::Postgres {
-            // The rows are rewritten whole below: hold them so a concurrent `update_prospect`
-            // waits instead of being overwritten. (SQLite's single writer already does this.)
-            sql.push_str(" for update");
-        }
-        // Unprepared, so it is planned with its values (see `sql`).
-        let mut query = sqlx::query(AssertSqlSafe(sql))
-            .persistent(false)
-            .bind(workspace_id);
-        for id in batch {
-            query = query.bind(*id);
-        }
-        for row in query.fetch_all(&mut *tx).await? {
-            let prospect = Prospect::from_row(&row)?;
-            fields.insert(prospect.id.clone(), from_row_fields(&prospect));
-        }
-    }
-    Ok(fields)
-}
-
-/// Writes the new fields of one existing prospect, and its tags when they changed.
-pub async fn update_prospect(
-    tx: &mut Tx,
-    backend: Backend,
-    workspace_id: &str,
-    id: &str,
-    now: i64,
-    fields: &Fields,
-    tags_changed: bool,
-) -> Result<(), ApiError> {
-    write_fields(tx, workspace_id, id, fields, now).await??;
-    if tags_changed {
-        sqlx::query("delete from prospect_tags where prospect_id = $1")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        let tags: Vec<(&str, &str)> = fields.tags.iter().map(|tag| (id, tag.as_str())).collect();
-        insert_tags(tx, backend, workspace_id, &tags).await?;
-    }
-    Ok(())
-}
 
 /// Merges a duplicate row into the prospect it matched: the row's values replace the prospect's,
 /// empty cells keep them; tags and custom fields are added to (within their limits).
@@ -262,34 +73,6 @@ pub async fn existing_list(
         .await?
         .ok_or_else(|| IdKind::List.not_found(list_id))?;
     Ok(row.try_get("id")?)
-}
-
-/// The list named `name`, made if there is none; returns its id and whether it was made.
-pub async fn list_by_name(
-    tx: &mut Tx,
-    workspace_id: &str,
-    name: &str,
-    now: i64,
-) -> Result<(String, bool), ApiError> {
-    // `on conflict do nothing` also waits out a concurrent create of the same name, then yields.
-    let made = sqlx::query(
-        "insert into lists (id, workspace_id, name, created_at, updated_at) values ($1, $2, $3, $4, $4) \
-         on conflict (workspace_id, name) do nothing",
-    )
-    .bind(outreach_runtime::prelude::ids::new_id("lst"))
-    .bind(workspace_id)
-    .bind(name)
-    .bind(now)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected()
-        == 1;
-    let row = sqlx::query("select id from lists where workspace_id = $1 and name = $2")
-        .bind(workspace_id)
-        .bind(name)
-        .fetch_one(&mut *tx)
-        .await?;
-    Ok((row.try_get("id")?, made))
 }
 
 /// An import's new prospects between the two reads of the file: read, waiting for the rows that

@@ -895,3 +895,67 @@ pub(crate) async fn touch(
         .await?;
     Ok(())
 }
+
+// ----- An import's writes: its list, made by name, and its members, in batches ---------------
+
+/// List members per `insert` of an import (four parameters each).
+const MEMBER_BATCH: usize = 5000;
+
+/// Adds prospects to a list (members already in it stay); returns how many joined.
+pub(crate) async fn insert_members(
+    tx: &mut sqlx::AnyConnection,
+    backend: outreach_runtime::prelude::Backend,
+    workspace_id: &str,
+    list_id: &str,
+    now: i64,
+    prospect_ids: &[&str],
+) -> Result<u64, ApiError> {
+    let mut added = 0;
+    for batch in prospect_ids.chunks(MEMBER_BATCH) {
+        let mut sql = String::from(
+            "insert into list_members (list_id, prospect_id, workspace_id, added_at) values ",
+        );
+        let mut placeholders = crate::placeholders::Placeholders::new(backend);
+        for row in 0..batch.len() {
+            if row > 0 {
+                sql.push_str(", ");
+            }
+            placeholders.tuple(&mut sql, 4);
+        }
+        sql.push_str(" on conflict do nothing");
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for id in batch {
+            query = query.bind(list_id).bind(*id).bind(workspace_id).bind(now);
+        }
+        added += query.execute(&mut *tx).await?.rows_affected();
+    }
+    Ok(added)
+}
+
+/// The list named `name`, made if there is none; returns its id and whether it was made.
+pub(crate) async fn list_by_name(
+    tx: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    name: &str,
+    now: i64,
+) -> Result<(String, bool), ApiError> {
+    // `on conflict do nothing` also waits out a concurrent create of the same name, then yields.
+    let made = sqlx::query(
+        "insert into lists (id, workspace_id, name, created_at, updated_at) values ($1, $2, $3, $4, $4) \
+         on conflict (workspace_id, name) do nothing",
+    )
+    .bind(ids::new_id("lst"))
+    .bind(workspace_id)
+    .bind(name)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    let row = sqlx::query("select id from lists where workspace_id = $1 and name = $2")
+        .bind(workspace_id)
+        .bind(name)
+        .fetch_one(&mut *tx)
+        .await?;
+    Ok((row.try_get("id")?, made))
+}

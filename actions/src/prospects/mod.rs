@@ -5,6 +5,7 @@
 //! the prospect that already has it. Tags live twice: as a JSON array on the row (what is read)
 //! and in `prospect_tags` (what the `tag` filter looks up), written in one transaction.
 
+pub mod bulk;
 pub(crate) mod normalize;
 pub mod scores;
 pub mod totals;

@@ -24,6 +24,7 @@ use sqlx::{AnyConnection, AssertSqlSafe, Row};
 use super::engine::{ProspectFields, Scorer, Scratch};
 use super::{RunStatus, ScoringRun, TierCounts};
 use crate::common::IdKind;
+use crate::placeholders::Placeholders;
 use crate::prospects::Tier;
 use crate::targeting::Targeting;
 
@@ -145,43 +146,6 @@ pub(crate) fn packed_prospect(backend: Backend) -> &'static str {
     }
 }
 
-/// Numbers the placeholders of a statement, in the order values are bound: `$1, $2, ...` on
-/// PostgreSQL, anonymous `?` on SQLite. sqlx binds a `$n` parameter on SQLite by looking up its
-/// name, and SQLite finds a parameter's name by a linear scan, so binding a statement of n `$n`
-/// parameters costs O(n²): a 500-row insert took ten times longer than five 100-row ones.
-/// Anonymous parameters bind in O(1) each.
-struct Placeholders {
-    backend: Backend,
-    next: usize,
-}
-
-impl Placeholders {
-    fn new(backend: Backend) -> Self {
-        Self { backend, next: 1 }
-    }
-
-    fn push(&mut self, sql: &mut String) {
-        match self.backend {
-            Backend::Sqlite => sql.push('?'),
-            Backend::Postgres => {
-                sql.push('$');
-                sql.push_str(&self.next.to_string());
-            }
-        }
-        self.next += 1;
-    }
-
-    /// `count` placeholders separated by commas.
-    fn list(&mut self, sql: &mut String, count: usize) {
-        for index in 0..count {
-            if index > 0 {
-                sql.push_str(", ");
-            }
-            self.push(sql);
-        }
-    }
-}
-
 fn no_list(id: &str) -> ApiError {
     IdKind::List.not_found(id)
 }
@@ -214,7 +178,7 @@ async fn existing_ids(
     for chunk in wanted.chunks(BATCH) {
         let mut sql = String::from("select id from prospects where workspace_id = ");
         let mut placeholders = Placeholders::new(ctx.db().backend());
-        placeholders.push(&mut sql);
+        placeholders.one(&mut sql);
         sql.push_str(" and id in (");
         placeholders.list(&mut sql, chunk.len());
         sql.push(')');
@@ -328,7 +292,7 @@ async fn load(
             for chunk in sorted.chunks(BATCH) {
                 let mut sql = format!("select {packed} from prospects p where p.workspace_id = ");
                 let mut placeholders = Placeholders::new(backend);
-                placeholders.push(&mut sql);
+                placeholders.one(&mut sql);
                 sql.push_str(" and p.id in (");
                 placeholders.list(&mut sql, chunk.len());
                 sql.push_str(") order by ");

@@ -1,4 +1,5 @@
-//! Bind placeholders for statements with thousands of parameters.
+//! Bind placeholders for statements with thousands of parameters (an import's batches, a scoring
+//! run's results), shared by the owners that write them.
 //!
 //! Both backends accept `$n`, which is what the rest of the service writes. But SQLite finds a
 //! numbered parameter's name by walking a list, once per parameter, when a statement is prepared
