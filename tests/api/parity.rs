@@ -433,8 +433,10 @@ fn read(
     }
 }
 
-/// A read whose answer holds the time of the call (the dashboard's window ends then): both faces
-/// read the same world, compared with times masked.
+/// A read whose answer holds the time of the call (the dashboard's window ends then; a
+/// sequence's `sending.next_send_at` is the call's time when a step is due inside its sender's
+/// hours, which depends on the time of day the test runs): both faces read the same world,
+/// compared with times masked.
 fn timed_read(
     success: fn(&World) -> Value,
     failure: fn(&World) -> Value,
@@ -741,12 +743,12 @@ fn fixture(name: &str) -> Option<Fixture> {
             |_| json!({"name": "Bad", "steps": [{"type": "message", "text": "Hi"}]}),
             INVALID,
         ),
-        "get_sequence" => read(
+        "get_sequence" => timed_read(
             |w| json!({"id": w.active}),
             |_| json!({"id": missing("seq")}),
             NOT_FOUND,
         ),
-        "list_sequences" => read(
+        "list_sequences" => timed_read(
             |_| json!({"status": "active", "limit": 10}),
             |_| json!({"status": "running"}),
             INVALID,
