@@ -20,11 +20,11 @@
 //!   is seen, and a change made after finds the job ended and enqueues a new one.
 //! - Rows of people a transaction did not lock are taken only with `skip locked` ([`try_lock`]: a
 //!   run queueing its sender's other due steps), never waited for.
-//! - A change to a whole sequence (activating, pausing, resuming or stopping it, editing its
-//!   content, deleting a draft) locks the people of its live enrollments first
-//!   ([`lock_of_sequence`]), then the sequence's row, and then checks that nobody was enrolled in
-//!   between ([`PersonTx::confirm_of_sequence`]); enrolling takes the sequence's row, so after it
-//!   nobody can be.
+//! - A change to a whole sequence's people (stopping it, editing its content, deleting a draft)
+//!   locks the people of its live enrollments first
+//!   ([`lock_of_sequence`]), then the sequence's row, and then locks anyone enrolled in between,
+//!   without waiting ([`PersonTx::confirm_of_sequence`]); enrolling takes the sequence's row, so
+//!   after it nobody can be.
 //! - A deadlock or serialization failure that slips through anyway (a writer of prospect rows
 //!   outside this rule: an import's rewrite, a list's normalisation) is retried in place by
 //!   dispatch and by the worker.
@@ -157,23 +157,38 @@ async fn people_of_sequence(
 }
 
 impl PersonTx<'_> {
-    /// Checks, once a change to a whole sequence holds the sequence's row, that it locked every
+    /// Checks, once a change to a whole sequence holds the sequence's row, that it holds every
     /// person of the sequence's live enrollments ([`lock_of_sequence`] read them before it held
-    /// the row, and someone may have been enrolled between the two). One it did not lock makes
-    /// the call a transient conflict, which dispatch runs again in place (its next try locks
-    /// them all). Nobody can be enrolled once the row is held: enrolling takes it too.
+    /// the row, and someone may have been enrolled between the two). A newcomer is locked now if
+    /// no one holds them (`skip locked`: whoever enrolled them has committed, since enrolling
+    /// takes the sequence's row too, so they are normally free); one another transaction holds
+    /// makes the call a transient conflict, which dispatch runs again in place, without waiting
+    /// for a person while holding the sequence.
     pub async fn confirm_of_sequence(
         &mut self,
         workspace_id: &str,
         sequence_id: &str,
     ) -> Result<(), ApiError> {
         let people = people_of_sequence(self.conn, workspace_id, sequence_id).await?;
-        match people.iter().find(|person| !self.holds(person)) {
-            None => Ok(()),
-            Some(person) => Err(ApiError::contention(format!(
-                "`{person}` was enrolled in sequence `{sequence_id}` while this call changed it"
-            ))),
+        let missing: Vec<String> = people
+            .into_iter()
+            .filter(|person| !self.holds(person))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
         }
+        let taken = take(self.conn, workspace_id, &missing, " skip locked")
+            .await?
+            .unwrap_or_else(|| missing.clone());
+        if let Some(held) = missing.iter().find(|person| !taken.contains(person)) {
+            return Err(ApiError::contention(format!(
+                "`{held}` was enrolled in sequence `{sequence_id}` while this call changed it, and \
+                 another call holds them"
+            )));
+        }
+        self.people.extend(missing);
+        self.people.sort_unstable();
+        Ok(())
     }
 }
 

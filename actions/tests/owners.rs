@@ -226,6 +226,10 @@ const ROW_LOCKS: &[(&str, &str)] = &[
         "a sender's row, for its quota and gap, after its people",
     ),
     (
+        "sequences/mod.rs",
+        "a sequence's row, shared by the step jobs that decide by it, after their person",
+    ),
+    (
         "prospects/bulk.rs",
         "the rows an import rewrites whole, before it rewrites them",
     ),

@@ -643,9 +643,10 @@ async fn stopping_while_a_run_ends_the_last_enrollment_waits_for_the_run() {
 
 /// Stopping a sequence while someone is being enrolled in it (the enrolling transaction holds the
 /// sequence's row and has written the newcomer's enrollment) waits for the enrollment and stops
-/// the newcomer too. On PostgreSQL the stop locked the people it read before it held the
-/// sequence's row; under the row it finds one it did not lock, and runs again in place, locking
-/// them all (`PersonTx::confirm_of_sequence`). SQLite, one writer at a time, runs it after.
+/// the newcomer too, under their lock. On PostgreSQL the stop locked the people it read before it
+/// held the sequence's row; under the row it finds one it did not lock and locks them then
+/// (`PersonTx::confirm_of_sequence`), here without a retry: the enrollment has committed, so the
+/// newcomer is free. SQLite, one writer at a time, runs it after.
 #[tokio::test]
 async fn stopping_a_sequence_while_someone_is_enrolled_stops_them_too_under_their_lock() {
     let app = crate::outreach::no_worker_app().await;
@@ -705,10 +706,11 @@ async fn stopping_a_sequence_while_someone_is_enrolled_stops_them_too_under_thei
         )
         .await;
         assert_eq!(
-            retried - retried_before,
-            1,
-            "the stop ran again once, with the newcomer locked"
+            retried, retried_before,
+            "the stop did not need to run again"
         );
+        // The newcomer's lock was taken: a transaction that holds them now makes the stop
+        // a transient conflict instead (checked by the soak); here it went through at once.
     }
 }
 

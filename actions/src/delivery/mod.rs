@@ -464,8 +464,10 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
         // Paused, finished or failed: resuming enqueues the job again.
         return Ok(Plan::Outcome(JobOutcome::Done));
     }
+    // Held until this transaction ends (see `sequences::fetch_row_for_step`).
     let sequence =
-        sequences::fetch_row(&mut tx, &enrollment.workspace_id, &enrollment.sequence_id).await?;
+        sequences::fetch_row_for_step(&mut tx, &enrollment.workspace_id, &enrollment.sequence_id)
+            .await?;
     if sequence.status != SequenceStatus::Active {
         // A paused sequence's enrollments wait for `resume_sequence`, which enqueues them again;
         // a draft one's for `activate_sequence`.

@@ -521,6 +521,30 @@ pub(crate) async fn fetch_row(
     Sequence::from_row(&row)
 }
 
+/// Reads a sequence row as a step job decides by it, holding it (PostgreSQL: `for share`) until
+/// the job's transaction ends, so an activation, pause or resumption (which writes the row) either
+/// came before and is seen, or waits for the job's decision and its job's end.
+pub(crate) async fn fetch_row_for_step(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+) -> Result<Sequence, ApiError> {
+    IdKind::Sequence.check(id)?;
+    let share = match outreach_runtime::prelude::Backend::of(conn) {
+        outreach_runtime::prelude::Backend::Postgres => " for share",
+        outreach_runtime::prelude::Backend::Sqlite => "",
+    };
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "select {SEQUENCE_COLUMNS} from sequences where workspace_id = $1 and id = $2{share}"
+    )))
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_optional(conn)
+    .await?
+    .ok_or_else(|| IdKind::Sequence.not_found(id))?;
+    Sequence::from_row(&row)
+}
+
 /// Takes the write lock on a sequence row (SQLite holds it already; PostgreSQL locks the row)
 /// and reads it, complete: what a change of state or of enrollments starts with.
 pub(crate) async fn lock(

@@ -136,12 +136,20 @@ async fn transition(ctx: &Ctx, id: &str, transition: Transition) -> Result<Seque
     let workspace_id = ctx.workspace_id();
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
-    // The people of its live enrollments before the sequence's row (see `person_lock`): a stop
-    // finishes their enrollments, and a step job decides under its person's lock whether its
-    // sequence lets it go on, so it sees an activation, pause or resumption made before it.
-    let mut tx = crate::person_lock::lock_of_sequence(&mut tx, workspace_id, id).await?;
+    // A stop finishes the live enrollments: their people first, before the sequence's row (see
+    // `person_lock`). Activating, pausing and resuming write only the sequence's row (and its
+    // steps' jobs): a step job reads that row with a share lock as it decides whether its
+    // sequence lets it go on (`delivery`), so it sees a change made before it, and a change
+    // made after waits for it and then finds its job ended and enqueues a new one.
+    let mut tx = if transition == Transition::Stop {
+        crate::person_lock::lock_of_sequence(&mut tx, workspace_id, id).await?
+    } else {
+        crate::person_lock::lock(&mut tx, workspace_id, []).await?
+    };
     let sequence = lock(&mut tx, workspace_id, id, now).await?;
-    tx.confirm_of_sequence(workspace_id, id).await?;
+    if transition == Transition::Stop {
+        tx.confirm_of_sequence(workspace_id, id).await?;
+    }
     if !allowed(sequence.status).contains(&transition) {
         return Err(refusal(&sequence.id, sequence.status, transition));
     }
