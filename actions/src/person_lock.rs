@@ -21,10 +21,11 @@
 //! - Rows of people a transaction did not lock are taken only with `skip locked` ([`try_lock`]: a
 //!   run queueing its sender's other due steps), never waited for.
 //! - A change to a whole sequence's people (stopping it, editing its content, deleting a draft)
-//!   locks the people of its live enrollments first
-//!   ([`lock_of_sequence`]), then the sequence's row, and then locks anyone enrolled in between,
-//!   without waiting ([`PersonTx::confirm_of_sequence`]); enrolling takes the sequence's row, so
-//!   after it nobody can be.
+//!   locks the people of its live enrollments first ([`lock_of_sequence`]), then the sequence's
+//!   row, and then locks anyone enrolled in between, without waiting
+//!   ([`PersonTx::confirm_of_sequence`]); enrolling takes the sequence's row, so after it nobody
+//!   can be. Activating, pausing and resuming write only the sequence's row, which a step job
+//!   reads `for share` as it decides, after its person (`sequences::fetch_row_for_step`).
 //! - A deadlock or serialization failure that slips through anyway (a writer of prospect rows
 //!   outside this rule: an import's rewrite, a list's normalisation) is retried in place by
 //!   dispatch and by the worker.
