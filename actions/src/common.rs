@@ -101,15 +101,48 @@ pub fn patch<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     Option::<T>::deserialize(deserializer).map(Some)
 }
 
+/// The white space of schema patterns, spelled out character by character: exactly what Rust's
+/// `str::trim` and `regex`'s `\s` take (Unicode `White_Space`). A schema's `\s` means three
+/// things to three readers (ECMA-262 adds U+FEFF and leaves out U+0085, Python adds U+001C to
+/// U+001F), so a fuzzer reading the published schema with one of them would find values the
+/// service judges otherwise; the spelled-out class reads the same everywhere. Used inside
+/// classes: `concat!("[", ws!(), "]")`, or negated.
+macro_rules! ws {
+    () => {
+        "\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+    };
+}
+#[cfg(test)]
+pub(crate) use ws;
+
 /// The schema pattern of a text that must not be blank: at least one character that is not
 /// white space (the service trims texts, so `"  "` is empty), and no NUL anywhere.
-pub const NOT_BLANK: &str = "^[^\\x00]*[^\\s\\x00][^\\x00]*$";
+pub const NOT_BLANK: &str = concat!("^[^\\x00]*[^", ws!(), "\\x00][^\\x00]*$");
 
 /// The schema pattern of an email address as `normalize::email` takes it (or a blank, which is
 /// no email): something, `@`, and a
 /// domain with a dot inside it; no spaces (surrounding ones are trimmed) and no second `@`.
-pub const EMAIL: &str =
-    "^\\s*$|^\\s*[^\\s@\\x00]+@[^\\s@.\\x00][^\\s@\\x00]*\\.[^\\s@\\x00]*[^\\s@.\\x00]\\s*$";
+pub const EMAIL: &str = concat!(
+    "^[",
+    ws!(),
+    "]*$|^[",
+    ws!(),
+    "]*",
+    "[^",
+    ws!(),
+    "@\\x00]+@[^",
+    ws!(),
+    "@.\\x00][^",
+    ws!(),
+    "@\\x00]*\\.[^",
+    ws!(),
+    "@\\x00]*[^",
+    ws!(),
+    "@.\\x00]",
+    "[",
+    ws!(),
+    "]*$"
+);
 
 /// The schema pattern of a profile address as `normalize::profile_url` takes it: an optional
 /// `http(s)://` in any case, a host of ASCII labels whose last one starts with a letter, and a path of at
@@ -117,14 +150,50 @@ pub const EMAIL: &str =
 /// segment is `.` or `..`), then an optional query or fragment. A host of just `www.` and one
 /// label is refused by the service (it drops `www.`) and cannot be said without look-ahead; it
 /// is stated in the description.
-pub const PROFILE_URL: &str = "^\\s*$|^\\s*([Hh][Tt][Tt][Pp][Ss]?://)?([A-Za-z0-9-]+\\.)+[A-Za-z][A-Za-z0-9-]*(/[A-Za-z0-9_~+-][^\\s?#/\\\\\\x00]*)+/*([?#][^\\s\\x00]*)?\\s*$";
+pub const PROFILE_URL: &str = concat!(
+    "^[",
+    ws!(),
+    "]*$|^[",
+    ws!(),
+    "]*",
+    "([Hh][Tt][Tt][Pp][Ss]?://)?([A-Za-z0-9-]+\\.)+[A-Za-z][A-Za-z0-9-]*",
+    "(/[A-Za-z0-9_~+-][^",
+    ws!(),
+    "?#/\\\\\\x00]*)+/*([?#][^",
+    ws!(),
+    "\\x00]*)?",
+    "[",
+    ws!(),
+    "]*$"
+);
 
 /// The schema pattern of a company domain: a host with a dot, optionally as a URL.
-pub const DOMAIN: &str =
-    "^\\s*([Hh][Tt][Tt][Pp][Ss]?://)?([A-Za-z0-9-]+\\.)+[A-Za-z][A-Za-z0-9-]*(/[^\\s\\x00]*)?\\s*$";
+pub const DOMAIN: &str = concat!(
+    "^[",
+    ws!(),
+    "]*",
+    "([Hh][Tt][Tt][Pp][Ss]?://)?([A-Za-z0-9-]+\\.)+[A-Za-z][A-Za-z0-9-]*(/[^",
+    ws!(),
+    "\\x00]*)?",
+    "[",
+    ws!(),
+    "]*$"
+);
 
 /// [`DOMAIN`] or a blank (a prospect's `company_domain` left empty is no domain).
-pub const OPTIONAL_DOMAIN: &str = "^\\s*$|^\\s*([Hh][Tt][Tt][Pp][Ss]?://)?([A-Za-z0-9-]+\\.)+[A-Za-z][A-Za-z0-9-]*(/[^\\s\\x00]*)?\\s*$";
+pub const OPTIONAL_DOMAIN: &str = concat!(
+    "^[",
+    ws!(),
+    "]*$|^[",
+    ws!(),
+    "]*",
+    "([Hh][Tt][Tt][Pp][Ss]?://)?([A-Za-z0-9-]+\\.)+[A-Za-z][A-Za-z0-9-]*(/[^",
+    ws!(),
+    "\\x00]*)?",
+    "[",
+    ws!(),
+    "]*$"
+);
 
 /// Writes `text` into `out` as ` word word `: lowercase, each run of characters that are not
 /// letters or digits one space, a space at each end. Empty or punctuation-only text gives `" "`.

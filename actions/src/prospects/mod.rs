@@ -419,7 +419,7 @@ pub(crate) fn from_row_fields(prospect: &Prospect) -> Fields {
 
 /// The input of `create_prospect`. At least a name, a `profile_url` or an `email` is required.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(extend("not" = {"properties": {"first_name": {"not": {"type": "string", "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}}, "last_name": {"not": {"type": "string", "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}}, "profile_url": {"not": {"type": "string", "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}}, "email": {"not": {"type": "string", "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}}}}))]
+#[schemars(extend("not" = {"properties": {"first_name": {"not": {"type": "string", "pattern": crate::common::NOT_BLANK}}, "last_name": {"not": {"type": "string", "pattern": crate::common::NOT_BLANK}}, "profile_url": {"not": {"type": "string", "pattern": crate::common::NOT_BLANK}}, "email": {"not": {"type": "string", "pattern": crate::common::NOT_BLANK}}}}))]
 pub struct CreateProspectInput {
     #[schemars(length(max = 500))]
     pub first_name: Option<String>,
@@ -461,7 +461,7 @@ pub struct CreateProspectInput {
     pub tags: Vec<String>,
     /// Fields of any JSON value, keyed by name: at most 50 keys of 1 to 100 characters, each value at most 10,000 characters of JSON text, and 64 KB of JSON in all (more is a 400 naming the field).
     #[serde(default)]
-    #[schemars(extend("maxProperties" = 50, "propertyNames" = {"minLength": 1, "maxLength": 100, "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}))]
+    #[schemars(extend("maxProperties" = 50, "propertyNames" = {"minLength": 1, "maxLength": 100, "pattern": crate::common::NOT_BLANK}))]
     pub custom_fields: BTreeMap<String, Value>,
     #[serde(default)]
     pub do_not_contact: bool,
@@ -1019,7 +1019,7 @@ pub struct UpdateProspectInput {
     #[schemars(length(max = 50), inner(length(min = 1, max = 64), regex(pattern = crate::common::NOT_BLANK)))]
     pub tags: Option<Vec<String>>,
     /// Replaces the custom fields: at most 50 keys of 1 to 100 characters, each value at most 10,000 characters of JSON text, and 64 KB of JSON in all (more is a 400 naming the field).
-    #[schemars(extend("maxProperties" = 50, "propertyNames" = {"minLength": 1, "maxLength": 100, "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}))]
+    #[schemars(extend("maxProperties" = 50, "propertyNames" = {"minLength": 1, "maxLength": 100, "pattern": crate::common::NOT_BLANK}))]
     pub custom_fields: Option<BTreeMap<String, Value>>,
     pub do_not_contact: Option<bool>,
 }

@@ -355,6 +355,42 @@ mod tests {
     }
 
     #[test]
+    fn schema_white_space_is_what_trim_takes_in_every_dialect() {
+        let white = Regex::new(concat!("^[", common::ws!(), "]$")).unwrap();
+        for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+            assert_eq!(
+                white.is_match(c.encode_utf8(&mut [0; 4])),
+                c.is_whitespace(),
+                "U+{:04X}",
+                c as u32
+            );
+        }
+        // `\s`, `\d`, `\w` and `\b` mean different characters in ECMA-262, Python and Rust.
+        for pattern in [
+            common::NOT_BLANK,
+            common::EMAIL,
+            common::PROFILE_URL,
+            common::DOMAIN,
+            common::OPTIONAL_DOMAIN,
+        ] {
+            for escape in ["\\s", "\\S", "\\d", "\\D", "\\w", "\\W", "\\b"] {
+                assert!(!pattern.contains(escape), "{pattern} holds {escape}");
+            }
+        }
+        // Found by schemathesis: U+0085 inside a path segment is white space to Rust and Python,
+        // not to ECMA-262; the schema now says so itself, and the service agrees.
+        let fuzzed = "\n P9gCdIBu.OeQZ.oqTM/O/J\u{a4}\u{85}\u{15}8/U//#& \r \u{b}";
+        assert!(!PROFILE_URL_SHAPE.is_match(fuzzed));
+        assert!(profile_url(Some(fuzzed.into())).is_err());
+        let padded = "\u{85}\u{3000} linkedin.com/in/jane\u{a0}\u{2028}";
+        assert!(PROFILE_URL_SHAPE.is_match(padded));
+        assert_eq!(
+            profile_url(Some(padded.into())).ok().flatten(),
+            Some("linkedin.com/in/jane".into())
+        );
+    }
+
+    #[test]
     fn tags_are_trimmed_and_deduplicated() {
         assert_eq!(
             tags(vec![" a ".into(), "b".into(), "a".into()]).ok(),
