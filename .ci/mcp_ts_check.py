@@ -20,6 +20,10 @@ serve`; then:
   (pinned apart in `.ci/mcp-tasks-ts`, since one folder cannot hold both SDK lines): an agent run
   as a task of the Tasks extension followed to its result, the same call as the run itself over
   the `initialize` handshake, and a call held open with progress. Each named check counts here.
+- on a second fresh database, runs `.ci/mcp_ts_replay.mjs`: every action's parity fixture (declared
+  beside the action with `parity!`, written out in `tests/golden/parity_fixtures.json`) replayed
+  through the SDK, its success and its refusal, one check per action; first the part of a world
+  only the network makes with the job worker on, then the replay on a server with `--no-worker`.
 - runs the Inspector CLI (`mcp-inspector --cli URL --transport http --header "Authorization: Bearer
   KEY" --format json`): `tools/list`, `tools/call --tool-name service_get_workspace`, and a failing
   `tools/call` (`service_get_prospect` with an id that does not exist).
@@ -40,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 TS_CHECKS = [
     "ts-connect-and-list-tools",
     "ts-tools-per-scope-and-toolset",
-    "ts-every-tool-success-path",
+    "ts-a-users-story",
     "ts-error-not-found",
     "ts-error-invalid-argument",
     "ts-error-insufficient-scope",
@@ -50,6 +54,15 @@ TS_CHECKS = [
 ]
 TASKS_TS_CHECKS = ["ts-tasks-run-agent-as-task", "ts-tasks-legacy-era-gets-the-run", "ts-progress-held-call"]
 INSPECTOR_CHECKS = ["inspector-tools-list", "inspector-get-workspace", "inspector-tool-error"]
+# The parity fixtures declared beside each action, as the golden test writes them out; replayed by
+# `.ci/mcp_ts_replay.mjs`, one check per action.
+FIXTURES = HERE.parent / "tests" / "golden" / "parity_fixtures.json"
+REPLAY_SHARED_CHECKS = ["ts-replay-shared-world"]
+REPLAY_CHECKS = (
+    ["ts-replay-world"]
+    + [f"ts-replay-{action}" for action in json.loads(FIXTURES.read_text())["actions"]]
+    + ["ts-replay-every-tool-has-a-fixture"]
+)
 BOGUS_PROSPECT = "prs_doesnotexist0000000"
 
 
@@ -139,10 +152,12 @@ def main() -> int:
                     print("internal errors in the server log:\n" + "\n".join(errors))
                 if checks.failed:
                     server.print_log()
+        replay_fixtures(checks, binary, node, node_modules, args, work / "replay")
     except Exception as error:  # noqa: BLE001 - setup failures count every check as failed
         print(f"error: {error}", file=sys.stderr)
     finally:
-        checks.fail_all(TS_CHECKS + TASKS_TS_CHECKS + INSPECTOR_CHECKS, "the setup failed")
+        checks.fail_all(TS_CHECKS + TASKS_TS_CHECKS + INSPECTOR_CHECKS + REPLAY_SHARED_CHECKS + REPLAY_CHECKS,
+                        "the setup failed")
         if args.keep:
             print(f"kept {work}")
         else:
@@ -159,13 +174,48 @@ def run_tasks_ts(checks: Checks, node_modules: Path, config: Path, work: Path) -
     run_script(checks, "mcp_tasks_ts_check.mjs", TASKS_TS_CHECKS, node, node_modules, config, work)
 
 
+def replay_fixtures(checks: Checks, binary: str, node: str, node_modules: Path, args, work: Path) -> None:
+    """Every action's parity fixture through the TypeScript SDK, on a fresh database of its own:
+    first the part of a world only the network makes, with the job worker on a test clock, then
+    the replay itself with no worker, so what each world holds stays as it was made (as in the
+    Rust parity test)."""
+    section(f"{checks.label}: every action's parity fixture, replayed (fresh database)")
+    work.mkdir(parents=True, exist_ok=True)
+    with fresh_database(args.database, work, args.postgres_url) as database_url:
+        owner = "ts-replay@example.com"
+        workspace = admin(binary, database_url, "workspace", "create", "--name", "CI TS replay", "--owner-email", owner)
+        admin(binary, database_url, "credits", "grant", "--workspace", workspace["workspace_id"], "--amount",
+              "1000000", "--reason", "TS SDK replay")
+        admin(binary, database_url, "terms", "accept", "--workspace", workspace["workspace_id"], "--email", owner)
+        send_key = admin(binary, database_url, "key", "create", "--workspace", workspace["workspace_id"],
+                         "--email", owner, "--name", "ts replay", "--scopes", "read,write,send")
+        shared = work / "shared.json"
+        # The sandbox seed under which the contact's profile is quiet; no rate limit, since the
+        # replay makes a world (about 30 calls) for each write action.
+        common = ["--test-clock", "--sandbox-seed", "42", "--rate-limit", "0"]
+        for mode, names, extra in [("shared", REPLAY_SHARED_CHECKS, []), ("replay", REPLAY_CHECKS, ["--no-worker"])]:
+            with Server(binary, database_url, work / f"server-{mode}.log", common + extra) as server:
+                config = work / f"config-{mode}.json"
+                config.write_text(json.dumps({"base_url": server.base_url, "send_key": send_key["key"]}))
+                run_script(checks, "mcp_ts_replay.mjs", names, node, node_modules, config, work,
+                           [mode, str(FIXTURES), str(shared)])
+                errors = server.internal_errors()
+                if errors:
+                    print("internal errors in the server log:\n" + "\n".join(errors))
+                    checks.run(f"ts-replay-{mode}-no-internal-errors", lambda: check(False, f"{len(errors)} in the log"))
+                if checks.failed:
+                    server.print_log()
+
+
 def run_script(
-    checks: Checks, script: str, names: list[str], node: str, node_modules: Path, config: Path, work: Path
+    checks: Checks, script: str, names: list[str], node: str, node_modules: Path, config: Path, work: Path,
+    extra: list[str] | None = None,
 ) -> None:
     """Runs one of the Node check scripts and counts each of its named checks."""
-    results_path = work / f"{script}.results.json"
-    section(f"{checks.label}: .ci/{script}")
-    done = run([node, str(HERE / script), str(node_modules), str(config), str(results_path)], timeout=300)
+    extra = list(extra or [])
+    results_path = work / f"{script}{''.join('.' + part for part in extra[:1])}.results.json"
+    section(f"{checks.label}: .ci/{script} {' '.join(extra[:1])}".rstrip())
+    done = run([node, str(HERE / script), str(node_modules), str(config), str(results_path), *extra], timeout=600)
     results = json.loads(results_path.read_text()) if results_path.exists() else []
     by_name = {result["name"]: result for result in results}
 

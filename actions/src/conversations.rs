@@ -509,6 +509,11 @@ outreach_runtime::prelude::example!(list_conversations,
     }
 );
 
+outreach_runtime::prelude::parity!(list_conversations, read,
+    ok: {"limit": 5, "replied": true, "unread": true},
+    fails: {"unread": "yes"} => INVALID_REQUEST
+);
+
 /// The input of `get_conversation` and `mark_conversation_read`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ConversationId {
@@ -541,6 +546,11 @@ outreach_runtime::prelude::example!(get_conversation,
         "sequence_id": "seq_G9hJ1kL3mN5pQ7rS9tU1",
         "unread_count": 1
     }
+);
+
+outreach_runtime::prelude::parity!(get_conversation, read,
+    ok: {"id": "$conversation"},
+    fails: {"id": "$missing:cnv"} => NOT_FOUND
 );
 
 /// The input of `list_messages`.
@@ -613,6 +623,11 @@ outreach_runtime::prelude::example!(list_messages,
     }
 );
 
+outreach_runtime::prelude::parity!(list_messages, read,
+    ok: {"id": "$conversation", "limit": 10},
+    fails: {"id": "$missing:cnv"} => NOT_FOUND
+);
+
 /// Mark a conversation read.
 ///
 /// Sets its unread count to 0 and `read_at` to now. Changes nothing on the network: the prospect
@@ -657,6 +672,11 @@ outreach_runtime::prelude::example!(mark_conversation_read,
         "sequence_id": "seq_G9hJ1kL3mN5pQ7rS9tU1",
         "unread_count": 0
     }
+);
+
+outreach_runtime::prelude::parity!(mark_conversation_read, write,
+    ok: {"id": "$conversation"},
+    fails: {"id": "$missing:cnv"} => NOT_FOUND
 );
 
 /// Claims an inbound message for triage with its classification: answers whether this call

@@ -95,3 +95,8 @@ outreach_runtime::prelude::example!(list_credit_transactions,
         "total": 4
     }
 );
+
+outreach_runtime::prelude::parity!(list_credit_transactions, read,
+    ok: {"limit": 5},
+    fails: {"limit": 201} => INVALID_REQUEST
+);

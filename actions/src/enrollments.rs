@@ -405,6 +405,11 @@ outreach_runtime::prelude::example!(get_enrollment,
     }
 );
 
+outreach_runtime::prelude::parity!(get_enrollment, read,
+    ok: {"id": "$scheduled"},
+    fails: {"id": "$missing:enr"} => NOT_FOUND
+);
+
 async fn detail(
     conn: &mut sqlx::AnyConnection,
     workspace_id: &str,
@@ -537,6 +542,11 @@ outreach_runtime::prelude::example!(list_enrollments,
     }
 );
 
+outreach_runtime::prelude::parity!(list_enrollments, read,
+    ok: {"limit": 5, "sequence_id": "$active", "status": "scheduled"},
+    fails: {"status": "done"} => INVALID_REQUEST
+);
+
 /// The 409 for a change an enrollment's status does not allow.
 fn refusal(enrollment: &Enrollment, action: &str, allowed_from: &[EnrollmentStatus]) -> ApiError {
     let from = allowed_from
@@ -614,6 +624,11 @@ outreach_runtime::prelude::example!(pause_enrollment,
     }
 );
 
+outreach_runtime::prelude::parity!(pause_enrollment, write,
+    ok: {"id": "$scheduled"},
+    fails: {"id": "$paused_enrollment"} => INVALID_STATE
+);
+
 /// Resume a paused enrollment: its next step is sent again.
 ///
 /// Sends to a real person again: the next step is due at once if its time passed while paused,
@@ -674,6 +689,11 @@ outreach_runtime::prelude::example!(resume_enrollment,
         "step_index": 0,
         "updated_at": "2026-11-23T21:19:40.535Z"
     }
+);
+
+outreach_runtime::prelude::parity!(resume_enrollment, write,
+    ok: {"id": "$paused_enrollment"},
+    fails: {"id": "$scheduled"} => INVALID_STATE
 );
 
 /// Stop one enrollment for good: nothing more is sent to this prospect in this sequence.
@@ -740,6 +760,11 @@ outreach_runtime::prelude::example!(stop_enrollment,
         "step_index": 0,
         "updated_at": "2026-11-23T21:19:40.594Z"
     }
+);
+
+outreach_runtime::prelude::parity!(stop_enrollment, write,
+    ok: {"id": "$scheduled"},
+    fails: {"id": "$missing:enr"} => NOT_FOUND
 );
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -277,6 +277,14 @@ outreach_runtime::prelude::example!(process_list,
     }
 );
 
+outreach_runtime::prelude::parity!(process_list, write,
+    ok: {"id": "$list", "targeting_id": "$targeting"},
+    fails: {
+        "id": "$missing:lst",
+        "targeting_id": "$missing:tgt"
+    } => NOT_FOUND
+);
+
 /// The processing mark of this call on the planned list.
 fn lease_mark<'a>(
     ctx: &'a Ctx,

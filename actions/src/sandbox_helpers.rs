@@ -169,6 +169,14 @@ outreach_runtime::prelude::example!(sandbox_accept_invitation,
     }
 );
 
+outreach_runtime::prelude::parity!(sandbox_accept_invitation, write,
+    ok: {"prospect_id": "$contact", "sender_id": "$pending_sender"},
+    fails: {
+        "prospect_id": "$missing:prs",
+        "sender_id": "$pending_sender"
+    } => NOT_FOUND
+);
+
 /// The input of `sandbox_reply`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SandboxReplyInput {
@@ -291,6 +299,19 @@ outreach_runtime::prelude::example!(sandbox_reply,
     }
 );
 
+outreach_runtime::prelude::parity!(sandbox_reply, write,
+    ok: {
+        "prospect_id": "$contact",
+        "sender_id": "$connected_sender",
+        "text": "Interested, tell me more."
+    },
+    fails: {
+        "prospect_id": "$contact",
+        "sender_id": "$connected_sender",
+        "text": ""
+    } => INVALID_REQUEST
+);
+
 /// The input of `sandbox_set_sender_status`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SetSenderStatusInput {
@@ -376,6 +397,14 @@ outreach_runtime::prelude::example!(sandbox_set_sender_status,
     }
 );
 
+outreach_runtime::prelude::parity!(sandbox_set_sender_status, write,
+    ok: {"sender_id": "$status_sender", "status": "restricted"},
+    fails: {
+        "sender_id": "snd_x",
+        "status": "banned"
+    } => INVALID_REQUEST
+);
+
 /// The longest latency `sandbox_set_latency` accepts, in milliseconds.
 pub const MAX_LATENCY_MS: i64 = 60_000;
 
@@ -433,6 +462,14 @@ outreach_runtime::prelude::example!(sandbox_set_latency,
         "latency_ms": 2000,
         "updated_at": "2026-11-23T18:22:30.064Z"
     }
+);
+
+outreach_runtime::prelude::parity!(sandbox_set_latency, write,
+    ok: {"latency_ms": 0, "sender_id": "$status_sender"},
+    fails: {
+        "latency_ms": 60001,
+        "sender_id": "snd_x"
+    } => INVALID_REQUEST
 );
 
 /// One call the sandbox network received.
@@ -556,6 +593,11 @@ outreach_runtime::prelude::example!(list_sandbox_log,
     }
 );
 
+outreach_runtime::prelude::parity!(list_sandbox_log, read,
+    ok: {"kind": "invitation", "limit": 5, "sender_id": "$pending_sender"},
+    fails: {"kind": "poke"} => INVALID_REQUEST
+);
+
 /// The input of `advance_clock`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AdvanceClockInput {
@@ -612,4 +654,9 @@ pub async fn advance_clock(ctx: Ctx, input: AdvanceClockInput) -> Result<ClockNo
 outreach_runtime::prelude::example!(advance_clock,
     request: {"seconds": 86400},
     response: {"delivered_events": 2, "now": "2026-11-24T18:22:30.065Z"}
+);
+
+outreach_runtime::prelude::parity!(advance_clock, write,
+    ok: {"seconds": 1},
+    fails: {"seconds": 0} => INVALID_REQUEST
 );

@@ -766,6 +766,19 @@ outreach_runtime::prelude::example!(create_targeting,
     }
 );
 
+outreach_runtime::prelude::parity!(create_targeting, write,
+    ok: {
+        "criteria": {
+            "seniorities": [{"points": 40, "value": "senior"}],
+            "titles": {"exclude": ["intern"], "include": [{"points": 60, "value": "engineer"}]}
+        },
+        "description": "made twice",
+        "name": "Second ICP ${tag}",
+        "tiers": {"a": 90, "b": 70, "c": 50}
+    },
+    fails: {"name": "No criteria"} => INVALID_REQUEST
+);
+
 /// The input of `get_targeting` and `delete_targeting`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TargetingId {
@@ -805,6 +818,11 @@ outreach_runtime::prelude::example!(get_targeting,
         "updated_at": "2026-11-23T18:22:30.039Z",
         "version": 1
     }
+);
+
+outreach_runtime::prelude::parity!(get_targeting, read,
+    ok: {"id": "$targeting"},
+    fails: {"id": "$missing:tgt"} => NOT_FOUND
 );
 
 /// The input of `list_targetings`.
@@ -876,6 +894,11 @@ outreach_runtime::prelude::example!(list_targetings,
         "offset": 0,
         "total": 1
     }
+);
+
+outreach_runtime::prelude::parity!(list_targetings, read,
+    ok: {"limit": 10},
+    fails: {"limit": 0} => INVALID_REQUEST
 );
 
 /// The input of `update_targeting`: only the fields given change.
@@ -994,6 +1017,18 @@ outreach_runtime::prelude::example!(update_targeting,
     }
 );
 
+outreach_runtime::prelude::parity!(update_targeting, write,
+    ok: {
+        "description": "sharper",
+        "gates": {"excluded_domains": ["rival.test"]},
+        "id": "$targeting"
+    },
+    fails: {
+        "description": "nothing",
+        "id": "$missing:tgt"
+    } => NOT_FOUND
+);
+
 /// Delete a targeting.
 ///
 /// Removes the targeting for good; lists that used it as their default lose their default.
@@ -1021,4 +1056,9 @@ pub async fn delete_targeting(ctx: Ctx, input: TargetingId) -> Result<Deleted, A
 outreach_runtime::prelude::example!(delete_targeting,
     request: {"id": "tgt_Cc9aCctvdSuygq8FJQrJ"},
     response: {"deleted": true, "id": "tgt_Cc9aCctvdSuygq8FJQrJ"}
+);
+
+outreach_runtime::prelude::parity!(delete_targeting, write,
+    ok: {"id": "$targeting"},
+    fails: {"id": "$missing:tgt"} => NOT_FOUND
 );

@@ -105,3 +105,8 @@ outreach_runtime::prelude::example!(get_workspace,
         }
     }
 );
+
+outreach_runtime::prelude::parity!(get_workspace, read,
+    ok: {},
+    fails: {"verbose": true} => INVALID_REQUEST
+);

@@ -14,7 +14,8 @@
 //! checks both and holds the same list):
 //!
 //! 1. `clock`, `ids`, `json`, `error`, `scope`, `columns`, `paging`, `db`, `schema`, `words`,
-//!    `cors`, `body`, `input`: foundations that import nothing here.
+//!    `cors`, `body`, `input`: foundations that import nothing here; beside them `fixtures`, how
+//!    to call each action once, for the checks that replay every action.
 //! 2. `lease`, `credits`, `idempotency`, `principal`, `config`, `admin`, `test_clock`: the
 //!    bookkeeping and the rules that the faces, the web pages and the CLI share.
 //! 3. `ctx`: what an action receives; `jobs`, `worker`: durable jobs, what their handlers
@@ -42,6 +43,7 @@ pub mod columns;
 pub mod cors;
 pub mod db;
 pub mod error;
+pub mod fixtures;
 pub mod ids;
 pub mod input;
 pub mod json;

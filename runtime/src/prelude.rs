@@ -35,6 +35,6 @@ pub use crate::scope::{Role, Scope};
 pub use crate::tasks::{TaskProgress, TaskState, TaskView};
 pub use crate::test_clock;
 pub use crate::{
-    error_codes, example, job, mcp_task, preview_field, price_item, recovery, resource_tag,
+    error_codes, example, job, mcp_task, parity, preview_field, price_item, recovery, resource_tag,
     text_body, text_enum, toolset,
 };

@@ -21,7 +21,7 @@ const LAYERS: Layers = &[
     // Foundations: they import nothing from this crate.
     &[
         "clock", "ids", "json", "error", "scope", "columns", "paging", "db", "schema", "words",
-        "cors", "body", "input",
+        "cors", "body", "input", "fixtures",
     ],
     // The bookkeeping and the rules that the faces, the web pages and the CLI share.
     // `lease` keeps a hold on a shared row alive while its work runs; `retry` runs again what the

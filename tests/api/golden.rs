@@ -2,7 +2,8 @@
 //!
 //! A change to any of them is a change to the public contract, so it shows up as a diff to review
 //! rather than slipping through. The action list also catches an action the linker dropped. Run
-//! with `UPDATE_GOLDEN=1` to rewrite the files after an intended change.
+//! with `UPDATE_GOLDEN=1` to rewrite the files after an intended change. `parity_fixtures.json` is
+//! the actions' parity fixtures (`outreach_runtime::fixtures`), which the TypeScript check replays.
 
 use std::path::PathBuf;
 
@@ -165,4 +166,12 @@ async fn mcp_tool_list_matches_the_golden_file() {
     let text = pretty(&Value::Array(tools));
     assert_portable(&text, &app.base_url);
     assert_golden("mcp_tools.json", &text);
+}
+
+/// The parity fixtures declared beside the actions, written out for the TypeScript SDK check in
+/// CI (`.ci/mcp_ts_check.mjs`), which replays every one of them.
+#[test]
+fn parity_fixtures_match_the_golden_file() {
+    let document = outreach_runtime::fixtures::document().expect("one fixture per action");
+    assert_golden("parity_fixtures.json", &pretty(&document));
 }

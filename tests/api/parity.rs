@@ -1,8 +1,9 @@
 //! Registry-wide checks: every action, over REST and over MCP, answers alike.
 //!
 //! The tests walk `Registry::build()` rather than a hand-written list, so a new action is covered
-//! the day it is registered: it needs an entry in [`fixture`] (the parity test fails until it has
-//! one), and the refusal tests (no credential, a too-small scope) cover it with no entry at all.
+//! the day it is registered: it needs a `parity!` fixture beside it (the parity test fails until it
+//! has one; `outreach_runtime::fixtures` says how to write one), and the refusal tests (no
+//! credential, a too-small scope) cover it with no fixture at all.
 //!
 //! A fixture's input names objects of a [`World`] made through the API. A read action is called on
 //! both faces against the same world and must answer byte-for-byte alike; a write action gets one
@@ -13,14 +14,10 @@ use outreach_actions::network::DEFAULT_SANDBOX_SEED;
 use outreach_actions::network::sandbox::fate;
 use outreach_actions::network::{Account, NetworkProvider, Outbound, Sandbox};
 use outreach_actions::sandbox_helpers::{AcceptInvitationInput, accept_invitation};
+use outreach_runtime::fixtures::{self, ActionFixture, FixtureKind, WORLD};
 use serde_json::{Value, json};
 
 use crate::helpers::{ApiResponse, Auth, TestApp, spawn_app_on_test_clock_with};
-
-/// A well-formed id of the given kind (`prs`, `lst`, ...) that names nothing.
-fn missing(prefix: &str) -> String {
-    format!("{prefix}_00000000000NoSuchOne")
-}
 
 /// The objects a fixture's input may name, made through the API so they are real: a prospect, a
 /// targeting, a list holding the prospect, an import and a scoring run of the prospect.
@@ -293,6 +290,45 @@ impl World {
         }
     }
 
+    /// The value of one of the names a fixture may use ([`WORLD`]).
+    fn value(&self, name: &str) -> Option<Value> {
+        let text = |value: &str| Some(Value::from(value));
+        match name {
+            "tag" => text(&self.tag),
+            "number" => text(&self.number.to_string()),
+            "prospect" => text(&self.prospect),
+            "targeting" => text(&self.targeting),
+            "list" => text(&self.list),
+            "import" => text(&self.import),
+            "run" => text(&self.run),
+            "sender" => text(&self.sender),
+            "spare_sender" => text(&self.spare_sender),
+            "status_sender" => text(&self.status_sender),
+            "pending_sender" => text(&self.pending_sender),
+            "connected_sender" => text(&self.connected_sender),
+            "contact" => text(&self.contact),
+            "conversation" => text(&self.conversation),
+            "draft" => text(&self.draft),
+            "active" => text(&self.active),
+            "paused" => text(&self.paused),
+            "reachable" => Some(json!(self.reachable)),
+            "reachable_0" => text(&self.reachable[0]),
+            "scheduled" => text(&self.scheduled),
+            "pending_approval" => text(&self.pending_approval),
+            "paused_enrollment" => text(&self.paused_enrollment),
+            "agent" => text(&self.agent),
+            "runner" => text(&self.runner),
+            "agent_run" => text(&self.agent_run),
+            _ => None,
+        }
+    }
+
+    /// A fixture's template with this world's values put in.
+    fn input(&self, template: &Value, action: &str) -> Value {
+        fixtures::instantiate(template, &|name| self.value(name))
+            .unwrap_or_else(|error| panic!("{action}'s parity fixture: {error}"))
+    }
+
     /// This world's ids and tag, with the symbols they stand for in a comparison.
     fn symbols(&self) -> Vec<(&str, &'static str)> {
         vec![
@@ -404,444 +440,6 @@ async fn sandbox_contact(
     (contact, profile_url)
 }
 
-/// What a parity check needs of one action.
-struct Fixture {
-    /// Whether a call changes state, so each face needs its own world.
-    mutates: bool,
-    /// A valid input.
-    success: fn(&World) -> Value,
-    /// An input that fails...
-    failure: fn(&World) -> Value,
-    /// ...with this code.
-    failure_code: &'static str,
-    /// A read whose answer holds the time of the call: compared with times masked.
-    timed: bool,
-}
-
-/// A read action: a success and a failure on the same world.
-fn read(
-    success: fn(&World) -> Value,
-    failure: fn(&World) -> Value,
-    failure_code: &'static str,
-) -> Fixture {
-    Fixture {
-        mutates: false,
-        success,
-        failure,
-        failure_code,
-        timed: false,
-    }
-}
-
-/// A read whose answer holds the time of the call (the dashboard's window ends then; a
-/// sequence's `sending.next_send_at` is the call's time when a step is due inside its sender's
-/// hours, which depends on the time of day the test runs): both faces read the same world,
-/// compared with times masked.
-fn timed_read(
-    success: fn(&World) -> Value,
-    failure: fn(&World) -> Value,
-    failure_code: &'static str,
-) -> Fixture {
-    Fixture {
-        timed: true,
-        ..read(success, failure, failure_code)
-    }
-}
-
-/// A write action: each face acts on its own world.
-fn write(
-    success: fn(&World) -> Value,
-    failure: fn(&World) -> Value,
-    failure_code: &'static str,
-) -> Fixture {
-    Fixture {
-        mutates: true,
-        success,
-        failure,
-        failure_code,
-        timed: false,
-    }
-}
-
-const INVALID: &str = "invalid_request";
-const NOT_FOUND: &str = "not_found";
-const STATE: &str = "invalid_state";
-
-/// The input fixtures, by action name. A registered action missing here fails the parity test.
-fn fixture(name: &str) -> Option<Fixture> {
-    Some(match name {
-        "get_workspace" => read(|_| json!({}), |_| json!({"verbose": true}), INVALID),
-        "list_credit_transactions" => {
-            read(|_| json!({"limit": 5}), |_| json!({"limit": 201}), INVALID)
-        }
-        "get_dashboard" => timed_read(
-            |_| json!({"period": "7d"}),
-            |_| json!({"period": "week"}),
-            INVALID,
-        ),
-
-        "create_prospect" => write(
-            |_| target_body(),
-            |_| json!({"title": "CTO", "company_name": "Nameless"}),
-            INVALID,
-        ),
-        "get_prospect" => read(
-            |w| json!({"id": w.prospect}),
-            |_| json!({"id": missing("prs")}),
-            NOT_FOUND,
-        ),
-        "list_prospects" => read(
-            |_| json!({"q": "lovelace", "tag": "vip", "limit": 5, "offset": 1}),
-            |_| json!({"limit": 0}),
-            INVALID,
-        ),
-        "update_prospect" => write(
-            |w| json!({"id": w.prospect, "title": "Chief Engineer", "headline": null, "tags": ["vip", "met"], "company_size": 40}),
-            |_| json!({"id": missing("prs"), "title": "Nobody"}),
-            NOT_FOUND,
-        ),
-        "delete_prospect" => write(
-            |w| json!({"id": w.prospect}),
-            |_| json!({"id": missing("prs")}),
-            NOT_FOUND,
-        ),
-
-        "list_conversations" => read(
-            |_| json!({"unread": true, "replied": true, "limit": 5}),
-            |_| json!({"unread": "yes"}),
-            INVALID,
-        ),
-        "get_conversation" => read(
-            |w| json!({"id": w.conversation}),
-            |_| json!({"id": missing("cnv")}),
-            NOT_FOUND,
-        ),
-        "list_messages" => read(
-            |w| json!({"id": w.conversation, "limit": 10}),
-            |_| json!({"id": missing("cnv")}),
-            NOT_FOUND,
-        ),
-        "reply_to_conversation" => write(
-            |w| json!({"id": w.conversation, "text": "Thanks, Ada. Does Tuesday suit you?"}),
-            |_| json!({"id": missing("cnv"), "text": "Hello"}),
-            NOT_FOUND,
-        ),
-        "mark_conversation_read" => write(
-            |w| json!({"id": w.conversation}),
-            |_| json!({"id": missing("cnv")}),
-            NOT_FOUND,
-        ),
-
-        "create_agent" => write(
-            |w| json!({"name": format!("Writer {}", w.tag), "kind": "writer", "list_id": w.list, "sequence_id": w.draft, "min_tier": "b"}),
-            |w| json!({"name": "Writer", "kind": "writer", "list_id": w.list}),
-            INVALID,
-        ),
-        "get_agent" => read(
-            |w| json!({"id": w.agent}),
-            |_| json!({"id": missing("agt")}),
-            NOT_FOUND,
-        ),
-        "list_agents" => read(
-            |_| json!({"kind": "prospector", "limit": 5}),
-            |_| json!({"kind": "scout"}),
-            INVALID,
-        ),
-        "update_agent" => write(
-            |w| json!({"id": w.agent, "mode": "autonomous", "max_credits_per_run": 20}),
-            |w| json!({"id": w.agent, "sequence_id": null}),
-            INVALID,
-        ),
-        "delete_agent" => write(
-            |w| json!({"id": w.agent}),
-            |w| json!({"id": w.runner}),
-            STATE,
-        ),
-        "run_agent" => write(
-            |w| json!({"id": w.agent, "max_prospects": 5}),
-            |_| json!({"id": missing("agt")}),
-            NOT_FOUND,
-        ),
-        "get_run" => read(
-            |w| json!({"id": w.agent_run}),
-            |_| json!({"id": missing("run")}),
-            NOT_FOUND,
-        ),
-        "list_runs" => read(
-            |w| json!({"agent_id": w.runner, "status": "queued", "limit": 5}),
-            |_| json!({"status": "done"}),
-            INVALID,
-        ),
-        "cancel_run" => write(
-            |w| json!({"id": w.agent_run}),
-            |_| json!({"id": missing("run")}),
-            NOT_FOUND,
-        ),
-
-        "create_list" => write(
-            |w| json!({"name": format!("New list {}", w.tag), "description": "made twice", "default_targeting_id": w.targeting}),
-            |_| json!({"name": "  "}),
-            INVALID,
-        ),
-        "get_list" => read(
-            |w| json!({"id": w.list}),
-            |_| json!({"id": missing("lst")}),
-            NOT_FOUND,
-        ),
-        "list_lists" => read(
-            |_| json!({"q": "list", "limit": 10}),
-            |_| json!({"limit": 0}),
-            INVALID,
-        ),
-        "update_list" => write(
-            |w| json!({"id": w.list, "name": format!("Renamed {}", w.tag), "description": null, "default_targeting_id": w.targeting}),
-            |_| json!({"id": missing("lst"), "name": "Nowhere"}),
-            NOT_FOUND,
-        ),
-        "delete_list" => write(
-            |w| json!({"id": w.list}),
-            |_| json!({"id": missing("lst")}),
-            NOT_FOUND,
-        ),
-        "add_prospects_to_list" => write(
-            |w| json!({"id": w.list, "prospect_ids": [w.prospect, missing("prs")]}),
-            |w| json!({"id": missing("lst"), "prospect_ids": [w.prospect]}),
-            NOT_FOUND,
-        ),
-        "remove_prospects_from_list" => write(
-            |w| json!({"id": w.list, "prospect_ids": [w.prospect, missing("prs")]}),
-            |w| json!({"id": missing("lst"), "prospect_ids": [w.prospect]}),
-            NOT_FOUND,
-        ),
-        "list_list_prospects" => read(
-            |w| json!({"id": w.list, "limit": 10}),
-            |_| json!({"id": missing("lst")}),
-            NOT_FOUND,
-        ),
-
-        "create_targeting" => write(
-            |w| json!({"name": format!("Second ICP {}", w.tag), "description": "made twice", "criteria": criteria(), "tiers": {"a": 90, "b": 70, "c": 50}}),
-            |_| json!({"name": "No criteria"}),
-            INVALID,
-        ),
-        "get_targeting" => read(
-            |w| json!({"id": w.targeting}),
-            |_| json!({"id": missing("tgt")}),
-            NOT_FOUND,
-        ),
-        "list_targetings" => read(|_| json!({"limit": 10}), |_| json!({"limit": 0}), INVALID),
-        "update_targeting" => write(
-            |w| json!({"id": w.targeting, "description": "sharper", "gates": {"excluded_domains": ["rival.test"]}}),
-            |_| json!({"id": missing("tgt"), "description": "nothing"}),
-            NOT_FOUND,
-        ),
-        "delete_targeting" => write(
-            |w| json!({"id": w.targeting}),
-            |_| json!({"id": missing("tgt")}),
-            NOT_FOUND,
-        ),
-
-        "import_prospects" => write(
-            |w| json!({"rows": [{"first_name": "Grace", "email": format!("grace-{}@navy.test", w.number)}, {"last_name": "Hopper"}], "list_id": w.list}),
-            |_| json!({}),
-            INVALID,
-        ),
-        "get_import" => read(
-            |w| json!({"id": w.import}),
-            |_| json!({"id": missing("imp")}),
-            NOT_FOUND,
-        ),
-        "list_imports" => read(|_| json!({"limit": 5}), |_| json!({"limit": 0}), INVALID),
-
-        "start_scoring_run" => write(
-            |w| json!({"targeting_id": w.targeting, "list_id": w.list}),
-            |w| json!({"targeting_id": w.targeting}),
-            INVALID,
-        ),
-        "get_scoring_run" => read(
-            |w| json!({"id": w.run}),
-            |_| json!({"id": missing("scr")}),
-            NOT_FOUND,
-        ),
-        "list_scoring_runs" => read(
-            |w| json!({"targeting_id": w.targeting, "limit": 5}),
-            |_| json!({"limit": 0}),
-            INVALID,
-        ),
-        "process_list" => write(
-            |w| json!({"id": w.list, "targeting_id": w.targeting}),
-            |_| json!({"id": missing("lst"), "targeting_id": missing("tgt")}),
-            NOT_FOUND,
-        ),
-        "list_scoring_results" => read(
-            |w| json!({"id": w.run, "limit": 5}),
-            |_| json!({"id": missing("scr")}),
-            NOT_FOUND,
-        ),
-
-        "create_sender" => write(
-            |w| json!({"name": format!("Second sender {}", w.tag), "timezone": "America/New_York", "working_hours": {"saturday": [{"start": "10:00", "end": "12:00"}]}, "limits": {"messages_per_day": 30}}),
-            |_| json!({"name": "Nowhere", "timezone": "Mars/Olympus"}),
-            INVALID,
-        ),
-        "get_sender" => read(
-            |w| json!({"id": w.sender}),
-            |_| json!({"id": missing("snd")}),
-            NOT_FOUND,
-        ),
-        "list_senders" => read(
-            |_| json!({"status": "connected", "limit": 5}),
-            |_| json!({"limit": 0}),
-            INVALID,
-        ),
-        "update_sender" => write(
-            |w| json!({"id": w.sender, "name": format!("Renamed {}", w.tag), "limits": {"connection_requests_per_day": 30}}),
-            |_| json!({"id": missing("snd"), "name": "Nobody"}),
-            NOT_FOUND,
-        ),
-        "delete_sender" => write(
-            |w| json!({"id": w.spare_sender}),
-            |_| json!({"id": missing("snd")}),
-            NOT_FOUND,
-        ),
-
-        "sandbox_accept_invitation" => write(
-            |w| json!({"prospect_id": w.contact, "sender_id": w.pending_sender}),
-            |w| json!({"prospect_id": missing("prs"), "sender_id": w.pending_sender}),
-            NOT_FOUND,
-        ),
-        "sandbox_reply" => write(
-            |w| json!({"prospect_id": w.contact, "sender_id": w.connected_sender, "text": "Interested, tell me more."}),
-            |w| json!({"prospect_id": w.contact, "sender_id": w.connected_sender, "text": ""}),
-            INVALID,
-        ),
-        "sandbox_set_sender_status" => write(
-            // A sender of its own: the world's senders must stay connected to invite.
-            |w| json!({"sender_id": w.status_sender, "status": "restricted"}),
-            |_| json!({"sender_id": "snd_x", "status": "banned"}),
-            INVALID,
-        ),
-        "sandbox_set_latency" => write(
-            |w| json!({"sender_id": w.status_sender, "latency_ms": 0}),
-            |_| json!({"sender_id": "snd_x", "latency_ms": 60_001}),
-            INVALID,
-        ),
-        "list_sandbox_log" => read(
-            |w| json!({"sender_id": w.pending_sender, "kind": "invitation", "limit": 5}),
-            |_| json!({"kind": "poke"}),
-            INVALID,
-        ),
-        // Each call moves the shared test clock by one second.
-        "advance_clock" => write(
-            |_| json!({"seconds": 1}),
-            |_| json!({"seconds": 0}),
-            INVALID,
-        ),
-
-        "create_sequence" => write(
-            |w| json!({"name": format!("New {}", w.tag), "steps": crate::sequences::steps(), "sender_ids": [w.sender], "schedule": {"respect_prospect_timezone": true}, "settings": {"stop_on_reply": false}}),
-            |_| json!({"name": "Bad", "steps": [{"type": "message", "text": "Hi"}]}),
-            INVALID,
-        ),
-        "get_sequence" => timed_read(
-            |w| json!({"id": w.active}),
-            |_| json!({"id": missing("seq")}),
-            NOT_FOUND,
-        ),
-        "list_sequences" => timed_read(
-            |_| json!({"status": "active", "limit": 10}),
-            |_| json!({"status": "running"}),
-            INVALID,
-        ),
-        "update_sequence" => write(
-            |w| json!({"id": w.draft, "name": format!("Renamed {}", w.tag), "steps": [{"type": "connection_request", "note": "Hi {{first_name|there}}"}]}),
-            |w| json!({"id": w.active, "steps": []}),
-            STATE,
-        ),
-        "delete_sequence" => write(
-            |w| json!({"id": w.draft}),
-            |w| json!({"id": w.active}),
-            STATE,
-        ),
-        "activate_sequence" => write(
-            |w| json!({"id": w.draft}),
-            |w| json!({"id": w.active}),
-            STATE,
-        ),
-        "pause_sequence" => write(
-            |w| json!({"id": w.active}),
-            |w| json!({"id": w.draft}),
-            STATE,
-        ),
-        "resume_sequence" => write(
-            |w| json!({"id": w.paused}),
-            |w| json!({"id": w.active}),
-            STATE,
-        ),
-        "stop_sequence" => write(
-            |w| json!({"id": w.active}),
-            |w| json!({"id": w.draft}),
-            STATE,
-        ),
-        "add_to_sequence" => write(
-            |w| json!({"sequence_id": w.draft, "prospect_ids": [w.reachable[0], w.prospect, missing("prs")]}),
-            |w| json!({"sequence_id": w.draft}),
-            INVALID,
-        ),
-        "list_enrollments" => read(
-            |w| json!({"sequence_id": w.active, "status": "scheduled", "limit": 5}),
-            |_| json!({"status": "done"}),
-            INVALID,
-        ),
-        "get_enrollment" => read(
-            |w| json!({"id": w.scheduled}),
-            |_| json!({"id": missing("enr")}),
-            NOT_FOUND,
-        ),
-        "pause_enrollment" => write(
-            |w| json!({"id": w.scheduled}),
-            |w| json!({"id": w.paused_enrollment}),
-            STATE,
-        ),
-        "resume_enrollment" => write(
-            |w| json!({"id": w.paused_enrollment}),
-            |w| json!({"id": w.scheduled}),
-            STATE,
-        ),
-        "stop_enrollment" => write(
-            |w| json!({"id": w.scheduled}),
-            |_| json!({"id": missing("enr")}),
-            NOT_FOUND,
-        ),
-        "list_approvals" => read(
-            |w| json!({"sequence_id": w.active, "kind": "enrollment", "limit": 5}),
-            |w| json!({"agent_id": w.agent, "kind": "note"}),
-            INVALID,
-        ),
-        "get_approval" => read(
-            |w| json!({"id": w.pending_approval}),
-            |_| json!({"id": missing("apr")}),
-            NOT_FOUND,
-        ),
-        "update_approval" => write(
-            |w| json!({"id": w.pending_approval, "texts": [{"step_index": 1, "text": "Hi {{first_name|there}}, edited."}]}),
-            |w| json!({"id": w.pending_approval, "texts": [{"step_index": 9, "text": "Hi"}]}),
-            INVALID,
-        ),
-        "approve_outreach" => write(
-            |w| json!({"ids": [w.pending_approval], "dry_run": false}),
-            |_| json!({"ids": [missing("apr")]}),
-            NOT_FOUND,
-        ),
-        "reject_outreach" => write(
-            |w| json!({"sequence_id": w.active}),
-            |_| json!({"ids": [missing("apr")], "dry_run": true}),
-            NOT_FOUND,
-        ),
-        _ => return None,
-    })
-}
-
 /// An app whose workspace can pay for every priced call the fixtures make.
 /// Its clock is a shared test clock, so `advance_clock` can succeed.
 async fn funded_app() -> TestApp {
@@ -901,21 +499,47 @@ fn tool_name(name: &str) -> String {
     format!("service_{name}")
 }
 
+/// The parity fixture of `action`, declared beside it with `parity!`.
+fn fixture(action: &str) -> Option<&'static ActionFixture> {
+    fixtures::fixtures()
+        .expect("one fixture per action")
+        .get(action)
+        .copied()
+}
+
 #[tokio::test]
-async fn every_action_answers_the_same_over_rest_and_mcp() {
+async fn every_action_has_a_fixture_and_every_fixture_an_action() {
     let app = funded_app().await;
-    let missing: Vec<&str> = app
-        .registry
-        .actions()
+    let actions: Vec<&str> = app.registry.actions().iter().map(|a| a.name()).collect();
+    let without: Vec<&&str> = actions
         .iter()
-        .map(|action| action.name())
         .filter(|name| fixture(name).is_none())
         .collect();
     assert!(
-        missing.is_empty(),
-        "actions without a parity fixture (add them to `fixture` in tests/api/parity.rs): {missing:?}"
+        without.is_empty(),
+        "actions without a parity fixture (declare one beside each with `parity!`): {without:?}"
     );
+    let registered = fixtures::fixtures().expect("one fixture per action");
+    let stray: Vec<&&str> = registered
+        .keys()
+        .filter(|name| !actions.contains(name))
+        .collect();
+    assert!(stray.is_empty(), "fixtures of no action: {stray:?}");
 
+    // Every name a fixture uses is one a world holds, and every name of [`WORLD`] has a value.
+    let world = World::make(&app, 0).await;
+    for (name, _) in WORLD {
+        assert!(world.value(name).is_some(), "the world has no `{name}`");
+    }
+    for (action, fixture) in registered {
+        world.input(&(fixture.success)(), action);
+        world.input(&(fixture.failure)(), action);
+    }
+}
+
+#[tokio::test]
+async fn every_action_answers_the_same_over_rest_and_mcp() {
+    let app = funded_app().await;
     let mut worlds = 0;
     let shared = World::make(&app, worlds).await;
     let send = crate::sequences::send_key(&app).await;
@@ -927,8 +551,8 @@ async fn every_action_answers_the_same_over_rest_and_mcp() {
         } else {
             &app.key
         };
-        let fixture = fixture(name).expect("checked above");
-        let own_worlds = if fixture.mutates {
+        let fixture = fixture(name).unwrap_or_else(|| panic!("{name} has no parity fixture"));
+        let own_worlds = if fixture.kind == FixtureKind::Write {
             worlds += 2;
             Some((
                 World::make(&app, worlds - 1).await,
@@ -941,8 +565,8 @@ async fn every_action_answers_the_same_over_rest_and_mcp() {
             .as_ref()
             .map_or((&shared, &shared), |(rest, mcp)| (rest, mcp));
 
-        let rest_input = (fixture.success)(rest_world);
-        let mcp_input = (fixture.success)(mcp_world);
+        let rest_input = rest_world.input(&(fixture.success)(), name);
+        let mcp_input = mcp_world.input(&(fixture.success)(), name);
         let rest = app.rest_call(action, Auth::Key(key), &rest_input).await;
         assert!(
             rest.status.is_success(),
@@ -957,13 +581,13 @@ async fn every_action_answers_the_same_over_rest_and_mcp() {
         );
         let (is_error, mcp) = app.mcp_call(key, &tool_name(name), mcp_input.clone()).await;
         assert!(!is_error, "{name} over MCP with {mcp_input}: {mcp}");
-        if fixture.mutates {
+        if fixture.kind == FixtureKind::Write {
             assert_eq!(
                 normalise(&rest.body, rest_world, ""),
                 normalise(&mcp, mcp_world, ""),
                 "{name}: REST and MCP outputs differ beyond ids and times"
             );
-        } else if fixture.timed {
+        } else if fixture.kind == FixtureKind::TimedRead {
             assert_eq!(
                 normalise(&rest.body, &shared, ""),
                 normalise(&mcp, &shared, ""),
@@ -973,7 +597,7 @@ async fn every_action_answers_the_same_over_rest_and_mcp() {
             assert_eq!(rest.body, mcp, "{name}: REST and MCP outputs differ");
         }
 
-        let failure = (fixture.failure)(&shared);
+        let failure = shared.input(&(fixture.failure)(), name);
         let rest = app.rest_call(action, Auth::Key(key), &failure).await;
         let (is_error, mcp) = app.mcp_call(key, &tool_name(name), failure.clone()).await;
         assert!(
@@ -982,7 +606,7 @@ async fn every_action_answers_the_same_over_rest_and_mcp() {
         );
         assert_eq!(
             rest.code(),
-            fixture.failure_code,
+            fixture.failure_code.as_str(),
             "{name} over REST with {failure}: {}",
             rest.body
         );
@@ -1025,7 +649,10 @@ async fn every_action_refuses_an_unauthenticated_call_on_both_faces() {
     let before = snapshot(&app, &world).await;
     for action in app.registry.actions() {
         let name = action.name();
-        let input = fixture(name).map_or_else(|| json!({}), |fixture| (fixture.success)(&world));
+        let input = fixture(name).map_or_else(
+            || json!({}),
+            |fixture| world.input(&(fixture.success)(), name),
+        );
         if action.route.is_some() {
             let rest = app.rest_call(action, Auth::None, &input).await;
             rest.expect_error(401, "unauthenticated");
@@ -1077,9 +704,10 @@ async fn every_action_above_read_refuses_a_read_only_key_on_both_faces() {
         let name = action.name();
         let scope = action.def.scope.as_str();
         let fixture = fixture(name);
-        let input = fixture
-            .as_ref()
-            .map_or_else(|| json!({}), |fixture| (fixture.success)(&world));
+        let input = fixture.map_or_else(
+            || json!({}),
+            |fixture| world.input(&(fixture.success)(), name),
+        );
         if scope == "read" {
             // Within scope: a fixture's input succeeds; any input gets past the scope check.
             let (is_error, body) = app

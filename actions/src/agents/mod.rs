@@ -422,6 +422,21 @@ outreach_runtime::prelude::example!(create_agent,
     }
 );
 
+outreach_runtime::prelude::parity!(create_agent, write,
+    ok: {
+        "kind": "writer",
+        "list_id": "$list",
+        "min_tier": "b",
+        "name": "Writer ${tag}",
+        "sequence_id": "$draft"
+    },
+    fails: {
+        "kind": "writer",
+        "list_id": "$list",
+        "name": "Writer"
+    } => INVALID_REQUEST
+);
+
 /// The input of `get_agent` and `delete_agent`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AgentId {
@@ -456,6 +471,11 @@ outreach_runtime::prelude::example!(get_agent,
         "templates": null,
         "updated_at": "2026-11-24T10:43:43.674Z"
     }
+);
+
+outreach_runtime::prelude::parity!(get_agent, read,
+    ok: {"id": "$agent"},
+    fails: {"id": "$missing:agt"} => NOT_FOUND
 );
 
 /// The input of `list_agents`.
@@ -517,6 +537,11 @@ outreach_runtime::prelude::example!(list_agents,
         "offset": 0,
         "total": 1
     }
+);
+
+outreach_runtime::prelude::parity!(list_agents, read,
+    ok: {"kind": "prospector", "limit": 5},
+    fails: {"kind": "scout"} => INVALID_REQUEST
 );
 
 /// The input of `update_agent`: only the fields given change; `null` clears a reference or the
@@ -637,6 +662,11 @@ outreach_runtime::prelude::example!(update_agent,
     }
 );
 
+outreach_runtime::prelude::parity!(update_agent, write,
+    ok: {"id": "$agent", "max_credits_per_run": 20, "mode": "autonomous"},
+    fails: {"id": "$agent", "sequence_id": null} => INVALID_REQUEST
+);
+
 /// Delete an agent.
 ///
 /// Removes the agent. Its runs stay readable (`get_run`, `list_runs`), and what they added (list
@@ -670,6 +700,11 @@ pub async fn delete_agent(ctx: Ctx, input: AgentId) -> Result<Deleted, ApiError>
 outreach_runtime::prelude::example!(delete_agent,
     request: {"id": "agt_Vq3LmZ8xTn2RbK5wYc7D"},
     response: {"deleted": true, "id": "agt_Vq3LmZ8xTn2RbK5wYc7D"}
+);
+
+outreach_runtime::prelude::parity!(delete_agent, write,
+    ok: {"id": "$agent"},
+    fails: {"id": "$runner"} => INVALID_STATE
 );
 
 // ----- the inputs a run reads again -----

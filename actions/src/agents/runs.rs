@@ -642,6 +642,11 @@ outreach_runtime::prelude::example!(run_agent,
     }
 );
 
+outreach_runtime::prelude::parity!(run_agent, write,
+    ok: {"id": "$agent", "max_prospects": 5},
+    fails: {"id": "$missing:agt"} => NOT_FOUND
+);
+
 // ----- get_run, list_runs, cancel_run -----
 
 /// The input of `get_run` and `cancel_run`.
@@ -707,6 +712,11 @@ outreach_runtime::prelude::example!(get_run,
         "total": 2,
         "updated_at": "2026-11-24T10:43:43.711Z"
     }
+);
+
+outreach_runtime::prelude::parity!(get_run, read,
+    ok: {"id": "$agent_run"},
+    fails: {"id": "$missing:run"} => NOT_FOUND
 );
 
 /// The input of `list_runs`.
@@ -817,6 +827,11 @@ outreach_runtime::prelude::example!(list_runs,
     }
 );
 
+outreach_runtime::prelude::parity!(list_runs, read,
+    ok: {"agent_id": "$runner", "limit": 5, "status": "queued"},
+    fails: {"status": "done"} => INVALID_REQUEST
+);
+
 /// Cancel an agent run.
 ///
 /// A `queued` run is canceled before it starts, and its whole reservation is released. A
@@ -925,4 +940,9 @@ outreach_runtime::prelude::example!(cancel_run,
         "total": 0,
         "updated_at": "2026-11-24T10:43:43.808Z"
     }
+);
+
+outreach_runtime::prelude::parity!(cancel_run, write,
+    ok: {"id": "$agent_run"},
+    fails: {"id": "$missing:run"} => NOT_FOUND
 );

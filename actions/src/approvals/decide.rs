@@ -386,6 +386,11 @@ outreach_runtime::prelude::example!(approve_outreach,
     }
 );
 
+outreach_runtime::prelude::parity!(approve_outreach, write,
+    ok: {"dry_run": false, "ids": ["$pending_approval"]},
+    fails: {"ids": ["$missing:apr"]} => NOT_FOUND
+);
+
 outreach_runtime::prelude::preview_field!(approve_outreach, "dry_run");
 
 /// The decision of `approve_outreach`, made by `person_id` in the caller's transaction (an
@@ -894,6 +899,14 @@ outreach_runtime::prelude::example!(reject_outreach,
         "ids": ["apr_A9vasBC8sr2fLNSKc52v"],
         "rejected": 1
     }
+);
+
+outreach_runtime::prelude::parity!(reject_outreach, write,
+    ok: {"sequence_id": "$active"},
+    fails: {
+        "dry_run": true,
+        "ids": ["$missing:apr"]
+    } => NOT_FOUND
 );
 
 outreach_runtime::prelude::preview_field!(reject_outreach, "dry_run");

@@ -421,6 +421,11 @@ outreach_runtime::prelude::example!(list_approvals,
     }
 );
 
+outreach_runtime::prelude::parity!(list_approvals, read,
+    ok: {"kind": "enrollment", "limit": 5, "sequence_id": "$active"},
+    fails: {"agent_id": "$agent", "kind": "note"} => INVALID_REQUEST
+);
+
 /// Reads one item of the workspace, or 404.
 pub(crate) async fn fetch(
     conn: &mut sqlx::AnyConnection,
@@ -510,6 +515,11 @@ outreach_runtime::prelude::example!(get_approval,
             }
         ]
     }
+);
+
+outreach_runtime::prelude::parity!(get_approval, read,
+    ok: {"id": "$pending_approval"},
+    fails: {"id": "$missing:apr"} => NOT_FOUND
 );
 
 /// One text of a draft to replace.
@@ -691,6 +701,17 @@ outreach_runtime::prelude::example!(update_approval,
             }
         ]
     }
+);
+
+outreach_runtime::prelude::parity!(update_approval, write,
+    ok: {
+        "id": "$pending_approval",
+        "texts": [{"step_index": 1, "text": "Hi {{first_name|there}}, edited."}]
+    },
+    fails: {
+        "id": "$pending_approval",
+        "texts": [{"step_index": 9, "text": "Hi"}]
+    } => INVALID_REQUEST
 );
 
 /// The 409 for agent proposals past their expiry.

@@ -235,6 +235,11 @@ outreach_runtime::prelude::example!(add_to_sequence,
     }
 );
 
+outreach_runtime::prelude::parity!(add_to_sequence, write,
+    ok: {"prospect_ids": ["$reachable_0", "$prospect", "$missing:prs"], "sequence_id": "$draft"},
+    fails: {"sequence_id": "$draft"} => INVALID_REQUEST
+);
+
 /// Refuses a sequence that cannot take new enrollments: one that is `stopped` or `completed`
 /// (409), or has no steps to render texts from (409).
 pub(crate) fn check_proposable(sequence: &Sequence) -> Result<(), ApiError> {

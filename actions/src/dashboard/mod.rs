@@ -409,3 +409,8 @@ outreach_runtime::prelude::example!(get_dashboard,
         "scoring_runs": {"count": 2, "prospects_scored": 4}
     }
 );
+
+outreach_runtime::prelude::parity!(get_dashboard, timed_read,
+    ok: {"period": "7d"},
+    fails: {"period": "week"} => INVALID_REQUEST
+);

@@ -90,6 +90,11 @@ outreach_runtime::prelude::example!(reply_to_conversation,
     }
 );
 
+outreach_runtime::prelude::parity!(reply_to_conversation, write,
+    ok: {"id": "$conversation", "text": "Thanks, Ada. Does Tuesday suit you?"},
+    fails: {"id": "$missing:cnv", "text": "Hello"} => NOT_FOUND
+);
+
 /// A reply that may be queued: its conversation's sender can send, the prospect may be contacted.
 pub(crate) struct PlannedReply {
     pub sender_id: String,

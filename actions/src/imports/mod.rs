@@ -528,6 +528,17 @@ outreach_runtime::prelude::example!(import_prospects,
     }
 );
 
+outreach_runtime::prelude::parity!(import_prospects, write,
+    ok: {
+        "list_id": "$list",
+        "rows": [
+            {"email": "grace-${number}@navy.test", "first_name": "Grace"},
+            {"last_name": "Hopper"}
+        ]
+    },
+    fails: {} => INVALID_REQUEST
+);
+
 /// The list an import adds its prospects to: the one named by id (404 if missing), or by name
 /// (made when missing: the `bool` says so), or none.
 async fn target_list(
@@ -699,6 +710,11 @@ outreach_runtime::prelude::example!(get_import,
     }
 );
 
+outreach_runtime::prelude::parity!(get_import, read,
+    ok: {"id": "$import"},
+    fails: {"id": "$missing:imp"} => NOT_FOUND
+);
+
 /// The input of `list_imports`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListImportsInput {
@@ -753,4 +769,9 @@ outreach_runtime::prelude::example!(list_imports,
         "offset": 0,
         "total": 1
     }
+);
+
+outreach_runtime::prelude::parity!(list_imports, read,
+    ok: {"limit": 5},
+    fails: {"limit": 0} => INVALID_REQUEST
 );

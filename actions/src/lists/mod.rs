@@ -251,6 +251,15 @@ outreach_runtime::prelude::example!(create_list,
     }
 );
 
+outreach_runtime::prelude::parity!(create_list, write,
+    ok: {
+        "default_targeting_id": "$targeting",
+        "description": "made twice",
+        "name": "New list ${tag}"
+    },
+    fails: {"name": "  "} => INVALID_REQUEST
+);
+
 /// The input of `get_list` and `delete_list`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListId {
@@ -279,6 +288,11 @@ outreach_runtime::prelude::example!(get_list,
         "size": 0,
         "updated_at": "2026-11-23T18:22:30.065Z"
     }
+);
+
+outreach_runtime::prelude::parity!(get_list, read,
+    ok: {"id": "$list"},
+    fails: {"id": "$missing:lst"} => NOT_FOUND
 );
 
 /// The input of `list_lists`.
@@ -341,6 +355,11 @@ outreach_runtime::prelude::example!(list_lists,
         "offset": 0,
         "total": 1
     }
+);
+
+outreach_runtime::prelude::parity!(list_lists, read,
+    ok: {"limit": 10, "q": "list"},
+    fails: {"limit": 0} => INVALID_REQUEST
 );
 
 /// The input of `update_list`: only the fields given change; `null` clears a field.
@@ -422,6 +441,19 @@ outreach_runtime::prelude::example!(update_list,
     }
 );
 
+outreach_runtime::prelude::parity!(update_list, write,
+    ok: {
+        "default_targeting_id": "$targeting",
+        "description": null,
+        "id": "$list",
+        "name": "Renamed ${tag}"
+    },
+    fails: {
+        "id": "$missing:lst",
+        "name": "Nowhere"
+    } => NOT_FOUND
+);
+
 /// Delete a list.
 ///
 /// Removes the list and its memberships for good; the prospects themselves stay. Costs nothing.
@@ -452,6 +484,11 @@ pub async fn delete_list(ctx: Ctx, input: ListId) -> Result<Deleted, ApiError> {
 outreach_runtime::prelude::example!(delete_list,
     request: {"id": "lst_R4d0zhECHdJUnPY7RrLC"},
     response: {"deleted": true, "id": "lst_R4d0zhECHdJUnPY7RrLC"}
+);
+
+outreach_runtime::prelude::parity!(delete_list, write,
+    ok: {"id": "$list"},
+    fails: {"id": "$missing:lst"} => NOT_FOUND
 );
 
 /// The input of `add_prospects_to_list` and `remove_prospects_from_list`.
@@ -635,6 +672,14 @@ outreach_runtime::prelude::example!(add_prospects_to_list,
     }
 );
 
+outreach_runtime::prelude::parity!(add_prospects_to_list, write,
+    ok: {"id": "$list", "prospect_ids": ["$prospect", "$missing:prs"]},
+    fails: {
+        "id": "$missing:lst",
+        "prospect_ids": ["$prospect"]
+    } => NOT_FOUND
+);
+
 /// What `remove_prospects_from_list` did.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ProspectsRemoved {
@@ -726,6 +771,14 @@ outreach_runtime::prelude::example!(remove_prospects_from_list,
         "not_in_list": [],
         "removed": 1
     }
+);
+
+outreach_runtime::prelude::parity!(remove_prospects_from_list, write,
+    ok: {"id": "$list", "prospect_ids": ["$prospect", "$missing:prs"]},
+    fails: {
+        "id": "$missing:lst",
+        "prospect_ids": ["$prospect"]
+    } => NOT_FOUND
 );
 
 /// The input of `list_list_prospects`.
@@ -841,6 +894,11 @@ outreach_runtime::prelude::example!(list_list_prospects,
         "offset": 0,
         "total": 2
     }
+);
+
+outreach_runtime::prelude::parity!(list_list_prospects, read,
+    ok: {"id": "$list", "limit": 10},
+    fails: {"id": "$missing:lst"} => NOT_FOUND
 );
 
 // ----- The verbs other modules change a list through -----------------------------------------

@@ -575,6 +575,24 @@ outreach_runtime::prelude::example!(create_prospect,
     }
 );
 
+outreach_runtime::prelude::parity!(create_prospect, write,
+    ok: {
+        "company_domain": "engines.test",
+        "company_name": "Analytical Engines",
+        "custom_fields": {"met_at": "conference", "rank": 3},
+        "first_name": "Ada",
+        "headline": "Poet of numbers",
+        "last_name": "Lovelace",
+        "seniority": "senior",
+        "tags": ["vip"],
+        "title": "Engineer"
+    },
+    fails: {
+        "company_name": "Nameless",
+        "title": "CTO"
+    } => INVALID_REQUEST
+);
+
 /// Maps a unique violation on the profile URL to a 409 naming the prospect that has it.
 async fn profile_url_conflict(
     ctx: &Ctx,
@@ -709,6 +727,11 @@ outreach_runtime::prelude::example!(get_prospect,
         "title": "Head of Sales",
         "updated_at": "2026-11-23T18:22:30.054Z"
     }
+);
+
+outreach_runtime::prelude::parity!(get_prospect, read,
+    ok: {"id": "$prospect"},
+    fails: {"id": "$missing:prs"} => NOT_FOUND
 );
 
 /// The input of `list_prospects`.
@@ -932,6 +955,11 @@ outreach_runtime::prelude::example!(list_prospects,
         "offset": 0,
         "total": 1
     }
+);
+
+outreach_runtime::prelude::parity!(list_prospects, read,
+    ok: {"limit": 5, "offset": 1, "q": "lovelace", "tag": "vip"},
+    fails: {"limit": 0} => INVALID_REQUEST
 );
 
 /// Refuses an email another prospect of the workspace has (imports match rows by email too), with
@@ -1160,6 +1188,20 @@ outreach_runtime::prelude::example!(update_prospect,
     }
 );
 
+outreach_runtime::prelude::parity!(update_prospect, write,
+    ok: {
+        "company_size": 40,
+        "headline": null,
+        "id": "$prospect",
+        "tags": ["vip", "met"],
+        "title": "Chief Engineer"
+    },
+    fails: {
+        "id": "$missing:prs",
+        "title": "Nobody"
+    } => NOT_FOUND
+);
+
 /// Delete a prospect.
 ///
 /// Removes the prospect and its tags for good. Costs nothing.
@@ -1194,6 +1236,11 @@ pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, Api
 outreach_runtime::prelude::example!(delete_prospect,
     request: {"id": "prs_FU1sf4YwPhIYhWi6JHan"},
     response: {"deleted": true, "id": "prs_FU1sf4YwPhIYhWi6JHan"}
+);
+
+outreach_runtime::prelude::parity!(delete_prospect, write,
+    ok: {"id": "$prospect"},
+    fails: {"id": "$missing:prs"} => NOT_FOUND
 );
 
 // ----- The verbs other modules change a prospect through -------------------------------------

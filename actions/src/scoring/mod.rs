@@ -257,6 +257,11 @@ outreach_runtime::prelude::example!(start_scoring_run,
     }
 );
 
+outreach_runtime::prelude::parity!(start_scoring_run, write,
+    ok: {"list_id": "$list", "targeting_id": "$targeting"},
+    fails: {"targeting_id": "$targeting"} => INVALID_REQUEST
+);
+
 async fn fetch_run(ctx: &Ctx, id: &str) -> Result<ScoringRun, ApiError> {
     IdKind::ScoringRun.check(id)?;
     let row = sqlx::query(AssertSqlSafe(format!(
@@ -300,6 +305,11 @@ outreach_runtime::prelude::example!(get_scoring_run,
         "targeting_version": 2,
         "total": 2
     }
+);
+
+outreach_runtime::prelude::parity!(get_scoring_run, read,
+    ok: {"id": "$run"},
+    fails: {"id": "$missing:scr"} => NOT_FOUND
 );
 
 /// The input of `list_scoring_runs`.
@@ -376,6 +386,11 @@ outreach_runtime::prelude::example!(list_scoring_runs,
         "offset": 0,
         "total": 1
     }
+);
+
+outreach_runtime::prelude::parity!(list_scoring_runs, read,
+    ok: {"limit": 5, "targeting_id": "$targeting"},
+    fails: {"limit": 0} => INVALID_REQUEST
 );
 
 /// One prospect's result in a scoring run.
@@ -535,4 +550,9 @@ outreach_runtime::prelude::example!(list_scoring_results,
         "offset": 0,
         "total": 2
     }
+);
+
+outreach_runtime::prelude::parity!(list_scoring_results, read,
+    ok: {"id": "$run", "limit": 5},
+    fails: {"id": "$missing:scr"} => NOT_FOUND
 );

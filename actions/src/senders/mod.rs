@@ -573,6 +573,19 @@ outreach_runtime::prelude::example!(create_sender,
     }
 );
 
+outreach_runtime::prelude::parity!(create_sender, write,
+    ok: {
+        "limits": {"messages_per_day": 30},
+        "name": "Second sender ${tag}",
+        "timezone": "America/New_York",
+        "working_hours": {"saturday": [{"end": "12:00", "start": "10:00"}]}
+    },
+    fails: {
+        "name": "Nowhere",
+        "timezone": "Mars/Olympus"
+    } => INVALID_REQUEST
+);
+
 /// The input of `get_sender` and `delete_sender`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SenderId {
@@ -639,6 +652,11 @@ outreach_runtime::prelude::example!(get_sender,
             "wednesday": [{"end": "17:30", "start": "09:00"}]
         }
     }
+);
+
+outreach_runtime::prelude::parity!(get_sender, read,
+    ok: {"id": "$sender"},
+    fails: {"id": "$missing:snd"} => NOT_FOUND
 );
 
 /// The input of `list_senders`.
@@ -744,6 +762,11 @@ outreach_runtime::prelude::example!(list_senders,
         "offset": 0,
         "total": 1
     }
+);
+
+outreach_runtime::prelude::parity!(list_senders, read,
+    ok: {"limit": 5, "status": "connected"},
+    fails: {"limit": 0} => INVALID_REQUEST
 );
 
 /// The input of `update_sender`: only the fields given change.
@@ -852,6 +875,11 @@ outreach_runtime::prelude::example!(update_sender,
     }
 );
 
+outreach_runtime::prelude::parity!(update_sender, write,
+    ok: {"id": "$sender", "limits": {"connection_requests_per_day": 30}, "name": "Renamed ${tag}"},
+    fails: {"id": "$missing:snd", "name": "Nobody"} => NOT_FOUND
+);
+
 /// Delete a sender account.
 ///
 /// The sender disappears from every action and sends nothing more; what it already did stays in
@@ -897,6 +925,11 @@ pub async fn delete_sender(ctx: Ctx, input: SenderId) -> Result<Deleted, ApiErro
 outreach_runtime::prelude::example!(delete_sender,
     request: {"id": "snd_RWGJgtR51Eoiiw6ri5tT"},
     response: {"deleted": true, "id": "snd_RWGJgtR51Eoiiw6ri5tT"}
+);
+
+outreach_runtime::prelude::parity!(delete_sender, write,
+    ok: {"id": "$spare_sender"},
+    fails: {"id": "$missing:snd"} => NOT_FOUND
 );
 
 /// Makes sure the network is being polled (in the caller's transaction): one `network_poll` job

@@ -878,6 +878,32 @@ outreach_runtime::prelude::example!(create_sequence,
     }
 );
 
+outreach_runtime::prelude::parity!(create_sequence, write,
+    ok: {
+        "name": "New ${tag}",
+        "schedule": {"respect_prospect_timezone": true},
+        "sender_ids": ["$sender"],
+        "settings": {"stop_on_reply": false},
+        "steps": [
+            {"type": "view_profile"},
+            {
+                "delay_hours": 24,
+                "note": "Hi {{first_name|there}}, I work with teams like {{company_name}}.",
+                "type": "connection_request"
+            },
+            {
+                "delay_hours": 48,
+                "text": "Thanks for connecting, {{first_name}}!",
+                "type": "message"
+            }
+        ]
+    },
+    fails: {
+        "name": "Bad",
+        "steps": [{"text": "Hi", "type": "message"}]
+    } => INVALID_REQUEST
+);
+
 /// The input of actions that name one sequence.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SequenceId {
@@ -938,6 +964,11 @@ outreach_runtime::prelude::example!(get_sequence,
         ],
         "updated_at": "2026-11-23T21:19:40.461Z"
     }
+);
+
+outreach_runtime::prelude::parity!(get_sequence, timed_read,
+    ok: {"id": "$active"},
+    fails: {"id": "$missing:seq"} => NOT_FOUND
 );
 
 /// The input of `list_sequences`.
@@ -1032,6 +1063,11 @@ outreach_runtime::prelude::example!(list_sequences,
         "offset": 0,
         "total": 1
     }
+);
+
+outreach_runtime::prelude::parity!(list_sequences, timed_read,
+    ok: {"limit": 10, "status": "active"},
+    fails: {"status": "running"} => INVALID_REQUEST
 );
 
 /// The input of `update_sequence`: only the fields given change.
@@ -1207,6 +1243,15 @@ outreach_runtime::prelude::example!(update_sequence,
     }
 );
 
+outreach_runtime::prelude::parity!(update_sequence, write,
+    ok: {
+        "id": "$draft",
+        "name": "Renamed ${tag}",
+        "steps": [{"note": "Hi {{first_name|there}}", "type": "connection_request"}]
+    },
+    fails: {"id": "$active", "steps": []} => INVALID_STATE
+);
+
 /// Renders the pending approval items of a sequence again with new steps, so a person approves
 /// the texts that will be sent. Any prospect they no longer render for refuses the whole update.
 async fn rerender_pending(
@@ -1312,6 +1357,11 @@ pub async fn delete_sequence(ctx: Ctx, input: SequenceId) -> Result<Deleted, Api
 outreach_runtime::prelude::example!(delete_sequence,
     request: {"id": "seq_rC0HRQ38mzghfpqopFLy"},
     response: {"deleted": true, "id": "seq_rC0HRQ38mzghfpqopFLy"}
+);
+
+outreach_runtime::prelude::parity!(delete_sequence, write,
+    ok: {"id": "$draft"},
+    fails: {"id": "$active"} => INVALID_STATE
 );
 
 outreach_runtime::prelude::text_enum! {

@@ -258,6 +258,11 @@ outreach_runtime::prelude::example!(activate_sequence,
     }
 );
 
+outreach_runtime::prelude::parity!(activate_sequence, write,
+    ok: {"id": "$draft"},
+    fails: {"id": "$active"} => INVALID_STATE
+);
+
 /// Pause an active sequence: no step of it is sent until it is resumed.
 ///
 /// Takes effect before the next step of each enrollment; a step already being sent finishes.
@@ -316,6 +321,11 @@ outreach_runtime::prelude::example!(pause_sequence,
     }
 );
 
+outreach_runtime::prelude::parity!(pause_sequence, write,
+    ok: {"id": "$active"},
+    fails: {"id": "$draft"} => INVALID_STATE
+);
+
 /// Resume a paused sequence: its approved enrollments receive their next steps again.
 ///
 /// Sends to real people again. Runs the same preflight as `activate_sequence`. Steps that fell due
@@ -368,6 +378,11 @@ outreach_runtime::prelude::example!(resume_sequence,
         ],
         "updated_at": "2026-11-23T21:19:40.587Z"
     }
+);
+
+outreach_runtime::prelude::parity!(resume_sequence, write,
+    ok: {"id": "$paused"},
+    fails: {"id": "$active"} => INVALID_STATE
 );
 
 /// Stop a sequence for good.
@@ -423,6 +438,11 @@ outreach_runtime::prelude::example!(stop_sequence,
         ],
         "updated_at": "2026-11-23T21:19:40.600Z"
     }
+);
+
+outreach_runtime::prelude::parity!(stop_sequence, write,
+    ok: {"id": "$active"},
+    fails: {"id": "$draft"} => INVALID_STATE
 );
 
 #[cfg(test)]
