@@ -317,25 +317,18 @@ async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Priced<ImportPla
 
 /// Import prospects from CSV text or JSON rows.
 ///
-/// Send `csv` (text with a header row; common headers such as First Name, Company, LinkedIn URL,
-/// Title and Email are recognised, and `mapping` names the others) or `rows` (objects of prospect
-/// fields). Each row is normalised like `create_prospect`; a row without a name, profile URL or
-/// email, or with a malformed one, is skipped and reported (row number, field, reason; rows count
-/// from 1 at the first data row) for the first 100 such rows. Rows are matched to existing
-/// prospects and to earlier rows by normalised profile URL, then email: `on_duplicate: skip` leaves
-/// those prospects alone, `update` writes the row's values over them. With `list_id` or
-/// `list_name` (the list of that name, made if missing), every imported row's prospect joins the
-/// list.
+/// Send `csv` or `rows`. Each row is normalised like `create_prospect`; a row without a name,
+/// profile URL or email, or with a malformed one, is skipped and reported (row, field, reason) for
+/// the first 100 such rows. A row matching a prospect or an earlier row follows `on_duplicate`;
+/// `list_id` or `list_name` puts every row's prospect on a list.
 ///
-/// Costs one `import.prospect` unit (1 credit by default) per prospect created; updates and
-/// duplicates are free. `estimate_only: true` returns the price with `rows`, `new`, `duplicates`
-/// and `invalid`, needs only `read`, and writes nothing. The import is atomic: its prospects and its
-/// spend commit together. Send an `Idempotency-Key` to retry safely.
+/// Costs one `import.prospect` unit (1 credit by default) per prospect created; `estimate_only:
+/// true` returns the price and the counts, needs only `read`, and writes nothing. The import is
+/// atomic: its prospects and its spend commit together. Send an `Idempotency-Key` to retry safely.
 ///
-/// Limits: 100,000 rows (413 `payload_too_large` past it) and a 16 MiB body. A file that cannot be
-/// read as a whole (bad quoting, a row with too many or too few values, an empty file, a mapping
-/// naming a missing column or an unknown field, a JSON row of the wrong shape) is a 400 naming the
-/// row; an unknown `list_id` is a 404. Nothing is written or charged then.
+/// Limits: 100,000 rows (413 `payload_too_large`) and a 16 MiB body. A file that cannot be read as
+/// a whole is a 400 naming the row; an unknown `list_id` is a 404. Nothing is written or charged
+/// then.
 #[action(scope = "write", credits = price_import, idempotent, http = "POST /imports")]
 pub async fn import_prospects(
     ctx: Ctx,
