@@ -644,9 +644,12 @@ async fn stopping_while_a_run_ends_the_last_enrollment_waits_for_the_run() {
 /// Stopping a sequence while someone is being enrolled in it (the enrolling transaction holds the
 /// sequence's row and has written the newcomer's enrollment) waits for the enrollment and stops
 /// the newcomer too, under their lock. On PostgreSQL the stop locked the people it read before it
-/// held the sequence's row; under the row it finds one it did not lock and locks them then
-/// (`PersonTx::confirm_of_sequence`), here without a retry: the enrollment has committed, so the
-/// newcomer is free. SQLite, one writer at a time, runs it after.
+/// held the sequence's row; under the row it finds one it did not lock and may only take them
+/// without waiting (`PersonTx::confirm_of_sequence`: waiting there, under the row, could close a
+/// circle). Here someone else holds the newcomer (as a reply being recorded would), so the stop
+/// must give up, run again in place, and wait for the newcomer with the others: a stop that went
+/// past the newcomer unlocked would finish without ever waiting for the holder. SQLite, one writer
+/// at a time, runs the stop after the enrollment.
 #[tokio::test]
 async fn stopping_a_sequence_while_someone_is_enrolled_stops_them_too_under_their_lock() {
     let app = crate::outreach::no_worker_app().await;
@@ -655,12 +658,25 @@ async fn stopping_a_sequence_while_someone_is_enrolled_stops_them_too_under_thei
     let newcomer = prospect(&app, "Newcomer", "Late Ltd").await;
     let late = "enr_LateNewcomer00000001";
     let on_postgres = app.db.backend() == outreach_runtime::prelude::Backend::Postgres;
-    let retried_before = crate::helpers::metric(
-        &app.client,
-        &app.base_url,
-        r#"outreach_transient_retries_total{face="request",outcome="retried"}"#,
-    )
-    .await;
+    let retries = async || {
+        crate::helpers::metric(
+            &app.client,
+            &app.base_url,
+            r#"outreach_transient_retries_total{face="request",outcome="retried"}"#,
+        )
+        .await
+    };
+    let retried_before = retries().await;
+    let mut holding = None;
+    if on_postgres {
+        let mut tx = app.db.pool().begin().await.expect("begin");
+        drop(
+            outreach_actions::person_lock::lock(&mut tx, &app.workspace_id, [newcomer.as_str()])
+                .await
+                .expect("hold the newcomer"),
+        );
+        holding = Some(tx);
+    }
     let (mut held_back, enrolling) = HeldBack::new();
     let enroll = async {
         let mut tx = app.db.pool().begin().await.expect("begin");
@@ -686,6 +702,20 @@ async fn stopping_a_sequence_while_someone_is_enrolled_stops_them_too_under_thei
             .await;
         tx.commit().await.expect("commit the enrollment");
         held_back.release();
+        // The stop meets the newcomer held, runs again, and waits for them: only then are they
+        // let go.
+        if let Some(mut holding) = holding {
+            assert!(
+                app.a_session_waits_on(&mut holding).await,
+                "the stop went past a newcomer someone else held"
+            );
+            assert_eq!(
+                retries().await,
+                retried_before + 1,
+                "the stop ran once more, in place, for the newcomer"
+            );
+            holding.rollback().await.expect("let the newcomer go");
+        }
     };
     let stop = async {
         enrolling.await.expect("the enrollment holds the sequence");
@@ -698,20 +728,6 @@ async fn stopping_a_sequence_while_someone_is_enrolled_stops_them_too_under_thei
     let enrollment = enrollment.expect(200);
     assert_eq!(enrollment["status"], json!("finished"), "{enrollment}");
     assert_eq!(enrollment["exit_reason"], json!("stopped"), "{enrollment}");
-    if on_postgres {
-        let retried = crate::helpers::metric(
-            &app.client,
-            &app.base_url,
-            r#"outreach_transient_retries_total{face="request",outcome="retried"}"#,
-        )
-        .await;
-        assert_eq!(
-            retried, retried_before,
-            "the stop did not need to run again"
-        );
-        // The newcomer's lock was taken: a transaction that holds them now makes the stop
-        // a transient conflict instead (checked by the soak); here it went through at once.
-    }
 }
 
 /// Deleting a prospect while a run of their step is in its outcome transaction (its job held, its
