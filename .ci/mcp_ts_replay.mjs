@@ -149,6 +149,9 @@ if (mode === "shared") {
     await call("activate_sequence", { id: world.active });
     await call("activate_sequence", { id: world.paused });
     await call("pause_sequence", { id: world.paused });
+    const paused = (await call("list_events", { type: ["sequence.paused"], limit: 200 })).items;
+    world.event = paused.find((event) => event.data.sequence_id === world.paused)?.id;
+    check(world.event, `no sequence.paused event of ${world.paused}`);
     world.agent = (await call("create_agent", {
       name: `Finder ${tag}`, kind: "prospector", targeting_id: world.targeting, list_id: world.list, sequence_id: world.draft,
     })).id;

@@ -29,6 +29,7 @@ pub enum IdKind {
     Sender,
     Agent,
     Run,
+    Event,
 }
 
 impl IdKind {
@@ -47,6 +48,7 @@ impl IdKind {
             IdKind::Sender => "snd",
             IdKind::Agent => "agt",
             IdKind::Run => "run",
+            IdKind::Event => "evt",
         }
     }
 
@@ -65,6 +67,7 @@ impl IdKind {
             IdKind::Sender => "sender",
             IdKind::Agent => "agent",
             IdKind::Run => "run",
+            IdKind::Event => "event",
         }
     }
 

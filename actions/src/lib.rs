@@ -14,6 +14,7 @@ pub mod dashboard;
 pub mod delivery;
 pub mod drafting;
 pub mod enrollments;
+pub mod events;
 pub mod followups;
 pub mod imports;
 pub mod lists;

@@ -21,11 +21,13 @@ use outreach_layers::{
 
 /// The top-level modules of `actions/src`, bottom layer first.
 const LAYERS: Layers = &[
-    // What every module shares: ids and patterns, credits, the workspace, the one lock rule
+    // What every module shares: ids and patterns, the events every owner writes, credits, the
+    // workspace, the one lock rule
     // every writer of outreach state follows, each enrollment's step job, and the follow-up jobs
     // a low module enqueues for a higher one's derived state.
     &[
         "common",
+        "events",
         "credits",
         "workspace",
         "person_lock",

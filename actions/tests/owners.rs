@@ -17,6 +17,7 @@ use outreach_layers::rust_files;
 
 /// Each table, and the file or folder (relative to `actions/src`) that owns its writes.
 const OWNERS: &[(&str, &str)] = &[
+    ("events", "events.rs"),
     ("prospects", "prospects/"),
     ("prospect_tags", "prospects/"),
     ("prospect_totals", "prospects/"),

@@ -158,6 +158,10 @@ pub const WORLD: &[(&str, &str)] = &[
     ),
     ("runner", "a writer agent over `list` and `draft`"),
     ("agent_run", "a run of `runner`, still queued"),
+    (
+        "event",
+        "an event of the world: `paused`'s `sequence.paused`",
+    ),
 ];
 
 /// Every registered fixture by action name; an action with two is an error (a test reads it).

@@ -7,14 +7,42 @@
 //! sign-ins for a day (the throttle looks back 15 minutes); OAuth tokens for a day past their
 //! expiry, so a late replay still meets its row and is recognised as one; authorization codes for
 //! 30 days past theirs, as long as a refresh token issued from one can live, so a replayed code
-//! still revokes what it issued; finished jobs for a day, discarded ones for a week.
+//! still revokes what it issued; finished jobs for a day, discarded ones for a week. A crate of
+//! actions adds the deletions of its own tables with [`purge!`](crate::purge) (events, kept 30 days).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::db::Db;
 use crate::error::ApiError;
+use crate::registry::BoxFuture;
 use crate::state::AppState;
 use crate::{idempotency, jobs, recovery};
+
+/// Deletes a domain's rows that have outlived their use at `now_ms`; returns how many went.
+pub type PurgeFn = for<'a> fn(&'a Db, i64) -> BoxFuture<'a, Result<u64, ApiError>>;
+
+/// One deletion a crate of actions registers for its own tables (the runtime names none). Made by
+/// [`purge!`](crate::purge).
+pub struct Purge {
+    pub name: &'static str,
+    pub run: PurgeFn,
+}
+
+inventory::collect!(Purge);
+
+/// Registers an `async fn(&Db, now_ms: i64) -> Result<u64, ApiError>` to run with the deletions.
+#[macro_export]
+macro_rules! purge {
+    ($name:literal, $function:path) => {
+        $crate::__private::inventory::submit! {
+            $crate::housekeeping::Purge {
+                name: $name,
+                run: |db, now_ms| ::std::boxed::Box::pin($function(db, now_ms)),
+            }
+        }
+    };
+}
 
 /// How often the deletions run.
 const EVERY: Duration = Duration::from_secs(600);
@@ -90,6 +118,14 @@ pub async fn purge(state: &AppState) -> Result<u64, ApiError> {
             .execute(state.db.pool())
             .await?
             .rows_affected();
+    }
+    for registered in inventory::iter::<Purge> {
+        match (registered.run)(&state.db, now).await {
+            Ok(count) => purged += count,
+            Err(error) => {
+                tracing::warn!(purge = registered.name, error = %error.message, "could not purge");
+            }
+        }
     }
     Ok(purged)
 }

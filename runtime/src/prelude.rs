@@ -9,7 +9,7 @@
 //! recoveries (declared beside the actions that need them), the long calls the MCP face offers as
 //! tasks (`mcp_task!` and the view of their output), durable jobs and their handlers, the
 //! configuration (which network to use, which drafting model) and the shared test clock, leases
-//! for marks others must see while work runs, scopes and roles (and a credential's scope read
+//! for marks others must see while work runs, the deletions of a domain's old rows (`purge!`), scopes and roles (and a credential's scope read
 //! afresh, for a job acting on a person's behalf), ids, times and stored text enums, the backend
 //! switch for the few queries that differ, and the credit ledger that the credits actions show.
 
@@ -35,6 +35,6 @@ pub use crate::scope::{Role, Scope};
 pub use crate::tasks::{TaskProgress, TaskState, TaskView};
 pub use crate::test_clock;
 pub use crate::{
-    error_codes, example, job, mcp_task, parity, preview_field, price_item, recovery, resource_tag,
-    text_body, text_enum, toolset,
+    error_codes, example, job, mcp_task, parity, preview_field, price_item, purge, recovery,
+    resource_tag, text_body, text_enum, toolset,
 };

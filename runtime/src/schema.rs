@@ -28,8 +28,8 @@ pub use schemars::{JsonSchema, Schema, SchemaGenerator};
 /// }
 /// ```
 ///
-/// The text must be the snake_case of the variant (serde's `rename_all = "snake_case"`); a unit
-/// test of the declaring crate should compare [`serde_json::to_value`] with `as_str` for `ALL`.
+/// The text is what serde reads and writes too (each variant is renamed to it), so any spelling
+/// works, `snake_case` or dotted (`run.completed`).
 #[macro_export]
 macro_rules! text_enum {
     (
@@ -43,10 +43,10 @@ macro_rules! text_enum {
     ) => {
         $(#[doc = $doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ::serde::Serialize, ::serde::Deserialize)]
-        #[serde(rename_all = "snake_case")]
         $vis enum $name {
             $(
                 $(#[doc = $vdoc])*
+                #[serde(rename = $text)]
                 $variant,
             )+
         }
@@ -59,6 +59,14 @@ macro_rules! text_enum {
             pub fn as_str(self) -> &'static str {
                 match self {
                     $($name::$variant => $text,)+
+                }
+            }
+
+            /// The value's doc comment, its lines joined (each begins with a space).
+            #[allow(dead_code)]
+            pub fn doc(self) -> &'static str {
+                match self {
+                    $($name::$variant => ::std::concat!($($vdoc,)*),)+
                 }
             }
 

@@ -17,6 +17,7 @@ mod cli;
 mod connections;
 mod conversations;
 mod crash;
+mod events;
 mod finding;
 mod gate;
 mod golden;

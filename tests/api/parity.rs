@@ -61,6 +61,8 @@ struct World {
     agent_run: String,
     /// What this world's reachable prospects' profile URLs have in common (`world-<n>-`).
     reachable_slug: String,
+    /// The `sequence.paused` event of `paused`.
+    event: String,
 }
 
 /// The prospect each world holds. It has no profile URL and no email (each is unique in a
@@ -238,6 +240,17 @@ impl World {
                 done.body
             );
         }
+        let paused_event = app.get("/events?type=sequence.paused&limit=200", key).await;
+        let event = paused_event.expect(200)["items"]
+            .as_array()
+            .and_then(|items| {
+                items
+                    .iter()
+                    .find(|item| item["data"]["sequence_id"] == json!(paused))
+            })
+            .and_then(|item| item["id"].as_str())
+            .unwrap_or_else(|| panic!("no sequence.paused event of {paused}"))
+            .to_owned();
         let agent = app
             .post_json(
                 "/agents",
@@ -287,6 +300,7 @@ impl World {
             runner,
             agent_run,
             reachable_slug: format!("world-{number}-"),
+            event,
         }
     }
 
@@ -319,6 +333,7 @@ impl World {
             "agent" => text(&self.agent),
             "runner" => text(&self.runner),
             "agent_run" => text(&self.agent_run),
+            "event" => text(&self.event),
             _ => None,
         }
     }
@@ -336,6 +351,7 @@ impl World {
             (self.runner.as_str(), "<runner>"),
             (self.reachable_slug.as_str(), "world-<n>-"),
             (self.agent_run.as_str(), "<agent run>"),
+            (self.event.as_str(), "<event>"),
             (self.conversation.as_str(), "<conversation>"),
             (self.spare_sender.as_str(), "<spare sender>"),
             (self.pending_sender.as_str(), "<pending sender>"),

@@ -19,6 +19,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use crate::common::{Deleted, IdKind, json_text};
 use crate::enrollments::EnrollmentStatus;
+use crate::events::{self, EventType};
 use crate::lists::placeholders;
 use crate::person_lock::PersonTx;
 use crate::prospects::Prospect;
@@ -1486,15 +1487,25 @@ pub(crate) async fn complete_if_done(
     now: i64,
 ) -> Result<(), ApiError> {
     let live = crate::step_jobs::LIVE_SQL;
-    sqlx::query(AssertSqlSafe(format!(
+    let completed: Option<String> = sqlx::query_scalar(AssertSqlSafe(format!(
         "update sequences set status = 'completed', finished_at = $2, updated_at = $2 \
          where id = $1 and status = 'active' and not exists (select 1 from enrollments e \
-         where e.sequence_id = $1 and e.status in {live})"
+         where e.sequence_id = $1 and e.status in {live}) returning workspace_id"
     )))
     .bind(sequence_id)
     .bind(now)
-    .execute(conn)
+    .fetch_optional(&mut *conn)
     .await?;
+    if let Some(workspace_id) = completed {
+        events::record(
+            conn,
+            &workspace_id,
+            now,
+            EventType::SequenceCompleted,
+            serde_json::json!({"sequence_id": sequence_id}),
+        )
+        .await?;
+    }
     Ok(())
 }
 

@@ -10,7 +10,10 @@
 
 use sqlx::Row;
 
+use serde_json::json;
+
 use super::{Sequence, SequenceId, SequenceStatus, fetch, lock};
+use crate::events::{self, EventType};
 use crate::lists::placeholders;
 use outreach_runtime::prelude::{ApiError, Ctx, ErrorCode, action};
 
@@ -183,6 +186,22 @@ async fn transition(ctx: &Ctx, id: &str, transition: Transition) -> Result<Seque
     .bind(i64::from(transition == Transition::Stop))
     .execute(&mut *tx)
     .await?;
+    let event = match transition {
+        Transition::Activate | Transition::Resume => Some(EventType::SequenceActivated),
+        Transition::Pause => Some(EventType::SequencePaused),
+        // A stop says itself through each enrollment's `enrollment.finished`.
+        Transition::Stop => None,
+    };
+    if let Some(event) = event {
+        events::record(
+            &mut tx,
+            workspace_id,
+            now,
+            event,
+            json!({"sequence_id": sequence.id}),
+        )
+        .await?;
+    }
     if transition == Transition::Stop {
         crate::enrollments::stop_all_of_sequence(
             &mut tx,
