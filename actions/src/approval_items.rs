@@ -9,8 +9,10 @@
 //! rows and conditional updates.
 
 use outreach_runtime::prelude::ApiError;
-use sqlx::AssertSqlSafe;
+use serde_json::{Value, json};
+use sqlx::{AssertSqlSafe, Row};
 
+use crate::events::{self, EventType};
 use crate::person_lock::PersonTx;
 
 /// A pending item to insert, its values ready for the table (texts, reasons as JSON text).
@@ -76,7 +78,26 @@ pub(crate) async fn insert_pending(
         }
         query.execute(&mut **tx).await?;
     }
-    Ok(())
+    let requested: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            json!({
+                "approval_id": row.id,
+                "kind": row.kind,
+                "sequence_id": row.sequence_id,
+                "prospect_id": row.prospect_id,
+                "run_id": row.run_id,
+            })
+        })
+        .collect();
+    events::record_many(
+        tx,
+        workspace_id,
+        now,
+        EventType::ApprovalRequested,
+        &requested,
+    )
+    .await
 }
 
 /// What a decision makes of a pending item.
@@ -110,7 +131,8 @@ pub(crate) async fn decide(
     let done = sqlx::query(
         "update approvals set status = $3, decided_at = $4, decided_by = $5, \
          sender_id = coalesce($6, sender_id) \
-         where workspace_id = $1 and id = $2 and status = 'pending'",
+         where workspace_id = $1 and id = $2 and status = 'pending' \
+         returning id, sequence_id, prospect_id",
     )
     .bind(workspace_id)
     .bind(id)
@@ -118,9 +140,23 @@ pub(crate) async fn decide(
     .bind(now)
     .bind(by)
     .bind(sender_id)
-    .execute(&mut **tx)
+    .fetch_optional(&mut **tx)
     .await?;
-    Ok(done.rows_affected() == 1)
+    let Some(done) = done else { return Ok(false) };
+    if matches!(decision, Decision::Expired) {
+        let expired = [expired_data(&done)?];
+        events::record_many(tx, workspace_id, now, EventType::ApprovalExpired, &expired).await?;
+    }
+    Ok(true)
+}
+
+/// The `approval.expired` data of an item an update returned (`id, sequence_id, prospect_id`).
+fn expired_data(row: &sqlx::any::AnyRow) -> Result<Value, ApiError> {
+    Ok(json!({
+        "approval_id": row.try_get::<String, _>("id")?,
+        "sequence_id": row.try_get::<Option<String>, _>("sequence_id")?,
+        "prospect_id": row.try_get::<String, _>("prospect_id")?,
+    }))
 }
 
 /// Whose pending items [`expire_pending`] expires.
@@ -146,16 +182,18 @@ pub(crate) async fn expire_pending(
         PendingOf::Sequence(id) => ("sequence_id = $2", id),
         PendingOf::Prospect(id) => ("prospect_id = $2", id),
     };
-    sqlx::query(AssertSqlSafe(format!(
+    let expired = sqlx::query(AssertSqlSafe(format!(
         "update approvals set status = 'expired', decided_at = $3 \
-         where workspace_id = $1 and {filter} and status = 'pending'"
+         where workspace_id = $1 and {filter} and status = 'pending' \
+         returning id, sequence_id, prospect_id"
     )))
     .bind(workspace_id)
     .bind(id)
     .bind(now)
-    .execute(&mut **tx)
+    .fetch_all(&mut **tx)
     .await?;
-    Ok(())
+    let expired: Vec<Value> = expired.iter().map(expired_data).collect::<Result<_, _>>()?;
+    events::record_many(tx, workspace_id, now, EventType::ApprovalExpired, &expired).await
 }
 
 /// A person's edit of a pending item's texts (JSON text); answers whether it was still pending.

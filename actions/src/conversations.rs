@@ -12,10 +12,12 @@ use outreach_runtime::prelude::{
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
 use crate::common::IdKind;
+use crate::events::{self, EventType};
 use crate::person_lock::PersonTx;
 
 outreach_runtime::prelude::resource_tag!(
@@ -319,15 +321,31 @@ pub async fn record_outbound(
     .await?;
     if message.status == MessageStatus::Sent {
         touch_outbound(conn, &conversation_id, message.at_ms).await?;
+        events::record(
+            conn,
+            message.workspace_id,
+            now_ms,
+            EventType::MessageSent,
+            json!({
+                "message_id": id,
+                "conversation_id": conversation_id,
+                "prospect_id": message.prospect_id,
+                "sender_id": message.sender_id,
+                "enrollment_id": message.enrollment_id,
+            }),
+        )
+        .await?;
     }
     Ok(id)
 }
 
-/// Marks a queued outbound message sent (or failed) and moves its conversation's times.
+/// Marks a queued outbound message sent (or failed) and moves its conversation's times; the
+/// event (`message.sent` or `message.failed`) goes with it.
 pub async fn settle_outbound(
     conn: &mut PersonTx<'_>,
     message_id: &str,
     outcome: Result<i64, &str>,
+    now_ms: i64,
 ) -> Result<(), ApiError> {
     let conn: &mut AnyConnection = conn;
     let (status, at, error) = match outcome {
@@ -336,7 +354,8 @@ pub async fn settle_outbound(
     };
     let row = sqlx::query(
         "update messages set status = $2, at = coalesce($3, at), error = $4 \
-         where id = $1 and status = 'queued' returning conversation_id, at",
+         where id = $1 and status = 'queued' \
+         returning conversation_id, at, workspace_id, enrollment_id",
     )
     .bind(message_id)
     .bind(status.as_str())
@@ -344,9 +363,52 @@ pub async fn settle_outbound(
     .bind(error)
     .fetch_optional(&mut *conn)
     .await?;
-    if let (Some(row), MessageStatus::Sent) = (row, status) {
-        let conversation_id: String = row.try_get("conversation_id")?;
+    let Some(row) = row else { return Ok(()) };
+    let conversation_id: String = row.try_get("conversation_id")?;
+    let workspace_id: String = row.try_get("workspace_id")?;
+    let enrollment_id: Option<String> = row.try_get("enrollment_id")?;
+    let pair = sqlx::query("select sender_id, prospect_id from conversations where id = $1")
+        .bind(&conversation_id)
+        .fetch_one(&mut *conn)
+        .await?;
+    let (sender_id, prospect_id): (String, String) =
+        (pair.try_get("sender_id")?, pair.try_get("prospect_id")?);
+    if status == MessageStatus::Sent {
         touch_outbound(conn, &conversation_id, row.try_get("at")?).await?;
+        events::record(
+            conn,
+            &workspace_id,
+            now_ms,
+            EventType::MessageSent,
+            json!({
+                "message_id": message_id,
+                "conversation_id": conversation_id,
+                "prospect_id": prospect_id,
+                "sender_id": sender_id,
+                "enrollment_id": enrollment_id,
+            }),
+        )
+        .await?;
+    } else {
+        let sequence_id: Option<String> =
+            sqlx::query_scalar("select sequence_id from enrollments where id = $1")
+                .bind(&enrollment_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+        events::record(
+            conn,
+            &workspace_id,
+            now_ms,
+            EventType::MessageFailed,
+            json!({
+                "enrollment_id": enrollment_id,
+                "sequence_id": sequence_id,
+                "prospect_id": prospect_id,
+                "sender_id": sender_id,
+                "error": error,
+            }),
+        )
+        .await?;
     }
     Ok(())
 }
@@ -425,6 +487,19 @@ pub async fn record_inbound(
     .bind(message.at_ms)
     .bind(now_ms)
     .execute(&mut **conn)
+    .await?;
+    events::record(
+        conn,
+        message.workspace_id,
+        now_ms,
+        EventType::MessageReceived,
+        json!({
+            "message_id": id,
+            "conversation_id": conversation_id,
+            "prospect_id": message.prospect_id,
+            "sender_id": message.sender_id,
+        }),
+    )
     .await?;
     Ok(Some(id))
 }

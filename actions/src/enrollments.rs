@@ -9,11 +9,13 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::approval_items;
 use crate::common::IdKind;
+use crate::events::{self, EventType};
 use crate::person_lock::PersonTx;
 use crate::step_jobs::LIVE_SQL;
 use outreach_runtime::prelude::{ApiError, Ctx, ErrorCode, Page, PageParams, Timestamp, action};
@@ -268,17 +270,27 @@ pub(crate) async fn finish(
 ) -> Result<u64, ApiError> {
     let mut finished = 0;
     for id in ids {
-        finished += sqlx::query(AssertSqlSafe(format!(
+        let ended = sqlx::query(AssertSqlSafe(format!(
             "update enrollments set status = 'finished', exit_reason = $3, next_step_at = null, updated_at = $4 \
-             where workspace_id = $1 and id = $2 and status in {LIVE_SQL}"
+             where workspace_id = $1 and id = $2 and status in {LIVE_SQL} {ENDED_RETURNING}"
         )))
         .bind(workspace_id)
         .bind(id)
         .bind(exit_reason)
         .bind(now)
-        .execute(&mut **conn)
-        .await?
-        .rows_affected();
+        .fetch_optional(&mut **conn)
+        .await?;
+        if let Some(ended) = ended {
+            finished += 1;
+            ended_event(
+                conn,
+                &ended,
+                now,
+                EventType::EnrollmentFinished,
+                exit_reason,
+            )
+            .await?;
+        }
         let of = approval_items::PendingOf::Enrollment(id);
         approval_items::expire_pending(conn, workspace_id, of, now).await?;
     }
@@ -304,15 +316,18 @@ pub(crate) async fn stop_all_of_sequence(
     .iter()
     .map(|row| row.try_get::<String, _>("id"))
     .collect::<Result<_, _>>()?;
-    sqlx::query(AssertSqlSafe(format!(
+    let ended = sqlx::query(AssertSqlSafe(format!(
         "update enrollments set status = 'finished', exit_reason = 'stopped', next_step_at = null, updated_at = $3 \
-         where workspace_id = $1 and sequence_id = $2 and status in {LIVE_SQL}"
+         where workspace_id = $1 and sequence_id = $2 and status in {LIVE_SQL} {ENDED_RETURNING}"
     )))
     .bind(workspace_id)
     .bind(sequence_id)
     .bind(now)
-    .execute(&mut **conn)
+    .fetch_all(&mut **conn)
     .await?;
+    for ended in &ended {
+        ended_event(conn, ended, now, EventType::EnrollmentFinished, "stopped").await?;
+    }
     let of = approval_items::PendingOf::Sequence(sequence_id);
     approval_items::expire_pending(conn, workspace_id, of, now).await?;
     record_events(
@@ -952,17 +967,40 @@ pub(crate) async fn finish_approved(
     exit_reason: &str,
     now: i64,
 ) -> Result<bool, ApiError> {
-    let conn: &mut sqlx::AnyConnection = conn;
-    let ended = sqlx::query(
+    let ended = sqlx::query(AssertSqlSafe(format!(
         "update enrollments set status = 'finished', exit_reason = $2, next_step_at = null, updated_at = $3 \
-         where id = $1 and status in ('scheduled', 'active', 'paused')",
-    )
+         where id = $1 and status in ('scheduled', 'active', 'paused') {ENDED_RETURNING}"
+    )))
     .bind(id)
     .bind(exit_reason)
     .bind(now)
-    .execute(&mut *conn)
+    .fetch_optional(&mut **conn)
     .await?;
-    Ok(ended.rows_affected() == 1)
+    let Some(ended) = ended else { return Ok(false) };
+    ended_event(
+        conn,
+        &ended,
+        now,
+        EventType::EnrollmentFinished,
+        exit_reason,
+    )
+    .await?;
+    Ok(true)
+}
+
+/// Notes the person's first reply in an enrollment; answers whether this was it.
+pub(crate) async fn mark_replied(
+    conn: &mut PersonTx<'_>,
+    id: &str,
+    at_ms: i64,
+) -> Result<bool, ApiError> {
+    let marked =
+        sqlx::query("update enrollments set replied_at = $2 where id = $1 and replied_at is null")
+            .bind(id)
+            .bind(at_ms)
+            .execute(&mut **conn)
+            .await?;
+    Ok(marked.rows_affected() == 1)
 }
 
 /// Finishes a live enrollment whose prospect replied (its sequence stops on reply).
@@ -971,15 +1009,17 @@ pub(crate) async fn finish_replied(
     id: &str,
     now: i64,
 ) -> Result<(), ApiError> {
-    let conn: &mut sqlx::AnyConnection = conn;
-    sqlx::query(
+    let ended = sqlx::query(AssertSqlSafe(format!(
         "update enrollments set status = 'finished', exit_reason = 'replied', next_step_at = null, updated_at = $2 \
-         where id = $1",
-    )
+         where id = $1 {ENDED_RETURNING}"
+    )))
     .bind(id)
     .bind(now)
-    .execute(&mut *conn)
+    .fetch_optional(&mut **conn)
     .await?;
+    if let Some(ended) = ended {
+        ended_event(conn, &ended, now, EventType::EnrollmentFinished, "replied").await?;
+    }
     Ok(())
 }
 
@@ -989,17 +1029,48 @@ pub(crate) async fn fail(
     id: &str,
     last_error: &str,
     now: i64,
-) -> Result<(), ApiError> {
-    let conn: &mut sqlx::AnyConnection = conn;
-    sqlx::query(
+) -> Result<bool, ApiError> {
+    let failed = sqlx::query(AssertSqlSafe(format!(
         "update enrollments set status = 'failed', last_error = $2, next_step_at = null, updated_at = $3 \
-         where id = $1 and status in ('scheduled', 'active', 'paused')",
-    )
+         where id = $1 and status in ('scheduled', 'active', 'paused') {ENDED_RETURNING}"
+    )))
     .bind(id)
     .bind(last_error)
     .bind(now)
-    .execute(&mut *conn)
+    .fetch_optional(&mut **conn)
     .await?;
+    let Some(failed) = failed else {
+        return Ok(false);
+    };
+    ended_event(conn, &failed, now, EventType::EnrollmentFailed, last_error).await?;
+    Ok(true)
+}
+
+/// What an update that ends enrollments returns, for [`ended_event`].
+const ENDED_RETURNING: &str = "returning id, workspace_id, sequence_id, prospect_id";
+
+/// The `enrollment.finished` (with its exit reason) or `enrollment.failed` (with its error) of
+/// an enrollment an update ended, from the update's [`ENDED_RETURNING`] row.
+async fn ended_event(
+    conn: &mut PersonTx<'_>,
+    ended: &AnyRow,
+    now: i64,
+    kind: EventType,
+    why: &str,
+) -> Result<(), ApiError> {
+    let workspace_id: String = ended.try_get("workspace_id")?;
+    let mut data = json!({
+        "enrollment_id": ended.try_get::<String, _>("id")?,
+        "sequence_id": ended.try_get::<String, _>("sequence_id")?,
+        "prospect_id": ended.try_get::<String, _>("prospect_id")?,
+    });
+    let key = if kind == EventType::EnrollmentFailed {
+        "error"
+    } else {
+        "exit_reason"
+    };
+    data[key] = Value::from(why);
+    events::record(conn, &workspace_id, now, kind, data).await?;
     Ok(())
 }
 

@@ -2,7 +2,9 @@
 -- verb in the same transaction as the change it records (an outbox): nothing happens without its
 -- event, and a rolled-back change leaves none. Kept 30 days (housekeeping).
 create table events (
-    id text primary key,
+    -- the order events were written in: one transaction's events share a time
+    seq bigint generated always as identity primary key,
+    id text not null unique,
     workspace_id text not null references workspaces(id) on delete cascade,
     type text not null,
     -- epoch ms, the service clock's (a test clock in test mode)
@@ -11,8 +13,11 @@ create table events (
     data text not null
 );
 -- newest first, and a page from a time on
-create index events_workspace_time_idx on events (workspace_id, created_at, id);
+create index events_workspace_time_idx on events (workspace_id, created_at, seq);
 -- the events of some types
-create index events_workspace_type_time_idx on events (workspace_id, type, created_at, id);
+create index events_workspace_type_time_idx on events (workspace_id, type, created_at, seq);
 -- housekeeping's deletions by age
 create index events_created_idx on events (created_at);
+
+-- When the person first replied while enrolled (epoch ms): `enrollment.replied` is written once.
+alter table enrollments add column replied_at bigint;

@@ -220,3 +220,215 @@ async fn events_are_kept_thirty_days() {
     housekeeping::purge(&state).await.expect("purge");
     assert_eq!(event_count(&app).await, 0, "events past 30 days go");
 }
+
+/// The events of one person's outreach, in the order they happened, each naming its ids: an
+/// approval requested, the invitation, the acceptance, the message, the reply and the end.
+#[tokio::test]
+async fn a_person_s_outreach_is_told_in_events_from_approval_to_reply() {
+    use crate::outreach::{advance, always, no_worker_app, quiet_profile, settle};
+    let app = no_worker_app().await;
+    let send = send_key(&app).await;
+    let sender = app
+        .post_json(
+            "/senders",
+            &app.key,
+            json!({"name": "Ada's account", "timezone": "Europe/Berlin", "working_hours": always()}),
+        )
+        .await;
+    let sender = sender.expect(201)["id"].as_str().expect("id").to_owned();
+    let url = quiet_profile("grace");
+    let prospect = app
+        .create_prospect(
+            json!({"first_name": "Grace", "profile_url": format!("https://www.{url}")}),
+        )
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let sequence = app
+        .post_json(
+            "/sequences",
+            &app.key,
+            json!({
+                "name": "Navy outreach",
+                "sender_ids": [sender],
+                "steps": [
+                    {"type": "view_profile"},
+                    {"type": "connection_request", "delay_hours": 1, "note": "Hi {{first_name}}."},
+                    {"type": "message", "delay_hours": 24, "text": "Thanks {{first_name}}!"},
+                    {"type": "message", "delay_hours": 72, "text": "Following up, {{first_name}}."},
+                ],
+            }),
+        )
+        .await;
+    let sequence = sequence.expect(201)["id"].as_str().expect("id").to_owned();
+    let added = app
+        .post_json(
+            &format!("/sequences/{sequence}/enrollments"),
+            &app.key,
+            json!({"prospect_ids": [prospect]}),
+        )
+        .await;
+    let added = added.expect(200);
+    let enrollment = added["enrollments"][0]["enrollment_id"]
+        .as_str()
+        .expect("an enrollment")
+        .to_owned();
+    let approval = added["enrollments"][0]["approval_id"]
+        .as_str()
+        .expect("an approval")
+        .to_owned();
+    app.post_json(&format!("/sequences/{sequence}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    app.post_json("/approvals/approve", &send, json!({"ids": [approval]}))
+        .await
+        .expect(200);
+    settle(&app).await;
+    advance(&app, 2 * 3600).await;
+    app.post_json(
+        "/sandbox/invitations/accept",
+        &app.key,
+        json!({"prospect_id": prospect, "sender_id": sender}),
+    )
+    .await
+    .expect(200);
+    advance(&app, 25 * 3600).await;
+    app.post_json(
+        "/sandbox/replies",
+        &app.key,
+        json!({"prospect_id": prospect, "sender_id": sender, "text": "Sounds good."}),
+    )
+    .await
+    .expect(200);
+    settle(&app).await;
+
+    let page = app.get("/events?limit=200", &app.key).await;
+    let mut events = items(page.expect(200));
+    events.reverse();
+    let told: Vec<&str> = events
+        .iter()
+        .map(|event| event["type"].as_str().expect("a type"))
+        .collect();
+    assert_eq!(
+        told,
+        [
+            "approval.requested",
+            "sequence.activated",
+            "enrollment.started",
+            "profile.viewed",
+            "connection.requested",
+            "connection.accepted",
+            "message.sent",
+            "message.received",
+            "enrollment.replied",
+            "enrollment.finished",
+            "sequence.completed",
+        ],
+        "{events:#?}"
+    );
+    let of = |kind: &str| {
+        events
+            .iter()
+            .find(|event| event["type"] == json!(kind))
+            .map(|event| event["data"].clone())
+            .expect("the event")
+    };
+    assert_eq!(
+        of("approval.requested"),
+        json!({"approval_id": approval, "kind": "enrollment", "sequence_id": sequence,
+               "prospect_id": prospect, "run_id": null})
+    );
+    let step = json!({"enrollment_id": enrollment, "sequence_id": sequence,
+                      "prospect_id": prospect, "sender_id": sender});
+    for kind in [
+        "enrollment.started",
+        "profile.viewed",
+        "connection.requested",
+    ] {
+        assert_eq!(of(kind), step, "{kind}");
+    }
+    assert_eq!(
+        of("connection.accepted"),
+        json!({"prospect_id": prospect, "sender_id": sender})
+    );
+    let conversation = app
+        .get(&format!("/conversations?sender_id={sender}"), &app.key)
+        .await;
+    let conversation = items(conversation.expect(200))[0]["id"].clone();
+    let sent = of("message.sent");
+    assert_eq!(sent["conversation_id"], conversation, "{sent}");
+    assert_eq!(sent["enrollment_id"], json!(enrollment), "{sent}");
+    assert_eq!(of("message.received")["conversation_id"], conversation);
+    assert_eq!(
+        of("enrollment.replied"),
+        json!({"enrollment_id": enrollment, "sequence_id": sequence, "prospect_id": prospect,
+               "conversation_id": conversation})
+    );
+    assert_eq!(
+        of("enrollment.finished"),
+        json!({"enrollment_id": enrollment, "sequence_id": sequence, "prospect_id": prospect,
+               "exit_reason": "replied"})
+    );
+    // Each message's event names a message of the conversation.
+    let messages = app
+        .get(
+            &format!(
+                "/conversations/{}/messages",
+                conversation.as_str().expect("id")
+            ),
+            &app.key,
+        )
+        .await;
+    let ids: Vec<Value> = items(messages.expect(200))
+        .iter()
+        .map(|message| message["id"].clone())
+        .collect();
+    assert!(ids.contains(&sent["message_id"]), "{ids:?}");
+    assert!(
+        ids.contains(&of("message.received")["message_id"]),
+        "{ids:?}"
+    );
+}
+
+/// Stopping a sequence finishes its people: one `enrollment.finished` each, and the pending
+/// approval items expire with theirs.
+#[tokio::test]
+async fn stopping_a_sequence_is_told_person_by_person() {
+    let app = spawn_app().await;
+    let send = send_key(&app).await;
+    let sender = insert_sender(&app, &app.workspace_id, "Ada's account", "connected").await;
+    let id = sequence(&app, &[&sender]).await;
+    let mut people = Vec::new();
+    for name in ["Ada", "Grace"] {
+        people.push(crate::sequences::prospect(&app, name, "Engines").await);
+    }
+    let added = app
+        .post_json(
+            &format!("/sequences/{id}/enrollments"),
+            &app.key,
+            json!({"prospect_ids": people}),
+        )
+        .await;
+    let approval = added.expect(200)["enrollments"][0]["approval_id"].clone();
+    app.post_json("/approvals/approve", &send, json!({"ids": [approval]}))
+        .await
+        .expect(200);
+    app.post_json(&format!("/sequences/{id}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    app.post_json(&format!("/sequences/{id}/stop"), &send, json!({}))
+        .await
+        .expect(200);
+    let finished = app.get("/events?type=enrollment.finished", &app.key).await;
+    let finished = items(finished.expect(200));
+    assert_eq!(finished.len(), 2, "{finished:#?}");
+    for event in &finished {
+        assert_eq!(event["data"]["exit_reason"], json!("stopped"), "{event}");
+        assert_eq!(event["data"]["sequence_id"], json!(id), "{event}");
+    }
+    let expired = app.get("/events?type=approval.expired", &app.key).await;
+    let expired = items(expired.expect(200));
+    assert_eq!(expired.len(), 1, "the second person's item: {expired:#?}");
+    assert_eq!(expired[0]["data"]["prospect_id"], json!(people[1]));
+}

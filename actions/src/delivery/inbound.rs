@@ -13,10 +13,12 @@
 use outreach_runtime::prelude::{
     ApiError, Clock, Db, ErrorCode, JobArgs, JobCtx, JobOutcome, JobResult, ids, jobs,
 };
+use serde_json::json;
 use sqlx::{AnyConnection, Row};
 
 use crate::conversations::{Inbound, record_inbound};
 use crate::enrollments::{self, EnrollmentEventKind, record_event};
+use crate::events::{self, EventType};
 use crate::network::{InboundEvent, Network, NetworkProvider, network_for};
 use crate::person_lock::PersonTx;
 
@@ -134,7 +136,7 @@ pub async fn apply(
                 Err(error) if error.code == ErrorCode::NOT_FOUND => return Ok(()),
                 Err(error) => return Err(error),
             }
-            replied(conn, clock, workspace_id, &prospect_id, *at_ms).await
+            replied(conn, clock, workspace_id, sender_id, &prospect_id, *at_ms).await
         }
     }
 }
@@ -167,6 +169,15 @@ async fn accepted(
     };
     let conn = &mut crate::person_lock::lock(conn, workspace_id, [prospect_id.as_str()]).await?;
     crate::prospects::mark_connected(conn, &prospect_id).await?;
+    let data = json!({"prospect_id": prospect_id, "sender_id": sender_id});
+    events::record(
+        conn,
+        workspace_id,
+        clock.now_ms(),
+        EventType::ConnectionAccepted,
+        data,
+    )
+    .await?;
     // The enrollments of this sender that sent their invitation and wait for it.
     let waiting = sqlx::query(
         "select id, sequence_id, step_index, status from enrollments where workspace_id = $1 and prospect_id = $2 \
@@ -208,14 +219,25 @@ async fn accepted(
     Ok(())
 }
 
+/// A reply from `prospect_id` to `sender_id`: each live enrollment of the person notes its first
+/// reply (`enrollment.replied`), and those of sequences that stop on reply finish.
 async fn replied(
     conn: &mut PersonTx<'_>,
     clock: &Clock,
     workspace_id: &str,
+    sender_id: &str,
     prospect_id: &str,
     at_ms: i64,
 ) -> Result<(), ApiError> {
     crate::prospects::note_replied(conn, prospect_id, at_ms).await?;
+    let conversation_id: String = sqlx::query_scalar(
+        "select id from conversations where workspace_id = $1 and sender_id = $2 and prospect_id = $3",
+    )
+    .bind(workspace_id)
+    .bind(sender_id)
+    .bind(prospect_id)
+    .fetch_one(&mut **conn)
+    .await?;
     let live = sqlx::query(
         "select e.id, e.sequence_id, s.settings from enrollments e join sequences s on s.id = e.sequence_id \
          where e.workspace_id = $1 and e.prospect_id = $2 and e.status in ('scheduled', 'active', 'paused')",
@@ -231,6 +253,15 @@ async fn replied(
         let settings: crate::sequences::Settings =
             serde_json::from_str(&row.try_get::<String, _>("settings")?)
                 .map_err(ApiError::internal)?;
+        if enrollments::mark_replied(conn, &id, at_ms).await? {
+            let data = json!({
+                "enrollment_id": id,
+                "sequence_id": sequence_id,
+                "prospect_id": prospect_id,
+                "conversation_id": conversation_id,
+            });
+            events::record(conn, workspace_id, now, EventType::EnrollmentReplied, data).await?;
+        }
         if !settings.stop_on_reply {
             continue;
         }

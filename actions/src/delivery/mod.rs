@@ -42,9 +42,11 @@ use outreach_runtime::prelude::{
     ApiError, Clock, Db, JobArgs, JobCtx, JobError, JobOutcome, JobResult, jobs,
 };
 use rand::Rng;
+use serde_json::{Value, json};
 use sqlx::{AnyConnection, Row};
 
 use crate::enrollments::{self, EnrollmentEventKind, EnrollmentStatus, record_event};
+use crate::events::{self, EventType};
 use crate::network::{
     Account, NetworkError, NetworkProvider, Outbound, OutboundKind, OutboundRecord, Sent,
     network_for,
@@ -180,6 +182,7 @@ async fn finish(
     if !enrollments::finish_approved(conn, &enrollment.id, exit_reason, now).await? {
         return Ok(());
     }
+
     record_event(
         conn,
         &enrollment.workspace_id,
@@ -203,7 +206,10 @@ async fn fail(
 ) -> Result<(), ApiError> {
     let api: ApiError = error.clone().into();
     let last_error = format!("{}: {}", api.code, api.message);
-    enrollments::fail(conn, &enrollment.id, &last_error, now).await?;
+    if !enrollments::fail(conn, &enrollment.id, &last_error, now).await? {
+        return Ok(());
+    }
+
     record_event(
         conn,
         &enrollment.workspace_id,
@@ -1050,6 +1056,7 @@ async fn apply_outcome(
                 )
                 .await?;
                 enrollments::mark_accepted(tx, &enrollment.id, now, None).await?;
+                started_if_first(tx, enrollment, sender_id, now).await?;
                 return advance(tx, job, enrollment, step, now, false).await;
             }
             // Refusals for the account: the intent is forgotten, the sender paused or marked,
@@ -1083,6 +1090,16 @@ async fn apply_outcome(
                 Some(code),
             )
             .await?;
+            let refused = match step.kind {
+                StepType::ConnectionRequest => Some(EventType::ConnectionRequestFailed),
+                StepType::Message => Some(EventType::MessageFailed),
+                StepType::ViewProfile => None,
+            };
+            if let Some(refused) = refused {
+                let mut data = step_event_data(enrollment, sender_id);
+                data["error"] = Value::from(ApiError::from(error.clone()).message);
+                events::record(tx, &enrollment.workspace_id, now, refused, data).await?;
+            }
             fail(tx, enrollment, &error, now).await?;
             return Ok(JobOutcome::Done);
         }
@@ -1099,6 +1116,17 @@ async fn apply_outcome(
         Some("sent"),
     )
     .await?;
+    started_if_first(tx, enrollment, sender_id, now).await?;
+    let performed = match step.kind {
+        StepType::ViewProfile => Some(EventType::ProfileViewed),
+        StepType::ConnectionRequest => Some(EventType::ConnectionRequested),
+        // `message.sent` is the conversation's, with the message's id.
+        StepType::Message => None,
+    };
+    if let Some(performed) = performed {
+        let data = step_event_data(enrollment, sender_id);
+        events::record(tx, &enrollment.workspace_id, now, performed, data).await?;
+    }
     if step.kind != StepType::ViewProfile {
         crate::prospects::note_contacted(tx, &enrollment.prospect_id, sent_at).await?;
     }
@@ -1127,6 +1155,38 @@ async fn apply_outcome(
         crate::prospects::mark_invitation_pending(tx, &enrollment.prospect_id).await?;
     }
     advance(tx, job, enrollment, step, sent_at, invited).await
+}
+
+/// `enrollment.started`, when the step just done was the enrollment's first.
+async fn started_if_first(
+    tx: &mut PersonTx<'_>,
+    enrollment: &EnrollmentRow,
+    sender_id: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    if enrollment.step_index != 0 {
+        return Ok(());
+    }
+    let data = step_event_data(enrollment, sender_id);
+    events::record(
+        tx,
+        &enrollment.workspace_id,
+        now,
+        EventType::EnrollmentStarted,
+        data,
+    )
+    .await?;
+    Ok(())
+}
+
+/// The `data` of an event about one step of an enrollment, sent from `sender_id`.
+fn step_event_data(enrollment: &EnrollmentRow, sender_id: &str) -> Value {
+    json!({
+        "enrollment_id": enrollment.id,
+        "sequence_id": enrollment.sequence_id,
+        "prospect_id": enrollment.prospect_id,
+        "sender_id": sender_id,
+    })
 }
 
 fn error_code(error: &NetworkError) -> &'static str {

@@ -301,7 +301,8 @@ async fn send_reply(job: JobCtx) -> JobResult {
         if reply.status != MessageStatus::Queued.as_str() {
             return Ok(JobOutcome::Done);
         }
-        let Some((profile_url, sender)) = recipient(&mut tx, &message_id, &reply).await? else {
+        let Some((profile_url, sender)) = recipient(&mut tx, &message_id, &reply, now).await?
+        else {
             return Ok(JobOutcome::Done);
         };
         let usage_id = match gate(
@@ -378,6 +379,7 @@ async fn recipient(
     tx: &mut PersonTx<'_>,
     message_id: &str,
     reply: &QueuedReply,
+    now: i64,
 ) -> Result<Option<(String, SenderRow)>, ApiError> {
     let prospect = sqlx::query("select profile_url, do_not_contact from prospects where id = $1")
         .bind(&reply.prospect_id)
@@ -386,7 +388,7 @@ async fn recipient(
     let profile_url: Option<String> = prospect.try_get("profile_url")?;
     let do_not_contact = prospect.try_get::<i64, _>("do_not_contact")? != 0;
     let Some(profile_url) = profile_url else {
-        settle_outbound(tx, message_id, Err("the prospect has no profile URL")).await?;
+        settle_outbound(tx, message_id, Err("the prospect has no profile URL"), now).await?;
         return Ok(None);
     };
     // Marked do-not-contact since the reply was queued (an unsubscribe read meanwhile):
@@ -396,12 +398,13 @@ async fn recipient(
             tx,
             message_id,
             Err("the prospect was marked do-not-contact before it went out"),
+            now,
         )
         .await?;
         return Ok(None);
     }
     let Ok(sender) = senders::load(tx, &reply.workspace_id, &reply.sender_id).await else {
-        settle_outbound(tx, message_id, Err("the sender account was deleted")).await?;
+        settle_outbound(tx, message_id, Err("the sender account was deleted"), now).await?;
         return Ok(None);
     };
     Ok(Some((profile_url, sender)))
@@ -508,7 +511,7 @@ async fn record_reply(
     let outcome = match result {
         Ok(sent) => {
             intents::complete(tx, intent_id, IntentStatus::Sent, "sent", now).await?;
-            settle_outbound(tx, message_id, Ok(sent.at_ms)).await?;
+            settle_outbound(tx, message_id, Ok(sent.at_ms), now).await?;
             crate::prospects::note_contacted(tx, &reply.prospect_id, sent.at_ms).await?;
             if let Some(usage_id) = usage_id {
                 let sender = senders::load_locked(tx, &reply.sender_id).await?;
@@ -528,7 +531,7 @@ async fn record_reply(
                 let code = error.code();
                 intents::complete(tx, intent_id, IntentStatus::Failed, code.as_str(), now).await?;
                 let api: ApiError = error.into();
-                settle_outbound(tx, message_id, Err(&api.message)).await?;
+                settle_outbound(tx, message_id, Err(&api.message), now).await?;
                 JobOutcome::Done
             }
         }
