@@ -777,6 +777,32 @@ pub(crate) async fn claim_for_triage(
     Ok(claimed.rows_affected() == 1)
 }
 
+/// What the triage made of a conversation's new replies, as one `conversation.classified`
+/// event: the reading that stands once its claimed messages are read together.
+pub(crate) async fn classified(
+    conn: &mut PersonTx<'_>,
+    workspace_id: &str,
+    conversation_id: &str,
+    prospect_id: &str,
+    classification: Classification,
+    at: i64,
+) -> Result<(), ApiError> {
+    let data = json!({
+        "conversation_id": conversation_id,
+        "prospect_id": prospect_id,
+        "classification": classification,
+    });
+    events::record(
+        conn,
+        workspace_id,
+        at,
+        EventType::ConversationClassified,
+        data,
+    )
+    .await?;
+    Ok(())
+}
+
 /// Moves a queued outbound message to the time it will now be sent.
 pub(crate) async fn postpone_queued(
     conn: &mut PersonTx<'_>,

@@ -1,7 +1,10 @@
-//! The credits ledger as the API shows it.
+//! The credits ledger as the API shows it, and the `credits.low` event a spend writes when it
+//! takes the balance under [`LOW_MARK`].
 
 use outreach_runtime::prelude::credits::{self, Transaction};
 use outreach_runtime::prelude::{ApiError, Ctx, Page, PageParams, action};
+
+use crate::events::{self, EventType};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -100,3 +103,29 @@ outreach_runtime::prelude::parity!(list_credit_transactions, read,
     ok: {"limit": 5},
     fails: {"limit": 201} => INVALID_REQUEST
 );
+
+/// The balance under which a workspace hears `credits.low`.
+pub const LOW_MARK: i64 = 100;
+
+/// After a spend of `spent` credits in `tx` (the workspace's row is locked by it): writes
+/// `credits.low` when the spend took the balance from [`LOW_MARK`] or more to under it, so it is
+/// heard once per crossing, not on every spend below.
+pub async fn spent(
+    tx: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    spent: i64,
+    now_ms: i64,
+) -> Result<(), ApiError> {
+    if spent <= 0 {
+        return Ok(());
+    }
+    let balance: i64 = sqlx::query_scalar("select credits_balance from workspaces where id = $1")
+        .bind(workspace_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    if balance < LOW_MARK && balance + spent >= LOW_MARK {
+        let data = serde_json::json!({"balance": balance, "threshold": LOW_MARK});
+        events::record(tx, workspace_id, now_ms, EventType::CreditsLow, data).await?;
+    }
+    Ok(())
+}

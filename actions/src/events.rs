@@ -248,8 +248,9 @@ impl FromColumns for Event {
 /// The input of `list_events`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListEventsInput {
-    /// Only events of these types (any of them).
-    #[schemars(length(max = 32))]
+    /// Only events of these types (any of them); what each says is in the `type` of the events
+    /// answered.
+    #[schemars(schema_with = "type_filter_schema")]
     #[serde(default, rename = "type")]
     pub types: Vec<EventType>,
     /// Only events at or after this time (RFC 3339).
@@ -258,6 +259,18 @@ pub struct ListEventsInput {
     pub created_before: Option<Timestamp>,
     #[serde(flatten)]
     pub page: PageParams,
+}
+
+/// The schema of `list_events`' `type`: the types' names only, since every event answered
+/// carries the documented type (the tool list stays small).
+fn type_filter_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let names: Vec<&str> = EventType::ALL.iter().map(|kind| kind.as_str()).collect();
+    schemars::json_schema!({
+        "type": "array",
+        "items": {"type": "string", "enum": names},
+        "maxItems": names.len(),
+        "default": [],
+    })
 }
 
 /// List events, newest first.

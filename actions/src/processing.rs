@@ -23,6 +23,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
+use crate::events::{self, EventType};
 use crate::lists::{self, ProcessingStatus, processing_lease};
 use crate::prospects::normalize;
 use crate::scoring::{ScoringRun, Subject, score_prospects};
@@ -379,6 +380,7 @@ async fn process(
     let run = score_prospects(ctx, &mut tx, targeting, Subject::List(list_id), unit).await?;
     // A list that grew since it was priced is a 409 here, and everything rolls back.
     ctx.settle(&mut tx, run.credits_spent, &run.id).await?;
+    crate::credits::spent(&mut tx, workspace_id, run.credits_spent, ctx.now_ms()).await?;
     // Fenced by the token: if the lease lapsed and the list was taken from this call, the call
     // rolls back. The token rotates, so calls planned while this one ran cannot mark the list.
     let mark = processing_lease::Mark {
@@ -397,6 +399,15 @@ async fn process(
             ),
         ));
     }
+    let data = serde_json::json!({"list_id": list_id, "scoring_run_id": run.id});
+    events::record(
+        &mut tx,
+        workspace_id,
+        ctx.now_ms(),
+        EventType::ListProcessed,
+        data,
+    )
+    .await?;
     Ok(ProcessingOutcome {
         list_id: list_id.to_owned(),
         status: ProcessingStatus::Processed,

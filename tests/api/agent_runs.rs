@@ -116,7 +116,7 @@ impl Setup {
 
     /// The first matching prospect, proposed by a prospector run, approved into the active
     /// sequence, invited and connected: ready to reply. Returns the prospect's id.
-    async fn connected_lead(&self) -> String {
+    pub async fn connected_lead(&self) -> String {
         let app = &self.app;
         let lead = self.matching[0].clone();
         let agent = self.prospector(json!({})).await;
@@ -144,7 +144,7 @@ impl Setup {
     }
 
     /// `lead` replies `text` to the sender in the sandbox, and the jobs it starts run.
-    async fn reply(&self, lead: &str, text: &str) {
+    pub async fn reply(&self, lead: &str, text: &str) {
         self.app
             .post_json(
                 "/sandbox/replies",

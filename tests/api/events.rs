@@ -432,3 +432,338 @@ async fn stopping_a_sequence_is_told_person_by_person() {
     assert_eq!(expired.len(), 1, "the second person's item: {expired:#?}");
     assert_eq!(expired[0]["data"]["prospect_id"], json!(people[1]));
 }
+
+/// The events of `app`'s workspace of `kind`, oldest first.
+async fn of_type(app: &TestApp, kind: &str) -> Vec<Value> {
+    let page = app
+        .get(&format!("/events?type={kind}&limit=200"), &app.key)
+        .await;
+    let mut events = items(page.expect(200));
+    events.reverse();
+    events
+}
+
+/// A prospector's run waits for its proposals, then completes once they are decided; a reply
+/// that asks to unsubscribe is classified, marks the person and ends their enrollment.
+#[tokio::test]
+async fn runs_replies_and_their_triage_are_told() {
+    let setup = crate::agent_runs::Setup::new(1).await;
+    let app = &setup.app;
+    let lead = setup.connected_lead().await;
+    let waiting = of_type(app, "run.awaiting_approval").await;
+    assert_eq!(waiting.len(), 1, "{waiting:#?}");
+    assert_eq!(waiting[0]["data"]["kind"], json!("prospector"));
+    assert_eq!(waiting[0]["data"]["approvals_pending"], json!(1));
+    let run = waiting[0]["data"]["run_id"].clone();
+    crate::outreach::settle(app).await;
+    let completed = of_type(app, "run.completed").await;
+    assert_eq!(completed.len(), 1, "{completed:#?}");
+    assert_eq!(completed[0]["data"]["run_id"], run);
+    assert_eq!(of_type(app, "connection.accepted").await.len(), 1);
+
+    setup.reply(&lead, "Please remove me from your list.").await;
+    let triage = setup.triage(json!({})).await;
+    setup.run(&triage, &app.key, json!({})).await;
+    crate::outreach::settle(app).await;
+    let classified = of_type(app, "conversation.classified").await;
+    assert_eq!(classified.len(), 1, "{classified:#?}");
+    assert_eq!(
+        classified[0]["data"]["classification"],
+        json!("unsubscribe")
+    );
+    assert_eq!(classified[0]["data"]["prospect_id"], json!(lead));
+    let marked: Vec<Value> = of_type(app, "prospect.do_not_contact_added")
+        .await
+        .iter()
+        .map(|event| event["data"]["prospect_id"].clone())
+        .collect();
+    // The setup's blocked prospect (marked by `update_prospect`), then the lead.
+    assert_eq!(marked.len(), 2, "{marked:?}");
+    assert_eq!(marked[1], json!(lead));
+    let finished = of_type(app, "enrollment.finished").await;
+    assert_eq!(finished.len(), 1, "{finished:#?}");
+    assert_eq!(finished[0]["data"]["exit_reason"], json!("unsubscribed"));
+    let runs = of_type(app, "run.completed").await;
+    assert_eq!(runs.len(), 2, "the triage run too: {runs:#?}");
+    assert_eq!(runs[1]["data"]["kind"], json!("inbox_triage"));
+}
+
+/// An import, a scoring run and a list's processing each say they are done; the spend that
+/// takes the balance under the low mark says so once.
+#[tokio::test]
+async fn imports_scoring_processing_and_a_low_balance_are_told() {
+    let app = spawn_app().await;
+    app.grant_credits(outreach_actions::credits::LOW_MARK + 2)
+        .await;
+    let rows = json!({"rows": [
+        {"first_name": "Ada", "title": "Engineer", "email": "ada@engines.test", "do_not_contact": true},
+        {"first_name": "Grace", "title": "Engineer", "email": "grace@navy.test"},
+        {"first_name": ""},
+    ], "list_name": "Imported"});
+    let imported = app.post_json("/imports", &app.key, rows).await;
+    let imported = imported.expect(200).clone();
+    let done = of_type(&app, "import.completed").await;
+    assert_eq!(
+        done[0]["data"],
+        json!({"import_id": imported["id"], "created": 2, "updated": 0, "invalid": 1})
+    );
+    let marked = of_type(&app, "prospect.do_not_contact_added").await;
+    assert_eq!(marked.len(), 1, "{marked:#?}");
+    assert_eq!(of_type(&app, "credits.low").await.len(), 0, "still 100");
+
+    let targeting = app
+        .post_json(
+            "/targetings",
+            &app.key,
+            json!({"name": "Engineers", "criteria": {"titles": {"include": [{"value": "engineer", "points": 60}]}}}),
+        )
+        .await;
+    let targeting = targeting.expect(201)["id"].clone();
+    let list = imported["list_id"].clone();
+    let processed = app
+        .post_json(
+            &format!("/lists/{}/process", list.as_str().expect("a list")),
+            &app.key,
+            json!({"targeting_id": targeting}),
+        )
+        .await;
+    let processed = processed.expect(200).clone();
+    let scored = of_type(&app, "scoring_run.completed").await;
+    assert_eq!(scored.len(), 1, "{scored:#?}");
+    assert_eq!(scored[0]["data"]["targeting_id"], targeting);
+    assert_eq!(scored[0]["data"]["scored"], json!(2));
+    let listed = of_type(&app, "list.processed").await;
+    assert_eq!(
+        listed[0]["data"],
+        json!({"list_id": list, "scoring_run_id": scored[0]["data"]["scoring_run_id"]}),
+        "{processed}"
+    );
+    let low = of_type(&app, "credits.low").await;
+    assert_eq!(low.len(), 1, "{low:#?}");
+    assert_eq!(
+        low[0]["data"]["threshold"],
+        json!(outreach_actions::credits::LOW_MARK)
+    );
+    let balance = low[0]["data"]["balance"].as_i64().expect("a balance");
+    assert!(balance < outreach_actions::credits::LOW_MARK, "{balance}");
+    // Spending again under the mark is not a second crossing.
+    app.post_json(
+        "/scoring-runs",
+        &app.key,
+        json!({"targeting_id": targeting, "list_id": list}),
+    )
+    .await
+    .expect(200);
+    assert_eq!(of_type(&app, "scoring_run.completed").await.len(), 2);
+    assert_eq!(of_type(&app, "credits.low").await.len(), 1);
+}
+
+/// A sender's status, as the network reports it, is told when it changes, and not again when
+/// the same status is reported twice.
+#[tokio::test]
+async fn a_sender_s_status_changes_are_told_once_each() {
+    let app = spawn_app().await;
+    let sender = app
+        .post_json(
+            "/senders",
+            &app.key,
+            json!({"name": "Ada's account", "timezone": "UTC"}),
+        )
+        .await;
+    let sender = sender.expect(201)["id"].as_str().expect("id").to_owned();
+    for status in [
+        "restricted",
+        "restricted",
+        "needs_reauth",
+        "connected",
+        "connected",
+    ] {
+        app.post_json(
+            &format!("/sandbox/senders/{sender}/status"),
+            &app.key,
+            json!({"status": status}),
+        )
+        .await
+        .expect(200);
+    }
+    let page = app.get("/events?limit=200", &app.key).await;
+    let mut told: Vec<(String, Value)> = items(page.expect(200))
+        .iter()
+        .map(|event| {
+            (
+                event["type"].as_str().expect("type").to_owned(),
+                event["data"].clone(),
+            )
+        })
+        .collect();
+    told.reverse();
+    assert_eq!(
+        told,
+        [
+            (
+                "sender.restricted".to_owned(),
+                json!({"sender_id": sender, "status": "restricted"})
+            ),
+            (
+                "sender.disconnected".to_owned(),
+                json!({"sender_id": sender, "status": "needs_reauth"})
+            ),
+            (
+                "sender.reconnected".to_owned(),
+                json!({"sender_id": sender, "status": "connected"})
+            ),
+        ]
+    );
+}
+
+/// A daily limit's use is told at 80% and when it is used up, once each.
+#[tokio::test]
+async fn a_daily_limit_is_told_when_it_is_near_and_when_it_is_used_up() {
+    use crate::outreach::{advance, always, no_worker_app, quiet_profile, settle};
+    let app = no_worker_app().await;
+    let send = send_key(&app).await;
+    let sender = app
+        .post_json(
+            "/senders",
+            &app.key,
+            json!({"name": "Ada's account", "timezone": "UTC", "working_hours": always(),
+                   "limits": {"profile_views_per_day": 5}}),
+        )
+        .await;
+    let sender = sender.expect(201)["id"].as_str().expect("id").to_owned();
+    // Past the new account's warm-up, the limit is whole.
+    let warm_up = outreach_actions::senders::limits::WARMUP_DAYS;
+    advance(&app, (warm_up + 1) * 24 * 3600).await;
+    let mut people = Vec::new();
+    for n in 0..6 {
+        let url = quiet_profile(&format!("viewed{n}"));
+        let made = app
+            .create_prospect(json!({"first_name": format!("Viewed{n}"), "profile_url": format!("https://www.{url}")}))
+            .await;
+        people.push(made["id"].clone());
+    }
+    let sequence = app
+        .post_json(
+            "/sequences",
+            &app.key,
+            json!({"name": "Views", "sender_ids": [sender], "steps": [{"type": "view_profile"}]}),
+        )
+        .await;
+    let sequence = sequence.expect(201)["id"].as_str().expect("id").to_owned();
+    app.post_json(
+        &format!("/sequences/{sequence}/enrollments"),
+        &app.key,
+        json!({"prospect_ids": people}),
+    )
+    .await
+    .expect(200);
+    app.post_json(&format!("/sequences/{sequence}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    app.post_json(
+        "/approvals/approve",
+        &send,
+        json!({"sequence_id": sequence}),
+    )
+    .await
+    .expect(200);
+    settle(&app).await;
+    for _ in 0..12 {
+        advance(&app, 120).await;
+    }
+    assert_eq!(
+        of_type(&app, "profile.viewed").await.len(),
+        5,
+        "the limit held"
+    );
+    let near = of_type(&app, "sender.limit_approaching").await;
+    assert_eq!(
+        near.iter()
+            .map(|event| event["data"].clone())
+            .collect::<Vec<_>>(),
+        [json!({"sender_id": sender, "limit": "profile_views_per_day", "used": 4, "max": 5})]
+    );
+    let reached = of_type(&app, "sender.limit_reached").await;
+    assert_eq!(
+        reached
+            .iter()
+            .map(|event| event["data"].clone())
+            .collect::<Vec<_>>(),
+        [json!({"sender_id": sender, "limit": "profile_views_per_day", "used": 5, "max": 5})]
+    );
+}
+
+/// A person the network cannot reach: the refused invitation and the failed enrollment are
+/// told, each with the network's sentence.
+#[tokio::test]
+async fn a_refused_invitation_and_the_failed_enrollment_are_told() {
+    use crate::outreach::{always, no_worker_app, settle};
+    use outreach_actions::network::DEFAULT_SANDBOX_SEED;
+    use outreach_actions::network::sandbox::fate;
+    let app = no_worker_app().await;
+    let send = send_key(&app).await;
+    let sender = app
+        .post_json(
+            "/senders",
+            &app.key,
+            json!({"name": "Ada's account", "timezone": "UTC", "working_hours": always()}),
+        )
+        .await;
+    let sender = sender.expect(201)["id"].as_str().expect("id").to_owned();
+    let url = (0..)
+        .map(|n| format!("linkedin.com/in/nowhere-{n}"))
+        .find(|url| fate(DEFAULT_SANDBOX_SEED, url).unreachable)
+        .expect("an unreachable profile");
+    let prospect = app
+        .create_prospect(
+            json!({"first_name": "Nobody", "profile_url": format!("https://www.{url}")}),
+        )
+        .await["id"]
+        .clone();
+    let sequence = app
+        .post_json(
+            "/sequences",
+            &app.key,
+            json!({"name": "Invites", "sender_ids": [sender],
+                   "steps": [{"type": "connection_request", "note": "Hi {{first_name}}."}]}),
+        )
+        .await;
+    let sequence = sequence.expect(201)["id"].as_str().expect("id").to_owned();
+    app.post_json(
+        &format!("/sequences/{sequence}/enrollments"),
+        &app.key,
+        json!({"prospect_ids": [prospect]}),
+    )
+    .await
+    .expect(200);
+    app.post_json(&format!("/sequences/{sequence}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    app.post_json(
+        "/approvals/approve",
+        &send,
+        json!({"sequence_id": sequence}),
+    )
+    .await
+    .expect(200);
+    settle(&app).await;
+    let refused = of_type(&app, "connection.request_failed").await;
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+    assert_eq!(refused[0]["data"]["prospect_id"], prospect);
+    assert_eq!(refused[0]["data"]["sender_id"], json!(sender));
+    assert!(
+        refused[0]["data"]["error"]
+            .as_str()
+            .is_some_and(|error| !error.is_empty()),
+        "{refused:#?}"
+    );
+    let failed = of_type(&app, "enrollment.failed").await;
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert!(
+        failed[0]["data"]["error"]
+            .as_str()
+            .is_some_and(|error| error.contains(':')),
+        "`code: sentence`: {failed:#?}"
+    );
+    assert!(of_type(&app, "connection.requested").await.is_empty());
+}

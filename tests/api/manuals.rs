@@ -1,7 +1,8 @@
 //! The manuals in `docs/` say what the code does.
 //!
 //! - The error table of `docs/errors.md` is generated from `ErrorCode` (its code, status and
-//!   sentence): `UPDATE_GOLDEN=1 cargo test --test api manuals` rewrites it, and without that a
+//!   sentence), and the event table of `docs/events.md` from `EventType` (its doc comments):
+//!   `UPDATE_GOLDEN=1 cargo test --test api manuals` rewrites them, and without that a
 //!   difference fails, as the golden documents do.
 //! - The configuration table of `docs/configuration.md` names every setting the server reads,
 //!   once, and nothing it does not: every `--flag` of `outreach serve --help`, every variable
@@ -18,7 +19,7 @@ use outreach_layers::rust_files;
 use outreach_runtime::ErrorCode;
 
 const ERRORS_START: &str = "<!-- The table is generated from `ErrorCode::all()` (the runtime's codes and those the actions register) by tests/api/manuals.rs. -->";
-const ERRORS_END: &str = "<!-- End of the generated table. -->";
+const TABLE_END: &str = "<!-- End of the generated table. -->";
 
 fn repository() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -53,25 +54,60 @@ fn every_error_code_is_named_once_and_the_actions_register_theirs() {
     assert_eq!(names.len(), before, "an error code is declared twice");
 }
 
-#[test]
-fn the_error_table_is_made_from_the_error_codes() {
-    let path = repository().join("docs/errors.md");
-    let text = fs::read_to_string(&path).expect("read docs/errors.md");
-    let start = text.find(ERRORS_START).expect("the table's start marker") + ERRORS_START.len();
-    let end = text.find(ERRORS_END).expect("the table's end marker");
-    let wanted = format!("\n{}", error_table());
+/// Checks that `docs/{name}` holds `table` between `start_marker` and [`TABLE_END`], or writes it
+/// there with `UPDATE_GOLDEN=1`.
+fn check_generated_table(name: &str, start_marker: &str, table: &str, source: &str) {
+    let path = repository().join("docs").join(name);
+    let text = fs::read_to_string(&path).unwrap_or_else(|_| panic!("read docs/{name}"));
+    let start = text.find(start_marker).expect("the table's start marker") + start_marker.len();
+    let end = text.find(TABLE_END).expect("the table's end marker");
+    let wanted = format!("\n{table}");
     if text[start..end] == wanted {
         return;
     }
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         let updated = format!("{}{wanted}{}", &text[..start], &text[end..]);
-        fs::write(&path, updated).expect("write docs/errors.md");
+        fs::write(&path, updated).unwrap_or_else(|_| panic!("write docs/{name}"));
         return;
     }
     panic!(
-        "docs/errors.md's error table differs from ErrorCode; run \
+        "docs/{name}'s table differs from {source}; run \
          `UPDATE_GOLDEN=1 cargo test --test api manuals` and review the diff"
     );
+}
+
+#[test]
+fn the_error_table_is_made_from_the_error_codes() {
+    check_generated_table("errors.md", ERRORS_START, &error_table(), "ErrorCode");
+}
+
+const EVENTS_START: &str = "<!-- The table is generated from `EventType` (each type's doc comment) by tests/api/manuals.rs. -->";
+
+/// Every event type, what it says and the keys of its `data`.
+fn event_table() -> String {
+    use outreach_actions::events::EventType;
+    let mut table = String::from("| type | when | `data` |\n|---|---|---|\n");
+    for kind in EventType::ALL {
+        let doc = kind.doc().trim();
+        let when = doc.split_once(" `data`:").map_or(doc, |(when, _)| when);
+        let keys: Vec<String> = kind
+            .data_keys()
+            .iter()
+            .map(|key| format!("`{key}`"))
+            .collect();
+        table.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            kind.as_str(),
+            when.replace('|', "\\|"),
+            keys.join(", ")
+        ));
+    }
+    table
+}
+
+#[test]
+fn the_event_table_is_made_from_the_event_types() {
+    check_generated_table("events.md", EVENTS_START, &event_table(), "EventType");
 }
 
 /// The cells of a Markdown table's rows (after its header and rule), trimmed.

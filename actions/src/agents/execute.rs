@@ -22,6 +22,7 @@ use outreach_runtime::prelude::{
     JobState, Scope, credits, job, jobs, recovery, scope_now,
 };
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use sqlx::{AnyConnection, Row};
 
 use super::runs::{self, RunInput};
@@ -29,6 +30,7 @@ use super::{Agent, AgentKind, prospector, triage, writer};
 use crate::approvals::decide::{self, DecideInput};
 use crate::approvals::expiry;
 use crate::drafting::{Drafter, DraftingModel};
+use crate::events::{self, EventType};
 use crate::followups::{self, RunsDecided};
 
 /// Attempts before a run that keeps failing on a fault of ours is failed for good.
@@ -669,6 +671,15 @@ async fn finish(
     .bind(now)
     .execute(&mut *conn)
     .await?;
+    let (kind, data) = if pending > 0 {
+        let data = json!({"run_id": run.id, "agent_id": run.agent.id, "kind": run.agent.kind,
+                          "approvals_pending": pending});
+        (EventType::RunAwaitingApproval, data)
+    } else {
+        let data = json!({"run_id": run.id, "agent_id": run.agent.id, "kind": run.agent.kind});
+        (EventType::RunCompleted, data)
+    };
+    events::record(conn, &run.workspace_id, now, kind, data).await?;
     let waiting = if pending > 0 {
         format!(
             " {pending} proposals wait in the approval queue (`list_approvals` with `run_id`) until {}.",
@@ -770,6 +781,9 @@ async fn fail(
     .bind(now)
     .execute(&mut *conn)
     .await?;
+    let data = json!({"run_id": run.id, "agent_id": run.agent.id, "kind": run.agent.kind,
+                      "error": failure.message});
+    events::record(conn, &run.workspace_id, now, EventType::RunFailed, data).await?;
     runs::log(
         conn,
         run_id,

@@ -27,6 +27,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use super::{Agent, AgentKind, AgentMode, execute};
 use crate::common::{IdKind, json_text};
+use crate::events::{self, EventType};
 use crate::lists::placeholders;
 
 outreach_runtime::prelude::resource_tag!(
@@ -293,7 +294,7 @@ pub(crate) async fn proposals_decided(
     now: i64,
 ) -> Result<(), ApiError> {
     let done = sqlx::query(
-        "select id from agent_runs r where r.workspace_id = $1 and r.status = 'awaiting_approval' \
+        "select id, agent_id, kind from agent_runs r where r.workspace_id = $1 and r.status = 'awaiting_approval' \
          and not exists (select 1 from approvals a where a.run_id = r.id and a.status = 'pending')",
     )
     .bind(workspace_id)
@@ -323,6 +324,12 @@ pub(crate) async fn proposals_decided(
         .execute(&mut *conn)
         .await?;
         if ended.rows_affected() == 1 {
+            let data = serde_json::json!({
+                "run_id": id,
+                "agent_id": row.try_get::<String, _>("agent_id")?,
+                "kind": row.try_get::<String, _>("kind")?,
+            });
+            events::record(conn, workspace_id, now, EventType::RunCompleted, data).await?;
             log(
                 conn,
                 &id,
@@ -569,6 +576,7 @@ pub async fn run_agent(ctx: Ctx, _input: RunAgentInput, plan: RunPlan) -> Result
         return Err(error.into());
     }
     let reservation = ctx.hold(&mut tx, &run_id, now + execute::HOLD_MS).await?;
+    crate::credits::spent(&mut tx, ctx.workspace_id(), reservation.amount, now).await?;
     sqlx::query("update agent_runs set reservation_id = $2 where id = $1")
         .bind(&run_id)
         .bind(&reservation.id)

@@ -342,6 +342,15 @@ async fn triage_one(
     };
     let read_as = format!("read as `{classification}`{matched}");
     let prospect_id = item.prospect_id.as_str();
+    crate::conversations::classified(
+        conn,
+        workspace_id,
+        conversation_id,
+        prospect_id,
+        classification,
+        work.now,
+    )
+    .await?;
     match classification {
         Classification::Unsubscribe => {
             crate::prospects::mark_do_not_contact(conn, workspace_id, prospect_id, work.now)

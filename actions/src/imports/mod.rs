@@ -24,11 +24,12 @@ use outreach_runtime::prelude::{
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
 use crate::common::{IdKind, json_text};
+use crate::events::{self, EventType};
 use crate::lists::check_name;
 use crate::prospects::Fields;
 pub use parse::{MAX_REPORTED_ERRORS, MAX_ROWS};
@@ -490,9 +491,13 @@ pub async fn import_prospects(
         now,
     )
     .await?;
+    let data = json!({"import_id": import.id, "created": import.created, "updated": import.updated,
+                      "invalid": import.invalid});
+    events::record(&mut tx, workspace_id, now, EventType::ImportCompleted, data).await?;
     // More new prospects than were priced (some were deleted meanwhile) is a 409 here, and the
     // whole import rolls back.
     ctx.settle(&mut tx, used, &import.id).await?;
+    crate::credits::spent(&mut tx, workspace_id, used, ctx.now_ms()).await?;
     Ok(import)
 }
 
@@ -570,16 +575,8 @@ async fn update_touched(
             continue;
         };
         if old != new {
-            crate::prospects::bulk::update_prospect(
-                tx,
-                backend,
-                workspace_id,
-                id,
-                now,
-                new,
-                old.tags != new.tags,
-            )
-            .await?;
+            crate::prospects::bulk::update_prospect(tx, backend, workspace_id, id, now, old, new)
+                .await?;
             updated += 1;
         }
     }

@@ -57,6 +57,13 @@ pub(crate) async fn insert_prospects(
         }
         query.execute(&mut *tx).await?;
     }
+    let marked: Vec<&str> = ids
+        .iter()
+        .zip(prospects)
+        .filter(|(_, fields)| fields.do_not_contact)
+        .map(|(id, _)| id.as_str())
+        .collect();
+    super::do_not_contact_added(tx, workspace_id, &marked, now).await?;
     crate::prospects::totals::add(tx, workspace_id, ids.len() as i64).await
 }
 
@@ -149,18 +156,22 @@ pub(crate) async fn load_fields(
     Ok(fields)
 }
 
-/// Writes the new fields of one existing prospect, and its tags when they changed.
+/// Writes the new fields of one existing prospect (`old` were its fields), and its tags when
+/// they changed.
 pub(crate) async fn update_prospect(
     tx: &mut Tx,
     backend: Backend,
     workspace_id: &str,
     id: &str,
     now: i64,
+    old: &Fields,
     fields: &Fields,
-    tags_changed: bool,
 ) -> Result<(), ApiError> {
     write_fields(tx, workspace_id, id, fields, now).await??;
-    if tags_changed {
+    if fields.do_not_contact && !old.do_not_contact {
+        super::do_not_contact_added(tx, workspace_id, &[id], now).await?;
+    }
+    if old.tags != fields.tags {
         sqlx::query("delete from prospect_tags where prospect_id = $1")
             .bind(id)
             .execute(&mut *tx)

@@ -523,6 +523,9 @@ pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Pro
     }
     write_tags(&mut tx, ctx.workspace_id(), &id, &fields.tags).await?;
     totals::add(&mut tx, ctx.workspace_id(), 1).await?;
+    if fields.do_not_contact {
+        do_not_contact_added(&mut tx, ctx.workspace_id(), &[id.as_str()], now).await?;
+    }
     fetch_in(&mut tx, ctx.workspace_id(), &id).await
 }
 
@@ -1120,6 +1123,15 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     fields.check_identifiable()?;
 
     let mut tx = ctx.tx().await?;
+    // Read in the transaction that writes: the answer `current` came from may be stale.
+    let was_do_not_contact: i64 = sqlx::query_scalar(
+        "select do_not_contact from prospects where workspace_id = $1 and id = $2",
+    )
+    .bind(ctx.workspace_id())
+    .bind(&current.id)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| IdKind::Prospect.not_found(&current.id))?;
     if fields.email != current.email {
         email_conflict(
             &mut tx,
@@ -1149,6 +1161,10 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     }
     if fields.tags != current.tags {
         write_tags(&mut tx, ctx.workspace_id(), &current.id, &fields.tags).await?;
+    }
+    if fields.do_not_contact && was_do_not_contact == 0 {
+        let marked = [current.id.as_str()];
+        do_not_contact_added(&mut tx, ctx.workspace_id(), &marked, ctx.now_ms()).await?;
     }
     fetch_in(&mut tx, ctx.workspace_id(), &current.id).await
 }
@@ -1280,15 +1296,34 @@ pub(crate) async fn mark_do_not_contact(
     id: &str,
     now: i64,
 ) -> Result<(), ApiError> {
-    sqlx::query(
-        "update prospects set do_not_contact = 1, updated_at = $3 where workspace_id = $1 and id = $2",
+    let marked = sqlx::query(
+        "update prospects set do_not_contact = 1, updated_at = $3 \
+         where workspace_id = $1 and id = $2 and do_not_contact = 0",
     )
     .bind(workspace_id)
     .bind(id)
     .bind(now)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
+    if marked.rows_affected() == 1 {
+        do_not_contact_added(conn, workspace_id, &[id], now).await?;
+    }
     Ok(())
+}
+
+/// The `prospect.do_not_contact_added` events of prospects just marked do-not-contact.
+pub(crate) async fn do_not_contact_added(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    ids: &[&str],
+    now: i64,
+) -> Result<(), ApiError> {
+    let data: Vec<Value> = ids
+        .iter()
+        .map(|id| serde_json::json!({"prospect_id": id}))
+        .collect();
+    let kind = crate::events::EventType::ProspectDoNotContactAdded;
+    crate::events::record_many(conn, workspace_id, now, kind, &data).await
 }
 
 /// Notes that the prospect is now a connection of one of the workspace's senders.

@@ -238,6 +238,7 @@ pub async fn start_scoring_run(
     // A list that grew since it was priced costs more than was reserved: a 409, and the run
     // rolls back whole.
     ctx.settle(&mut tx, run.credits_spent, &run.id).await?;
+    crate::credits::spent(&mut tx, ctx.workspace_id(), run.credits_spent, ctx.now_ms()).await?;
     Ok(run)
 }
 

@@ -24,6 +24,7 @@ use sqlx::{AnyConnection, AssertSqlSafe, Row};
 use super::engine::{ProspectFields, Scorer, Scratch};
 use super::{RunStatus, ScoringRun, TierCounts};
 use crate::common::IdKind;
+use crate::events::{self, EventType};
 use crate::placeholders::Placeholders;
 use crate::prospects::Tier;
 use crate::targeting::Targeting;
@@ -519,6 +520,16 @@ pub async fn score_prospects(
     .bind(completed_at)
     .bind(RunStatus::Completed.as_str())
     .execute(&mut *conn)
+    .await?;
+    let data = serde_json::json!({"scoring_run_id": run_id, "targeting_id": targeting.id,
+                                  "scored": total});
+    events::record(
+        conn,
+        ctx.workspace_id(),
+        completed_at,
+        EventType::ScoringRunCompleted,
+        data,
+    )
     .await?;
 
     Ok(ScoringRun {

@@ -22,6 +22,7 @@ use outreach_runtime::prelude::{ApiError, Timestamp, ids};
 
 use super::hours;
 use super::{SenderRow, SenderStatus};
+use crate::events::{self, EventType};
 
 /// Days a new sender ramps up over.
 pub const WARMUP_DAYS: i64 = 14;
@@ -360,7 +361,11 @@ pub async fn take_quota(
     kind: QuotaKind,
     now_ms: i64,
 ) -> Result<Result<String, QuotaRefusal>, ApiError> {
-    if let Some(refusal) = refusal(&mut *tx, sender, kind, now_ms).await? {
+    if let Some(refusal) = standing_refusal(sender, now_ms) {
+        return Ok(Err(refusal));
+    }
+    let usage = usage(&mut *tx, sender, now_ms).await?;
+    if let Some(refusal) = refusal_of(sender, kind, &usage) {
         return Ok(Err(refusal));
     }
     let id = ids::new_id("usg");
@@ -376,7 +381,40 @@ pub async fn take_quota(
     .bind(hours::local_day(&sender.tz, now_ms))
     .execute(&mut *tx)
     .await?;
+    limits_crossed(tx, sender, kind, &usage, now_ms).await?;
     Ok(Ok(id))
+}
+
+/// The share of a limit at which `sender.limit_approaching` is written.
+const APPROACHING_PERCENT: i64 = 80;
+
+/// The events of the limits the unit just taken (on top of `before`) brought to 80% or used up.
+async fn limits_crossed(
+    tx: &mut sqlx::AnyConnection,
+    sender: &SenderRow,
+    kind: QuotaKind,
+    before: &Usage,
+    now_ms: i64,
+) -> Result<(), ApiError> {
+    for (limit_kind, field, limit) in before.by_kind() {
+        let max = i64::from(limit.limit);
+        if limit_kind != kind || max == 0 {
+            continue;
+        }
+        let used = limit.used + 1;
+        let approaching = (max * APPROACHING_PERCENT + 99) / 100;
+        let event = if used == max {
+            EventType::SenderLimitReached
+        } else if used == approaching {
+            EventType::SenderLimitApproaching
+        } else {
+            continue;
+        };
+        let data = serde_json::json!({"sender_id": sender.id, "limit": field, "used": used,
+                                      "max": max});
+        events::record(tx, &sender.workspace_id, now_ms, event, data).await?;
+    }
+    Ok(())
 }
 
 /// Moves a unit [`take_quota`] counted to the moment the network says the action happened, so
@@ -420,6 +458,11 @@ pub async fn refusal(
         return Ok(Some(refusal));
     }
     let usage = usage(conn, sender, now_ms).await?;
+    Ok(refusal_of(sender, kind, &usage))
+}
+
+/// What of `usage` stops `sender` from taking one more `kind`, if anything.
+fn refusal_of(sender: &SenderRow, kind: QuotaKind, usage: &Usage) -> Option<QuotaRefusal> {
     let configured = sender.limits;
     let mut worst: Option<QuotaRefusal> = None;
     for (limit_kind, field, limit) in usage.by_kind() {
@@ -463,7 +506,7 @@ pub async fn refusal(
             });
         }
     }
-    Ok(worst)
+    worst
 }
 
 /// What stops the sender whatever the kind: deleted, not connected, or paused.

@@ -23,6 +23,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::common::{Deleted, IdKind, json_text};
+use crate::events::{self, EventType};
 use outreach_runtime::prelude::{
     ApiError, Backend, Clock, Ctx, ErrorCode, JobArgs, NewJob, Page, PageParams, Timestamp, action,
     enqueue, ids, paged,
@@ -245,20 +246,35 @@ pub async fn note_call(
 }
 
 /// Sets a sender's account status as the network reports it (the sandbox's
-/// `sandbox_set_sender_status`, later a provider's account events). Returns whether it exists.
+/// `sandbox_set_sender_status`, later a provider's account events), with its event when it
+/// changes: `sender.reconnected` back to `connected`, `sender.restricted`, and
+/// `sender.disconnected` for `disconnected` and `needs_reauth`. Returns whether it changed.
 pub async fn set_sender_status(
     tx: &mut sqlx::AnyConnection,
     sender_id: &str,
     status: SenderStatus,
     now_ms: i64,
 ) -> Result<bool, ApiError> {
-    let updated = sqlx::query("update senders set status = $2, updated_at = $3 where id = $1")
-        .bind(sender_id)
-        .bind(status.as_str())
-        .bind(now_ms)
-        .execute(tx)
-        .await?;
-    Ok(updated.rows_affected() > 0)
+    let changed: Option<String> = sqlx::query_scalar(
+        "update senders set status = $2, updated_at = $3 where id = $1 and status <> $2 \
+         returning workspace_id",
+    )
+    .bind(sender_id)
+    .bind(status.as_str())
+    .bind(now_ms)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(workspace_id) = changed else {
+        return Ok(false);
+    };
+    let kind = match status {
+        SenderStatus::Connected => EventType::SenderReconnected,
+        SenderStatus::Restricted => EventType::SenderRestricted,
+        SenderStatus::Disconnected | SenderStatus::NeedsReauth => EventType::SenderDisconnected,
+    };
+    let data = serde_json::json!({"sender_id": sender_id, "status": status});
+    events::record(tx, &workspace_id, now_ms, kind, data).await?;
+    Ok(true)
 }
 
 /// The ids of the live enrollments (not finished, not failed) that send from `sender_id`.
