@@ -263,12 +263,14 @@ pub(crate) async fn fetch(
 /// still live.
 pub(crate) async fn finish(
     conn: &mut PersonTx<'_>,
+    clock: &outreach_runtime::prelude::Clock,
     workspace_id: &str,
     ids: &[String],
     exit_reason: &str,
     now: i64,
 ) -> Result<u64, ApiError> {
     let mut finished = 0;
+    let mut sequences: Vec<String> = Vec::new();
     for id in ids {
         let ended = sqlx::query(AssertSqlSafe(format!(
             "update enrollments set status = 'finished', exit_reason = $3, next_step_at = null, updated_at = $4 \
@@ -290,9 +292,17 @@ pub(crate) async fn finish(
                 exit_reason,
             )
             .await?;
+            let sequence_id: String = ended.try_get("sequence_id")?;
+            if !sequences.contains(&sequence_id) {
+                sequences.push(sequence_id);
+            }
         }
         let of = approval_items::PendingOf::Enrollment(id);
         approval_items::expire_pending(conn, workspace_id, of, now).await?;
+    }
+    // The sequence may have no live enrollment left: `sequences` completes it once this commits.
+    for sequence_id in &sequences {
+        crate::followups::sequence_ended(conn, clock, workspace_id, sequence_id, now).await?;
     }
     Ok(finished)
 }
@@ -865,7 +875,15 @@ async fn change(ctx: &Ctx, id: &str, change: Change) -> Result<EnrollmentDetail,
             crate::step_jobs::schedule(&mut tx, ctx.clock(), workspace_id, id, next).await?;
         }
         Change::Stop => {
-            finish(&mut tx, workspace_id, &[id.to_owned()], "stopped", now).await?;
+            finish(
+                &mut tx,
+                ctx.clock(),
+                workspace_id,
+                &[id.to_owned()],
+                "stopped",
+                now,
+            )
+            .await?;
             record_event(
                 &mut tx,
                 workspace_id,

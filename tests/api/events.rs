@@ -767,3 +767,62 @@ async fn a_refused_invitation_and_the_failed_enrollment_are_told() {
     );
     assert!(of_type(&app, "connection.requested").await.is_empty());
 }
+
+/// A sequence whose last live enrollment is stopped by hand completes, and says so: the stop
+/// enqueues the sequence's follow-up, which completes it once nobody in it is live.
+#[tokio::test]
+async fn a_sequence_whose_last_person_is_stopped_completes() {
+    use crate::outreach::{no_worker_app, settle};
+    let app = no_worker_app().await;
+    let send = send_key(&app).await;
+    let sender = insert_sender(&app, &app.workspace_id, "Ada's account", "connected").await;
+    let id = sequence(&app, &[&sender]).await;
+    let people = [
+        crate::sequences::prospect(&app, "Ada", "Engines").await,
+        crate::sequences::prospect(&app, "Grace", "Navy").await,
+    ];
+    let added = app
+        .post_json(
+            &format!("/sequences/{id}/enrollments"),
+            &app.key,
+            json!({"prospect_ids": people}),
+        )
+        .await;
+    let added = added.expect(200).clone();
+    let enrollment = |n: usize| {
+        added["enrollments"][n]["enrollment_id"]
+            .as_str()
+            .expect("an enrollment")
+            .to_owned()
+    };
+    app.post_json(&format!("/sequences/{id}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    app.post_json(
+        &format!("/enrollments/{}/stop", enrollment(0)),
+        &send,
+        json!({}),
+    )
+    .await
+    .expect(200);
+    settle(&app).await;
+    let sequence_now = app.get(&format!("/sequences/{id}"), &app.key).await;
+    assert_eq!(
+        sequence_now.expect(200)["status"],
+        json!("active"),
+        "one is still live"
+    );
+    app.post_json(
+        &format!("/enrollments/{}/stop", enrollment(1)),
+        &send,
+        json!({}),
+    )
+    .await
+    .expect(200);
+    settle(&app).await;
+    let sequence_now = app.get(&format!("/sequences/{id}"), &app.key).await;
+    assert_eq!(sequence_now.expect(200)["status"], json!("completed"));
+    let completed = of_type(&app, "sequence.completed").await;
+    assert_eq!(completed.len(), 1, "{completed:#?}");
+    assert_eq!(completed[0]["data"], json!({"sequence_id": id}));
+}

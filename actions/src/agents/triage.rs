@@ -355,16 +355,29 @@ async fn triage_one(
         Classification::Unsubscribe => {
             crate::prospects::mark_do_not_contact(conn, workspace_id, prospect_id, work.now)
                 .await?;
-            let stopped =
-                stop_enrollments(conn, workspace_id, prospect_id, "unsubscribed", work.now).await?;
+            let stopped = stop_enrollments(
+                conn,
+                work.clock,
+                workspace_id,
+                prospect_id,
+                "unsubscribed",
+                work.now,
+            )
+            .await?;
             Ok(Outcome::Done(format!(
                 "{read_as}: marked do-not-contact, {stopped} live enrollments stopped."
             )))
         }
         Classification::NotInterested => {
-            let stopped =
-                stop_enrollments(conn, workspace_id, prospect_id, "not_interested", work.now)
-                    .await?;
+            let stopped = stop_enrollments(
+                conn,
+                work.clock,
+                workspace_id,
+                prospect_id,
+                "not_interested",
+                work.now,
+            )
+            .await?;
             Ok(Outcome::Done(format!(
                 "{read_as}: {stopped} live enrollments stopped."
             )))
@@ -376,8 +389,15 @@ async fn triage_one(
             "{read_as}: left for a person to read."
         ))),
         Classification::Positive | Classification::Question => {
-            let stopped =
-                stop_enrollments(conn, workspace_id, prospect_id, "replied", work.now).await?;
+            let stopped = stop_enrollments(
+                conn,
+                work.clock,
+                workspace_id,
+                prospect_id,
+                "replied",
+                work.now,
+            )
+            .await?;
             let proposed = propose_reply(
                 conn,
                 work,
@@ -407,6 +427,7 @@ async fn triage_one(
 /// for approval; returns how many.
 async fn stop_enrollments(
     conn: &mut PersonTx<'_>,
+    clock: &outreach_runtime::prelude::Clock,
     workspace_id: &str,
     prospect_id: &str,
     exit_reason: &str,
@@ -422,7 +443,7 @@ async fn stop_enrollments(
     .iter()
     .map(|row| row.try_get::<String, _>("id"))
     .collect::<Result<_, _>>()?;
-    enrollments::finish(conn, workspace_id, &live, exit_reason, now).await?;
+    enrollments::finish(conn, clock, workspace_id, &live, exit_reason, now).await?;
     if matches!(exit_reason, "unsubscribed" | "not_interested") {
         let of = crate::approval_items::PendingOf::Prospect(prospect_id);
         crate::approval_items::expire_pending(conn, workspace_id, of, now).await?;

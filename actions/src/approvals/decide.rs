@@ -660,7 +660,7 @@ async fn apply_plan(
         });
     }
     for (item, _) in &sorted.not_approved {
-        expire_item(conn, workspace_id, item, "do_not_contact", now).await?;
+        expire_item(conn, clock, workspace_id, item, "do_not_contact", now).await?;
     }
     crate::followups::runs_decided(conn, clock, workspace_id, now).await?;
     Ok(approved_replies)
@@ -797,6 +797,7 @@ async fn apply_approval(
 /// `exit_reason` (an item of kind `reply` has no enrollment).
 async fn expire_item(
     conn: &mut PersonTx<'_>,
+    clock: &Clock,
     workspace_id: &str,
     item: &Chosen,
     exit_reason: &str,
@@ -806,7 +807,8 @@ async fn expire_item(
         return Err(changed_meanwhile(&item.id));
     }
     if item.kind == ApprovalKind::Enrollment {
-        super::expiry::finish_enrollment(conn, workspace_id, &item.subject_id, exit_reason, now)
+        let enrollment = &item.subject_id;
+        super::expiry::finish_enrollment(conn, clock, workspace_id, enrollment, exit_reason, now)
             .await?;
     }
     Ok(())
@@ -868,7 +870,17 @@ pub async fn reject_outreach(ctx: Ctx, input: DecideInput) -> Result<RejectOutco
                 continue;
             }
             let subject = [item.subject_id.clone()];
-            if enrollments::finish(&mut tx, workspace_id, &subject, "rejected", now).await? != 1 {
+            if enrollments::finish(
+                &mut tx,
+                ctx.clock(),
+                workspace_id,
+                &subject,
+                "rejected",
+                now,
+            )
+            .await?
+                != 1
+            {
                 return Err(changed_meanwhile(&item.id));
             }
         }

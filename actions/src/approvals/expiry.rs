@@ -100,7 +100,16 @@ async fn expire_proposals(job: JobCtx) -> JobResult {
         let expired = approval_items::decide(&mut tx, &workspace_id, &id, expired, now).await?;
         if expired && row.try_get::<String, _>("kind")? == "enrollment" {
             let enrollment_id: String = row.try_get("subject_id")?;
-            finish_enrollment(&mut tx, &workspace_id, &enrollment_id, "expired", now).await?;
+            let clock = job.clock();
+            finish_enrollment(
+                &mut tx,
+                clock,
+                &workspace_id,
+                &enrollment_id,
+                "expired",
+                now,
+            )
+            .await?;
         }
     }
     // Also when nothing expired here: items decided or expired otherwise (a stopped sequence)
@@ -126,13 +135,14 @@ async fn expire_proposals(job: JobCtx) -> JobResult {
 /// Finishes an enrollment still awaiting approval, with `exit_reason`, recording why.
 pub(crate) async fn finish_enrollment(
     conn: &mut PersonTx<'_>,
+    clock: &Clock,
     workspace_id: &str,
     enrollment_id: &str,
     exit_reason: &str,
     now: i64,
 ) -> Result<(), ApiError> {
     let ids = [enrollment_id.to_owned()];
-    if enrollments::finish(conn, workspace_id, &ids, exit_reason, now).await? == 1 {
+    if enrollments::finish(conn, clock, workspace_id, &ids, exit_reason, now).await? == 1 {
         enrollments::record_event(
             conn,
             workspace_id,

@@ -20,11 +20,12 @@ use sqlx::{AssertSqlSafe, Row};
 use crate::common::{Deleted, IdKind, json_text};
 use crate::enrollments::EnrollmentStatus;
 use crate::events::{self, EventType};
+use crate::followups::SequenceEnded;
 use crate::lists::placeholders;
 use crate::person_lock::PersonTx;
 use crate::prospects::Prospect;
 use outreach_runtime::prelude::{ApiError, Ctx, ErrorCode, Page, PageParams, Timestamp, action};
-use outreach_runtime::prelude::{ids, paged};
+use outreach_runtime::prelude::{JobArgs, JobCtx, JobOutcome, JobResult, ids, paged};
 use templates::{Template, TemplateError};
 
 outreach_runtime::prelude::resource_tag!(
@@ -1508,6 +1509,19 @@ pub(crate) async fn complete_if_done(
     }
     Ok(())
 }
+
+/// The follow-up of enrollments ended by a stop, a triage, a rejection or an expiry
+/// ([`crate::followups::sequence_ended`]): completes their sequence if nobody in it is live.
+async fn complete_when_ended(job: JobCtx) -> JobResult {
+    let ended: SequenceEnded = job.args()?;
+    let now = job.now_ms();
+    let mut tx = job.tx().await?;
+    complete_if_done(&mut tx, &ended.sequence_id, now).await?;
+    drop(tx);
+    Ok(JobOutcome::Done)
+}
+
+outreach_runtime::prelude::job!(SequenceEnded::KIND, complete_when_ended);
 
 #[cfg(test)]
 mod tests {
