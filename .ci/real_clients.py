@@ -47,7 +47,8 @@ DEFAULT_SEED = 20261121
 # included: the schema states every rule of one field (lengths, patterns such as `HH:MM` and email
 # and profile URL shapes, ranges, list and map sizes, no NUL) and the cross-field rules JSON
 # Schema can say (`not`/`if`/`then` with `required`). The rules it cannot say, because they compare
-# two values (`min_score` <= `max_score`, tiers descending, a window's end after its start), read
+# two values (`min_score` <= `max_score`, tiers descending, a window's end after its start, an
+# events range), read
 # a list's order or normalised items (a sequence's steps, repeated targeting keywords), read a CSV
 # file's content, or depend on stored state (senders that exist, a list's default targeting, an
 # agent's own cap), are each described in the schema and listed, with the test that recognises

@@ -4,7 +4,8 @@ Every rule of one field is in the schema (lengths, patterns, ranges, list and ma
 cross-field rules JSON Schema can say are there too (`not`/`if`/`then` with `required`: `csv` or
 `rows`, `list_id` or `prospect_ids`, `sequence_id` and `run_id` not both, a prospect needs a name,
 a profile URL or an email). What is left cannot be said in JSON Schema: it compares two values
-(`min_score` <= `max_score`, tiers descending, a window's `end` after its `start`), reads the
+(`min_score` <= `max_score`, tiers descending, a window's `end` after its `start`, an events
+range's `created_before` after its `created_after`), reads the
 order or the normalised text of a list's items, or depends on what the workspace holds (a sender
 id that exists, a list's default targeting, an agent's own cap). Each is described in the field's
 description in the schema, and each is listed here.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 
 import schemathesis
 
@@ -181,8 +183,24 @@ def _scores_break_rules(query: object) -> bool:
         return False
 
 
+def _range_breaks_rules(query: object) -> bool:
+    """`created_before` must be after `created_after`."""
+    if not isinstance(query, dict):
+        return False
+    after, before = query.get("created_after"), query.get("created_before")
+    if not isinstance(after, str) or not isinstance(before, str):
+        return False
+    try:
+        after = datetime.fromisoformat(after.replace("z", "Z").replace("t", "T"))
+        before = datetime.fromisoformat(before.replace("z", "Z").replace("t", "T"))
+        return before <= after
+    except (TypeError, ValueError):
+        return False
+
+
 REQUEST_RULES = {
     "GET /prospects": lambda case: _scores_break_rules(case.query),
+    "GET /events": lambda case: _range_breaks_rules(case.query),
     "POST /targetings": lambda case: _tiers_break_rules(case.body) or _criteria_break_rules(case.body),
     "PATCH /targetings/{id}": lambda case: _tiers_break_rules(case.body) or _criteria_break_rules(case.body),
     "POST /senders": lambda case: _windows_break_rules(case.body),
