@@ -194,15 +194,11 @@ async fn mark(ctx: &Ctx, plan: &ProcessingPlan, token: &str) -> Result<(), ApiEr
 
 /// Process a list: normalise, deduplicate and score its prospects.
 ///
-/// Rewrites the members' emails and company domains to their normal form, removes from the list members whose email an earlier member already has (the prospects are
-/// kept), then scores the remaining members against `targeting_id` or the list's default
-/// targeting, like `start_scoring_run`. Returns the counts, the price paid and the scoring run.
-///
-/// Costs one `list_processing.prospect` unit (1 credit by default) per member scored; duplicates
-/// removed are not charged. `estimate_only` returns the price for the current members. An empty
-/// list, or no targeting given and none by default, is a 400. While a list is being processed, a
-/// second call is a 409 `invalid_state`; honours `Idempotency-Key`, so a retry of the same call
-/// replays its answer and spends nothing again.
+/// Rewrites the members' emails and company domains to their normal form, removes members whose
+/// email an earlier member has (the prospects stay), and scores the rest against `targeting_id` or
+/// the list's default targeting, like `start_scoring_run`. Costs one `list_processing.prospect` unit
+/// (1 credit by default) per member scored; `estimate_only` prices it. A list is processed by one
+/// call at a time (409 `invalid_state`). Honours `Idempotency-Key`.
 #[action(scope = "write", credits = price_processing, idempotent, http = "POST /lists/{id}/process")]
 pub async fn process_list(
     ctx: Ctx,

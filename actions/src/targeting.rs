@@ -689,13 +689,11 @@ pub struct CreateTargetingInput {
 
 /// Create a targeting (an ideal-customer profile).
 ///
-/// A targeting scores prospects from 0 to 100: each criterion group (titles, seniorities,
-/// departments, industries, company sizes, locations, keywords) earns the points of its best
-/// matching entry, and the score is the points earned over the points available (the sum of each
-/// group's best entry), rounded half up. Keywords match case-insensitively on whole words. Gates
-/// (excluded industries, domains, title keywords) disqualify. Tiers `a`, `b`, `c` start at their
-/// thresholds; lower scores are `d`. The name must be unique in the workspace (409 `conflict` with
-/// `existing_id`). Starts at version 1. Costs nothing.
+/// A targeting scores prospects from 0 to 100: each criterion group earns the points of its best
+/// matching entry, and the score is the points earned over the points available, rounded half up.
+/// Gates disqualify. Tiers `a`, `b`, `c` start at their thresholds; lower scores are `d`. The name
+/// must be unique in the workspace (409 `conflict` with `existing_id`). Starts at version 1. Costs
+/// nothing.
 #[action(scope = "write", idempotent, http = "POST /targetings")]
 pub async fn create_targeting(
     ctx: Ctx,

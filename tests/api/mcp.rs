@@ -615,6 +615,31 @@ async fn tools_list_stays_within_its_budget_per_tool() {
     }
 }
 
+/// Every tool's description is at most 600 characters (the detail is in its fields'
+/// descriptions): a host shows a model every description of every tool it is offered.
+#[tokio::test]
+async fn every_tool_description_is_at_most_600_characters() {
+    let app = spawn_app().await;
+    let tools = app.mcp_every_tool().await;
+    let mut longest = (0, String::new());
+    for tool in &tools {
+        let name = tool["name"].as_str().expect("a name");
+        let length = tool["description"]
+            .as_str()
+            .expect("a description")
+            .chars()
+            .count();
+        assert!(length <= 600, "{name}'s description is {length} characters");
+        if length > longest.0 {
+            longest = (length, name.to_owned());
+        }
+    }
+    println!(
+        "the longest tool description: {} ({} characters)",
+        longest.1, longest.0
+    );
+}
+
 #[tokio::test]
 async fn descriptions_name_tools_not_rest_operations_or_statuses() {
     let app = spawn_app().await;

@@ -473,34 +473,12 @@ async fn price_run(ctx: &Ctx, input: &RunAgentInput) -> Result<Priced<RunPlan>, 
 
 /// Run an agent: select, score and draft, and propose the results for approval.
 ///
-/// Starts one run of the agent and returns it at once, `queued`; a worker then executes it in
-/// phases and it moves to `running`, then `awaiting_approval` (its proposals wait in the approval
-/// queue) or `succeeded`, or `failed`. Follow it with `get_run` (`processed` of `total`, and a log
-/// of what was selected and why, what was drafted and what was charged); cancel it with
-/// `cancel_run`.
-///
-/// What each kind does: a `prospector` selects prospects matching its targeting (not
-/// do-not-contact, reachable, not in a live sequence, not contacted within the sequence's
-/// `skip_if_contacted_within_days`), scores them, keeps those at `min_tier` or better, adds them to
-/// its list and proposes them for its sequence with their texts and the reasons they were chosen;
-/// a `writer` drafts the sequence's texts for its list (or `prospect_ids`) and proposes them; an
-/// `inbox_triage` classifies new replies, marks unsubscribes do-not-contact, stops their
-/// enrollments and drafts replies for approval.
-///
-/// **Nothing is sent before a person approves it** (`approve_outreach`, which needs `send`): every
-/// proposal waits in the approval queue, unless the agent is `autonomous` *and* the caller holds
-/// `send`, in which case the run approves its own proposals, which then go out within the senders'
-/// hours and limits.
-///
-/// Costs one `agent_run.prospect` unit (1 credit by default) per prospect processed. The price of
-/// the most it may process (`min(max_prospects, candidates)`) is reserved when it starts and what it
-/// did not use is released when it ends, fails or is canceled; `estimate_only` returns that price.
-/// A price over the agent's `max_credits_per_run` is a 400 (an estimate too, with `price` and
-/// `max_credits_per_run` in the body); a disabled agent, a sequence that is stopped or has no
-/// steps, or a second run while one is `queued` or `running` is a 409 `invalid_state`. A run
-/// never processes more than its reservation pays for: prospects that become candidates after it
-/// started wait for the next run. Honours `Idempotency-Key`: a retry with the same key replays the first answer
-/// and starts nothing.
+/// Returns the run `queued`; then `running`, and `awaiting_approval`, `succeeded` or
+/// `failed` (see `get_run`; stop it with `cancel_run`). A `prospector` finds and proposes
+/// prospects, a `writer` drafts texts, an `inbox_triage` reads replies and drafts answers.
+/// **Nothing is sent before a person approves it**, unless the agent is `autonomous` and the
+/// caller holds `send`. Costs one `agent_run.prospect` unit per prospect run, reserved at
+/// the start (`estimate_only` prices it). Honours `Idempotency-Key`.
 #[action(scope = "write", credits = price_run, idempotent, http = "POST /agents/{id}/run")]
 pub async fn run_agent(ctx: Ctx, _input: RunAgentInput, plan: RunPlan) -> Result<Run, ApiError> {
     let RunPlan {

@@ -33,14 +33,17 @@ use outreach_runtime::prelude::{ApiError, Clock, Ctx, ErrorCode, Timestamp, acti
 #[schemars(extend("not" = {"anyOf": [{"required": ["sequence_id", "run_id"], "properties": {"sequence_id": {"not": {"type": "null"}}, "run_id": {"not": {"type": "null"}}}}, {"properties": {"ids": {"type": "null"}, "sequence_id": {"type": "null"}, "run_id": {"type": "null"}}}]}))]
 pub struct DecideInput {
     /// Item ids (`apr_...`), 1 to 1000. With `sequence_id` or `run_id` too, every item must be of
-    /// that sequence or run.
+    /// that sequence or run. An unknown id is a 404, one of another sequence or run a 400, an item
+    /// already decided or an agent's proposal past its 72-hour expiry a 409; nothing is decided
+    /// then.
     #[schemars(length(min = 1, max = 1000))]
     pub ids: Option<Vec<String>>,
     /// Every pending item of this sequence (`seq_...`), when `ids` is not given.
     pub sequence_id: Option<String>,
     /// Every pending item this agent run (`run_...`) proposed, when `ids` is not given.
     pub run_id: Option<String>,
-    /// Return what would happen without changing anything. Default false.
+    /// Return what would happen without changing anything (the enrollments, the replies and the
+    /// first send time per sender); needs only `read`. Default false.
     #[serde(default)]
     pub dry_run: bool,
 }
@@ -330,20 +333,12 @@ pub struct ApproveOutcome {
     pub not_approved: Vec<NotApproved>,
 }
 
-/// Approve outreach to people: their sequence steps, or the replies drafted for them, may now be
-/// sent.
+/// Approve outreach to people: their sequence steps, or the replies drafted for them, may now be sent.
 ///
-/// This reaches real people: once a sequence is active, each approved enrollment receives its
-/// steps (invitations, messages) from its sender, within the sender's working hours and limits;
-/// an approved reply (kind `reply`, drafted by an `inbox_triage` run) is queued for its sender's
-/// next working window. Nothing goes out at once in a burst: the first step waits for its delay and
-/// the sender's pacing. Preview first with `dry_run: true`, which returns the enrollments, the
-/// replies, the first send time per sender and changes nothing (it needs only the `read` scope).
-/// Takes item `ids` (1 to 1000), a `sequence_id` (all its pending items) or a `run_id` (all
-/// pending items an agent run proposed).
-/// All or nothing: an unknown id is a 404, an id of another sequence or run than the one named a
-/// 400, an item already decided or an agent's proposal past its 72-hour expiry a 409, each naming
-/// the ids; nothing is approved then. Costs nothing.
+/// This reaches real people, within each sender's hours, limits and pacing, never in a burst.
+/// Preview with `dry_run: true` (needs only `read`; changes nothing). Name the items by `ids`, a
+/// `sequence_id` or a `run_id`. All or nothing: an unknown, foreign, decided or expired item refuses
+/// the whole call, naming the ids. Costs nothing.
 #[action(scope = "send", idempotent, http = "POST /approvals/approve")]
 pub async fn approve_outreach(ctx: Ctx, input: DecideInput) -> Result<ApproveOutcome, ApiError> {
     let now = ctx.now_ms();

@@ -545,12 +545,10 @@ pub struct UpdateApprovalInput {
 
 /// Edit a draft before it is decided.
 ///
-/// Replaces texts of a `pending` item, each named by its `step_index`, before a person approves
-/// it; what is approved is exactly what is sent. Each new text goes through the checks a
-/// template does: it may use variables (`{{first_name|there}}`), which are filled for the
-/// prospect, an unknown variable or one without a value is a 400, and the rendered text must be
-/// 1 to 300 characters for a connection note or 1 to 8,000 for a message or reply. An item
-/// already decided, or an agent's proposal past its expiry, is a 409 `invalid_state`. Sends
+/// Replaces texts of a `pending` item, each named by its `step_index`; what is approved is exactly
+/// what is sent. A text may use variables (`{{first_name|there}}`), filled for the prospect; rendered,
+/// it must be 1 to 300 characters for a connection note and 1 to 8,000 for a message or reply. An
+/// unknown variable is a 400; an item already decided or expired a 409 `invalid_state`. Sends
 /// nothing. Costs nothing.
 #[action(scope = "write", idempotent, http = "PATCH /approvals/{id}")]
 pub async fn update_approval(

@@ -102,13 +102,11 @@ pub struct AddedToSequence {
 
 /// Add prospects to a sequence, awaiting approval.
 ///
-/// Takes `prospect_ids` (1 to 1000) or a `list_id`. Each prospect becomes an enrollment in status
+/// Takes `prospect_ids` (1 to 1000) or a `list_id`. Each prospect becomes an enrollment
 /// `awaiting_approval` with an item in the approval queue showing the texts rendered for them;
 /// nothing is sent until a person approves it (`approve_outreach`). Prospects not enrolled are
-/// listed in `skipped` with a reason: `unknown_prospect`, `do_not_contact`, `no_profile_url`,
-/// `in_other_live_sequence`, `contacted_recently`, `already_enrolled`, `missing_value` (a template
-/// variable without value or fallback) or `text_too_long`. The sequence must be `draft`, `active`
-/// or `paused` and have steps. Costs nothing.
+/// listed in `skipped`, each with its reason. The sequence must be `draft`, `active` or `paused`
+/// and have steps. Costs nothing.
 #[action(
     scope = "write",
     idempotent,

@@ -36,13 +36,11 @@ pub struct ReplyInput {
 
 /// Reply in a conversation.
 ///
-/// Queues a message from the conversation's sender account to the prospect, sent by the scheduler
-/// inside the sender's working hours and limits (it counts against `messages_per_day`). Returns
-/// the message: `queued` with `at` the time it is due, then `sent` (or `failed` with the network's
-/// error) once it went; read it again with `list_messages`. This reaches a real person: check the
-/// conversation first. A disconnected sender, or a prospect marked do-not-contact, is a 409
-/// `invalid_state`. Send an `Idempotency-Key` to retry safely: the same key never queues a second
-/// message. Costs nothing.
+/// Queues a message from the conversation's sender to the prospect, sent inside the sender's working
+/// hours and limits (`messages_per_day`). Returns the message, `queued` with `at` its due time; it
+/// becomes `sent`, or `failed` with the network's error (`list_messages`). This reaches a real
+/// person. A disconnected sender or a do-not-contact prospect is a 409 `invalid_state`. Costs
+/// nothing.
 #[action(scope = "send", idempotent, http = "POST /conversations/{id}/messages")]
 pub async fn reply_to_conversation(
     ctx: Ctx,

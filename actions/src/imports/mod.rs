@@ -318,18 +318,12 @@ async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Priced<ImportPla
 
 /// Import prospects from CSV text or JSON rows.
 ///
-/// Send `csv` or `rows`. Each row is normalised like `create_prospect`; a row without a name,
-/// profile URL or email, or with a malformed one, is skipped and reported (row, field, reason) for
-/// the first 100 such rows. A row matching a prospect or an earlier row follows `on_duplicate`;
-/// `list_id` or `list_name` puts every row's prospect on a list.
-///
-/// Costs one `import.prospect` unit (1 credit by default) per prospect created; `estimate_only:
-/// true` returns the price and the counts, needs only `read`, and writes nothing. The import is
-/// atomic: its prospects and its spend commit together. Send an `Idempotency-Key` to retry safely.
-///
-/// Limits: 100,000 rows (413 `payload_too_large`) and a 16 MiB body. A file that cannot be read as
-/// a whole is a 400 naming the row; an unknown `list_id` is a 404. Nothing is written or charged
-/// then.
+/// Send `csv` or `rows`. Rows are normalised like `create_prospect`; invalid ones are skipped and
+/// reported (the first 100). A row matching a prospect or an earlier row follows `on_duplicate`;
+/// `list_id` or `list_name` puts the rows' prospects on a list. Atomic: the prospects and the spend
+/// commit together. Costs one `import.prospect` unit (1 credit by default) per prospect created;
+/// `estimate_only: true` prices it with `read` alone. At most 100,000 rows and 16 MiB. Send an
+/// `Idempotency-Key` to retry safely.
 #[action(scope = "write", credits = price_import, idempotent, http = "POST /imports")]
 pub async fn import_prospects(
     ctx: Ctx,

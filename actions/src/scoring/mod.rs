@@ -207,17 +207,11 @@ async fn price_scoring(
 
 /// Score prospects against a targeting.
 ///
-/// Scores the members of a list (`list_id`) or up to 10,000 prospects (`prospect_ids`) against a
-/// targeting, and returns the run with its counts by tier. Each prospect gets a score from 0 to
-/// 100 and a tier (`a`, `b`, `c`, `d` or `disqualified`) with the criteria it matched, the gates it
-/// failed and the data it was missing (see `list_scoring_results`), and keeps them as its latest
-/// score and tier. The run finishes within the request, and its results, the prospects' new scores
-/// and the spend are written together or not at all.
-///
-/// Costs one `scoring.prospect` unit (1 credit by default) per prospect scored; `estimate_only`
-/// returns the price and the prospect count without scoring. An unknown list or targeting is a
-/// 404; an empty list and unknown prospect ids are 400s. Honours `Idempotency-Key`: a retry with the
-/// same key returns the first run and spends nothing again.
+/// Scores a list's members (`list_id`) or up to 10,000 `prospect_ids` and returns the run with its
+/// counts by tier. Each prospect gets a score (0 to 100) and a tier, with what matched and what was
+/// missing (`list_scoring_results`), kept as its latest. The run, the scores and the spend are
+/// written together within the request. Costs one `scoring.prospect` unit (1 credit by default) per
+/// prospect; `estimate_only` prices it. Honours `Idempotency-Key`.
 #[action(scope = "write", credits = price_scoring, idempotent, http = "POST /scoring-runs")]
 pub async fn start_scoring_run(
     ctx: Ctx,

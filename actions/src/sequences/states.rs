@@ -223,10 +223,10 @@ async fn transition(ctx: &Ctx, id: &str, transition: Transition) -> Result<Seque
 
 /// Start a draft sequence: approved enrollments begin to receive its steps.
 ///
-/// Real invitations and messages go to real people from the sequence's senders, but only to
-/// enrollments approved in the approval queue (`approve_outreach`; preview with `dry_run`). A
-/// preflight refuses with 409 `invalid_state` and every reason: no steps, no senders, a sender not
-/// `connected`. Only a `draft` can be activated (a paused one is resumed). Costs nothing.
+/// Real invitations and messages go from its senders, but only to enrollments approved in the
+/// approval queue (`approve_outreach`). A preflight refuses with 409 `invalid_state` and every
+/// reason (no steps, no senders, a sender not `connected`). Only a `draft` can be activated; a paused
+/// one is resumed. Costs nothing.
 #[action(scope = "send", idempotent, http = "POST /sequences/{id}/activate")]
 pub async fn activate_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
     transition(&ctx, &input.id, Transition::Activate).await
