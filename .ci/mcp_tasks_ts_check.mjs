@@ -25,6 +25,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { randomBytes } from "node:crypto";
+import { check, checks, show } from "./mcp_ts_lib.mjs";
 
 const [nodeModules, configPath, resultsPath] = process.argv.slice(2);
 if (!resultsPath) {
@@ -49,25 +50,7 @@ const ENDED = ["awaiting_approval", "succeeded"];
 // Names are unique per workspace: a second run against the same server differs.
 const RUN = randomBytes(3).toString("hex");
 
-class CheckFailed extends Error {}
-const check = (condition, message) => {
-  if (!condition) throw new CheckFailed(message);
-};
-const show = (value) => JSON.stringify(value);
-
-const results = [];
-async function named(name, fn) {
-  const started = Date.now();
-  try {
-    await fn();
-    results.push({ name, ok: true, message: "" });
-    console.log(`ok ${name} (${Date.now() - started} ms)`);
-  } catch (error) {
-    const message = error instanceof CheckFailed ? error.message : `${error?.name}: ${error?.message}\n${error?.stack ?? ""}`;
-    results.push({ name, ok: false, message });
-    console.log(`FAILED ${name}: ${message}`);
-  }
-}
+const { results, named } = checks();
 
 async function connect(mode) {
   const transport = new StreamableHTTPClientTransport(mcpUrl, {

@@ -1,4 +1,4 @@
-// What the Node checks of the MCP face share: the SDK loaded from a given node_modules, named
+// What the Node checks of the MCP face share: the SDK 1.x loaded from a given node_modules, named
 // checks with their results, a connection with a bearer key, and the two shapes of a tool result.
 //
 // A successful call has no `isError`, a `structuredContent` object (which the SDK has validated

@@ -443,6 +443,53 @@ async fn of_type(app: &TestApp, kind: &str) -> Vec<Value> {
     events
 }
 
+/// A sender working around the clock in UTC, with these `limits`; its id.
+async fn sender_at_all_hours(app: &TestApp, limits: Value) -> String {
+    let sender = app
+        .post_json(
+            "/senders",
+            &app.key,
+            json!({"name": "Ada's account", "timezone": "UTC",
+                   "working_hours": crate::outreach::always(), "limits": limits}),
+        )
+        .await;
+    sender.expect(201)["id"].as_str().expect("id").to_owned()
+}
+
+/// A sequence of `steps` from `sender`, with `people` enrolled and approved, active, and the jobs
+/// that makes run; its id.
+async fn approved_sequence(
+    app: &TestApp,
+    send: &str,
+    sender: &str,
+    steps: Value,
+    people: &[Value],
+) -> String {
+    let sequence = app
+        .post_json(
+            "/sequences",
+            &app.key,
+            json!({"name": "Outreach", "sender_ids": [sender], "steps": steps}),
+        )
+        .await;
+    let sequence = sequence.expect(201)["id"].as_str().expect("id").to_owned();
+    app.post_json(
+        &format!("/sequences/{sequence}/enrollments"),
+        &app.key,
+        json!({"prospect_ids": people}),
+    )
+    .await
+    .expect(200);
+    app.post_json(&format!("/sequences/{sequence}/activate"), send, json!({}))
+        .await
+        .expect(200);
+    app.post_json("/approvals/approve", send, json!({"sequence_id": sequence}))
+        .await
+        .expect(200);
+    crate::outreach::settle(app).await;
+    sequence
+}
+
 /// A prospector's run waits for its proposals, then completes once they are decided; a reply
 /// that asks to unsubscribe is classified, marks the person and ends their enrollment.
 #[tokio::test]
@@ -619,18 +666,10 @@ async fn a_sender_s_status_changes_are_told_once_each() {
 /// A daily limit's use is told at 80% and when it is used up, once each.
 #[tokio::test]
 async fn a_daily_limit_is_told_when_it_is_near_and_when_it_is_used_up() {
-    use crate::outreach::{advance, always, no_worker_app, quiet_profile, settle};
+    use crate::outreach::{advance, no_worker_app, quiet_profile};
     let app = no_worker_app().await;
     let send = send_key(&app).await;
-    let sender = app
-        .post_json(
-            "/senders",
-            &app.key,
-            json!({"name": "Ada's account", "timezone": "UTC", "working_hours": always(),
-                   "limits": {"profile_views_per_day": 5}}),
-        )
-        .await;
-    let sender = sender.expect(201)["id"].as_str().expect("id").to_owned();
+    let sender = sender_at_all_hours(&app, json!({"profile_views_per_day": 5})).await;
     // Past the new account's warm-up, the limit is whole.
     let warm_up = outreach_actions::senders::limits::WARMUP_DAYS;
     advance(&app, (warm_up + 1) * 24 * 3600).await;
@@ -642,32 +681,14 @@ async fn a_daily_limit_is_told_when_it_is_near_and_when_it_is_used_up() {
             .await;
         people.push(made["id"].clone());
     }
-    let sequence = app
-        .post_json(
-            "/sequences",
-            &app.key,
-            json!({"name": "Views", "sender_ids": [sender], "steps": [{"type": "view_profile"}]}),
-        )
-        .await;
-    let sequence = sequence.expect(201)["id"].as_str().expect("id").to_owned();
-    app.post_json(
-        &format!("/sequences/{sequence}/enrollments"),
-        &app.key,
-        json!({"prospect_ids": people}),
-    )
-    .await
-    .expect(200);
-    app.post_json(&format!("/sequences/{sequence}/activate"), &send, json!({}))
-        .await
-        .expect(200);
-    app.post_json(
-        "/approvals/approve",
+    approved_sequence(
+        &app,
         &send,
-        json!({"sequence_id": sequence}),
+        &sender,
+        json!([{"type": "view_profile"}]),
+        &people,
     )
-    .await
-    .expect(200);
-    settle(&app).await;
+    .await;
     for _ in 0..12 {
         advance(&app, 120).await;
     }
@@ -697,19 +718,12 @@ async fn a_daily_limit_is_told_when_it_is_near_and_when_it_is_used_up() {
 /// told, each with the network's sentence.
 #[tokio::test]
 async fn a_refused_invitation_and_the_failed_enrollment_are_told() {
-    use crate::outreach::{always, no_worker_app, settle};
+    use crate::outreach::no_worker_app;
     use outreach_actions::network::DEFAULT_SANDBOX_SEED;
     use outreach_actions::network::sandbox::fate;
     let app = no_worker_app().await;
     let send = send_key(&app).await;
-    let sender = app
-        .post_json(
-            "/senders",
-            &app.key,
-            json!({"name": "Ada's account", "timezone": "UTC", "working_hours": always()}),
-        )
-        .await;
-    let sender = sender.expect(201)["id"].as_str().expect("id").to_owned();
+    let sender = sender_at_all_hours(&app, json!({})).await;
     let url = (0..)
         .map(|n| format!("linkedin.com/in/nowhere-{n}"))
         .find(|url| fate(DEFAULT_SANDBOX_SEED, url).unreachable)
@@ -720,33 +734,8 @@ async fn a_refused_invitation_and_the_failed_enrollment_are_told() {
         )
         .await["id"]
         .clone();
-    let sequence = app
-        .post_json(
-            "/sequences",
-            &app.key,
-            json!({"name": "Invites", "sender_ids": [sender],
-                   "steps": [{"type": "connection_request", "note": "Hi {{first_name}}."}]}),
-        )
-        .await;
-    let sequence = sequence.expect(201)["id"].as_str().expect("id").to_owned();
-    app.post_json(
-        &format!("/sequences/{sequence}/enrollments"),
-        &app.key,
-        json!({"prospect_ids": [prospect]}),
-    )
-    .await
-    .expect(200);
-    app.post_json(&format!("/sequences/{sequence}/activate"), &send, json!({}))
-        .await
-        .expect(200);
-    app.post_json(
-        "/approvals/approve",
-        &send,
-        json!({"sequence_id": sequence}),
-    )
-    .await
-    .expect(200);
-    settle(&app).await;
+    let steps = json!([{"type": "connection_request", "note": "Hi {{first_name}}."}]);
+    approved_sequence(&app, &send, &sender, steps, &[prospect.clone()]).await;
     let refused = of_type(&app, "connection.request_failed").await;
     assert_eq!(refused.len(), 1, "{refused:#?}");
     assert_eq!(refused[0]["data"]["prospect_id"], prospect);
