@@ -472,10 +472,7 @@ fn drafting_model() -> anyhow::Result<Option<DraftingModel>> {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    // A server writes its log off the request path; held until `main` returns, the guard
-    // writes out what is still queued then, so nothing logged before shutdown is lost.
-    let background = matches!(&cli.command, Command::Serve(_) | Command::Worker(_));
-    let _log_writer = init_tracing(cli.log_format == "json", background);
+    init_tracing(cli.log_format == "json");
     let json_output = matches!(&cli.command, Command::Admin(args) if args.json);
     match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -500,31 +497,14 @@ async fn main() -> std::process::ExitCode {
 /// name clipped, so rmcp speaks only of its own errors by default.
 const DEFAULT_LOG_FILTER: &str = "info,sqlx=warn,rmcp=error";
 
-/// Sets up the log on standard error. With `background` (a server), lines go through a queue to a
-/// thread that writes them, so a request never waits on the terminal or the pipe: the queue
-/// blocks rather than drops when it is full, and the returned guard flushes it when dropped.
-/// The CLI's other commands write in place, in order with what they print.
-fn init_tracing(
-    json: bool,
-    background: bool,
-) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+fn init_tracing(json: bool) {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
-    use tracing_subscriber::fmt::writer::BoxMakeWriter;
     let filter =
         EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
-    let (writer, guard) = if background {
-        let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-            .lossy(false)
-            .thread_name("outreach-log")
-            .finish(std::io::stderr());
-        (BoxMakeWriter::new(writer), Some(guard))
-    } else {
-        (BoxMakeWriter::new(std::io::stderr), None)
-    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(writer);
+        .with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else if std::io::stderr().is_terminal() {
@@ -537,7 +517,6 @@ fn init_tracing(
             .fmt_fields(log_fields::PlainFields)
             .init();
     }
-    guard
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
