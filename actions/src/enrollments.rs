@@ -292,8 +292,11 @@ pub(crate) async fn finish(
                 exit_reason,
             )
             .await?;
+            // Only the end of someone approved can leave a sequence done: proposals rejected or
+            // expired before anyone started do not complete it (an agent may propose again).
+            let approved = ended.try_get::<Option<i64>, _>("approved_at")?.is_some();
             let sequence_id: String = ended.try_get("sequence_id")?;
-            if !sequences.contains(&sequence_id) {
+            if approved && !sequences.contains(&sequence_id) {
                 sequences.push(sequence_id);
             }
         }
@@ -1065,7 +1068,7 @@ pub(crate) async fn fail(
 }
 
 /// What an update that ends enrollments returns, for [`ended_event`].
-const ENDED_RETURNING: &str = "returning id, workspace_id, sequence_id, prospect_id";
+const ENDED_RETURNING: &str = "returning id, workspace_id, sequence_id, prospect_id, approved_at";
 
 /// The `enrollment.finished` (with its exit reason) or `enrollment.failed` (with its error) of
 /// an enrollment an update ended, from the update's [`ENDED_RETURNING`] row.

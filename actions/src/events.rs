@@ -70,7 +70,7 @@ text_enum! {
         MessageSent => "message.sent",
         /// A message came in. `data`: `message_id`, `conversation_id`, `prospect_id`, `sender_id`.
         MessageReceived => "message.received",
-        /// The network refused a message. `data`: `enrollment_id`, `sequence_id`, `prospect_id`, `sender_id`, `error`.
+        /// A message did not go: the network refused it, or it could no longer be sent (no profile URL, the person marked do-not-contact, the sender deleted). `data`: `enrollment_id`, `sequence_id`, `prospect_id`, `sender_id`, `error`.
         MessageFailed => "message.failed",
         /// The inbox triage agent classified a conversation's latest reply. `data`: `conversation_id`, `prospect_id`, `classification`.
         ConversationClassified => "conversation.classified",
@@ -80,9 +80,9 @@ text_enum! {
         SenderReconnected => "sender.reconnected",
         /// The network restricted a sender's account. `data`: `sender_id`, `status`.
         SenderRestricted => "sender.restricted",
-        /// A sender used a whole daily limit. `data`: `sender_id`, `limit`, `used`, `max`.
+        /// A sender used a whole daily (or weekly) limit. `data`: `sender_id`, `limit`, `used`, `max`.
         SenderLimitReached => "sender.limit_reached",
-        /// A sender used 80% of a daily limit. `data`: `sender_id`, `limit`, `used`, `max`.
+        /// A sender used 80% of a daily (or weekly) limit. `data`: `sender_id`, `limit`, `used`, `max`.
         SenderLimitApproaching => "sender.limit_approaching",
         /// A sequence was activated (or resumed). `data`: `sequence_id`.
         SequenceActivated => "sequence.activated",
@@ -287,8 +287,13 @@ pub async fn list_events(ctx: Ctx, input: ListEventsInput) -> Result<Page<Event>
             "`created_before` ({before}) must be after `created_after` ({after})."
         )));
     }
-    let mut filter = String::from("workspace_id = $1");
-    let mut binds: Vec<Bind> = vec![Bind::Text(ctx.workspace_id().to_owned())];
+    // Events past their 30 days are gone, whether or not housekeeping has deleted them yet.
+    let mut filter = String::from("workspace_id = $1 and created_at >= $2");
+    let kept_since = ctx.now_ms() - KEPT_MS;
+    let mut binds: Vec<Bind> = vec![
+        Bind::Text(ctx.workspace_id().to_owned()),
+        Bind::Int(kept_since),
+    ];
     if !input.types.is_empty() {
         let mut types: Vec<&str> = input.types.iter().map(|kind| kind.as_str()).collect();
         types.sort_unstable();
@@ -374,10 +379,11 @@ pub struct EventId {
 pub async fn get_event(ctx: Ctx, input: EventId) -> Result<Event, ApiError> {
     IdKind::Event.check(&input.id)?;
     let row = sqlx::query(AssertSqlSafe(format!(
-        "select {EVENT_COLUMNS} from events where workspace_id = $1 and id = $2"
+        "select {EVENT_COLUMNS} from events where workspace_id = $1 and id = $2 and created_at >= $3"
     )))
     .bind(ctx.workspace_id())
     .bind(&input.id)
+    .bind(ctx.now_ms() - KEPT_MS)
     .fetch_optional(ctx.db().pool())
     .await?
     .ok_or_else(|| IdKind::Event.not_found(&input.id))?;

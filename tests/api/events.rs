@@ -217,6 +217,12 @@ async fn events_are_kept_thirty_days() {
     )
     .await
     .expect(200);
+    let listed = app.get("/events", &app.key).await;
+    assert_eq!(
+        listed.expect(200)["total"],
+        json!(0),
+        "past 30 days an event is gone before housekeeping deletes it"
+    );
     housekeeping::purge(&state).await.expect("purge");
     assert_eq!(event_count(&app).await, 0, "events past 30 days go");
 }
@@ -735,7 +741,7 @@ async fn a_refused_invitation_and_the_failed_enrollment_are_told() {
         .await["id"]
         .clone();
     let steps = json!([{"type": "connection_request", "note": "Hi {{first_name}}."}]);
-    approved_sequence(&app, &send, &sender, steps, &[prospect.clone()]).await;
+    approved_sequence(&app, &send, &sender, steps, std::slice::from_ref(&prospect)).await;
     let refused = of_type(&app, "connection.request_failed").await;
     assert_eq!(refused.len(), 1, "{refused:#?}");
     assert_eq!(refused[0]["data"]["prospect_id"], prospect);
@@ -757,7 +763,7 @@ async fn a_refused_invitation_and_the_failed_enrollment_are_told() {
     assert!(of_type(&app, "connection.requested").await.is_empty());
 }
 
-/// A sequence whose last live enrollment is stopped by hand completes, and says so: the stop
+/// A sequence whose last approved person is stopped by hand completes, and says so: the stop
 /// enqueues the sequence's follow-up, which completes it once nobody in it is live.
 #[tokio::test]
 async fn a_sequence_whose_last_person_is_stopped_completes() {
@@ -784,6 +790,9 @@ async fn a_sequence_whose_last_person_is_stopped_completes() {
             .expect("an enrollment")
             .to_owned()
     };
+    app.post_json("/approvals/approve", &send, json!({"sequence_id": id}))
+        .await
+        .expect(200);
     app.post_json(&format!("/sequences/{id}/activate"), &send, json!({}))
         .await
         .expect(200);
@@ -814,4 +823,34 @@ async fn a_sequence_whose_last_person_is_stopped_completes() {
     let completed = of_type(&app, "sequence.completed").await;
     assert_eq!(completed.len(), 1, "{completed:#?}");
     assert_eq!(completed[0]["data"], json!({"sequence_id": id}));
+}
+
+/// Proposals rejected before anyone started leave the sequence active: an agent may propose
+/// again, and nobody in it ever ended.
+#[tokio::test]
+async fn rejecting_every_proposal_leaves_the_sequence_active() {
+    use crate::outreach::{no_worker_app, settle};
+    let app = no_worker_app().await;
+    let send = send_key(&app).await;
+    let sender = insert_sender(&app, &app.workspace_id, "Ada's account", "connected").await;
+    let id = sequence(&app, &[&sender]).await;
+    let ada = crate::sequences::prospect(&app, "Ada", "Engines").await;
+    app.post_json(
+        &format!("/sequences/{id}/enrollments"),
+        &app.key,
+        json!({"prospect_ids": [ada]}),
+    )
+    .await
+    .expect(200);
+    app.post_json(&format!("/sequences/{id}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    app.post_json("/approvals/reject", &send, json!({"sequence_id": id}))
+        .await
+        .expect(200);
+    settle(&app).await;
+    let now = app.get(&format!("/sequences/{id}"), &app.key).await;
+    assert_eq!(now.expect(200)["status"], json!("active"));
+    assert_eq!(of_type(&app, "enrollment.finished").await.len(), 1);
+    assert!(of_type(&app, "sequence.completed").await.is_empty());
 }

@@ -55,6 +55,13 @@ fn schema_pattern(pattern: &str) -> Regex {
     Regex::new(pattern).unwrap_or_else(|error| panic!("schema pattern {pattern}: {error}"))
 }
 
+/// Whether `raw` starts with `http://` or `https://` (in any case), as the schema's patterns
+/// allow; a `://` further on (`?ref=https://...`) is part of the path or the query.
+fn has_web_scheme(raw: &str) -> bool {
+    let start = raw.get(..8).unwrap_or(raw).to_ascii_lowercase();
+    start.starts_with("http://") || start.starts_with("https://")
+}
+
 /// Normalises a profile URL to a lowercase `host/path`, e.g.
 /// `https://www.LinkedIn.com/in/Jane/?x=1` -> `linkedin.com/in/jane`.
 pub fn profile_url(value: Option<String>) -> Result<Option<String>, ApiError> {
@@ -69,7 +76,7 @@ pub fn profile_url(value: Option<String>) -> Result<Option<String>, ApiError> {
     if !PROFILE_URL_SHAPE.is_match(&raw) {
         return Err(bad());
     }
-    let with_scheme = if raw.contains("://") {
+    let with_scheme = if has_web_scheme(&raw) {
         raw.clone()
     } else {
         format!("https://{raw}")
@@ -119,7 +126,7 @@ pub fn domain(field: &str, raw: &str) -> Result<String, ApiError> {
         return Err(bad());
     }
     let raw = raw.trim();
-    let with_scheme = if raw.contains("://") {
+    let with_scheme = if has_web_scheme(raw) {
         raw.to_owned()
     } else {
         format!("https://{raw}")
@@ -352,6 +359,19 @@ mod tests {
             Some("linkedin.com/in/jane".into())
         );
         assert!(email(Some("ja\u{0}ne@acme.com".into())).is_err());
+        // A `://` after the host is the path's or the query's, as the pattern reads it.
+        assert_eq!(
+            profile_url(Some("linkedin.com/in/jane?ref=https://x.io".into()))
+                .ok()
+                .flatten(),
+            Some("linkedin.com/in/jane".into())
+        );
+        assert_eq!(
+            company_domain(Some("acme.com/?r=http://x".into()))
+                .ok()
+                .flatten(),
+            Some("acme.com".into())
+        );
     }
 
     #[test]

@@ -1516,6 +1516,13 @@ async fn complete_when_ended(job: JobCtx) -> JobResult {
     let ended: SequenceEnded = job.args()?;
     let now = job.now_ms();
     let mut tx = job.tx().await?;
+    // The sequence's row first: a call adding people to it holds the row until it commits, and
+    // the check below, a statement after this one, then sees them (on PostgreSQL each statement
+    // reads what has committed before it starts). This transaction holds nothing else.
+    sqlx::query("update sequences set updated_at = updated_at where id = $1")
+        .bind(&ended.sequence_id)
+        .execute(&mut *tx)
+        .await?;
     complete_if_done(&mut tx, &ended.sequence_id, now).await?;
     drop(tx);
     Ok(JobOutcome::Done)
