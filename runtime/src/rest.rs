@@ -471,9 +471,13 @@ fn coerce(schema: &Map<String, Value>, field: &str, text: &str) -> Result<Value,
         }
     }
     if wants("array") {
+        // `style: form, explode: false`: `a,b` is two items and an empty value none; `a,` or `,`
+        // hold an empty item, which the item's schema judges (an enum refuses it).
+        if text.is_empty() {
+            return Ok(Value::Array(Vec::new()));
+        }
         return Ok(Value::Array(
             text.split(',')
-                .filter(|part| !part.is_empty())
                 .map(|part| Value::String(part.to_owned()))
                 .collect(),
         ));

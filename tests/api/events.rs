@@ -137,6 +137,17 @@ async fn bad_filters_and_unknown_events_are_refused_and_change_nothing() {
         .await;
     let sentence = backwards.expect_error(400, "invalid_request");
     assert!(sentence.contains("created_before"), "{sentence}");
+    // An empty item is no type either (schemathesis sent `type=,`).
+    for query in ["type=,", "type=sequence.paused,"] {
+        let empty = app.get(&format!("/events?{query}"), &app.key).await;
+        empty.expect_error(400, "invalid_request");
+    }
+    let none = app.get("/events?type=", &app.key).await;
+    assert_eq!(
+        none.expect(200)["total"],
+        json!(3),
+        "no type named: every event"
+    );
     let not_a_time = app.get("/events?created_after=yesterday", &app.key).await;
     not_a_time.expect_error(400, "invalid_request");
     app.get("/events/evt_00000000000NoSuchOne", &app.key)
@@ -407,7 +418,7 @@ async fn stopping_a_sequence_is_told_person_by_person() {
     let id = sequence(&app, &[&sender]).await;
     let mut people = Vec::new();
     for name in ["Ada", "Grace"] {
-        people.push(crate::sequences::prospect(&app, name, "Engines").await);
+        people.push(quiet_prospect(&app, name).await);
     }
     let added = app
         .post_json(
@@ -447,6 +458,16 @@ async fn of_type(app: &TestApp, kind: &str) -> Vec<Value> {
     let mut events = items(page.expect(200));
     events.reverse();
     events
+}
+
+/// A prospect, with a company, whose profile the sandbox reaches and leaves alone (it never
+/// accepts, replies or fails by itself); its id.
+async fn quiet_prospect(app: &TestApp, name: &str) -> Value {
+    let url = crate::outreach::quiet_profile(&name.to_lowercase());
+    app.create_prospect(json!({"first_name": name, "company_name": "Engines",
+                               "profile_url": format!("https://www.{url}")}))
+        .await["id"]
+        .clone()
 }
 
 /// A sender working around the clock in UTC, with these `limits`; its id.
@@ -772,9 +793,10 @@ async fn a_sequence_whose_last_person_is_stopped_completes() {
     let send = send_key(&app).await;
     let sender = insert_sender(&app, &app.workspace_id, "Ada's account", "connected").await;
     let id = sequence(&app, &[&sender]).await;
+    // People the sandbox leaves alone: none of them fails or replies by itself.
     let people = [
-        crate::sequences::prospect(&app, "Ada", "Engines").await,
-        crate::sequences::prospect(&app, "Grace", "Navy").await,
+        quiet_prospect(&app, "ada-completes").await,
+        quiet_prospect(&app, "grace-completes").await,
     ];
     let added = app
         .post_json(
