@@ -15,6 +15,9 @@ use outreach_runtime::prelude::{
     ApiError, Bind, Columns, Ctx, Cursor, FromColumns, OrderTerm, Page, PageParams, SortedQuery,
     Timestamp, Total, action, ids, paged_sorted, text_enum,
 };
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -129,20 +132,15 @@ pub async fn record(
     now_ms: i64,
     kind: EventType,
     data: Value,
-) -> Result<String, ApiError> {
-    check_data(kind, &data)?;
-    let id = ids::new_id("evt");
-    sqlx::query(
-        "insert into events (id, workspace_id, type, created_at, data) values ($1, $2, $3, $4, $5)",
+) -> Result<(), ApiError> {
+    record_many(
+        conn,
+        workspace_id,
+        now_ms,
+        kind,
+        std::slice::from_ref(&data),
     )
-    .bind(&id)
-    .bind(workspace_id)
-    .bind(kind.as_str())
-    .bind(now_ms)
-    .bind(data.to_string())
-    .execute(conn)
-    .await?;
-    Ok(id)
+    .await
 }
 
 /// Writes one event of `kind` for each of `data` (as [`record`] does), a hundred per statement:
@@ -156,8 +154,9 @@ pub async fn record_many(
 ) -> Result<(), ApiError> {
     for chunk in data.chunks(100) {
         let mut values = Vec::with_capacity(chunk.len());
+        let mut texts = Vec::with_capacity(chunk.len());
         for (i, one) in chunk.iter().enumerate() {
-            check_data(kind, one)?;
+            texts.push(checked_text(kind, one)?);
             let n = 4 + 2 * i;
             values.push(format!("(${n}, $1, $2, $3, ${})", n + 1));
         }
@@ -165,42 +164,50 @@ pub async fn record_many(
             "insert into events (id, workspace_id, type, created_at, data) values {}",
             values.join(", ")
         );
+        // One row (nearly every event) is one statement, worth preparing once per connection.
         let mut query = sqlx::query(AssertSqlSafe(sql))
-            .persistent(false)
+            .persistent(chunk.len() == 1)
             .bind(workspace_id)
             .bind(kind.as_str())
             .bind(now_ms);
-        for one in chunk {
-            query = query.bind(ids::new_id("evt")).bind(one.to_string());
+        for text in texts {
+            query = query.bind(ids::new_id("evt")).bind(text);
         }
         query.execute(&mut *conn).await?;
     }
     Ok(())
 }
 
-/// `data` must be an object of exactly the type's keys, and small: a fault of ours otherwise.
-fn check_data(kind: EventType, data: &Value) -> Result<(), ApiError> {
+/// Each type's data keys, read from its doc once.
+static DATA_KEYS: LazyLock<HashMap<EventType, Vec<&'static str>>> = LazyLock::new(|| {
+    EventType::ALL
+        .iter()
+        .map(|kind| (*kind, kind.data_keys()))
+        .collect()
+});
+
+/// `data` as the JSON text stored. It must be an object of exactly the type's keys, and small:
+/// a fault of ours otherwise.
+fn checked_text(kind: EventType, data: &Value) -> Result<String, ApiError> {
     let Value::Object(fields) = data else {
         return Err(ApiError::internal(format!(
             "the data of a `{kind}` event is not an object"
         )));
     };
-    let keys: Vec<&str> = fields.keys().map(String::as_str).collect();
-    let mut expected = kind.data_keys();
-    expected.sort_unstable();
-    let mut given = keys.clone();
-    given.sort_unstable();
-    if given != expected {
+    let expected = DATA_KEYS.get(&kind).map_or(&[][..], Vec::as_slice);
+    if fields.len() != expected.len() || !expected.iter().all(|key| fields.contains_key(*key)) {
+        let keys: Vec<&String> = fields.keys().collect();
         return Err(ApiError::internal(format!(
             "a `{kind}` event's data has the keys {keys:?}, not {expected:?}"
         )));
     }
-    if data.to_string().len() > MAX_DATA_BYTES {
+    let text = data.to_string();
+    if text.len() > MAX_DATA_BYTES {
         return Err(ApiError::internal(format!(
             "a `{kind}` event's data is over {MAX_DATA_BYTES} bytes"
         )));
     }
-    Ok(())
+    Ok(text)
 }
 
 /// Deletes the events older than [`KEPT_DAYS`]; run by the runtime's housekeeping.
@@ -427,15 +434,15 @@ mod tests {
     #[test]
     fn data_must_have_exactly_the_documented_keys() {
         let kind = EventType::SequencePaused;
-        assert!(check_data(kind, &serde_json::json!({"sequence_id": "seq_1"})).is_ok());
-        assert!(check_data(kind, &serde_json::json!({})).is_err());
+        assert!(checked_text(kind, &serde_json::json!({"sequence_id": "seq_1"})).is_ok());
+        assert!(checked_text(kind, &serde_json::json!({})).is_err());
         assert!(
-            check_data(
+            checked_text(
                 kind,
                 &serde_json::json!({"sequence_id": "seq_1", "name": "x"})
             )
             .is_err()
         );
-        assert!(check_data(kind, &serde_json::json!(["seq_1"])).is_err());
+        assert!(checked_text(kind, &serde_json::json!(["seq_1"])).is_err());
     }
 }

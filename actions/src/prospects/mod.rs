@@ -1123,15 +1123,20 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     fields.check_identifiable()?;
 
     let mut tx = ctx.tx().await?;
-    // Read in the transaction that writes: the answer `current` came from may be stale.
-    let was_do_not_contact: i64 = sqlx::query_scalar(
-        "select do_not_contact from prospects where workspace_id = $1 and id = $2",
-    )
-    .bind(ctx.workspace_id())
-    .bind(&current.id)
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or_else(|| IdKind::Prospect.not_found(&current.id))?;
+    // Marking do-not-contact is an event: whether it was already is read in the transaction that
+    // writes, since the answer `current` came from may be stale. Other updates skip the read.
+    let was_do_not_contact: i64 = if fields.do_not_contact {
+        sqlx::query_scalar(
+            "select do_not_contact from prospects where workspace_id = $1 and id = $2",
+        )
+        .bind(ctx.workspace_id())
+        .bind(&current.id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| IdKind::Prospect.not_found(&current.id))?
+    } else {
+        0
+    };
     if fields.email != current.email {
         email_conflict(
             &mut tx,
