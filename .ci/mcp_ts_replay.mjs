@@ -149,6 +149,17 @@ if (mode === "shared") {
     await call("activate_sequence", { id: world.active });
     await call("activate_sequence", { id: world.paused });
     await call("pause_sequence", { id: world.paused });
+    // A workspace holds at most 16 webhook endpoints: those of worlds no longer used go first
+    // (all but the shared world 0's and the previous world's), as tests/api/parity.rs does.
+    for (const endpoint of (await call("list_webhook_endpoints", { limit: 200 })).items) {
+      const owner = /^Endpoint \(world (\d+)\)$/.exec(endpoint.description ?? "");
+      if (owner && Number(owner[1]) !== 0 && Number(owner[1]) + 1 !== number) {
+        await call("delete_webhook_endpoint", { id: endpoint.id });
+      }
+    }
+    world.webhook_endpoint = (await call("create_webhook_endpoint", {
+      url: "http://127.0.0.1:9/hooks", event_types: ["sequence.paused"], description: `Endpoint ${tag}`,
+    })).id;
     const paused = (await call("list_events", { type: ["sequence.paused"], limit: 200 })).items;
     world.event = paused.find((event) => event.data.sequence_id === world.paused)?.id;
     check(world.event, `no sequence.paused event of ${world.paused}`);

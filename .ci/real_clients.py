@@ -12,8 +12,10 @@ The clients are ones nobody here wrote (DESIGN.md section 12), pinned in `.ci/re
 3. the MCP Python SDK follows agent runs (see `mcp_agent_runs.py`): polled with
    `service_get_run`, as a task of the Tasks extension through the SDK's extension interface,
    and held open with progress notifications, on both lifecycles;
-4. schemathesis fuzzes the served OpenAPI document with a key;
-5. the MCP Python SDK drives the outreach engine as an assistant would (see
+4. the Standard Webhooks Python library verifies the webhooks the server signs (see
+   `webhook_check.py`): a test message, an event, and a rotated secret's two signatures;
+5. schemathesis fuzzes the served OpenAPI document with a key;
+6. the MCP Python SDK drives the outreach engine as an assistant would (see
    `mcp_outreach_flow.py`), against a second server started with `--test-clock` on a database of
    its own, with a `send` key in a workspace whose sending terms are accepted.
 
@@ -91,6 +93,13 @@ def check_agent_runs(base_url: str, key: str) -> None:
     done = run([sys.executable, str(HERE / "mcp_agent_runs.py"), base_url, key], timeout=600)
     if done.returncode != 0:
         raise CheckFailed("the MCP agent-run checks failed (see above)")
+
+
+def check_webhooks(base_url: str, key: str) -> None:
+    section("standardwebhooks (Python): signed deliveries to a loopback receiver")
+    done = run([sys.executable, str(HERE / "webhook_check.py"), base_url, key], timeout=300)
+    if done.returncode != 0:
+        raise CheckFailed("the webhook checks failed (see above)")
 
 
 def check_schemathesis(base_url: str, key: str, work: Path, max_examples: int) -> None:
@@ -175,6 +184,7 @@ def main() -> int:
                 check_openapi(server.base_url, work)
                 check_mcp(server.base_url, key["key"])
                 check_agent_runs(server.base_url, key["key"])
+                check_webhooks(server.base_url, key["key"])
                 check_schemathesis(server.base_url, key["key"], work, args.max_examples)
                 internal = server.internal_errors()
                 if internal:

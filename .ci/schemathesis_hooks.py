@@ -57,6 +57,15 @@ STATE_RULES: list[tuple[str, str]] = [
     ("POST /imports", r"CSV|[Cc]olumn|`mapping`|[Hh]eader|quote|[Rr]ow \d|line \d"),
     # `texts` must name steps the item has.
     ("PATCH /approvals/{id}", r"step"),
+    # A webhook URL the pattern allows may still not parse (a port over 65535, a malformed
+    # address), may point where webhooks may not go, or name a host that resolves there; and a
+    # workspace holds at most 16 endpoints.
+    ("POST /webhook-endpoints", r"^`url` is not an absolute URL|^`url` reaches|^`url` must be `https` in production|^This workspace has \d+ webhook endpoints"),
+    ("PATCH /webhook-endpoints/{id}", r"^`url` is not an absolute URL|^`url` reaches|^`url` must be `https` in production"),
+    # Whether an endpoint is enabled and which types it takes is stored state.
+    ("POST /webhook-endpoints/{endpoint_id}/redeliver", r"is disabled, so nothing can be|does not take `"),
+    # A replay's range compares two values (and `until` defaults to now); the endpoint's state is stored.
+    ("POST /webhook-endpoints/{id}/replay", r"is disabled, so nothing can be|^`since` \(.*\) must be before|^A replay covers at most"),
 ]
 
 # Rules on the request's own values.

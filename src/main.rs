@@ -11,6 +11,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use outreach_actions::drafting::DraftingModel;
 use outreach_actions::network::NetworkSettings;
+use outreach_actions::webhooks::seal::WebhookSettings;
 use outreach_runtime::clock::parse_rfc3339;
 use outreach_runtime::config::{HttpLimits, JobsConfig, RateLimit};
 use outreach_runtime::credits::PriceTable;
@@ -147,7 +148,7 @@ struct ServeArgs {
     database: DatabaseArgs,
 }
 
-/// The clock and the network: what `serve` and `worker` must agree on.
+/// The clock, the network and the webhook key: what `serve` and `worker` must agree on.
 #[derive(Args)]
 struct NetworkArgs {
     /// Testing and demos only (refused when OUTREACH_ENV=production): the clock adds an offset
@@ -161,6 +162,12 @@ struct NetworkArgs {
     /// The sandbox network's seed: with a profile URL it decides who accepts and replies, and when.
     #[arg(long, env = "OUTREACH_SANDBOX_SEED", default_value_t = outreach_actions::network::DEFAULT_SANDBOX_SEED)]
     sandbox_seed: u64,
+    /// The key that seals webhook signing secrets at rest: the base64 of 32 random bytes
+    /// (`openssl rand -base64 32`). Without it they are stored unsealed. Every instance on one
+    /// database needs the same key, and it must be kept: secrets sealed under a lost key cannot
+    /// sign (rotate them).
+    #[arg(long, env = "OUTREACH_WEBHOOK_KEY", hide_env_values = true)]
+    webhook_key: Option<String>,
 }
 
 impl NetworkArgs {
@@ -180,12 +187,22 @@ impl NetworkArgs {
         Ok(Clock::shared())
     }
 
-    /// Writes the network choice into `config`.
-    fn apply(&self, config: &mut Config) {
+    /// Writes the network choice and the webhook key into `config`; refuses a key that is not
+    /// 32 bytes of base64.
+    fn apply(&self, config: &mut Config) -> anyhow::Result<()> {
         config.extensions.insert(NetworkSettings {
             network: self.network.clone(),
             sandbox_seed: self.sandbox_seed,
         });
+        let webhooks = WebhookSettings::from_key_text(self.webhook_key.as_deref())
+            .map_err(anyhow::Error::msg)?;
+        if webhooks.secret_key.is_none() && config.environment.is_production() {
+            tracing::warn!(
+                "OUTREACH_WEBHOOK_KEY is not set: webhook signing secrets are stored unsealed"
+            );
+        }
+        config.extensions.insert(webhooks);
+        Ok(())
     }
 }
 
@@ -608,7 +625,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(model) = drafting_model {
         config.extensions.insert(model);
     }
-    args.network.apply(&mut config);
+    args.network.apply(&mut config)?;
     // Take the stored offset before the first request, for the lines printed below too.
     clock
         .sync(&db)
@@ -651,7 +668,7 @@ async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     if let Some(model) = drafting_model {
         config.extensions.insert(model);
     }
-    args.network.apply(&mut config);
+    args.network.apply(&mut config)?;
     clock
         .sync(&db)
         .await

@@ -30,6 +30,7 @@ pub enum IdKind {
     Agent,
     Run,
     Event,
+    WebhookEndpoint,
 }
 
 impl IdKind {
@@ -49,6 +50,7 @@ impl IdKind {
             IdKind::Agent => "agt",
             IdKind::Run => "run",
             IdKind::Event => "evt",
+            IdKind::WebhookEndpoint => "whe",
         }
     }
 
@@ -68,6 +70,7 @@ impl IdKind {
             IdKind::Agent => "agent",
             IdKind::Run => "run",
             IdKind::Event => "event",
+            IdKind::WebhookEndpoint => "webhook endpoint",
         }
     }
 

@@ -170,10 +170,16 @@ pub async fn record_many(
             .bind(workspace_id)
             .bind(kind.as_str())
             .bind(now_ms);
+        let mut written = Vec::with_capacity(texts.len());
         for text in texts {
-            query = query.bind(ids::new_id("evt")).bind(text);
+            let id = ids::new_id("evt");
+            query = query.bind(id.clone()).bind(text);
+            written.push((id, kind.as_str()));
         }
         query.execute(&mut *conn).await?;
+        // The webhook deliveries of these events, in the same transaction: they exist exactly
+        // when the events do.
+        crate::deliveries::fan_out(conn, workspace_id, now_ms, &written).await?;
     }
     Ok(())
 }
@@ -264,6 +270,10 @@ pub struct ListEventsInput {
     pub created_after: Option<Timestamp>,
     /// Only events before this time (RFC 3339).
     pub created_before: Option<Timestamp>,
+    /// `false`: only the events some webhook endpoint has not yet received (its delivery is
+    /// pending or failed, and none of the event to it succeeded); `true`: only those every
+    /// endpoint they were sent to received.
+    pub delivery_success: Option<bool>,
     #[serde(flatten)]
     pub page: PageParams,
 }
@@ -284,7 +294,8 @@ fn type_filter_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 ///
 /// Each change the workspace's systems may want to hear about (an acceptance, a reply, a run
 /// finished, a sender disconnected), written with the change itself and kept 30 days. Filter by
-/// `type` (one or several) and a time range; paged with `limit` and `offset`. Costs nothing.
+/// `type` (one or several), a time range, or `delivery_success: false` for the events a webhook
+/// endpoint has not yet received; paged with `limit` and `offset`. Costs nothing.
 #[action(scope = "read", http = "GET /events")]
 pub async fn list_events(ctx: Ctx, input: ListEventsInput) -> Result<Page<Event>, ApiError> {
     if let (Some(after), Some(before)) = (input.created_after, input.created_before)
@@ -315,6 +326,20 @@ pub async fn list_events(ctx: Ctx, input: ListEventsInput) -> Result<Page<Event>
     if let Some(after) = input.created_after {
         binds.push(Bind::Int(after.ms()));
         filter.push_str(&format!(" and created_at >= ${}", binds.len()));
+    }
+    if let Some(success) = input.delivery_success {
+        let unreceived = "exists (select 1 from webhook_deliveries d where d.event_id = events.id \
+             and d.status <> 'succeeded' and not exists (select 1 from webhook_deliveries s \
+             where s.event_id = d.event_id and s.endpoint_id = d.endpoint_id \
+             and s.status = 'succeeded'))";
+        if success {
+            filter.push_str(&format!(
+                " and exists (select 1 from webhook_deliveries r where r.event_id = events.id) \
+                 and not {unreceived}"
+            ));
+        } else {
+            filter.push_str(&format!(" and {unreceived}"));
+        }
     }
     if let Some(before) = input.created_before {
         binds.push(Bind::Int(before.ms()));

@@ -11,6 +11,7 @@ pub mod common;
 pub mod conversations;
 pub mod credits;
 pub mod dashboard;
+pub mod deliveries;
 pub mod delivery;
 pub mod drafting;
 pub mod enrollments;
@@ -29,6 +30,7 @@ pub mod senders;
 pub mod sequences;
 pub mod step_jobs;
 pub mod targeting;
+pub mod webhooks;
 pub mod workspace;
 
 // The toolsets an MCP client picks from (`?toolsets=prospecting,outreach`); each module's
@@ -54,6 +56,11 @@ outreach_runtime::prelude::toolset!(
     "agents",
     default = false,
     "Agents (prospector, writer, inbox triage) and their runs."
+);
+outreach_runtime::prelude::toolset!(
+    "webhooks",
+    default = false,
+    "Webhook endpoints: where the workspace's events are delivered, signed, and how each delivery went."
 );
 outreach_runtime::prelude::toolset!(
     "sandbox",

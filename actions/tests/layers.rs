@@ -21,12 +21,14 @@ use outreach_layers::{
 
 /// The top-level modules of `actions/src`, bottom layer first.
 const LAYERS: Layers = &[
-    // What every module shares: ids and patterns, the events every owner writes, credits, the
+    // What every module shares: ids and patterns, the events every owner writes (and their
+    // webhook deliveries), credits, the
     // workspace, the one lock rule
     // every writer of outreach state follows, each enrollment's step job, and the follow-up jobs
     // a low module enqueues for a higher one's derived state.
     &[
         "common",
+        "deliveries",
         "events",
         "credits",
         "workspace",
@@ -35,6 +37,8 @@ const LAYERS: Layers = &[
         "step_jobs",
         "followups",
     ],
+    // The workspace's webhook endpoints, which receive its events.
+    &["webhooks"],
     // The people and how they are judged: prospects, the ideal-customer profile, scoring.
     &["prospects", "targeting", "scoring"],
     // Groups of people and how they arrive: lists, imports, a list's processing.

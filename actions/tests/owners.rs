@@ -18,6 +18,8 @@ use outreach_layers::rust_files;
 /// Each table, and the file or folder (relative to `actions/src`) that owns its writes.
 const OWNERS: &[(&str, &str)] = &[
     ("events", "events.rs"),
+    ("webhook_deliveries", "deliveries.rs"),
+    ("webhook_endpoints", "webhooks/"),
     ("prospects", "prospects/"),
     ("prospect_tags", "prospects/"),
     ("prospect_totals", "prospects/"),

@@ -61,6 +61,14 @@ impl Clock {
             + self.shared_offset_ms.load(Ordering::Relaxed)
     }
 
+    /// A clock that reads `ms` now and runs on from there: for a writer handed a time rather
+    /// than a clock (an event's, say) that must hand a clock on.
+    pub fn starting_at(ms: i64) -> Self {
+        let clock = Self::default();
+        clock.advance_ms(ms - clock.now_ms());
+        clock
+    }
+
     /// Moves this clock (and every clone of it) forward by `ms`.
     pub fn advance_ms(&self, ms: i64) {
         self.offset_ms.fetch_add(ms, Ordering::Relaxed);

@@ -162,6 +162,10 @@ pub const WORLD: &[(&str, &str)] = &[
         "event",
         "an event of the world: `paused`'s `sequence.paused`",
     ),
+    (
+        "webhook_endpoint",
+        "a webhook endpoint taking `sequence.paused`, at a loopback port nothing answers",
+    ),
 ];
 
 /// Every registered fixture by action name; an action with two is an error (a test reads it).

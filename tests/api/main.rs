@@ -52,4 +52,5 @@ mod targeting;
 mod toolsets;
 mod uploads;
 mod web;
+mod webhooks;
 mod worst_inputs;

@@ -17,6 +17,7 @@ use sqlx::Row;
 use crate::helpers::TestApp;
 use crate::outreach::{advance, no_worker_app, settle};
 use crate::sequences::send_key;
+use crate::webhooks::{Receiver, make_endpoint, verify};
 
 const MINUTE_MS: i64 = 60_000;
 const HOUR_MS: i64 = 60 * MINUTE_MS;
@@ -163,6 +164,9 @@ async fn a_month_of_outreach_keeps_every_limit_hour_and_approval() {
     let to_start = (START_MS - app.clock.now_ms()) / 1000;
     assert!(to_start > 0, "the test clock is already past March 2027");
     advance(&app, to_start).await;
+    // An endpoint that takes every event type: each event of the month must reach it, once.
+    let receiver = Receiver::start().await;
+    let (_, secret) = make_endpoint(&app, &receiver.url, &[]).await;
 
     let mut senders = Vec::new();
     for (name, zone) in [
@@ -311,6 +315,82 @@ async fn a_month_of_outreach_keeps_every_limit_hour_and_approval() {
         &done,
     )
     .await;
+    check_webhooks(&app, &receiver, &secret).await;
+}
+
+/// Every event of the month reached the endpoint once, signed, as the events table holds it.
+async fn check_webhooks(app: &TestApp, receiver: &Receiver, secret: &str) {
+    let events: BTreeMap<String, String> =
+        sqlx::query("select id, type from events where workspace_id = $1")
+            .bind(&app.workspace_id)
+            .fetch_all(app.db.pool())
+            .await
+            .expect("events")
+            .iter()
+            .map(|row| (row.get("id"), row.get("type")))
+            .collect();
+    let received = receiver.received();
+    let mut arrived: BTreeMap<String, String> = BTreeMap::new();
+    for got in &received {
+        verify(secret, got);
+        let body = got.json();
+        let id = got.header("webhook-id").to_owned();
+        assert_eq!(body["id"], json!(id));
+        let kind = body["type"].as_str().expect("a type").to_owned();
+        assert!(
+            arrived.insert(id.clone(), kind).is_none(),
+            "{id} arrived twice"
+        );
+    }
+    assert_eq!(
+        arrived, events,
+        "the events delivered are the events written"
+    );
+    let by_type = |map: &BTreeMap<String, String>| {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for kind in map.values() {
+            *counts.entry(kind.clone()).or_default() += 1;
+        }
+        counts
+    };
+    let counts = by_type(&arrived);
+    for kind in [
+        "connection.requested",
+        "connection.accepted",
+        "message.sent",
+        "message.received",
+        "enrollment.started",
+        "enrollment.replied",
+        "enrollment.finished",
+        "approval.requested",
+    ] {
+        assert!(
+            counts.get(kind).is_some_and(|n| *n > 0),
+            "no {kind}: {counts:?}"
+        );
+    }
+    let invitations: i64 = sqlx::query_scalar(
+        "select count(*) from sandbox_log where workspace_id = $1 and kind = 'invitation' and outcome = 'ok'",
+    )
+    .bind(&app.workspace_id)
+    .fetch_one(app.db.pool())
+    .await
+    .expect("invitations in the sandbox log");
+    assert_eq!(
+        counts.get("connection.requested").copied().unwrap_or(0) as i64,
+        invitations,
+        "one connection.requested per invitation the network took"
+    );
+    let pending: i64 =
+        sqlx::query_scalar("select count(*) from webhook_deliveries where status <> 'succeeded'")
+            .fetch_one(app.db.pool())
+            .await
+            .expect("deliveries");
+    assert_eq!(pending, 0, "every delivery succeeded");
+    println!(
+        "webhooks: {} events delivered once each: {counts:?}",
+        arrived.len()
+    );
 }
 
 /// The scenario's interventions, each once, on the day it is due.

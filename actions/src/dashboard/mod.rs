@@ -4,11 +4,12 @@
 //! keep in sync: the dashboard can never disagree with the lists it summarises. Credits spent are
 //! net of releases and attributed to the action that spent them (a release is joined to its
 //! spend). The outreach figures are in [`outreach`], the approval queue's in [`approvals`], the
-//! agent runs' in [`agents`].
+//! agent runs' in [`agents`], the webhook deliveries' in [`webhooks`].
 
 pub mod agents;
 pub mod approvals;
 pub mod outreach;
+pub mod webhooks;
 
 use crate::prospects::Tier;
 use outreach_runtime::prelude::credits::TransactionKind;
@@ -77,6 +78,8 @@ pub struct Dashboard {
     pub approvals: approvals::ApprovalFigures,
     /// Agent runs started in the period: by status, and what they processed and cost.
     pub agents: agents::AgentFigures,
+    /// The webhook endpoints, and their deliveries that succeeded or failed in the period.
+    pub webhooks: webhooks::WebhookFigures,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -164,13 +167,12 @@ const SPEND_SOURCES: [&str; 5] = [
 
 /// Show the workspace's dashboard.
 ///
-/// Prospects (total, new in the period, by tier), lists, imports (count and prospects created),
-/// scoring runs (count and prospects scored) and credits (balance, granted and spent in the
-/// period, spending by source), and outreach (invitations sent and accepted, acceptance rate,
-/// messages sent, replies and reply rate, per sequence and per sender with each sender's usage
-/// against its limits), and the approval queue now (items waiting, how many from agents, the oldest
-/// one's age, by age). `period` is `24h`, `7d`, `30d` (default), `90d`, `365d` or `all`. Costs
-/// nothing.
+/// Prospects (total, new, by tier), lists, imports, scoring runs, credits (balance, granted,
+/// spent by source), outreach (invitations sent and accepted, messages, replies and their rates,
+/// per sequence and per sender with its usage against its limits), the approval queue now
+/// (waiting, from agents, oldest, by age), agent runs, and webhook deliveries (succeeded and
+/// failed in the period, pending now). `period` is `24h`, `7d`, `30d` (default), `90d`, `365d` or
+/// `all`. Costs nothing.
 #[action(scope = "read", http = "GET /dashboard")]
 pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboard, ApiError> {
     let now = ctx.now_ms();
@@ -277,6 +279,10 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
         let mut conn = pool.acquire().await?;
         agents::figures(&mut conn, workspace, since).await?
     };
+    let webhooks = {
+        let mut conn = pool.acquire().await?;
+        webhooks::figures(&mut conn, workspace, since).await?
+    };
 
     Ok(Dashboard {
         period: PeriodWindow {
@@ -310,6 +316,7 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
         outreach,
         approvals,
         agents,
+        webhooks,
     })
 }
 
@@ -406,7 +413,14 @@ outreach_runtime::prelude::example!(get_dashboard,
             "new": 2,
             "total": 2
         },
-        "scoring_runs": {"count": 2, "prospects_scored": 4}
+        "scoring_runs": {"count": 2, "prospects_scored": 4},
+        "webhooks": {
+            "deliveries_failed": 1,
+            "deliveries_pending": 0,
+            "deliveries_succeeded": 41,
+            "disabled_endpoints": 0,
+            "endpoints": 1
+        }
     }
 );
 
