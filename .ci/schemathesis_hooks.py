@@ -60,8 +60,8 @@ STATE_RULES: list[tuple[str, str]] = [
     # A webhook URL the pattern allows may still not parse (a port over 65535, a malformed
     # address), may point where webhooks may not go, or name a host that resolves there; and a
     # workspace holds at most 16 endpoints.
-    ("POST /webhook-endpoints", r"^`url` is not an absolute URL|^`url` reaches|^`url` must be `https` in production|^This workspace has \d+ webhook endpoints"),
-    ("PATCH /webhook-endpoints/{id}", r"^`url` is not an absolute URL|^`url` reaches|^`url` must be `https` in production"),
+    ("POST /webhook-endpoints", r"^`url` is not an absolute URL|^`url` reaches|^`url` must be `https` outside development|^This workspace has \d+ webhook endpoints"),
+    ("PATCH /webhook-endpoints/{id}", r"^`url` is not an absolute URL|^`url` reaches|^`url` must be `https` outside development"),
     # Whether an endpoint is enabled and which types it takes is stored state.
     ("POST /webhook-endpoints/{endpoint_id}/redeliver", r"is disabled, so nothing can be|does not take `"),
     # A replay's range compares two values (and `until` defaults to now); the endpoint's state is stored.

@@ -176,6 +176,10 @@ pub async fn queue(
     Ok(queued)
 }
 
+/// The attempts a run of [`DeliveryJob`] gets from the engine: a run fails only on a database
+/// error, and a delivery must not be left without its run for that.
+const JOB_ATTEMPTS: i32 = 1_000;
+
 /// Enqueues (in the caller's transaction) a run of the endpoint's deliveries, due at `at_ms`.
 pub async fn wake(
     conn: &mut AnyConnection,
@@ -186,10 +190,76 @@ pub async fn wake(
     let args = DeliveryJob {
         endpoint_id: endpoint_id.to_owned(),
     };
-    let job = NewJob::of(&args).workspace(workspace_id).run_at(at_ms);
+    let job = NewJob::of(&args)
+        .workspace(workspace_id)
+        .run_at(at_ms)
+        .max_attempts(JOB_ATTEMPTS);
     enqueue(conn, &Clock::starting_at(at_ms), job).await?;
     Ok(())
 }
+
+/// Like [`wake`], but a no-op while such a wake of the endpoint waits: for the backstops (a run
+/// that ends with deliveries pending, the recovery sweep), which may ask again and again.
+pub async fn wake_once(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    endpoint_id: &str,
+    at_ms: i64,
+) -> Result<(), ApiError> {
+    let args = DeliveryJob {
+        endpoint_id: endpoint_id.to_owned(),
+    };
+    let job = NewJob::of(&args)
+        .workspace(workspace_id)
+        .run_at(at_ms)
+        .max_attempts(JOB_ATTEMPTS)
+        .unique_key(format!("webhook:{endpoint_id}"));
+    enqueue(conn, &Clock::starting_at(at_ms), job).await?;
+    Ok(())
+}
+
+/// When the endpoint's earliest pending delivery is due, if it has one.
+pub async fn earliest_pending(
+    conn: &mut AnyConnection,
+    endpoint_id: &str,
+) -> Result<Option<i64>, ApiError> {
+    Ok(sqlx::query_scalar(
+        "select min(next_attempt_at) from webhook_deliveries \
+         where endpoint_id = $1 and status = 'pending'",
+    )
+    .bind(endpoint_id)
+    .fetch_one(&mut *conn)
+    .await?)
+}
+
+/// How long past due a pending delivery must be, held by no live run, before the sweep wakes its
+/// endpoint: a run hands over every 10 s, so this is past any run's turn.
+const OVERDUE_MS: i64 = 60_000;
+
+/// The recovery sweep: wakes each endpoint holding a delivery overdue by a minute that no live
+/// run holds (its run was discarded, or ended on a clock a little behind another's).
+async fn wake_overdue(db: &outreach_runtime::prelude::Db, clock: &Clock) -> Result<u64, ApiError> {
+    let now = clock.now_ms();
+    let rows = sqlx::query(
+        "select distinct d.workspace_id, d.endpoint_id from webhook_deliveries d \
+         join webhook_endpoints e on e.id = d.endpoint_id and e.enabled = 1 \
+         where d.status = 'pending' and d.next_attempt_at < $1 \
+           and not exists (select 1 from webhook_deliveries h join jobs j on j.id = h.claimed_by \
+               where h.endpoint_id = d.endpoint_id and h.status = 'pending' and j.state = 'running')",
+    )
+    .bind(now - OVERDUE_MS)
+    .fetch_all(db.pool())
+    .await?;
+    let mut conn = db.pool().acquire().await?;
+    for row in &rows {
+        let workspace_id: String = row.try_get("workspace_id")?;
+        let endpoint_id: String = row.try_get("endpoint_id")?;
+        wake_once(&mut conn, &workspace_id, &endpoint_id, now).await?;
+    }
+    Ok(u64::try_from(rows.len()).unwrap_or(u64::MAX))
+}
+
+outreach_runtime::prelude::recovery!("webhook deliveries no run holds", wake_overdue);
 
 /// A delivery claimed for an attempt.
 #[derive(Debug, Clone)]
@@ -271,14 +341,19 @@ pub enum Finished {
     Retrying(i64),
     /// Failed for good.
     Failed,
+    /// Someone else settled it during the attempt (its endpoint was disabled, which failed it):
+    /// the attempt changed nothing.
+    Superseded,
 }
 
-/// Records an attempt of a claimed delivery (in the caller's transaction) and schedules the next
-/// one when it failed with attempts left (a job at that time included).
+/// Records an attempt of a delivery claimed by job `job_id` (in the caller's transaction) and
+/// schedules the next one when it failed with attempts left (a job at that time included). A
+/// delivery no longer pending under this claim (failed meanwhile by a disabling) is left as it is.
 pub async fn finish(
     conn: &mut AnyConnection,
     workspace_id: &str,
     endpoint_id: &str,
+    job_id: &str,
     delivery: &Claimed,
     attempt: &Attempt,
     now_ms: i64,
@@ -300,14 +375,15 @@ pub async fn finish(
         }
     };
     let (status, next) = match finished {
-        Finished::Succeeded => (DeliveryStatus::Succeeded, None),
         Finished::Retrying(at) => (DeliveryStatus::Pending, Some(at)),
         Finished::Failed => (DeliveryStatus::Failed, None),
+        Finished::Succeeded | Finished::Superseded => (DeliveryStatus::Succeeded, None),
     };
-    sqlx::query(
+    let recorded = sqlx::query(
         "update webhook_deliveries set status = $2, attempt = $3, next_attempt_at = $4, \
          claimed_by = null, response_status = $5, duration_ms = $6, response_body = $7, \
-         error = $8, last_attempt_at = $9, updated_at = $9 where id = $1",
+         error = $8, last_attempt_at = $9, updated_at = $9 \
+         where id = $1 and status = 'pending' and claimed_by = $10",
     )
     .bind(&delivery.id)
     .bind(status.as_str())
@@ -318,8 +394,13 @@ pub async fn finish(
     .bind(attempt.response_body.as_deref())
     .bind(attempt.error.as_deref())
     .bind(now_ms)
+    .bind(job_id)
     .execute(&mut *conn)
-    .await?;
+    .await?
+    .rows_affected();
+    if recorded == 0 {
+        return Ok(Finished::Superseded);
+    }
     if let Finished::Retrying(at) = finished {
         wake(conn, workspace_id, endpoint_id, at).await?;
     }

@@ -103,7 +103,7 @@ text_enum! {
         ProspectDoNotContactAdded => "prospect.do_not_contact_added",
         /// A spend left the balance under the low mark. `data`: `balance`, `threshold`.
         CreditsLow => "credits.low",
-        /// A webhook endpoint was disabled after its deliveries kept failing. `data`: `webhook_endpoint_id`, `reason`.
+        /// The service disabled a webhook endpoint: it answered `410 Gone`, or its deliveries failed for 5 days. `data`: `webhook_endpoint_id`, `reason`.
         WebhookEndpointDisabled => "webhook_endpoint.disabled",
     }
 }

@@ -240,6 +240,18 @@ const ROW_LOCKS: &[(&str, &str)] = &[
         "scoring/run.rs",
         "the prospects a scoring run copies its scores to, in id order",
     ),
+    (
+        "deliveries.rs",
+        "a webhook endpoint's row, so the claims of its next delivery queue",
+    ),
+    (
+        "webhooks/deliver.rs",
+        "a webhook endpoint's row, before the deliveries an attempt's outcome changes",
+    ),
+    (
+        "webhooks/mod.rs",
+        "the workspace's row, so two endpoints made at once cannot both be the 16th",
+    ),
 ];
 
 /// The row locks in the sources: (file relative to `src`, line number).

@@ -133,6 +133,21 @@ pub async fn probe(target: &Target) -> anyhow::Result<(StatusCode, Bytes)> {
     Ok((status, body))
 }
 
+/// Sends `count` requests one after another on one keep-alive connection (as a client with a
+/// connection pool sends to one host) and answers how long they took; a non-2xx is an error.
+pub async fn sequential(target: &Target, count: usize) -> anyhow::Result<Duration> {
+    let mut sender = connect(target.addr).await?;
+    let started = std::time::Instant::now();
+    for _ in 0..count {
+        sender.ready().await?;
+        let response = sender.send_request(target.request()?).await?;
+        let status = response.status();
+        response.into_body().collect().await?;
+        anyhow::ensure!(status.is_success(), "{} answered {status}", target.path);
+    }
+    Ok(started.elapsed())
+}
+
 async fn connect(addr: SocketAddr) -> anyhow::Result<SendRequest<Full<Bytes>>> {
     let stream = TcpStream::connect(addr)
         .await

@@ -31,6 +31,7 @@ mod procfs;
 mod scheduler;
 mod seed;
 mod service;
+mod webhooks;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -86,6 +87,9 @@ struct RunArgs {
     /// Prospects seeded before the list phase; also the rows the `issue3` phase imports and scores.
     #[arg(long, default_value_t = 100_000)]
     prospects: u64,
+    /// Events of the `webhooks` phase's burst (one enrollment each).
+    #[arg(long, default_value_t = 2_000)]
+    webhook_events: usize,
     /// Do not run `cargo build --release -p outreach` first.
     #[arg(long)]
     no_build: bool,
@@ -140,6 +144,8 @@ enum PhaseKind {
     Issue3,
     /// Issue 11: the scheduler and the sandbox network (see `scheduler.rs`). Not a load phase.
     Scheduler,
+    /// Issue 25: webhook deliveries to a loopback receiver (see `webhooks.rs`). Not a load phase.
+    Webhooks,
 }
 
 impl PhaseKind {
@@ -158,6 +164,7 @@ impl PhaseKind {
             Self::PeerTypescript => peers::Sdk::TypeScript.title(),
             Self::Issue3 => "issue 3: CSV import vs batched insert, scoring",
             Self::Scheduler => "issue 11: the scheduler with the sandbox network",
+            Self::Webhooks => "issue 25: webhook deliveries to a loopback receiver",
         }
     }
 }
@@ -281,10 +288,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         shell_line("uname", &["-sr"])
     );
     println!("load average before: {}", load_average());
-    let load_phases = args
-        .phases
-        .iter()
-        .any(|&kind| !matches!(kind, PhaseKind::Issue3 | PhaseKind::Scheduler));
+    let load_phases = args.phases.iter().any(|&kind| {
+        !matches!(
+            kind,
+            PhaseKind::Issue3 | PhaseKind::Scheduler | PhaseKind::Webhooks
+        )
+    });
     let mut result = Ok(());
     if load_phases {
         result = measure(&args, &root, &bin, &dir).await;
@@ -294,6 +303,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if result.is_ok() && args.phases.contains(&PhaseKind::Scheduler) {
         result = scheduler::run(&bin, &dir, usize::try_from(args.prospects)?).await;
+    }
+    if result.is_ok() && args.phases.contains(&PhaseKind::Webhooks) {
+        result = webhooks::run(&bin, &dir, args.webhook_events).await;
     }
     if args.keep || result.is_err() {
         println!("» kept {} (database and server.log)", dir.display());
@@ -787,6 +799,7 @@ fn report(phases: &[Phase], hwm_kib: u64, rss_kib: u64, baseline_hwm_kib: u64) -
             PhaseKind::Baseline
             | PhaseKind::Issue3
             | PhaseKind::Scheduler
+            | PhaseKind::Webhooks
             | PhaseKind::Peers
             | PhaseKind::PeerPython
             | PhaseKind::PeerTypescript => continue,

@@ -172,7 +172,7 @@ pub async fn run(bin: &Path, dir: &Path, enrollments: usize) -> anyhow::Result<(
 }
 
 /// Creates (dropping it first) a database on the server `admin_url` points at; returns its URL.
-async fn fresh_postgres(admin_url: &str, name: &str) -> anyhow::Result<String> {
+pub(crate) async fn fresh_postgres(admin_url: &str, name: &str) -> anyhow::Result<String> {
     let mut conn = AnyConnection::connect(admin_url).await?;
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "drop database if exists {name}"

@@ -13,8 +13,11 @@ create table webhook_endpoints (
     previous_secret_until bigint,
     enabled bigint not null default 1,
     disabled_reason text,
-    -- the first failed attempt since the last success (epoch ms); null while deliveries succeed
+    -- the first failed attempt of the current run of failures (epoch ms); null while deliveries
+    -- succeed. A run of failures ends with a success, or with a gap longer than a delivery's
+    -- retries (`last_failed_at`).
     failing_since bigint,
+    last_failed_at bigint,
     created_at bigint not null,
     updated_at bigint not null
 );
@@ -50,6 +53,9 @@ create table webhook_deliveries (
 );
 -- the next due delivery of an endpoint, and its page of deliveries
 create index webhook_deliveries_endpoint_idx on webhook_deliveries (endpoint_id, status, seq);
+-- the recovery sweep's overdue deliveries, and the runs attempting one
+create index webhook_deliveries_due_idx on webhook_deliveries (status, next_attempt_at);
+create index webhook_deliveries_claim_idx on webhook_deliveries (claimed_by) where claimed_by is not null;
 -- the events some endpoint has not yet received
 create index webhook_deliveries_event_idx on webhook_deliveries (event_id, status);
 -- the dashboard's failed deliveries in a period

@@ -106,6 +106,9 @@ async fn action_list_matches_the_golden_file() {
 /// broken connection answers the first result instead of acting twice.
 #[tokio::test]
 async fn every_write_action_takes_an_idempotency_key() {
+    // These answer a secret shown once: a replayed answer would keep it, unsealed, in the
+    // idempotency records for a day. A retry of either makes a second one, which does no harm.
+    const ANSWER_A_SECRET: [&str; 2] = ["create_webhook_endpoint", "rotate_webhook_secret"];
     let app = spawn_app().await;
     let not: Vec<&str> = app
         .registry
@@ -113,6 +116,7 @@ async fn every_write_action_takes_an_idempotency_key() {
         .iter()
         .filter(|action| !action.is_read_only() && !action.def.idempotent)
         .map(|action| action.name())
+        .filter(|name| !ANSWER_A_SECRET.contains(name))
         .collect();
     assert!(
         not.is_empty(),

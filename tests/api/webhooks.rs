@@ -29,6 +29,8 @@ pub enum Answer {
     Redirect,
     RetryAfter(u16, &'static str),
     Slow(Duration),
+    /// 200 with a few bytes of a GIF, NUL included.
+    Binary,
 }
 
 /// A request the receiver took.
@@ -90,6 +92,12 @@ async fn take(State(script): State<Script>, headers: HeaderMap, body: Bytes) -> 
             StatusCode::from_u16(code).expect("a status"),
             [("retry-after", after)],
             "later",
+        )
+            .into_response(),
+        Answer::Binary => (
+            StatusCode::OK,
+            [("content-type", "image/gif")],
+            b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff".to_vec(),
         )
             .into_response(),
         Answer::Slow(pause) => {
@@ -745,17 +753,24 @@ async fn five_days_of_failures_disable_the_endpoint() {
         &["sequence.activated", "sequence.paused"],
     )
     .await;
+    let send = send_key(&app).await;
     let id = three_events(&app).await;
     until_attempted(&app, &endpoint, 1).await;
-    // Every retry fails for a day and more; still enabled.
-    advance(&app, 2 * 86_400).await;
-    let shown = app
-        .get(&format!("/webhook-endpoints/{endpoint}"), &app.key)
-        .await;
-    assert_eq!(shown.expect(200)["enabled"], true);
-    advance(&app, 3 * 86_400).await;
-    // Five days after the first failure, the next failed attempt disables it.
-    let send = send_key(&app).await;
+    // A change a day, each delivery failing: still enabled after four days.
+    for day in 1..=4 {
+        advance(&app, 86_400).await;
+        let step = if day % 2 == 1 { "pause" } else { "resume" };
+        app.post_json(&format!("/sequences/{id}/{step}"), &send, json!({}))
+            .await
+            .expect(200);
+        settle_deliveries(&app).await;
+        let shown = app
+            .get(&format!("/webhook-endpoints/{endpoint}"), &app.key)
+            .await;
+        assert_eq!(shown.expect(200)["enabled"], true, "day {day}");
+    }
+    // On the fifth day the next failed attempt disables it.
+    advance(&app, 86_400).await;
     app.post_json(&format!("/sequences/{id}/pause"), &send, json!({}))
         .await
         .expect(200);
@@ -771,6 +786,60 @@ async fn five_days_of_failures_disable_the_endpoint() {
         disabled.expect(200)["items"].as_array().map(Vec::len),
         Some(1)
     );
+}
+
+#[tokio::test]
+async fn failures_days_apart_are_no_run_of_failures() {
+    let app = spawn_app_with_test_clock().await;
+    let receiver = Receiver::start().await;
+    receiver.answer(Answer::Status(503));
+    let (endpoint, _) = make_endpoint(&app, &receiver.url, &["sequence.paused"]).await;
+    let send = send_key(&app).await;
+    let id = three_events(&app).await;
+    until_attempted(&app, &endpoint, 1).await;
+    // Its retries spent, nothing is tried for days; one more failure does not disable it.
+    advance(&app, 6 * 86_400).await;
+    app.post_json(&format!("/sequences/{id}/pause"), &send, json!({}))
+        .await
+        .expect(200);
+    settle_deliveries(&app).await;
+    let shown = app
+        .get(&format!("/webhook-endpoints/{endpoint}"), &app.key)
+        .await;
+    assert_eq!(shown.expect(200)["enabled"], true);
+}
+
+/// Waits until no delivery is in an attempt and none is due (real time).
+async fn settle_deliveries(app: &TestApp) {
+    for _ in 0..1500 {
+        let busy: i64 = sqlx::query_scalar(
+            "select count(*) from webhook_deliveries where status = 'pending' \
+             and (claimed_by is not null or next_attempt_at <= $1)",
+        )
+        .bind(app.clock.now_ms())
+        .fetch_one(app.db.pool())
+        .await
+        .expect("count");
+        if busy == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("deliveries did not settle");
+}
+
+#[tokio::test]
+async fn a_binary_answer_is_kept_as_text() {
+    let app = spawn_app().await;
+    let receiver = Receiver::start().await;
+    receiver.answer(Answer::Binary);
+    let (endpoint, _) = make_endpoint(&app, &receiver.url, &["sequence.activated"]).await;
+    three_events(&app).await;
+    let listed = until_attempted(&app, &endpoint, 1).await;
+    assert_eq!(listed[0]["status"], "succeeded", "{}", listed[0]);
+    let body = listed[0]["response_body"].as_str().expect("a body");
+    assert!(body.starts_with("GIF89a"), "{body}");
+    assert!(!body.contains('\0'));
 }
 
 /// `kill -9` while deliveries are in flight loses none: the real binary is killed at random

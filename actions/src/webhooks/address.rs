@@ -49,8 +49,10 @@ pub struct Reach {
 }
 
 impl Reach {
+    /// `development` (the default) and `test` open `http` and loopback; every other environment
+    /// (`production`, and a `staging` alike) is held to `https` and public addresses.
     pub fn of(environment: &Environment) -> Self {
-        let open = !environment.is_production();
+        let open = matches!(environment.name(), "development" | "test");
         Self {
             plain_http: open,
             loopback: open,
@@ -61,7 +63,7 @@ impl Reach {
     pub fn refusal(self, ip: IpAddr) -> Option<&'static str> {
         match ip {
             IpAddr::V4(v4) => self.refusal_v4(v4),
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            IpAddr::V6(v6) => match embedded_v4(v6) {
                 Some(v4) => self.refusal_v4(v4),
                 None => self.refusal_v6(v6),
             },
@@ -69,7 +71,7 @@ impl Reach {
     }
 
     fn refusal_v4(self, ip: Ipv4Addr) -> Option<&'static str> {
-        let [a, b, ..] = ip.octets();
+        let [a, b, c, _] = ip.octets();
         if ip.is_loopback() {
             return (!self.loopback).then_some("a loopback address");
         }
@@ -84,6 +86,9 @@ impl Reach {
         }
         if a == 100 && (64..128).contains(&b) {
             return Some("a shared (carrier-grade NAT) address");
+        }
+        if (a == 192 && b == 0 && c == 0) || (a == 198 && (b == 18 || b == 19)) {
+            return Some("a reserved address");
         }
         if ip.is_multicast() || ip.is_broadcast() {
             return Some("a multicast or broadcast address");
@@ -114,11 +119,45 @@ impl Reach {
         if first & 0xffc0 == 0xfe80 {
             return Some("a link-local address");
         }
+        if first & 0xffc0 == 0xfec0 {
+            return Some("a site-local address");
+        }
         if first == 0x2001 && ip.segments()[1] == 0x0db8 {
             return Some("a reserved address");
         }
         None
     }
+}
+
+/// The IPv4 address an IPv6 one carries to the IPv4 network, judged as itself: mapped
+/// (`::ffff:a.b.c.d`), compatible (`::a.b.c.d`), NAT64 (`64:ff9b::/96`, `64:ff9b:1::/48`) and
+/// 6to4 (`2002:aabb:ccdd::/48`).
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    let s = ip.segments();
+    let low = Ipv4Addr::new(
+        (s[6] >> 8) as u8,
+        (s[6] & 0xff) as u8,
+        (s[7] >> 8) as u8,
+        (s[7] & 0xff) as u8,
+    );
+    if s[..6] == [0; 6] && !ip.is_loopback() && !ip.is_unspecified() {
+        return Some(low);
+    }
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1) {
+        return Some(low);
+    }
+    if s[0] == 0x2002 {
+        return Some(Ipv4Addr::new(
+            (s[1] >> 8) as u8,
+            (s[1] & 0xff) as u8,
+            (s[2] >> 8) as u8,
+            (s[2] & 0xff) as u8,
+        ));
+    }
+    None
 }
 
 /// Checks an endpoint URL as it is saved: its form, and the addresses its host resolves to now
@@ -132,7 +171,7 @@ pub async fn check_url(reach: Reach, text: &str) -> Result<String, ApiError> {
     }
     if !URL_SHAPE.is_match(text) {
         return Err(ApiError::invalid_request(
-            "`url` must be an `https` (or, outside production, `http`) URL of a host name or address, \
+            "`url` must be an `https` (or, in development and test, `http`) URL of a host name or address, \
              with an optional port, path and query and no white space, user name or fragment: \
              `https://hooks.example.com/outreach`.",
         ));
@@ -147,7 +186,7 @@ pub async fn check_url(reach: Reach, text: &str) -> Result<String, ApiError> {
         "http" if reach.plain_http => {}
         "http" => {
             return Err(ApiError::invalid_request(
-                "`url` must be `https` in production: deliveries carry your workspace's data.",
+                "`url` must be `https` outside development and test: deliveries carry your workspace's data.",
             ));
         }
         other => {
@@ -186,7 +225,7 @@ pub async fn check_url(reach: Reach, text: &str) -> Result<String, ApiError> {
             return Err(ApiError::invalid_request(format!(
                 "`url` reaches {why} ({ip}); webhooks go to public addresses{}.",
                 if reach.loopback {
-                    " or, outside production, to loopback"
+                    " or, in development and test, to loopback"
                 } else {
                     ""
                 }
@@ -268,12 +307,24 @@ mod tests {
             "fe80::1",
             "ff02::1",
             "::ffff:10.0.0.1",
+            "::10.0.0.1",
+            "64:ff9b::a00:5",
+            "64:ff9b:1::a9fe:a9fe",
+            "2002:c0a8:0101::1",
+            "fec0::1",
+            "192.0.0.8",
+            "198.18.0.1",
         ] {
             let ip: IpAddr = ip.parse().expect("an address");
             assert!(STRICT.refusal(ip).is_some(), "{ip}");
             assert!(OPEN.refusal(ip).is_some(), "{ip}");
         }
-        for ip in ["8.8.8.8", "2606:4700::1111", "93.184.216.34"] {
+        for ip in [
+            "8.8.8.8",
+            "2606:4700::1111",
+            "93.184.216.34",
+            "64:ff9b::808:808",
+        ] {
             let ip: IpAddr = ip.parse().expect("an address");
             assert_eq!(STRICT.refusal(ip), None, "{ip}");
         }

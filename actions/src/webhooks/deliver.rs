@@ -5,7 +5,8 @@
 //! with what it means for the endpoint (a `410` disables it; a success ends a run of failures,
 //! and failures that have lasted [`FAILING_DAYS`] days disable it). It goes on with the next due
 //! delivery until none is, for at most [`RUN_FOR`] of real time; then it hands the rest to a new
-//! run, so one busy endpoint does not hold a worker for ever.
+//! run, so one busy endpoint does not hold a worker for ever. Runs holding a delivery take at
+//! most half the engine's workers ([`slots`]); a run past that waits a second for its turn.
 //!
 //! The message is built from the stored event each time, so every attempt of a delivery carries
 //! the same `webhook-id` and body; `webhook-timestamp` is the attempt's own time, as the
@@ -13,7 +14,9 @@
 
 use std::time::{Duration, Instant};
 
-use outreach_runtime::prelude::{ApiError, JobArgs, JobCtx, JobOutcome, JobResult, job, rfc3339};
+use outreach_runtime::prelude::{
+    ApiError, Backend, JobArgs, JobCtx, JobOutcome, JobResult, job, rfc3339,
+};
 use serde_json::{Map, Value, json};
 use sqlx::{AnyConnection, Row};
 
@@ -28,15 +31,33 @@ pub const FAILING_DAYS: i64 = 5;
 pub const FAILING_MS: i64 = FAILING_DAYS * 24 * 3_600_000;
 
 /// The longest a run attempts deliveries before it hands the rest to a new run.
-const RUN_FOR: Duration = Duration::from_secs(30);
+const RUN_FOR: Duration = Duration::from_secs(10);
+
+/// How long a run waits for a slot when deliveries already hold as many of the engine's workers
+/// as they may ([`slots`]).
+const SLOT_WAIT_MS: i64 = 1_000;
 
 job!(DeliveryJob::KIND, run);
+
+/// The workers deliveries may hold at once, across the instances: half of one instance's (at
+/// least one), so endpoints that answer slowly or not at all cannot take every slot outreach
+/// runs in.
+fn slots(job: &JobCtx) -> i64 {
+    i64::try_from(job.config().jobs.workers / 2)
+        .unwrap_or(1)
+        .max(1)
+}
 
 async fn run(job: JobCtx) -> JobResult {
     let args: DeliveryJob = job.args()?;
     let started = Instant::now();
     let settings = WebhookSettings::of(job.config());
     let reach = Reach::of(&job.config().environment);
+    if other_runs(&job).await? >= slots(&job) {
+        return Ok(JobOutcome::Snooze {
+            until_ms: job.now_ms() + SLOT_WAIT_MS,
+        });
+    }
     loop {
         let now = job.now_ms();
         let claimed = {
@@ -45,7 +66,20 @@ async fn run(job: JobCtx) -> JobResult {
         };
         let Some(delivery) = claimed else {
             let mut tx = job.tx().await?;
-            fail_if_disabled(&mut tx, &args.endpoint_id, now).await?;
+            if !fail_if_disabled(&mut tx, &args.endpoint_id, now).await?
+                && let Some(at) = deliveries::earliest_pending(&mut tx, &args.endpoint_id).await?
+                && let Some(workspace_id) = job.workspace_id()
+            {
+                // Deliveries wait, due later or held by a run that may end before they are due
+                // on its clock: make sure a run comes for them (a no-op while one waits).
+                deliveries::wake_once(
+                    &mut tx,
+                    workspace_id,
+                    &args.endpoint_id,
+                    at.max(now + SLOT_WAIT_MS),
+                )
+                .await?;
+            }
             return Ok(JobOutcome::Done);
         };
         let target = {
@@ -77,7 +111,9 @@ async fn run(job: JobCtx) -> JobResult {
         let now = job.now_ms();
         {
             let mut tx = job.tx().await?;
-            let workspace_id = workspace_of(&mut tx, &args.endpoint_id).await?;
+            // The endpoint's row first, as every writer of an endpoint and its deliveries takes
+            // them (a disabling, a deletion, a claim).
+            let workspace_id = lock_endpoint(&mut tx, &args.endpoint_id).await?;
             let Some(workspace_id) = workspace_id else {
                 // Deleted meanwhile: its deliveries went with it.
                 return Ok(JobOutcome::Done);
@@ -86,12 +122,15 @@ async fn run(job: JobCtx) -> JobResult {
                 &mut tx,
                 &workspace_id,
                 &args.endpoint_id,
+                job.id(),
                 &delivery,
                 &attempt,
                 now,
             )
             .await?;
-            if attempt.response_status == Some(410) {
+            if finished == Finished::Superseded {
+                // Disabled during the attempt: its deliveries were failed, and this one stays so.
+            } else if attempt.response_status == Some(410) {
                 super::disable(
                     &mut tx,
                     &workspace_id,
@@ -119,30 +158,62 @@ async fn run(job: JobCtx) -> JobResult {
     }
 }
 
-/// Fails the pending deliveries of a disabled endpoint: those queued by a transaction that read
+/// The other live runs that hold a delivery now (attempting it), on any instance. Runs that
+/// have not claimed one yet do not count, so runs starting together do not all step back; the
+/// cap is a soft one.
+async fn other_runs(job: &JobCtx) -> Result<i64, ApiError> {
+    Ok(sqlx::query_scalar(
+        "select count(distinct d.claimed_by) from webhook_deliveries d \
+         join jobs j on j.id = d.claimed_by and j.state = 'running' \
+         where d.status = 'pending' and d.claimed_by is not null and d.claimed_by <> $1",
+    )
+    .bind(job.id())
+    .fetch_one(job.db().pool())
+    .await?)
+}
+
+/// Locks the endpoint's row until the transaction ends (PostgreSQL; SQLite's write transaction
+/// holds the whole database) and answers its workspace; `None` when it was deleted.
+async fn lock_endpoint(
+    conn: &mut AnyConnection,
+    endpoint_id: &str,
+) -> Result<Option<String>, ApiError> {
+    let statement = match Backend::of(conn) {
+        Backend::Postgres => {
+            "select workspace_id from webhook_endpoints where id = $1 for no key update"
+        }
+        Backend::Sqlite => "select workspace_id from webhook_endpoints where id = $1",
+    };
+    Ok(sqlx::query_scalar(statement)
+        .bind(endpoint_id)
+        .fetch_optional(conn)
+        .await?)
+}
+
+/// Fails the pending deliveries of a disabled endpoint (answers whether it is disabled or gone): those queued by a transaction that read
 /// the endpoint enabled just before it was disabled, and committed after the disabling failed
 /// the others. Their own run finds them here.
 async fn fail_if_disabled(
     conn: &mut AnyConnection,
     endpoint_id: &str,
     now_ms: i64,
-) -> Result<(), ApiError> {
+) -> Result<bool, ApiError> {
     let row = sqlx::query("select enabled, disabled_reason from webhook_endpoints where id = $1")
         .bind(endpoint_id)
         .fetch_optional(&mut *conn)
         .await?;
     let Some(row) = row else {
-        return Ok(());
+        return Ok(true);
     };
     if row.try_get::<i64, _>("enabled")? != 0 {
-        return Ok(());
+        return Ok(false);
     }
     let reason = match row.try_get::<Option<String>, _>("disabled_reason")? {
         Some(reason) => format!("the endpoint was disabled: {reason}"),
         None => "the endpoint was disabled by a member".to_owned(),
     };
     deliveries::fail_pending(conn, endpoint_id, &reason, now_ms).await?;
-    Ok(())
+    Ok(true)
 }
 
 /// Where and how a delivery goes: the URL, the signing keys, the body.
@@ -150,18 +221,6 @@ struct Target {
     url: String,
     keys: Vec<Vec<u8>>,
     body: String,
-}
-
-async fn workspace_of(
-    conn: &mut AnyConnection,
-    endpoint_id: &str,
-) -> Result<Option<String>, ApiError> {
-    Ok(
-        sqlx::query_scalar("select workspace_id from webhook_endpoints where id = $1")
-            .bind(endpoint_id)
-            .fetch_optional(conn)
-            .await?,
-    )
 }
 
 /// An endpoint's URL and the keys that sign for it now (the secret, and the one rotated out

@@ -218,9 +218,14 @@ pub(crate) async fn disable(
     Ok(changed)
 }
 
+/// A gap between two failed attempts longer than this ends a run of failures: a delivery's own
+/// retries span about 27.6 hours (30.4 with all their jitter), so a longer gap means nothing
+/// was tried in between, not that every try failed.
+const FAILURE_GAP_MS: i64 = 31 * 3_600_000;
+
 /// Notes an attempt's outcome on its endpoint (in the caller's transaction): a success ends a
-/// run of failures; a failure starts one, or disables the endpoint once its failures have lasted
-/// [`deliver::FAILING_DAYS`] days.
+/// run of failures; a failure starts one (after a success, or a gap of [`FAILURE_GAP_MS`]), or
+/// disables the endpoint once its run of failures has lasted [`deliver::FAILING_DAYS`] days.
 pub(crate) async fn note_outcome(
     conn: &mut AnyConnection,
     workspace_id: &str,
@@ -230,7 +235,7 @@ pub(crate) async fn note_outcome(
 ) -> Result<(), ApiError> {
     if succeeded {
         sqlx::query(
-            "update webhook_endpoints set failing_since = null \
+            "update webhook_endpoints set failing_since = null, last_failed_at = null \
              where id = $1 and failing_since is not null",
         )
         .bind(endpoint_id)
@@ -238,31 +243,36 @@ pub(crate) async fn note_outcome(
         .await?;
         return Ok(());
     }
-    let since: Option<Option<i64>> =
-        sqlx::query_scalar("select failing_since from webhook_endpoints where id = $1")
+    let row =
+        sqlx::query("select failing_since, last_failed_at from webhook_endpoints where id = $1")
             .bind(endpoint_id)
             .fetch_optional(&mut *conn)
             .await?;
-    match since {
-        None => Ok(()),
-        Some(None) => {
-            sqlx::query("update webhook_endpoints set failing_since = $2 where id = $1")
-                .bind(endpoint_id)
-                .bind(now_ms)
-                .execute(&mut *conn)
-                .await?;
-            Ok(())
-        }
-        Some(Some(since)) if now_ms - since >= deliver::FAILING_MS => {
-            let reason = format!(
-                "every delivery failed for {} days in a row",
-                deliver::FAILING_DAYS
-            );
-            disable(conn, workspace_id, endpoint_id, &reason, now_ms).await?;
-            Ok(())
-        }
-        Some(Some(_)) => Ok(()),
+    let Some(row) = row else {
+        return Ok(());
+    };
+    let since: Option<i64> = row.try_get("failing_since")?;
+    let last: Option<i64> = row.try_get("last_failed_at")?;
+    let since = match (since, last) {
+        (Some(since), Some(last)) if now_ms - last <= FAILURE_GAP_MS => since,
+        _ => now_ms,
+    };
+    sqlx::query(
+        "update webhook_endpoints set failing_since = $2, last_failed_at = $3 where id = $1",
+    )
+    .bind(endpoint_id)
+    .bind(since)
+    .bind(now_ms)
+    .execute(&mut *conn)
+    .await?;
+    if now_ms - since >= deliver::FAILING_MS {
+        let reason = format!(
+            "every delivery failed for {} days in a row",
+            deliver::FAILING_DAYS
+        );
+        disable(conn, workspace_id, endpoint_id, &reason, now_ms).await?;
     }
+    Ok(())
 }
 
 // ----- actions -----
@@ -271,8 +281,8 @@ pub(crate) async fn note_outcome(
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhookEndpointInput {
-    /// Where deliveries are POSTed: `https` (outside production also `http`, and loopback); its
-    /// host must not be or resolve to a private, link-local or (in production) loopback address.
+    /// Where deliveries are POSTed: `https` (in development and test also `http`, and loopback);
+    /// its host must not be or resolve to a private, link-local or (but in those) loopback address.
     #[schemars(length(min = 1, max = 2000), regex(pattern = address::URL_PATTERN))]
     pub url: String,
     /// The event types it receives; absent or empty: every type.
@@ -290,7 +300,7 @@ pub struct CreateWebhookEndpointInput {
 /// to Standard Webhooks 1.0 (`webhook-id`, `webhook-timestamp`, `webhook-signature`) with the
 /// `secret` answered here and never again. Failed deliveries are retried 7 times over about 28
 /// hours. At most 16 endpoints. Costs nothing.
-#[action(scope = "write", idempotent, http = "POST /webhook-endpoints")]
+#[action(scope = "write", http = "POST /webhook-endpoints")]
 pub async fn create_webhook_endpoint(
     ctx: Ctx,
     input: CreateWebhookEndpointInput,
@@ -542,7 +552,7 @@ pub async fn update_webhook_endpoint(
         Some(true) if !before.enabled => {
             sqlx::query(
                 "update webhook_endpoints set enabled = 1, disabled_reason = null, \
-                 failing_since = null where id = $1",
+                 failing_since = null, last_failed_at = null where id = $1",
             )
             .bind(&input.id)
             .execute(&mut *tx)
@@ -611,11 +621,7 @@ outreach_runtime::prelude::parity!(delete_webhook_endpoint, write,
 ///
 /// Answers the new `secret` (once). For 24 hours the old secret signs beside it (two signatures
 /// in `webhook-signature`), so receivers can switch without losing a delivery. Costs nothing.
-#[action(
-    scope = "write",
-    idempotent,
-    http = "POST /webhook-endpoints/{id}/rotate-secret"
-)]
+#[action(scope = "write", http = "POST /webhook-endpoints/{id}/rotate-secret")]
 pub async fn rotate_webhook_secret(
     ctx: Ctx,
     input: WebhookEndpointId,

@@ -4,7 +4,7 @@
 //! `OUTREACH_WEBHOOK_KEY` set (the base64 of 32 random bytes), each secret is stored sealed with
 //! XChaCha20-Poly1305 under that key (`sealed:v1:` and the base64 of a random 24-byte nonce and
 //! the ciphertext), so a copy of the database alone signs nothing. Without a key they are stored
-//! as they are (`plain:`), which the server says at start-up outside development. A secret sealed
+//! as they are (`plain:`), which a production server warns of at start-up. A secret sealed
 //! under a key the server no longer has cannot sign: its deliveries fail, saying so.
 
 use base64::Engine;

@@ -25,13 +25,21 @@ pub const KEPT_BODY_BYTES: usize = 1024;
 /// The `user-agent` of every attempt.
 pub const AGENT: &str = concat!("outreach-webhooks/", env!("CARGO_PKG_VERSION"));
 
+/// How long connecting may take, within the attempt's 15 seconds.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The client of every attempt: redirects not followed, the checked resolver, and no proxy
+/// (a proxy from the environment would resolve the host itself, past the resolver's check).
 fn client(reach: Reach) -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(ATTEMPT_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .no_proxy()
         .dns_resolver(resolver(reach))
         .build()
-        .unwrap_or_else(|_| reqwest::Client::new())
+        // Building fails only when the TLS backend cannot start, which no attempt survives.
+        .expect("the webhook HTTP client builds")
 }
 
 static STRICT: LazyLock<reqwest::Client> = LazyLock::new(|| {
@@ -87,7 +95,10 @@ pub async fn attempt(
         return failed(refusal);
     }
     if !reach.plain_http && !url.starts_with("https://") {
-        return failed("the endpoint's URL is not `https`, which production requires".to_owned());
+        return failed(
+            "the endpoint's URL is not `https`, which every environment but development and test requires"
+                .to_owned(),
+        );
     }
     let client = if reach.loopback { &*OPEN } else { &*STRICT };
     let request = client
@@ -195,7 +206,8 @@ async fn kept_body(mut response: reqwest::Response) -> String {
             _ => break,
         }
     }
-    let mut text = String::from_utf8_lossy(&kept).into_owned();
+    // PostgreSQL's text holds no NUL, and a binary answer (a GIF, a gzip) may carry some.
+    let mut text = String::from_utf8_lossy(&kept).replace('\0', "\u{fffd}");
     while text.len() > KEPT_BODY_BYTES {
         text.pop();
     }
