@@ -268,17 +268,19 @@ pub struct Claimed {
     pub event_id: String,
     /// Attempts made before this one.
     pub attempt: i64,
+    seq: i64,
 }
 
-/// Claims, for the run of job `job_id`, the endpoint's oldest due delivery, unless another live
-/// run holds one of the endpoint's deliveries or the endpoint is disabled or gone: `None` then,
-/// and when nothing is due.
+/// Claims, for the run of job `job_id`, the endpoint's oldest due deliveries (at most `limit`,
+/// oldest first), unless another live run holds one of the endpoint's deliveries or the endpoint
+/// is disabled or gone: none then, and when nothing is due.
 pub async fn claim(
     conn: &mut AnyConnection,
     endpoint_id: &str,
     job_id: &str,
     now_ms: i64,
-) -> Result<Option<Claimed>, ApiError> {
+    limit: i64,
+) -> Result<Vec<Claimed>, ApiError> {
     if Backend::of(conn) == Backend::Postgres {
         // Claims of one endpoint queue here; `no key update` leaves the key-share locks of the
         // transactions inserting its deliveries alone.
@@ -289,32 +291,58 @@ pub async fn claim(
         .fetch_optional(&mut *conn)
         .await?;
         if found.is_none() {
-            return Ok(None);
+            return Ok(Vec::new());
         }
     }
-    let row = sqlx::query(
+    let rows = sqlx::query(
         "update webhook_deliveries set claimed_by = $2 \
-         where seq = (select seq from webhook_deliveries where endpoint_id = $1 \
-               and status = 'pending' and next_attempt_at <= $3 order by seq limit 1) \
+         where seq in (select seq from webhook_deliveries where endpoint_id = $1 \
+               and status = 'pending' and next_attempt_at <= $3 order by seq limit $4) \
            and exists (select 1 from webhook_endpoints where id = $1 and enabled = 1) \
            and not exists (select 1 from webhook_deliveries d join jobs j on j.id = d.claimed_by \
                where d.endpoint_id = $1 and d.status = 'pending' and d.claimed_by <> $2 \
                  and j.state = 'running') \
-         returning id, event_id, attempt",
+         returning id, event_id, attempt, seq",
     )
     .bind(endpoint_id)
     .bind(job_id)
     .bind(now_ms)
-    .fetch_optional(&mut *conn)
+    .bind(limit)
+    .fetch_all(&mut *conn)
     .await?;
-    row.map(|row| {
-        Ok(Claimed {
-            id: row.try_get("id")?,
-            event_id: row.try_get("event_id")?,
-            attempt: row.try_get("attempt")?,
+    let mut claimed = rows
+        .iter()
+        .map(|row| {
+            Ok(Claimed {
+                id: row.try_get("id")?,
+                event_id: row.try_get("event_id")?,
+                attempt: row.try_get("attempt")?,
+                seq: row.try_get("seq")?,
+            })
         })
-    })
-    .transpose()
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    claimed.sort_by_key(|delivery| delivery.seq);
+    Ok(claimed)
+}
+
+/// Gives back deliveries claimed by job `job_id` and not attempted (the rest of a batch after a
+/// failure), in the caller's transaction: they stay due for the next claim.
+pub async fn release(
+    conn: &mut AnyConnection,
+    job_id: &str,
+    deliveries: &[Claimed],
+) -> Result<(), ApiError> {
+    for delivery in deliveries {
+        sqlx::query(
+            "update webhook_deliveries set claimed_by = null \
+             where id = $1 and claimed_by = $2 and status = 'pending'",
+        )
+        .bind(&delivery.id)
+        .bind(job_id)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
 }
 
 /// How an attempt ended, as [`finish`] records it.

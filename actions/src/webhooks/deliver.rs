@@ -1,12 +1,14 @@
 //! The job that attempts an endpoint's due deliveries, one at a time, oldest first.
 //!
-//! A run claims a delivery (`deliveries::claim`) and commits the claim, makes the attempt with no
-//! transaction open, then records it (`deliveries::finish`, which schedules the retry) together
-//! with what it means for the endpoint (a `410` disables it; a success ends a run of failures,
-//! and failures that have lasted [`FAILING_DAYS`] days disable it). It goes on with the next due
-//! delivery until none is, for at most [`RUN_FOR`] of real time; then it hands the rest to a new
+//! A run claims up to [`BATCH`] due deliveries (`deliveries::claim`) and commits the claim, makes
+//! the attempts one after another with no transaction open (after a failure the rest go back to
+//! the queue), then records them (`deliveries::finish`, which schedules each retry) together with
+//! what they mean for the endpoint (a `410` disables it; a success ends a run of failures, and
+//! failures that have lasted [`FAILING_DAYS`] days disable it), in one transaction. It goes on
+//! until nothing is due, for at most [`RUN_FOR`] of real time; then it hands the rest to a new
 //! run, so one busy endpoint does not hold a worker for ever. Runs holding a delivery take at
-//! most half the engine's workers ([`slots`]); a run past that waits a second for its turn.
+//! most half the engine's workers ([`slots`]); a run past that waits a second for its turn. A
+//! process killed mid-batch sends the batch again when the job is rescued: at least once.
 //!
 //! The message is built from the stored event each time, so every attempt of a delivery carries
 //! the same `webhook-id` and body; `webhook-timestamp` is the attempt's own time, as the
@@ -29,6 +31,9 @@ use crate::deliveries::{self, Attempt, DeliveryJob, Finished};
 /// How long an endpoint's deliveries may fail, every one, before it is disabled.
 pub const FAILING_DAYS: i64 = 5;
 pub const FAILING_MS: i64 = FAILING_DAYS * 24 * 3_600_000;
+
+/// The deliveries a run claims at once: one claim and one record for up to this many attempts.
+const BATCH: i64 = 25;
 
 /// The longest a run attempts deliveries before it hands the rest to a new run.
 const RUN_FOR: Duration = Duration::from_secs(10);
@@ -62,9 +67,9 @@ async fn run(job: JobCtx) -> JobResult {
         let now = job.now_ms();
         let claimed = {
             let mut tx = job.tx().await?;
-            deliveries::claim(&mut tx, &args.endpoint_id, job.id(), now).await?
+            deliveries::claim(&mut tx, &args.endpoint_id, job.id(), now, BATCH).await?
         };
-        let Some(delivery) = claimed else {
+        if claimed.is_empty() {
             let mut tx = job.tx().await?;
             if !fail_if_disabled(&mut tx, &args.endpoint_id, now).await?
                 && let Some(at) = deliveries::earliest_pending(&mut tx, &args.endpoint_id).await?
@@ -81,33 +86,36 @@ async fn run(job: JobCtx) -> JobResult {
                 .await?;
             }
             return Ok(JobOutcome::Done);
-        };
-        let target = {
+        }
+        let targets = {
             let mut tx = job.tx().await?;
-            target(
-                &mut tx,
-                &args.endpoint_id,
-                &delivery.event_id,
-                &settings,
-                now,
-            )
-            .await?
+            targets(&mut tx, &args.endpoint_id, &claimed, &settings, now).await?
         };
         job.commit().await?;
-        let attempt = match &target {
-            Ok(target) => {
-                let message = Message {
-                    id: &delivery.event_id,
-                    timestamp: send::wall_clock_seconds(),
-                    body: &target.body,
-                };
-                send::attempt(reach, &target.url, &target.keys, &message, job.now_ms()).await
+        // One at a time, oldest first; after a failure the rest go back to the queue, so a
+        // receiver that is down costs one attempt per run, not a batch of timeouts.
+        let mut attempts = Vec::with_capacity(claimed.len());
+        for target in &targets {
+            let attempt = match target {
+                Ok(target) => {
+                    let message = Message {
+                        id: &target.event_id,
+                        timestamp: send::wall_clock_seconds(),
+                        body: &target.body,
+                    };
+                    send::attempt(reach, &target.url, &target.keys, &message, job.now_ms()).await
+                }
+                Err(why) => Attempt {
+                    error: Some(why.clone()),
+                    ..Attempt::default()
+                },
+            };
+            let failed = !attempt.succeeded;
+            attempts.push(attempt);
+            if failed {
+                break;
             }
-            Err(why) => Attempt {
-                error: Some(why.clone()),
-                ..Attempt::default()
-            },
-        };
+        }
         let now = job.now_ms();
         {
             let mut tx = job.tx().await?;
@@ -118,36 +126,39 @@ async fn run(job: JobCtx) -> JobResult {
                 // Deleted meanwhile: its deliveries went with it.
                 return Ok(JobOutcome::Done);
             };
-            let finished = deliveries::finish(
-                &mut tx,
-                &workspace_id,
-                &args.endpoint_id,
-                job.id(),
-                &delivery,
-                &attempt,
-                now,
-            )
-            .await?;
-            if finished == Finished::Superseded {
-                // Disabled during the attempt: its deliveries were failed, and this one stays so.
-            } else if attempt.response_status == Some(410) {
-                super::disable(
+            deliveries::release(&mut tx, job.id(), &claimed[attempts.len()..]).await?;
+            for (delivery, attempt) in claimed.iter().zip(&attempts) {
+                let finished = deliveries::finish(
                     &mut tx,
                     &workspace_id,
                     &args.endpoint_id,
-                    "the endpoint answered 410 Gone",
+                    job.id(),
+                    delivery,
+                    attempt,
                     now,
                 )
                 .await?;
-            } else {
-                super::note_outcome(
-                    &mut tx,
-                    &workspace_id,
-                    &args.endpoint_id,
-                    finished == Finished::Succeeded,
-                    now,
-                )
-                .await?;
+                if finished == Finished::Superseded {
+                    // Disabled during the attempt: its deliveries were failed, and stay so.
+                } else if attempt.response_status == Some(410) {
+                    super::disable(
+                        &mut tx,
+                        &workspace_id,
+                        &args.endpoint_id,
+                        "the endpoint answered 410 Gone",
+                        now,
+                    )
+                    .await?;
+                } else {
+                    super::note_outcome(
+                        &mut tx,
+                        &workspace_id,
+                        &args.endpoint_id,
+                        finished == Finished::Succeeded,
+                        now,
+                    )
+                    .await?;
+                }
             }
             if started.elapsed() >= RUN_FOR {
                 deliveries::wake(&mut tx, &workspace_id, &args.endpoint_id, now).await?;
@@ -216,10 +227,11 @@ async fn fail_if_disabled(
     Ok(true)
 }
 
-/// Where and how a delivery goes: the URL, the signing keys, the body.
+/// Where and how a delivery goes: the URL, the signing keys, the event and its body.
 struct Target {
     url: String,
     keys: Vec<Vec<u8>>,
+    event_id: String,
     body: String,
 }
 
@@ -269,43 +281,58 @@ async fn signer(
     }))
 }
 
-/// The endpoint's URL and keys and the event's body; `Err` with a sentence when the delivery
-/// cannot be made (a secret that does not open, an event gone), which fails the attempt.
-async fn target(
+/// For each claimed delivery, the endpoint's URL and keys and the event's body; a sentence
+/// instead when it cannot be made (a secret that does not open, an event gone), which fails
+/// that attempt.
+async fn targets(
     conn: &mut AnyConnection,
     endpoint_id: &str,
-    event_id: &str,
+    claimed: &[deliveries::Claimed],
     settings: &WebhookSettings,
     now_ms: i64,
-) -> Result<Result<Target, String>, ApiError> {
+) -> Result<Vec<Result<Target, String>>, ApiError> {
     let Some(signer) = signer(conn, endpoint_id, settings, now_ms).await? else {
-        return Ok(Err("the endpoint was deleted".to_owned()));
+        return Ok(claimed
+            .iter()
+            .map(|_| Err("the endpoint was deleted".to_owned()))
+            .collect());
     };
-    let keys = match signer.keys {
-        Ok(keys) => keys,
-        Err(why) => return Ok(Err(why)),
-    };
-    let event = sqlx::query("select type, created_at, data from events where id = $1")
-        .bind(event_id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    let Some(event) = event else {
-        return Ok(Err("the event is gone (events are kept 30 days)".to_owned()));
-    };
-    let data: Map<String, Value> =
-        serde_json::from_str(&event.try_get::<String, _>("data")?).map_err(ApiError::internal)?;
-    let body = json!({
-        "id": event_id,
-        "type": event.try_get::<String, _>("type")?,
-        "timestamp": rfc3339(event.try_get("created_at")?),
-        "data": data,
-    })
-    .to_string();
-    Ok(Ok(Target {
-        url: signer.url,
-        keys,
-        body,
-    }))
+    let mut targets = Vec::with_capacity(claimed.len());
+    for delivery in claimed {
+        let keys = match &signer.keys {
+            Ok(keys) => keys.clone(),
+            Err(why) => {
+                targets.push(Err(why.clone()));
+                continue;
+            }
+        };
+        let event = sqlx::query("select type, created_at, data from events where id = $1")
+            .bind(&delivery.event_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        let Some(event) = event else {
+            targets.push(Err(
+                "the event is gone (events are kept 30 days)".to_owned()
+            ));
+            continue;
+        };
+        let data: Map<String, Value> = serde_json::from_str(&event.try_get::<String, _>("data")?)
+            .map_err(ApiError::internal)?;
+        let body = json!({
+            "id": delivery.event_id,
+            "type": event.try_get::<String, _>("type")?,
+            "timestamp": rfc3339(event.try_get("created_at")?),
+            "data": data,
+        })
+        .to_string();
+        targets.push(Ok(Target {
+            url: signer.url.clone(),
+            keys,
+            event_id: delivery.event_id.clone(),
+            body,
+        }));
+    }
+    Ok(targets)
 }
 
 /// Signs and sends a `webhook.test` message now (`test_webhook_endpoint`): its own id, not an
