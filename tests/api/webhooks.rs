@@ -354,7 +354,7 @@ async fn bad_endpoints_are_refused_with_their_sentence_and_nothing_is_written() 
             json!({"url": "http://127.0.0.1:9/hooks/16"}),
         )
         .await;
-    let sentence = seventeenth.expect_error(422, "too_many_webhook_endpoints");
+    let sentence = seventeenth.expect_error(409, "too_many_webhook_endpoints");
     assert!(sentence.contains("16"), "{sentence}");
     assert_eq!(count(&app, "webhook_endpoints").await, 16);
 

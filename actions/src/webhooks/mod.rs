@@ -46,7 +46,7 @@ pub const MAX_DESCRIPTION_CHARS: usize = 500;
 pub const ROTATION_OVERLAP_MS: i64 = 24 * 3_600_000;
 
 error_codes! {
-    pub TOO_MANY_WEBHOOK_ENDPOINTS = ("too_many_webhook_endpoints", 422, "webhooks: a workspace has at most 16 endpoints");
+    pub TOO_MANY_WEBHOOK_ENDPOINTS = ("too_many_webhook_endpoints", 409, "webhooks: a workspace has at most 16 endpoints");
     pub WEBHOOK_ENDPOINT_DISABLED = ("webhook_endpoint_disabled", 422, "webhooks: a replay or redelivery to a disabled endpoint (enable it first)");
     pub EVENT_TYPE_NOT_SUBSCRIBED = ("event_type_not_subscribed", 422, "webhooks: a redelivery of an event whose type the endpoint does not take");
 }
