@@ -187,15 +187,7 @@ pub async fn wake(
     endpoint_id: &str,
     at_ms: i64,
 ) -> Result<(), ApiError> {
-    let args = DeliveryJob {
-        endpoint_id: endpoint_id.to_owned(),
-    };
-    let job = NewJob::of(&args)
-        .workspace(workspace_id)
-        .run_at(at_ms)
-        .max_attempts(JOB_ATTEMPTS);
-    enqueue(conn, &Clock::starting_at(at_ms), job).await?;
-    Ok(())
+    enqueue_run(conn, workspace_id, endpoint_id, at_ms, false).await
 }
 
 /// Like [`wake`], but a no-op while such a wake of the endpoint waits: for the backstops (a run
@@ -206,14 +198,26 @@ pub async fn wake_once(
     endpoint_id: &str,
     at_ms: i64,
 ) -> Result<(), ApiError> {
+    enqueue_run(conn, workspace_id, endpoint_id, at_ms, true).await
+}
+
+async fn enqueue_run(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    endpoint_id: &str,
+    at_ms: i64,
+    once: bool,
+) -> Result<(), ApiError> {
     let args = DeliveryJob {
         endpoint_id: endpoint_id.to_owned(),
     };
-    let job = NewJob::of(&args)
+    let mut job = NewJob::of(&args)
         .workspace(workspace_id)
         .run_at(at_ms)
-        .max_attempts(JOB_ATTEMPTS)
-        .unique_key(format!("webhook:{endpoint_id}"));
+        .max_attempts(JOB_ATTEMPTS);
+    if once {
+        job = job.unique_key(format!("webhook:{endpoint_id}"));
+    }
     enqueue(conn, &Clock::starting_at(at_ms), job).await?;
     Ok(())
 }

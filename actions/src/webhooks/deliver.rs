@@ -311,9 +311,7 @@ async fn targets(
             .fetch_optional(&mut *conn)
             .await?;
         let Some(event) = event else {
-            targets.push(Err(
-                "the event is gone (events are kept 30 days)".to_owned()
-            ));
+            targets.push(Err("the event is gone (events are kept 30 days)".to_owned()));
             continue;
         };
         let data: Map<String, Value> = serde_json::from_str(&event.try_get::<String, _>("data")?)
