@@ -137,7 +137,7 @@ pub async fn probe(target: &Target) -> anyhow::Result<(StatusCode, Bytes)> {
 /// connection pool sends to one host) and answers how long they took; a non-2xx is an error.
 pub async fn sequential(target: &Target, count: usize) -> anyhow::Result<Duration> {
     let mut sender = connect(target.addr).await?;
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     for _ in 0..count {
         sender.ready().await?;
         let response = sender.send_request(target.request()?).await?;
