@@ -951,3 +951,53 @@ async fn kill_9_during_deliveries_loses_none() {
     );
     server.kill().await;
 }
+
+/// Two instances on one database, each running its job workers, deliver every event exactly
+/// once and in the order the deliveries were queued: an endpoint's runs exclude each other
+/// across processes, not only within one.
+#[tokio::test]
+async fn two_instances_deliver_each_event_once_in_order() {
+    let app = spawn_app().await;
+    let second = app.second_instance().await;
+    app.grant_credits(10_000).await;
+    let receiver = Receiver::start().await;
+    receiver.answer(Answer::Slow(Duration::from_millis(5)));
+    let (endpoint, secret) = make_endpoint(&app, &receiver.url, &["import.completed"]).await;
+    let client = reqwest::Client::new();
+    for n in 0..40 {
+        let base = if n % 2 == 0 {
+            app.base_url.clone()
+        } else {
+            second.base_url.clone()
+        };
+        let answer = client
+            .post(format!("{base}/api/v1/imports"))
+            .bearer_auth(&app.key)
+            .json(
+                &json!({"rows": [{"first_name": "Twice", "email": format!("two-{n}@hooks.test")}]}),
+            )
+            .send()
+            .await
+            .expect("an import");
+        assert!(answer.status().is_success(), "{}", answer.status());
+    }
+    let received = receiver.wait_for(40).await;
+    // Nothing more comes: each event went once.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(receiver.received().len(), 40);
+    let queued: Vec<String> = sqlx::query_scalar(
+        "select event_id from webhook_deliveries where endpoint_id = $1 order by seq",
+    )
+    .bind(&endpoint)
+    .fetch_all(app.db.pool())
+    .await
+    .expect("deliveries");
+    let arrived: Vec<String> = received
+        .iter()
+        .map(|got| {
+            verify(&secret, got);
+            got.header("webhook-id").to_owned()
+        })
+        .collect();
+    assert_eq!(arrived, queued, "arrived in the order queued");
+}
