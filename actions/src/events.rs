@@ -33,7 +33,7 @@ outreach_runtime::prelude::resource_tag!(
 
 /// How long events are kept.
 pub const KEPT_DAYS: i64 = 30;
-const KEPT_MS: i64 = KEPT_DAYS * 24 * 60 * 60 * 1000;
+pub const KEPT_MS: i64 = KEPT_DAYS * 24 * 60 * 60 * 1000;
 
 /// The most bytes an event's `data` may take as JSON: events are thin.
 pub const MAX_DATA_BYTES: usize = 20 * 1024;

@@ -11,7 +11,7 @@ use super::seal::WebhookSettings;
 use super::{EVENT_TYPE_NOT_SUBSCRIBED, WEBHOOK_ENDPOINT_DISABLED, WebhookEndpoint, fetch};
 use crate::common::IdKind;
 use crate::deliveries::{self, DELIVERY_COLUMNS, Delivery, DeliveryStatus};
-use crate::events::KEPT_DAYS;
+use crate::events::{KEPT_DAYS, KEPT_MS};
 
 /// The longest time range a replay covers.
 pub const MAX_REPLAY_DAYS: i64 = KEPT_DAYS;
@@ -144,7 +144,7 @@ pub async fn redeliver_event(ctx: Ctx, input: RedeliverEventInput) -> Result<Del
     )
     .bind(ctx.workspace_id())
     .bind(&input.event_id)
-    .bind(now - KEPT_DAYS * 24 * 3_600_000)
+    .bind(now - KEPT_MS)
     .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| IdKind::Event.not_found(&input.event_id))?;
@@ -264,7 +264,7 @@ pub async fn replay_webhook_endpoint(
     .bind(ctx.workspace_id())
     .bind(since)
     .bind(until)
-    .bind(now - KEPT_DAYS * 24 * 3_600_000)
+    .bind(now - KEPT_MS)
     .fetch_all(&mut *tx)
     .await?;
     let mut events = Vec::with_capacity(rows.len());
