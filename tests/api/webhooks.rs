@@ -150,18 +150,28 @@ impl Receiver {
 
     /// Waits (real time) until the receiver has taken `count` requests; answers them.
     pub async fn wait_for(&self, count: usize) -> Vec<Received> {
-        for _ in 0..1500 {
+        eventually(&format!("the receiver taking {count} requests"), || {
             let received = self.received();
-            if received.len() >= count {
-                return received;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!(
-            "the receiver took {} requests, not {count}",
-            self.received().len()
-        );
+            async move { (received.len() >= count).then_some(received) }
+        })
+        .await
     }
+}
+
+/// Asks `check` every 20 ms of real time, for up to 30 s, until it answers; panics naming `what`
+/// otherwise.
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    for _ in 0..1500 {
+        if let Some(found) = check().await {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{what} did not happen within 30 s");
 }
 
 fn unix_seconds() -> i64 {
@@ -244,23 +254,20 @@ async fn deliveries(app: &TestApp, endpoint: &str) -> Vec<Value> {
     page.expect(200)["items"].as_array().expect("items").clone()
 }
 
-/// Waits until no delivery of the endpoint is in an attempt (none claimed by a running job).
+/// Waits until the endpoint has deliveries and each has made `attempts` attempts; answers them.
 async fn until_attempted(app: &TestApp, endpoint: &str, attempts: i64) -> Vec<Value> {
-    for _ in 0..1500 {
-        let listed = deliveries(app, endpoint).await;
-        if !listed.is_empty()
-            && listed
-                .iter()
-                .all(|delivery| delivery["attempt"].as_i64() >= Some(attempts))
-        {
-            return listed;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!(
-        "the deliveries did not reach attempt {attempts}: {:?}",
-        deliveries(app, endpoint).await
-    );
+    eventually(
+        &format!("every delivery reaching attempt {attempts}"),
+        || async move {
+            let listed = deliveries(app, endpoint).await;
+            let reached = !listed.is_empty()
+                && listed
+                    .iter()
+                    .all(|delivery| delivery["attempt"].as_i64() >= Some(attempts));
+            reached.then_some(listed)
+        },
+    )
+    .await
 }
 
 async fn count(app: &TestApp, table: &str) -> i64 {
@@ -523,14 +530,14 @@ async fn a_410_disables_the_endpoint_at_once_with_its_reason_and_an_event() {
     // The second `sequence.activated` was never attempted: queued before the disabling, its
     // delivery failed; queued while the endpoint was being disabled, it failed when its run found
     // it so; written after, it was not queued at all.
-    let mut listed = deliveries(&app, &endpoint).await;
-    for _ in 0..500 {
-        if listed.iter().all(|d| d["status"] != "pending") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        listed = deliveries(&app, &endpoint).await;
-    }
+    let listed = eventually("no delivery left pending", || async {
+        let listed = deliveries(&app, &endpoint).await;
+        listed
+            .iter()
+            .all(|d| d["status"] != "pending")
+            .then_some(listed)
+    })
+    .await;
     assert!((1..=2).contains(&listed.len()), "{listed:?}");
     assert!(listed.iter().all(|d| d["status"] == "failed"), "{listed:?}");
     assert_eq!(receiver.received().len(), 1);
@@ -557,17 +564,14 @@ async fn a_410_disables_the_endpoint_at_once_with_its_reason_and_an_event() {
 }
 
 async fn wait_disabled(app: &TestApp, endpoint: &str) -> Value {
-    for _ in 0..500 {
+    eventually("the endpoint being disabled", || async move {
         let shown = app
             .get(&format!("/webhook-endpoints/{endpoint}"), &app.key)
             .await;
         let shown = shown.expect(200).clone();
-        if shown["enabled"] == false {
-            return shown;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the endpoint stayed enabled");
+        (shown["enabled"] == false).then_some(shown)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -851,7 +855,7 @@ async fn failures_days_apart_are_no_run_of_failures() {
 
 /// Waits until no delivery is in an attempt and none is due (real time).
 async fn settle_deliveries(app: &TestApp) {
-    for _ in 0..1500 {
+    eventually("the deliveries settling", || async move {
         let busy: i64 = sqlx::query_scalar(
             "select count(*) from webhook_deliveries where status = 'pending' \
              and (claimed_by is not null or next_attempt_at <= $1)",
@@ -860,12 +864,9 @@ async fn settle_deliveries(app: &TestApp) {
         .fetch_one(app.db.pool())
         .await
         .expect("count");
-        if busy == 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("deliveries did not settle");
+        (busy == 0).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
