@@ -21,6 +21,7 @@ use crate::ids;
 pub use crate::principal::{CredentialKind, Principal, WorkspaceSnapshot};
 use crate::request_id::{note, request_id};
 use crate::scope::{Role, Scope};
+use crate::session::Session;
 use crate::state::AppState;
 
 /// What every OAuth access token starts with (the authorization server issues them).
@@ -232,6 +233,11 @@ async fn read_credential(
     let (sql, environment) = match kind {
         CredentialKind::ApiKey => (api_key_sql(), Some(state.config.environment.key_tag())),
         CredentialKind::OauthToken => (oauth_token_sql(), None),
+        CredentialKind::WebSession => {
+            return Err(ApiError::internal(
+                "a web session is not a bearer credential",
+            ));
+        }
     };
     let in_place = state.db.read_in_place(|connection| {
         use rusqlite::OptionalExtension;
@@ -354,6 +360,7 @@ fn principal_from_row(
         let credential = match kind {
             CredentialKind::ApiKey => "key",
             CredentialKind::OauthToken => "token",
+            CredentialKind::WebSession => "session",
         };
         return Ok(Err(ApiError::new(
             ErrorCode::NOT_A_MEMBER,
@@ -395,6 +402,7 @@ fn record_last_use(state: &AppState, kind: CredentialKind, id: String, now: i64)
     let sql = match kind {
         CredentialKind::ApiKey => "update api_keys set last_used_at = $1 where id = $2",
         CredentialKind::OauthToken => "update oauth_grants set last_used_at = $1 where id = $2",
+        CredentialKind::WebSession => return,
     };
     tokio::spawn(async move {
         let result = sqlx::query(sql)
@@ -406,6 +414,54 @@ fn record_last_use(state: &AppState, kind: CredentialKind, id: String, now: i64)
             tracing::warn!(id, %error, "could not record the last use of a credential");
         }
     });
+}
+
+/// The principal of a signed-in browser acting in `workspace_id` (the settings pages that call
+/// actions): the person with their role's whole scope, since a session has no scopes of its own,
+/// read afresh like every credential. `None` when the person is no longer a member there.
+pub async fn session_principal(
+    state: &AppState,
+    session: &Session,
+    workspace_id: &str,
+) -> Result<Option<Principal>, ApiError> {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
+            "select {PRINCIPAL_COLUMNS} from memberships m \
+             join people p on p.id = m.person_id \
+             join workspaces w on w.id = m.workspace_id \
+             where m.workspace_id = $1 and m.person_id = $2"
+        )
+    });
+    let row = sqlx::query(sql.as_str())
+        .bind(workspace_id)
+        .bind(&session.person_id)
+        .fetch_optional(state.db.pool())
+        .await?;
+    let Some(row) = row else { return Ok(None) };
+    let role: String = row.try_get("role")?;
+    let role =
+        Role::parse(&role).ok_or_else(|| ApiError::internal("unknown role in the database"))?;
+    let terms_accepted_at: Option<i64> = row.try_get("terms_accepted_at")?;
+    let terms_accepted = terms_accepted_at.is_some();
+    Ok(Some(Principal {
+        workspace_id: workspace_id.to_owned(),
+        person_id: session.person_id.clone(),
+        email: row.try_get("email")?,
+        role,
+        credential_kind: CredentialKind::WebSession,
+        credential_id: session.id.clone(),
+        credential_name: "web session".to_owned(),
+        granted: Scope::Send,
+        effective: role.scope_cap(terms_accepted),
+        terms_accepted,
+        workspace: WorkspaceSnapshot {
+            name: row.try_get("name")?,
+            created_at: row.try_get("created_at")?,
+            terms_accepted_at,
+            credits_balance: row.try_get("credits_balance")?,
+        },
+    }))
 }
 
 /// The error for a call whose credential lacks `needed`.

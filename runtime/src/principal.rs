@@ -10,12 +10,35 @@ use serde::Serialize;
 
 use crate::scope::{Role, Scope};
 
-/// What kind of credential made the call.
+/// What kind of credential made the call: an API key, an OAuth token, or a signed-in browser
+/// (`web_session`, the settings pages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CredentialKind {
     ApiKey,
     OauthToken,
+    // A signed-in browser on the settings pages, acting with its person's role in the workspace
+    // the session is looking at (the webhooks page calls actions this way). A plain comment: a
+    // doc comment would make the schema a `oneOf` instead of one string enum.
+    WebSession,
+}
+
+impl CredentialKind {
+    /// The kind as stored and answered: `api_key`, `oauth_token` or `web_session`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ApiKey => "api_key",
+            Self::OauthToken => "oauth_token",
+            Self::WebSession => "web_session",
+        }
+    }
+
+    /// The kind [`Self::as_str`] wrote, or `None` for any other text.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::ApiKey, Self::OauthToken, Self::WebSession]
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+    }
 }
 
 /// The caller of one request: a person in a workspace, through one credential.
@@ -59,7 +82,8 @@ impl Principal {
 /// must stop the moment the key is revoked, the app disconnected, the person removed or demoted,
 /// exactly as that person's next request would. `None` when the credential no longer acts at all.
 /// An OAuth credential is its grant (`Principal::credential_id` names the grant): a lapsed access
-/// token is refreshed by its client, so only a revoked grant ends it.
+/// token is refreshed by its client, so only a revoked grant ends it. A web session acts while it
+/// lasts (signing out deletes it), with its person's role in the workspace it is looking at.
 pub async fn scope_now(
     db: &crate::db::Db,
     now_ms: i64,
@@ -79,6 +103,12 @@ pub async fn scope_now(
              join workspaces w on w.id = g.workspace_id \
              left join memberships m on m.workspace_id = g.workspace_id and m.person_id = g.person_id \
              where g.id = $1"
+        }
+        CredentialKind::WebSession => {
+            "select cast('send' as text) as scopes, s.expires_at, cast(null as bigint) as revoked_at, m.role, w.terms_accepted_at from web_sessions s \
+             join workspaces w on w.id = s.workspace_id \
+             left join memberships m on m.workspace_id = s.workspace_id and m.person_id = s.person_id \
+             where s.id = $1"
         }
     };
     let Some(row) = sqlx::query(sql)

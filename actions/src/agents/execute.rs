@@ -364,10 +364,11 @@ async fn read(conn: &mut AnyConnection, run_id: &str) -> Result<Option<RunRow>, 
         input,
         autonomous: row.try_get::<i64, _>("autonomous")? != 0,
         person_id: row.try_get("person_id")?,
-        credential_kind: if row.try_get::<String, _>("credential_kind")? == "oauth_token" {
-            CredentialKind::OauthToken
-        } else {
-            CredentialKind::ApiKey
+        credential_kind: {
+            let kind: String = row.try_get("credential_kind")?;
+            CredentialKind::parse(&kind).ok_or_else(|| {
+                ApiError::internal(format!("unknown credential kind `{kind}` on a run"))
+            })?
         },
         credential_id: row.try_get("credential_id")?,
         processed: row.try_get("processed")?,

@@ -524,10 +524,7 @@ pub async fn run_agent(ctx: Ctx, _input: RunAgentInput, plan: RunPlan) -> Result
     .bind(json_text(&input)?)
     .bind(i64::from(autonomous))
     .bind(&principal.person_id)
-    .bind(match principal.credential_kind {
-        outreach_runtime::prelude::CredentialKind::ApiKey => "api_key",
-        outreach_runtime::prelude::CredentialKind::OauthToken => "oauth_token",
-    })
+    .bind(principal.credential_kind.as_str())
     .bind(&principal.credential_id)
     .bind(quantity)
     .bind(unit_price)

@@ -26,7 +26,7 @@ use crate::scoring::engine::MatchedCriterion;
 use crate::sequences::DraftedBy;
 use crate::sequences::RenderedText;
 use outreach_runtime::prelude::{
-    ApiError, CredentialKind, Ctx, ErrorCode, Page, PageParams, Timestamp, action, paged,
+    ApiError, Ctx, ErrorCode, Page, PageParams, Timestamp, action, paged,
 };
 
 outreach_runtime::prelude::resource_tag!(
@@ -67,7 +67,8 @@ outreach_runtime::prelude::text_enum! {
 /// Who or what proposed an item.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ProposedBy {
-    /// `api_key`, `oauth_token` (a person through a credential) or `agent`.
+    /// `api_key`, `oauth_token`, `web_session` (a person through a credential or a signed-in
+    /// browser) or `agent`.
     #[serde(rename = "type")]
     pub kind: String,
     /// The credential's or agent's id.
@@ -83,11 +84,7 @@ impl ProposedBy {
     pub fn caller(ctx: &Ctx) -> Self {
         let principal = ctx.principal();
         Self {
-            kind: match principal.credential_kind {
-                CredentialKind::ApiKey => "api_key",
-                CredentialKind::OauthToken => "oauth_token",
-            }
-            .to_owned(),
+            kind: principal.credential_kind.as_str().to_owned(),
             id: principal.credential_id.clone(),
             person_id: Some(principal.person_id.clone()),
             name: Some(principal.credential_name.clone()),
