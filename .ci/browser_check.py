@@ -31,7 +31,13 @@ the settings pages. Each flow is a named check, counted on its own:
    example with the bearer key.
 8. credits: credits granted with `outreach admin credits grant` show as the balance on
    `/settings/credits`, reached from the navigation, with the grant in the ledger.
-9. password: a wrong current password is refused on `/settings/password` with the navigation still
+9. webhooks: on `/settings/webhooks`, reached from the navigation, the owner adds an endpoint for
+   two event types pointing at a loopback receiver here; its secret is shown once (gone on reload);
+   Send a test delivers a `webhook.test` that the official `standardwebhooks` library verifies with
+   that secret, and the page says it was delivered; Rotate secret shows a new secret, and the next
+   test carries two signatures, each verified alone; Disable shows the endpoint disabled, as the
+   API then reports it.
+10. password: a wrong current password is refused on `/settings/password` with the navigation still
    there; the right one changes it; after signing out, the old password is refused and the new one
    signs in.
 
@@ -84,7 +90,7 @@ OWNER_PASSWORD = "correct horse battery staple"
 MEMBER_PASSWORD = "member-password-2026"
 
 CHECKS = ["sign-in", "create-key", "send-terms", "revoke-key", "connected-app", "member-removed",
-          "landing-docs", "credits", "password"]
+          "landing-docs", "credits", "webhooks", "password"]
 NEW_OWNER_PASSWORD = "a brand new owner password"
 
 
@@ -154,6 +160,38 @@ def pkce_pair() -> tuple[str, str]:
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
     return verifier, challenge
+
+
+class WebhookReceiver(BackgroundHTTPServer):
+    """A loopback webhook receiver: answers 200 and keeps each POST's headers and body."""
+
+    def __init__(self) -> None:
+        received: list[tuple[dict[str, str], bytes]] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the http.server API
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.received = received
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hooks"
+        super().__init__()
+
+    def wait_for(self, count: int, timeout: float = WAIT) -> list[tuple[dict[str, str], bytes]]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if len(self.received) >= count:
+                return list(self.received)
+            time.sleep(0.05)
+        raise CheckFailed(f"the webhook receiver took {len(self.received)} messages, not {count}")
 
 
 class Callback(BackgroundHTTPServer):
@@ -745,6 +783,60 @@ class Flows:
         print(f"  balance {shown} with the grant first in the ledger")
 
     # 9.
+    def webhooks_check(self) -> None:
+        from standardwebhooks import Webhook
+
+        b, name = self.b, "webhooks"
+        self.signed_in_owner(name, "/settings/api")
+        b.click_and_load(b.expect(".site-nav a[href='/settings/webhooks']", "the Webhooks link"))
+        check(b.path == "/settings/webhooks", f"the Webhooks link led to {b.driver.current_url}")
+        check(b.has("#no-endpoints"), "a new workspace lists endpoints")
+        b.shot(name, "empty")
+        with WebhookReceiver() as receiver:
+            b.fill("#webhook-url", receiver.url)
+            b.fill("#webhook-description", "browser check")
+            for event_type in ("sequence.activated", "import.completed"):
+                b.find(f"input[name='event_types'][value='{event_type}']").click()
+            b.submit("#create-webhook", "#create-webhook-submit")
+            secret = b.text("#new-secret-value")
+            check(secret.startswith("whsec_"), f"the page showed `{secret}` as the secret")
+            b.shot(name, "created")
+            b.goto("/settings/webhooks")
+            check(not b.has("#new-secret-value"), "a reload shows the secret again")
+            section_css = "section.endpoint"
+            endpoint_id = b.find(section_css).get_attribute("data-endpoint-id")
+            check("sequence.activated, import.completed" in b.text(".event-types")
+                  or "import.completed, sequence.activated" in b.text(".event-types"),
+                  f"the endpoint receives `{b.text('.event-types')}`")
+
+            b.submit(f"{section_css} .test-form")
+            headers, body = receiver.wait_for(1)[0]
+            Webhook(secret).verify(body, headers)
+            check(json.loads(body)["type"] == "webhook.test", f"the test message was {body!r}")
+            outcome = b.text("#test-outcome")
+            check("delivered, HTTP 200" in outcome, f"the page says `{outcome}`")
+            b.shot(name, "tested")
+
+            b.submit(f"{section_css} .rotate-form")
+            new_secret = b.text("#new-secret-value")
+            check(new_secret.startswith("whsec_") and new_secret != secret, "rotation showed no new secret")
+            b.submit(f"{section_css} .test-form")
+            headers, body = receiver.wait_for(2)[1]
+            check(len(headers["webhook-signature"].split(" ")) == 2, "a rotated endpoint signs once")
+            Webhook(new_secret).verify(body, headers)
+            Webhook(secret).verify(body, headers)
+            b.shot(name, "rotated")
+
+            b.submit(f"{section_css} .enabled-form")
+            check("disabled" in b.text(f"{section_css} h2"), "Disable left the endpoint enabled")
+            key = admin(self.binary, self.database_url, "key", "create", "--workspace", self.workspace_id,
+                        "--email", OWNER_EMAIL, "--name", "webhook check", "--scopes", "read")["key"]
+            listed = request("GET", f"{self.base}/api/v1/webhook-endpoints/{endpoint_id}", token=key)
+            check(listed.status == 200 and listed.body["enabled"] is False, f"the API says {listed}")
+            b.shot(name, "disabled")
+        print("  created with its secret shown once; tests verified by standardwebhooks before and after a rotation; disabled")
+
+    # 10.
     def password_check(self) -> None:
         b, name = self.b, "password"
         self.signed_in_owner(name, "/settings/password")
@@ -816,6 +908,7 @@ def main() -> int:
                     checks.run("member-removed", flows.member_removed_check)
                     checks.run("landing-docs", flows.landing_docs_check)
                     checks.run("credits", flows.credits_check)
+                    checks.run("webhooks", flows.webhooks_check)
                     checks.run("password", flows.password_check)
                     checks.no_internal_errors(server)
                     browser.close()

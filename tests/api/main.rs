@@ -52,5 +52,6 @@ mod targeting;
 mod toolsets;
 mod uploads;
 mod web;
+mod web_webhooks;
 mod webhooks;
 mod worst_inputs;

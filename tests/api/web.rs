@@ -14,21 +14,21 @@ use crate::helpers::{OWNER_EMAIL, TestApp, encode, spawn_app, spawn_app_with};
 const PASSWORD: &str = "correct horse battery";
 
 /// One answer of a page.
-struct Page {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: String,
+pub struct Page {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
 }
 
 impl Page {
-    fn location(&self) -> &str {
+    pub fn location(&self) -> &str {
         self.headers
             .get("location")
             .and_then(|value| value.to_str().ok())
             .unwrap_or("")
     }
 
-    fn header(&self, name: &str) -> &str {
+    pub fn header(&self, name: &str) -> &str {
         self.headers
             .get(name)
             .and_then(|value| value.to_str().ok())
@@ -36,7 +36,7 @@ impl Page {
     }
 
     /// The first `csrf_token` hidden input's value.
-    fn csrf(&self) -> String {
+    pub fn csrf(&self) -> String {
         self.attribute_after("name=\"csrf_token\" value=\"")
     }
 
@@ -51,7 +51,7 @@ impl Page {
     }
 
     /// The text of the element with this id.
-    fn text_of(&self, id: &str) -> Option<String> {
+    pub fn text_of(&self, id: &str) -> Option<String> {
         let marker = format!("id=\"{id}\"");
         let start = self.body.find(&marker)?;
         let open_end = self.body[start..].find('>')? + start + 1;
@@ -60,7 +60,7 @@ impl Page {
     }
 
     /// The opening tag of the element with this id.
-    fn tag_of(&self, id: &str) -> String {
+    pub fn tag_of(&self, id: &str) -> String {
         let marker = format!("id=\"{id}\"");
         let start = self
             .body
@@ -72,7 +72,7 @@ impl Page {
     }
 
     #[track_caller]
-    fn expect(&self, status: u16) -> &Self {
+    pub fn expect(&self, status: u16) -> &Self {
         assert_eq!(
             self.status.as_u16(),
             status,
@@ -84,7 +84,7 @@ impl Page {
 }
 
 /// A browser: keeps cookies, does not follow redirects.
-struct Browser {
+pub struct Browser {
     client: reqwest::Client,
     base_url: String,
 }
@@ -109,7 +109,7 @@ impl Browser {
         }
     }
 
-    async fn get(&self, path: &str) -> Page {
+    pub async fn get(&self, path: &str) -> Page {
         let response = self
             .client
             .get(format!("{}{path}", self.base_url))
@@ -119,7 +119,7 @@ impl Browser {
         Self::read(response).await
     }
 
-    async fn post(&self, path: &str, fields: &[(&str, &str)]) -> Page {
+    pub async fn post(&self, path: &str, fields: &[(&str, &str)]) -> Page {
         self.post_with_headers(path, fields, &[]).await
     }
 
@@ -192,7 +192,7 @@ impl Browser {
     }
 
     /// Loads a page and posts a form to `action` with the page's CSRF token.
-    async fn submit(&self, page: &str, action: &str, fields: &[(&str, &str)]) -> Page {
+    pub async fn submit(&self, page: &str, action: &str, fields: &[(&str, &str)]) -> Page {
         let shown = self.get(page).await;
         shown.expect(200);
         let csrf = shown.csrf();
@@ -203,7 +203,7 @@ impl Browser {
 }
 
 /// A browser signed in as `email`.
-async fn signed_in(app: &TestApp, email: &str) -> Browser {
+pub async fn signed_in(app: &TestApp, email: &str) -> Browser {
     let browser = Browser::new(app);
     browser.sign_in(email).await;
     browser

@@ -160,7 +160,7 @@ impl Receiver {
 
 /// Asks `check` every 20 ms of real time, for up to 30 s, until it answers; panics naming `what`
 /// otherwise.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -232,7 +232,7 @@ pub async fn make_endpoint(app: &TestApp, url: &str, types: &[&str]) -> (String,
 }
 
 /// Activates, pauses and resumes a new sequence: three events.
-async fn three_events(app: &TestApp) -> String {
+pub async fn three_events(app: &TestApp) -> String {
     let send = send_key(app).await;
     let sender = insert_sender(app, &app.workspace_id, "Ada's account", "connected").await;
     let id = sequence(app, &[&sender]).await;

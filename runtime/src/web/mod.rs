@@ -1,5 +1,5 @@
 //! The web pages: a landing page, sign-in and the settings area (API keys, connected apps,
-//! members, credits, sending terms, the person's password).
+//! members, credits, webhook endpoints, sending terms, the person's password).
 //!
 //! Server-rendered HTML from compile-time templates (askama, `runtime/templates/`), one small
 //! hand-written stylesheet and one tiny script built into the binary, nothing from anywhere else,
@@ -10,8 +10,9 @@
 //! Handlers return `Result<Response, PageError>`: a refusal is a page with the right status code
 //! (400 bad input with the form shown again, 403, 404, 409, 429) rather than JSON, and an internal
 //! fault is logged and shown as a generic 500 page. The rules of who may do what live next to the
-//! SQL in [`crate::admin`], which the CLI shares; the pages only add the checks a browser form
-//! needs (CSRF, the role of the signed-in person, ids of another workspace answering 404).
+//! SQL in [`crate::admin`], which the CLI shares, or, for the webhooks page, in the actions it
+//! calls through the one dispatch; the pages only add the checks a browser form needs (CSRF, the
+//! role of the signed-in person, ids of another workspace answering 404).
 
 use std::sync::Arc;
 
@@ -37,6 +38,7 @@ mod login;
 mod members;
 mod password;
 mod terms;
+mod webhooks;
 
 /// The routes of the web pages (`/login`, `/logout`, `/settings/...`, `/assets/...`).
 pub fn routes(state: Arc<AppState>) -> Router<Arc<AppState>> {
@@ -75,6 +77,26 @@ pub fn routes(state: Arc<AppState>) -> Router<Arc<AppState>> {
             get(password::show).post(password::change),
         )
         .route("/settings/credits", get(credits::show))
+        .route(
+            "/settings/webhooks",
+            get(webhooks::show).post(webhooks::create),
+        )
+        .route(
+            "/settings/webhooks/{endpoint_id}/test",
+            post(webhooks::test),
+        )
+        .route(
+            "/settings/webhooks/{endpoint_id}/rotate",
+            post(webhooks::rotate),
+        )
+        .route(
+            "/settings/webhooks/{endpoint_id}/enabled",
+            post(webhooks::set_enabled),
+        )
+        .route(
+            "/settings/webhooks/{endpoint_id}/delete",
+            get(webhooks::confirm_delete).post(webhooks::delete),
+        )
         .layer(middleware::from_fn_with_state(state, message_with_nav))
         .layer(middleware::map_response(page_headers));
     Router::new()
