@@ -633,7 +633,8 @@ async fn imports_scoring_processing_and_a_low_balance_are_told() {
 }
 
 /// A sender's status, as the network reports it, is told when it changes, and not again when
-/// the same status is reported twice.
+/// the same status is reported twice, nor when a cut-off account moves from `needs_reauth` to
+/// `disconnected`.
 #[tokio::test]
 async fn a_sender_s_status_changes_are_told_once_each() {
     let app = spawn_app().await;
@@ -649,6 +650,8 @@ async fn a_sender_s_status_changes_are_told_once_each() {
         "restricted",
         "restricted",
         "needs_reauth",
+        // Still cut off: the status moves, and nothing new is told.
+        "disconnected",
         "connected",
         "connected",
     ] {
@@ -659,6 +662,8 @@ async fn a_sender_s_status_changes_are_told_once_each() {
         )
         .await
         .expect(200);
+        let now = app.get(&format!("/senders/{sender}"), &app.key).await;
+        assert_eq!(now.expect(200)["status"], status);
     }
     let page = app.get("/events?limit=200", &app.key).await;
     let mut told: Vec<(String, Value)> = items(page.expect(200))
@@ -875,4 +880,47 @@ async fn rejecting_every_proposal_leaves_the_sequence_active() {
     assert_eq!(now.expect(200)["status"], json!("active"));
     assert_eq!(of_type(&app, "enrollment.finished").await.len(), 1);
     assert!(of_type(&app, "sequence.completed").await.is_empty());
+}
+
+/// Marking a prospect do-not-contact is told once, however many updates say so at the same
+/// moment: on PostgreSQL each update reads "was it already?" under the person's lock.
+#[tokio::test]
+async fn do_not_contact_marked_by_updates_at_once_is_told_once() {
+    let app = spawn_app().await;
+    let mut people = Vec::new();
+    for n in 0..4 {
+        let prospect = app
+            .create_prospect(
+                json!({"first_name": format!("Ada {n}"), "email": format!("ada{n}@engines.test")}),
+            )
+            .await;
+        people.push(prospect["id"].as_str().expect("an id").to_owned());
+    }
+    let mut updates = tokio::task::JoinSet::new();
+    for id in &people {
+        for _ in 0..6 {
+            let request = app
+                .client
+                .patch(format!("{}/api/v1/prospects/{id}", app.base_url))
+                .bearer_auth(&app.key)
+                .json(&json!({"do_not_contact": true}));
+            updates.spawn(async move { request.send().await.expect("PATCH").status() });
+        }
+    }
+    for status in updates.join_all().await {
+        assert_eq!(status, 200);
+    }
+    let mut told: Vec<String> = of_type(&app, "prospect.do_not_contact_added")
+        .await
+        .iter()
+        .map(|event| {
+            event["data"]["prospect_id"]
+                .as_str()
+                .expect("an id")
+                .to_owned()
+        })
+        .collect();
+    told.sort();
+    people.sort();
+    assert_eq!(told, people, "one event per prospect");
 }

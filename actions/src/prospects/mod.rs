@@ -1124,8 +1124,11 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
 
     let mut tx = ctx.tx().await?;
     // Marking do-not-contact is an event: whether it was already is read in the transaction that
-    // writes, since the answer `current` came from may be stale. Other updates skip the read.
+    // writes, under the person's lock (two updates at once on PostgreSQL would otherwise both
+    // read "not yet" and both write the event), since the answer `current` came from may be
+    // stale. Other updates skip the lock and the read.
     let was_do_not_contact: i64 = if fields.do_not_contact {
+        crate::person_lock::lock(&mut tx, ctx.workspace_id(), [current.id.as_str()]).await?;
         sqlx::query_scalar(
             "select do_not_contact from prospects where workspace_id = $1 and id = $2",
         )

@@ -248,29 +248,46 @@ pub async fn note_call(
 /// Sets a sender's account status as the network reports it (the sandbox's
 /// `sandbox_set_sender_status`, later a provider's account events), with its event when it
 /// changes: `sender.reconnected` back to `connected`, `sender.restricted`, and
-/// `sender.disconnected` for `disconnected` and `needs_reauth`. Returns whether it changed.
+/// `sender.disconnected` for `disconnected` and `needs_reauth` (once for a move between them).
+/// Returns whether it changed.
 pub async fn set_sender_status(
     tx: &mut sqlx::AnyConnection,
     sender_id: &str,
     status: SenderStatus,
     now_ms: i64,
 ) -> Result<bool, ApiError> {
-    let changed: Option<String> = sqlx::query_scalar(
-        "update senders set status = $2, updated_at = $3 where id = $1 and status <> $2 \
-         returning workspace_id",
-    )
-    .bind(sender_id)
-    .bind(status.as_str())
-    .bind(now_ms)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(workspace_id) = changed else {
-        return Ok(false);
-    };
     let kind = match status {
         SenderStatus::Connected => EventType::SenderReconnected,
         SenderStatus::Restricted => EventType::SenderRestricted,
         SenderStatus::Disconnected | SenderStatus::NeedsReauth => EventType::SenderDisconnected,
+    };
+    // `disconnected` and `needs_reauth` are one event: a move between them changes the status
+    // and tells nothing new. Each update decides on the row as it finds it, so two at once on
+    // PostgreSQL cannot both write the event.
+    let disconnected = kind == EventType::SenderDisconnected;
+    let noted: Option<String> = sqlx::query_scalar(
+        "update senders set status = $2, updated_at = $3 where id = $1 and status <> $2 \
+         and ($4 = 0 or status not in ('disconnected', 'needs_reauth')) returning workspace_id",
+    )
+    .bind(sender_id)
+    .bind(status.as_str())
+    .bind(now_ms)
+    .bind(i64::from(disconnected))
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(workspace_id) = noted else {
+        if !disconnected {
+            return Ok(false);
+        }
+        let moved = sqlx::query(
+            "update senders set status = $2, updated_at = $3 where id = $1 and status <> $2",
+        )
+        .bind(sender_id)
+        .bind(status.as_str())
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?;
+        return Ok(moved.rows_affected() == 1);
     };
     let data = serde_json::json!({"sender_id": sender_id, "status": status});
     events::record(tx, &workspace_id, now_ms, kind, data).await?;
