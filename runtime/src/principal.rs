@@ -83,12 +83,15 @@ impl Principal {
 /// exactly as that person's next request would. `None` when the credential no longer acts at all.
 /// An OAuth credential is its grant (`Principal::credential_id` names the grant): a lapsed access
 /// token is refreshed by its client, so only a revoked grant ends it. A web session acts while it
-/// lasts (signing out deletes it), with its person's role in the workspace it is looking at.
+/// lasts (signing out or its 12 hours end it). The role is always read in `workspace_id`, the
+/// workspace the work belongs to: a session can look at another workspace since, and a key's or
+/// grant's workspace is the work's anyway.
 pub async fn scope_now(
     db: &crate::db::Db,
     now_ms: i64,
     kind: CredentialKind,
     credential_id: &str,
+    workspace_id: &str,
 ) -> Result<Option<Scope>, crate::error::ApiError> {
     use sqlx::Row;
     let sql = match kind {
@@ -96,23 +99,24 @@ pub async fn scope_now(
             "select k.scopes, k.expires_at, k.revoked_at, m.role, w.terms_accepted_at from api_keys k \
              join workspaces w on w.id = k.workspace_id \
              left join memberships m on m.workspace_id = k.workspace_id and m.person_id = k.person_id \
-             where k.id = $1"
+             where k.id = $1 and k.workspace_id = $2"
         }
         CredentialKind::OauthToken => {
             "select g.scopes, cast(null as bigint) as expires_at, g.revoked_at, m.role, w.terms_accepted_at from oauth_grants g \
              join workspaces w on w.id = g.workspace_id \
              left join memberships m on m.workspace_id = g.workspace_id and m.person_id = g.person_id \
-             where g.id = $1"
+             where g.id = $1 and g.workspace_id = $2"
         }
         CredentialKind::WebSession => {
             "select cast('send' as text) as scopes, s.expires_at, cast(null as bigint) as revoked_at, m.role, w.terms_accepted_at from web_sessions s \
-             join workspaces w on w.id = s.workspace_id \
-             left join memberships m on m.workspace_id = s.workspace_id and m.person_id = s.person_id \
+             join workspaces w on w.id = $2 \
+             left join memberships m on m.workspace_id = w.id and m.person_id = s.person_id \
              where s.id = $1"
         }
     };
     let Some(row) = sqlx::query(sql)
         .bind(credential_id)
+        .bind(workspace_id)
         .fetch_optional(db.pool())
         .await?
     else {

@@ -177,21 +177,29 @@ pub async fn set_flash(state: &AppState, session: &Session, value: &str) -> Resu
     Ok(())
 }
 
-/// Takes the session's flash value, clearing it so a reload no longer shows it. An expired flash
-/// (or one without an expiry, set before flashes had one) is cleared and not returned; expired
-/// flashes of other sessions are cleared on the way.
+/// Takes the session's flash value if it starts with `prefix` (the page it is for), clearing it
+/// so a reload no longer shows it, and answers the rest; another page's flash is left for that
+/// page. An expired flash (or one without an expiry, set before flashes had one) is cleared and
+/// not returned; expired flashes of other sessions are cleared on the way.
 ///
 /// Read, then cleared only if it is still the value read: `returning` would give the row after
 /// the update (the null), and the compare-and-clear means two pages loading at once cannot both
 /// show it.
-pub async fn take_flash(state: &AppState, session: &Session) -> Result<Option<String>, ApiError> {
+pub async fn take_flash(
+    state: &AppState,
+    session: &Session,
+    prefix: &str,
+) -> Result<Option<String>, ApiError> {
     let now = state.clock.now_ms();
     let row = sqlx::query("select flash, flash_expires_at from web_sessions where id = $1")
         .bind(&session.id)
         .fetch_optional(state.db.pool())
         .await?;
     let Some(row) = row else { return Ok(None) };
-    let Some(flash) = row.try_get::<Option<String>, _>("flash")? else {
+    let Some(flash) = row
+        .try_get::<Option<String>, _>("flash")?
+        .filter(|flash| flash.starts_with(prefix))
+    else {
         return Ok(None);
     };
     let expires_at: Option<i64> = row.try_get("flash_expires_at")?;
@@ -205,7 +213,7 @@ pub async fn take_flash(state: &AppState, session: &Session) -> Result<Option<St
     .await?;
     clear_expired_flashes(state, now).await?;
     let live = expires_at.is_some_and(|at| at > now);
-    Ok((cleared.rows_affected() == 1 && live).then_some(flash))
+    Ok((cleared.rows_affected() == 1 && live).then(|| flash[prefix.len()..].to_owned()))
 }
 
 /// Clears every session's flash that has expired (or never had an expiry). Runs only where a flash

@@ -545,7 +545,14 @@ async fn propose_or_approve(
     if run.autonomous && run.agent.kind != AgentKind::InboxTriage {
         // The same database read every request makes of its credential, by its id: a key revoked
         // or a person demoted since the run started stops it from sending on their behalf.
-        let scope = scope_now(work.db, work.now, run.credential_kind, &run.credential_id).await?;
+        let scope = scope_now(
+            work.db,
+            work.now,
+            run.credential_kind,
+            &run.credential_id,
+            &run.workspace_id,
+        )
+        .await?;
         if scope.is_some_and(|scope| scope >= Scope::Send) {
             let count = ids.len();
             let mut input = DecideInput {

@@ -173,9 +173,7 @@ pub async fn show(
 ) -> Result<Response, PageError> {
     let next = uri.path_and_query().map_or(PAGE, |p| p.as_str());
     let signed = super::signed_in(&state, &headers, next).await?;
-    let new_key = session::take_flash(&state, &signed.session)
-        .await?
-        .and_then(|flash| flash.strip_prefix(NEW_KEY_FLASH).map(str::to_owned));
+    let new_key = session::take_flash(&state, &signed.session, NEW_KEY_FLASH).await?;
     let form = KeyForm {
         scopes: vec!["read".into()],
         ..KeyForm::default()

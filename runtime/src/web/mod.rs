@@ -490,6 +490,7 @@ impl SignedIn {
     pub fn nav(&self, section: &'static str, path: &str) -> Nav {
         Nav {
             email: self.session.email.clone(),
+            workspace_id: self.workspace_id.clone(),
             workspace_name: self.workspace_name.clone(),
             role: self.role.as_str(),
             workspaces: self.workspaces.clone(),
@@ -517,6 +518,8 @@ impl SignedIn {
 #[derive(Debug, Clone)]
 pub struct Nav {
     pub email: String,
+    /// The workspace the page shows, for forms that must act there and nowhere else.
+    pub workspace_id: String,
     pub workspace_name: String,
     pub role: &'static str,
     pub workspaces: Vec<WorkspaceChoice>,

@@ -4,14 +4,19 @@
 //! Unlike the other settings pages, which share [`crate::admin`] with the CLI, this one calls the
 //! webhook actions through the one [`Dispatcher`], as the signed-in person: a
 //! [`CredentialKind::WebSession`](crate::principal::CredentialKind) principal with their role's
-//! scope, read afresh on every call ([`auth::session_principal`]). The actions live above this
+//! scope, read afresh on every request ([`auth::session_principal`]). The actions live above this
 //! crate and keep their rules (the address checks, the 16-endpoint cap, `write` to change), so the
 //! page cannot drift from the API: an action's refusal is shown with its own sentence and status,
-//! and the event types offered are the enum of `create_webhook_endpoint`'s input schema.
+//! and the event types offered are the enum of `create_webhook_endpoint`'s input schema. The
+//! answers are read into this module's own structs, so a renamed field is a fault, not a wrong
+//! page.
 //!
-//! A new or rotated secret reaches the next page in the session's flash, as a new API key's value
-//! does ([`super::keys`]): shown once, gone on reload, gone after five minutes. A test's outcome
-//! travels the same way.
+//! A new or rotated secret is shown on the answer to the POST itself, never stored for a later
+//! page: the service keeps secrets sealed at rest (`OUTREACH_WEBHOOK_KEY`), and a session's
+//! flash is plain text. (A reload of that answer asks the browser to send the form again.) A
+//! test's outcome holds no secret and reaches the page through the flash, after a redirect.
+//! Every form names the workspace it was shown for; a POST after the person switched workspace in
+//! another tab is refused rather than applied to the other one.
 
 use std::sync::Arc;
 
@@ -21,11 +26,13 @@ use axum::body::Bytes;
 use axum::extract::{FromRef, Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::keys::ConfirmPage;
-use super::{Nav, PageError, SignedIn, display_time, render, see_other};
-use crate::auth;
+use super::{FormData, Nav, PageError, SignedIn, display_time, render, see_other};
+use crate::auth::{self, Principal};
 use crate::dispatch::Dispatcher;
 use crate::error::ApiError;
 use crate::request_id::RequestId;
@@ -34,14 +41,62 @@ use crate::state::AppState;
 
 const PAGE: &str = "/settings/webhooks";
 
-/// The flash of a new or rotated secret: this prefix, the endpoint's id, a space, the secret.
-const SECRET_FLASH: &str = "webhook_secret:";
-
-/// The flash of a test's outcome: this prefix and the JSON the action answered.
+/// The flash of a test's outcome: this prefix and [`TestOutcome`]'s JSON.
 const TEST_FLASH: &str = "webhook_test:";
 
 /// How many of each endpoint's latest deliveries the page shows.
 const RECENT_DELIVERIES: u32 = 10;
+
+/// An endpoint as the actions answer it (the fields this page shows).
+#[derive(Deserialize)]
+struct Endpoint {
+    id: String,
+    url: String,
+    description: Option<String>,
+    event_types: Option<Vec<String>>,
+    enabled: bool,
+    disabled_reason: Option<String>,
+    created_at: String,
+}
+
+/// A delivery as `list_webhook_deliveries` answers it.
+#[derive(Deserialize)]
+struct Delivery {
+    event_id: String,
+    event_type: String,
+    status: String,
+    attempt: i64,
+    response_status: Option<i64>,
+    duration_ms: Option<i64>,
+    error: Option<String>,
+    next_attempt_at: Option<String>,
+    created_at: String,
+}
+
+/// A page of a list action.
+#[derive(Deserialize)]
+struct Listed<T> {
+    items: Vec<T>,
+}
+
+/// `create_webhook_endpoint`'s and `rotate_webhook_secret`'s answer: the endpoint and its secret.
+#[derive(Deserialize)]
+struct WithSecret {
+    id: String,
+    url: String,
+    secret: String,
+}
+
+/// `test_webhook_endpoint`'s answer, and what the flash keeps of it for the next page.
+#[derive(Deserialize, serde::Serialize)]
+struct TestOutcome {
+    #[serde(default)]
+    endpoint_id: String,
+    succeeded: bool,
+    response_status: Option<i64>,
+    duration_ms: i64,
+    error: Option<String>,
+}
 
 /// One endpoint, as the page shows it.
 struct EndpointRow {
@@ -82,7 +137,7 @@ impl EndpointForm {
     }
 }
 
-/// The secret shown once after a create or a rotation.
+/// The secret shown once, on the answer to a create or a rotation.
 struct NewSecret {
     endpoint_id: String,
     url: String,
@@ -90,7 +145,7 @@ struct NewSecret {
 }
 
 /// A test's outcome, shown once after it.
-struct TestOutcome {
+struct TestLine {
     url: String,
     succeeded: bool,
     summary: String,
@@ -105,36 +160,59 @@ struct WebhooksPage {
     form: EndpointForm,
     manage: bool,
     new_secret: Option<NewSecret>,
-    test: Option<TestOutcome>,
+    test: Option<TestLine>,
     error: Option<String>,
 }
 
-/// What one page request needs to call actions: the state, the person and the request's id.
+impl WebhooksPage {
+    /// The refusal with its `code` spans as `<code>`, as message pages show sentences.
+    fn error_html(&self) -> Option<String> {
+        self.error.as_deref().map(crate::oauth::code_spans)
+    }
+}
+
+/// What one page request needs to call actions: the person as a principal (read once per
+/// request) and the request's id.
 struct Caller<'a> {
     state: &'a Arc<AppState>,
     signed: &'a SignedIn,
+    principal: Arc<Principal>,
     request_id: Arc<str>,
 }
 
-impl Caller<'_> {
-    /// Runs `action` on `input` as the signed-in person. The outer error is a page (the person
-    /// is no longer a member, a fault); the inner one the action's own refusal, to show.
-    async fn call(&self, action: &str, input: Value) -> Result<Result<Value, ApiError>, PageError> {
+impl<'a> Caller<'a> {
+    async fn new(
+        state: &'a Arc<AppState>,
+        signed: &'a SignedIn,
+        id: Option<Extension<RequestId>>,
+    ) -> Result<Self, PageError> {
+        let principal = auth::session_principal(state, &signed.session, &signed.workspace_id)
+            .await?
+            .ok_or_else(|| PageError::forbidden("You are no longer a member of this workspace."))?;
+        Ok(Self {
+            state,
+            signed,
+            principal: Arc::new(principal),
+            request_id: id.map_or_else(|| Arc::from("web"), |Extension(RequestId(id))| id),
+        })
+    }
+
+    /// Runs `action` on `input` as the signed-in person and reads its answer as `T`. The outer
+    /// error is a page (a fault, an answer of another shape); the inner one the action's own
+    /// refusal, to show.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        action: &str,
+        input: Value,
+    ) -> Result<Result<T, ApiError>, PageError> {
         let Some(action_def) = self.state.registry.get(action) else {
             return Err(
                 ApiError::internal(format!("the action `{action}` is not registered")).into(),
             );
         };
-        let principal =
-            auth::session_principal(self.state, &self.signed.session, &self.signed.workspace_id)
-                .await?
-                .ok_or_else(|| {
-                    PageError::forbidden("You are no longer a member of this workspace.")
-                })?;
-        let dispatcher = Dispatcher::from_ref(self.state);
-        let reply = dispatcher
+        let reply = Dispatcher::from_ref(self.state)
             .dispatch(
-                Arc::new(principal),
+                self.principal.clone(),
                 action_def,
                 input,
                 None,
@@ -142,25 +220,27 @@ impl Caller<'_> {
             )
             .await;
         match reply {
-            Ok(reply) => Ok(Ok(reply.body.to_value())),
+            Ok(reply) => serde_json::from_slice(reply.body.bytes())
+                .map(Ok)
+                .map_err(|error| {
+                    ApiError::internal(format!("`{action}` answered an unexpected shape: {error}"))
+                        .into()
+                }),
             Err(error) if error.status().is_client_error() => Ok(Err(error)),
             Err(error) => Err(error.into()),
         }
     }
 
-    /// Like [`Self::call`], with a refusal shown as a message page that leads back here.
-    async fn call_or_refuse(&self, action: &str, input: Value) -> Result<Value, PageError> {
-        self.call(action, input).await?.map_err(refusal)
+    /// Like [`Self::call`], with a refusal shown as a message page.
+    async fn call_or_refuse<T: DeserializeOwned>(
+        &self,
+        action: &str,
+        input: Value,
+    ) -> Result<T, PageError> {
+        self.call(action, input).await?.map_err(|error| {
+            PageError::message(error.status(), "Not done", error.message).back_to(PAGE)
+        })
     }
-}
-
-/// An action's refusal as a page: its status, its sentence.
-fn refusal(error: ApiError) -> PageError {
-    PageError::message(error.status(), "Not done", error.message).back_to(PAGE)
-}
-
-fn request_id(id: Option<Extension<RequestId>>) -> Arc<str> {
-    id.map_or_else(|| Arc::from("web"), |Extension(RequestId(id))| id)
 }
 
 /// The event types an endpoint may take: the enum in `create_webhook_endpoint`'s input schema.
@@ -183,100 +263,82 @@ fn event_types(state: &AppState) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn text(value: &Value, field: &str) -> String {
-    value
-        .get(field)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
+/// An RFC 3339 time of an answer as the pages show times.
+fn when(at: &str) -> String {
+    time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .and_then(|at| i64::try_from(at.unix_timestamp_nanos() / 1_000_000).ok())
+        .map_or_else(|| at.to_owned(), display_time)
 }
 
-/// An RFC 3339 time of an answer as the pages show times; `—` when absent.
-fn when(value: &Value, field: &str) -> String {
-    value
-        .get(field)
-        .and_then(Value::as_str)
-        .and_then(|at| {
-            time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok()
-        })
-        .map_or_else(
-            || "—".to_owned(),
-            |at| display_time(i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(0)),
-        )
-}
-
-fn delivery_row(delivery: &Value) -> DeliveryRow {
-    let response = delivery
-        .get("response_status")
-        .and_then(Value::as_i64)
-        .map_or_else(|| "—".to_owned(), |status| status.to_string());
-    let duration = delivery
-        .get("duration_ms")
-        .and_then(Value::as_i64)
-        .map_or_else(|| "—".to_owned(), |ms| format!("{ms} ms"));
+fn delivery_row(delivery: Delivery) -> DeliveryRow {
     DeliveryRow {
-        when: when(delivery, "created_at"),
-        event_type: text(delivery, "event_type"),
-        event_id: text(delivery, "event_id"),
-        status: text(delivery, "status"),
-        attempt: delivery.get("attempt").and_then(Value::as_i64).unwrap_or(0),
-        response,
-        duration,
-        next_attempt: when(delivery, "next_attempt_at"),
-        error: text(delivery, "error"),
+        when: when(&delivery.created_at),
+        event_type: delivery.event_type,
+        event_id: delivery.event_id,
+        status: delivery.status,
+        attempt: delivery.attempt,
+        response: delivery
+            .response_status
+            .map_or_else(|| "—".to_owned(), |status| status.to_string()),
+        duration: delivery
+            .duration_ms
+            .map_or_else(|| "—".to_owned(), |ms| format!("{ms} ms")),
+        next_attempt: delivery
+            .next_attempt_at
+            .as_deref()
+            .map_or_else(|| "—".to_owned(), when),
+        error: delivery.error.unwrap_or_default(),
     }
 }
 
 async fn endpoint_rows(caller: &Caller<'_>) -> Result<Vec<EndpointRow>, PageError> {
     // The cap is 16 endpoints, so one page of 100 holds them all.
-    let listed = caller
+    let listed: Listed<Endpoint> = caller
         .call_or_refuse("list_webhook_endpoints", json!({"limit": 100}))
         .await?;
-    let mut rows = Vec::new();
-    for endpoint in listed["items"].as_array().into_iter().flatten() {
-        let id = text(endpoint, "id");
+    let mut rows = Vec::with_capacity(listed.items.len());
+    for endpoint in listed.items {
         let deliveries = caller
-            .call_or_refuse(
+            .call::<Listed<Delivery>>(
                 "list_webhook_deliveries",
-                json!({"endpoint_id": id, "limit": RECENT_DELIVERIES}),
+                json!({"endpoint_id": endpoint.id, "limit": RECENT_DELIVERIES}),
             )
             .await?;
-        let event_types = match endpoint["event_types"].as_array() {
-            Some(types) if !types.is_empty() => types
-                .iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(", "),
+        // Deleted since it was listed (by someone else, a moment ago): not shown.
+        let Ok(deliveries) = deliveries else { continue };
+        let event_types = match endpoint.event_types {
+            Some(types) if !types.is_empty() => types.join(", "),
             _ => "every event type".to_owned(),
         };
         rows.push(EndpointRow {
-            url: text(endpoint, "url"),
-            description: text(endpoint, "description"),
+            id: endpoint.id,
+            url: endpoint.url,
+            description: endpoint.description.unwrap_or_default(),
             event_types,
-            enabled: endpoint["enabled"].as_bool().unwrap_or(false),
-            disabled_reason: text(endpoint, "disabled_reason"),
-            created: when(endpoint, "created_at"),
-            deliveries: deliveries["items"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(delivery_row)
-                .collect(),
-            id,
+            enabled: endpoint.enabled,
+            disabled_reason: endpoint.disabled_reason.unwrap_or_default(),
+            created: when(&endpoint.created_at),
+            deliveries: deliveries.items.into_iter().map(delivery_row).collect(),
         });
     }
     Ok(rows)
 }
 
-/// The page, with what a form or a flash adds to it.
+/// What a form, a secret or a test adds to the page.
+#[derive(Default)]
 struct Extras {
-    status: StatusCode,
     form: EndpointForm,
     error: Option<String>,
-    flash: Option<String>,
+    new_secret: Option<WithSecret>,
+    test: Option<TestOutcome>,
 }
 
-async fn page(caller: &Caller<'_>, extras: Extras) -> Result<Response, PageError> {
+async fn page(
+    caller: &Caller<'_>,
+    status: StatusCode,
+    extras: Extras,
+) -> Result<Response, PageError> {
     let endpoints = endpoint_rows(caller).await?;
     let url_of = |id: &str| {
         endpoints
@@ -284,47 +346,36 @@ async fn page(caller: &Caller<'_>, extras: Extras) -> Result<Response, PageError
             .find(|e| e.id == id)
             .map_or_else(String::new, |e| e.url.clone())
     };
-    let flash = extras.flash.unwrap_or_default();
-    let new_secret = flash.strip_prefix(SECRET_FLASH).and_then(|rest| {
-        let (endpoint_id, value) = rest.split_once(' ')?;
-        Some(NewSecret {
-            url: url_of(endpoint_id),
-            endpoint_id: endpoint_id.to_owned(),
-            value: value.to_owned(),
-        })
+    let test = extras.test.map(|outcome| {
+        let answer = outcome
+            .response_status
+            .map_or_else(|| "no answer".to_owned(), |s| format!("HTTP {s}"));
+        let took = outcome.duration_ms;
+        let summary = match outcome.error.filter(|error| !error.is_empty()) {
+            Some(error) => format!("{answer} in {took} ms: {error}"),
+            None => format!("{answer} in {took} ms"),
+        };
+        TestLine {
+            url: url_of(&outcome.endpoint_id),
+            succeeded: outcome.succeeded,
+            summary,
+        }
     });
-    let test = flash
-        .strip_prefix(TEST_FLASH)
-        .and_then(|rest| serde_json::from_str::<Value>(rest).ok())
-        .map(|outcome| {
-            let succeeded = outcome["succeeded"].as_bool().unwrap_or(false);
-            let status = outcome["response_status"]
-                .as_i64()
-                .map_or_else(|| "no answer".to_owned(), |s| format!("HTTP {s}"));
-            let took = outcome["duration_ms"].as_i64().unwrap_or(0);
-            let error = text(&outcome, "error");
-            let summary = if error.is_empty() {
-                format!("{status} in {took} ms")
-            } else {
-                format!("{status} in {took} ms: {error}")
-            };
-            TestOutcome {
-                url: url_of(&text(&outcome, "endpoint_id")),
-                succeeded,
-                summary,
-            }
-        });
     let template = WebhooksPage {
         nav: caller.signed.nav("webhooks", PAGE),
         endpoints,
         event_types: event_types(caller.state),
         form: extras.form,
         manage: caller.signed.can_manage(),
-        new_secret,
+        new_secret: extras.new_secret.map(|made| NewSecret {
+            endpoint_id: made.id,
+            url: made.url,
+            value: made.secret,
+        }),
         test,
         error: extras.error,
     };
-    Ok(render(extras.status, &template))
+    Ok(render(status, &template))
 }
 
 /// `GET /settings/webhooks`.
@@ -336,51 +387,63 @@ pub async fn show(
 ) -> Result<Response, PageError> {
     let next = uri.path_and_query().map_or(PAGE, |p| p.as_str());
     let signed = super::signed_in(&state, &headers, next).await?;
-    let flash = session::take_flash(&state, &signed.session)
+    let caller = Caller::new(&state, &signed, id).await?;
+    let test = session::take_flash(&state, &signed.session, TEST_FLASH)
         .await?
-        .filter(|f| f.starts_with(SECRET_FLASH) || f.starts_with(TEST_FLASH));
-    let caller = Caller {
-        state: &state,
-        signed: &signed,
-        request_id: request_id(id),
-    };
+        .and_then(|kept| serde_json::from_str(&kept).ok());
     let extras = Extras {
-        status: StatusCode::OK,
-        form: EndpointForm::default(),
-        error: None,
-        flash,
+        test,
+        ..Extras::default()
     };
-    page(&caller, extras).await
+    page(&caller, StatusCode::OK, extras).await
 }
 
-/// The sentence for a person whose role cannot change endpoints (members hold only `read`); the
-/// dispatch would refuse them too, this says it in the page's words.
-fn refuse_unless_manager(signed: &SignedIn) -> Result<(), PageError> {
+/// Refuses a member: the dispatch would refuse them too (members hold only `read`); this says
+/// it in the page's words, before anything is asked of an action.
+fn managers_only(signed: &SignedIn) -> Result<(), PageError> {
     if signed.can_manage() {
-        Ok(())
-    } else {
-        Err(PageError::forbidden(
-            "Your role in this workspace is member, which may only look at webhook endpoints; \
-             an owner or admin can change them.",
-        )
-        .back_to(PAGE))
+        return Ok(());
     }
+    Err(PageError::forbidden(
+        "Your role in this workspace is member, which may only look at webhook endpoints; \
+         an owner or admin can change them.",
+    )
+    .back_to(PAGE))
 }
 
-/// `POST /settings/webhooks`: creates an endpoint and shows its secret once.
+/// A POST of this page by an owner or admin, for the workspace the page was shown for: the
+/// person and the form, whose CSRF token has been checked.
+async fn posted(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(SignedIn, FormData), PageError> {
+    let (signed, form) = super::signed_in_form(state, headers, body, PAGE).await?;
+    managers_only(&signed)?;
+    if form.get("workspace_id") != signed.workspace_id {
+        return Err(PageError::message(
+            StatusCode::CONFLICT,
+            "Workspace changed",
+            format!(
+                "This form was shown for another workspace than the one you are in now \
+                 ({}), so nothing was changed. Reload the page and try again.",
+                signed.workspace_name
+            ),
+        )
+        .back_to(PAGE));
+    }
+    Ok((signed, form))
+}
+
+/// `POST /settings/webhooks`: creates an endpoint and shows its secret, once, on the answer.
 pub async fn create(
     State(state): State<Arc<AppState>>,
     id: Option<Extension<RequestId>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let (signed, form) = super::signed_in_form(&state, &headers, &body, PAGE).await?;
-    refuse_unless_manager(&signed)?;
-    let caller = Caller {
-        state: &state,
-        signed: &signed,
-        request_id: request_id(id),
-    };
+    let (signed, form) = posted(&state, &headers, &body).await?;
+    let caller = Caller::new(&state, &signed, id).await?;
     let entered = EndpointForm {
         url: form.get("url").trim().to_owned(),
         description: form.get("description").trim().to_owned(),
@@ -397,30 +460,28 @@ pub async fn create(
     if !entered.event_types.is_empty() {
         input["event_types"] = json!(entered.event_types);
     }
-    match caller.call("create_webhook_endpoint", input).await? {
-        Ok(created) => {
-            let flash = format!(
-                "{SECRET_FLASH}{} {}",
-                text(&created, "id"),
-                text(&created, "secret")
-            );
-            session::set_flash(&state, &signed.session, &flash).await?;
-            Ok(see_other(PAGE))
-        }
-        Err(error) => {
-            let extras = Extras {
-                status: error.status(),
+    let (status, extras) = match caller.call("create_webhook_endpoint", input).await? {
+        Ok(created) => (
+            StatusCode::OK,
+            Extras {
+                new_secret: Some(created),
+                ..Extras::default()
+            },
+        ),
+        Err(error) => (
+            error.status(),
+            Extras {
                 form: entered,
                 error: Some(format!("No endpoint was created: {}", error.message)),
-                flash: None,
-            };
-            page(&caller, extras).await
-        }
-    }
+                ..Extras::default()
+            },
+        ),
+    };
+    page(&caller, status, extras).await
 }
 
-/// `POST /settings/webhooks/{endpoint_id}/rotate`: a new secret, shown once; the old one keeps
-/// signing beside it for 24 hours.
+/// `POST /settings/webhooks/{endpoint_id}/rotate`: a new secret, shown once on the answer; the
+/// old one keeps signing beside it for 24 hours.
 pub async fn rotate(
     State(state): State<Arc<AppState>>,
     id: Option<Extension<RequestId>>,
@@ -428,19 +489,16 @@ pub async fn rotate(
     Path(endpoint_id): Path<String>,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let (signed, _) = super::signed_in_form(&state, &headers, &body, PAGE).await?;
-    refuse_unless_manager(&signed)?;
-    let caller = Caller {
-        state: &state,
-        signed: &signed,
-        request_id: request_id(id),
-    };
-    let rotated = caller
+    let (signed, _) = posted(&state, &headers, &body).await?;
+    let caller = Caller::new(&state, &signed, id).await?;
+    let rotated: WithSecret = caller
         .call_or_refuse("rotate_webhook_secret", json!({"id": endpoint_id}))
         .await?;
-    let flash = format!("{SECRET_FLASH}{endpoint_id} {}", text(&rotated, "secret"));
-    session::set_flash(&state, &signed.session, &flash).await?;
-    Ok(see_other(PAGE))
+    let extras = Extras {
+        new_secret: Some(rotated),
+        ..Extras::default()
+    };
+    page(&caller, StatusCode::OK, extras).await
 }
 
 /// `POST /settings/webhooks/{endpoint_id}/test`: sends a signed `webhook.test` now.
@@ -451,24 +509,13 @@ pub async fn test(
     Path(endpoint_id): Path<String>,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let (signed, _) = super::signed_in_form(&state, &headers, &body, PAGE).await?;
-    refuse_unless_manager(&signed)?;
-    let caller = Caller {
-        state: &state,
-        signed: &signed,
-        request_id: request_id(id),
-    };
-    let outcome = caller
+    let (signed, _) = posted(&state, &headers, &body).await?;
+    let caller = Caller::new(&state, &signed, id).await?;
+    let mut outcome: TestOutcome = caller
         .call_or_refuse("test_webhook_endpoint", json!({"id": endpoint_id}))
         .await?;
-    // Only what the page shows: the answer's body (up to 1 KB) stays out of the session row.
-    let kept = json!({
-        "endpoint_id": endpoint_id,
-        "succeeded": outcome["succeeded"],
-        "response_status": outcome["response_status"],
-        "duration_ms": outcome["duration_ms"],
-        "error": outcome["error"],
-    });
+    outcome.endpoint_id = endpoint_id;
+    let kept = serde_json::to_string(&outcome).map_err(ApiError::internal)?;
     session::set_flash(&state, &signed.session, &format!("{TEST_FLASH}{kept}")).await?;
     Ok(see_other(PAGE))
 }
@@ -481,8 +528,7 @@ pub async fn set_enabled(
     Path(endpoint_id): Path<String>,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let (signed, form) = super::signed_in_form(&state, &headers, &body, PAGE).await?;
-    refuse_unless_manager(&signed)?;
+    let (signed, form) = posted(&state, &headers, &body).await?;
     let enabled = match form.get("enabled") {
         "true" => true,
         "false" => false,
@@ -495,12 +541,8 @@ pub async fn set_enabled(
             .back_to(PAGE));
         }
     };
-    let caller = Caller {
-        state: &state,
-        signed: &signed,
-        request_id: request_id(id),
-    };
-    caller
+    let caller = Caller::new(&state, &signed, id).await?;
+    let _: Endpoint = caller
         .call_or_refuse(
             "update_webhook_endpoint",
             json!({"id": endpoint_id, "enabled": enabled}),
@@ -518,13 +560,9 @@ pub async fn confirm_delete(
     uri: Uri,
 ) -> Result<Response, PageError> {
     let signed = super::signed_in(&state, &headers, uri.path()).await?;
-    refuse_unless_manager(&signed)?;
-    let caller = Caller {
-        state: &state,
-        signed: &signed,
-        request_id: request_id(id),
-    };
-    let endpoint = caller
+    managers_only(&signed)?;
+    let caller = Caller::new(&state, &signed, id).await?;
+    let endpoint: Endpoint = caller
         .call_or_refuse("get_webhook_endpoint", json!({"id": endpoint_id}))
         .await?;
     Ok(render(
@@ -532,7 +570,7 @@ pub async fn confirm_delete(
         &ConfirmPage {
             nav: signed.nav("webhooks", PAGE),
             title: "Delete webhook endpoint".into(),
-            question: format!("Delete the endpoint {}?", text(&endpoint, "url")),
+            question: format!("Delete the endpoint {}?", endpoint.url),
             detail: "Its pending deliveries are dropped and it receives nothing more. \
                      This cannot be undone; disabling it instead keeps it for later."
                 .into(),
@@ -552,14 +590,9 @@ pub async fn delete(
     Path(endpoint_id): Path<String>,
     body: Bytes,
 ) -> Result<Response, PageError> {
-    let (signed, _) = super::signed_in_form(&state, &headers, &body, PAGE).await?;
-    refuse_unless_manager(&signed)?;
-    let caller = Caller {
-        state: &state,
-        signed: &signed,
-        request_id: request_id(id),
-    };
-    caller
+    let (signed, _) = posted(&state, &headers, &body).await?;
+    let caller = Caller::new(&state, &signed, id).await?;
+    let _: Value = caller
         .call_or_refuse("delete_webhook_endpoint", json!({"id": endpoint_id}))
         .await?;
     Ok(see_other(PAGE))
