@@ -52,10 +52,10 @@ if (mode === "shared") {
       first_name: "Charles", last_name: "Babbage", profile_url: "https://www.linkedin.com/in/edsger-ts-2/",
     });
     const shared = { contact: contact.id };
-    // Both enrollments first: once one invitation went out, the contact would be skipped as
+    // Every enrollment first: once one invitation went out, the contact would be skipped as
     // contacted recently.
     const started = [];
-    for (const role of ["pending_sender", "connected_sender"]) {
+    for (const role of ["pending_sender", "withdrawing_sender", "connected_sender"]) {
       const sender = await call("create_sender", { name: role, timezone: "UTC", working_hours: everyDay });
       shared[role] = sender.id;
       const sequence = await call("create_sequence", {
@@ -72,14 +72,14 @@ if (mode === "shared") {
       await call("approve_outreach", { ids: [approval] });
       await call("activate_sequence", { id: sequence });
     }
-    // The worker sends on the server's test clock: move it until both invitations went out.
+    // The worker sends on the server's test clock: move it until every invitation went out.
     let invitations = [];
-    for (let turn = 0; turn < 120 && invitations.length < 2; turn += 1) {
+    for (let turn = 0; turn < 120 && invitations.length < 3; turn += 1) {
       await call("advance_clock", { seconds: 120 });
       invitations = (await call("list_sandbox_log", { prospect_id: contact.id, kind: "invitation" })).items;
-      if (invitations.length < 2) await new Promise((resolve) => setTimeout(resolve, 250));
+      if (invitations.length < 3) await new Promise((resolve) => setTimeout(resolve, 250));
     }
-    check(invitations.length === 2, `the contact's two invitations never went out: ${show(invitations)}`);
+    check(invitations.length === 3, `the contact's three invitations never went out: ${show(invitations)}`);
     await call("sandbox_accept_invitation", { prospect_id: contact.id, sender_id: shared.connected_sender });
     await call("sandbox_reply", { prospect_id: contact.id, sender_id: shared.connected_sender, text: "Happy to talk next week." });
     let conversations = [];

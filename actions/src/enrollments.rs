@@ -68,6 +68,9 @@ outreach_runtime::prelude::text_enum! {
         CompletedSteps => "completed_steps",
         /// The invitation was not accepted in time.
         NotAccepted => "not_accepted",
+        /// The invitation was withdrawn on the network's side (by the sender's owner, in the
+        /// network's own app) before the person accepted it.
+        InvitationWithdrawn => "invitation_withdrawn",
         /// Stopped by a person (the enrollment or its sequence).
         Stopped => "stopped",
         /// The prospect was marked do-not-contact.

@@ -67,7 +67,7 @@ text_enum! {
         ConnectionRequestFailed => "connection.request_failed",
         /// The person accepted a sender's invitation. `data`: `prospect_id`, `sender_id`.
         ConnectionAccepted => "connection.accepted",
-        /// A pending invitation was withdrawn. `data`: `enrollment_id`, `sequence_id`, `prospect_id`, `sender_id`.
+        /// A pending invitation was withdrawn on the network's side (by its owner, in the network's app; the enrollment and sequence are null when none waited for it). `data`: `enrollment_id`, `sequence_id`, `prospect_id`, `sender_id`.
         InvitationWithdrawn => "invitation.withdrawn",
         /// A message went out (a step or a reply). `data`: `message_id`, `conversation_id`, `prospect_id`, `sender_id`, `enrollment_id`.
         MessageSent => "message.sent",

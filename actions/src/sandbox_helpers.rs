@@ -177,6 +177,102 @@ outreach_runtime::prelude::parity!(sandbox_accept_invitation, write,
     } => NOT_FOUND
 );
 
+/// The input of `sandbox_withdraw_invitation`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WithdrawInvitationInput {
+    /// The prospect (`prs_...`) the invitation went to.
+    pub prospect_id: String,
+    /// The sender whose invitation is withdrawn.
+    pub sender_id: String,
+}
+
+/// Withdraws the sender's pending invitation now, as its owner would in the network's own app,
+/// and delivers the withdrawal through the ingestion function in the same transaction (`conn`).
+pub async fn withdraw_invitation(
+    conn: &mut sqlx::AnyConnection,
+    clock: &Clock,
+    workspace_id: &str,
+    input: &WithdrawInvitationInput,
+) -> Result<SandboxConnection, ApiError> {
+    let now_ms = clock.now_ms();
+    let sender_id = &sender_of(conn, workspace_id, &input.sender_id).await?;
+    let profile_url = profile_url_of(conn, workspace_id, &input.prospect_id).await?;
+    let found = relation(conn, workspace_id, sender_id, &profile_url).await?;
+    let state = found
+        .as_ref()
+        .map_or(ConnectionState::NotConnected, |found| {
+            found.state_at(now_ms)
+        });
+    if state != ConnectionState::Pending {
+        return Err(ApiError::new(
+            ErrorCode::INVALID_STATE,
+            format!(
+                "The invitation from sender `{sender_id}` to prospect `{}` cannot be withdrawn: the connection is `{}`. \
+                 Only a `pending` invitation can be withdrawn.",
+                input.prospect_id,
+                state.as_str()
+            ),
+        )
+        .with_extra("connection_state", state.as_str()));
+    }
+    crate::network::sandbox::withdraw_now(conn, workspace_id, sender_id, &profile_url, now_ms)
+        .await?;
+    let event = InboundEvent::InvitationWithdrawn {
+        sender_id: sender_id.to_owned(),
+        profile_url: profile_url.clone(),
+        at_ms: now_ms,
+    };
+    ingest(conn, clock, workspace_id, &event).await?;
+    Ok(SandboxConnection {
+        prospect_id: input.prospect_id.clone(),
+        sender_id: sender_id.to_owned(),
+        profile_url,
+        connection_state: ConnectionState::NotConnected,
+        connected_at: None,
+    })
+}
+
+/// Sandbox: withdraw an invitation now, as its sender's owner would.
+///
+/// Test helper (outside production only). The sender's pending connection request to the
+/// prospect is withdrawn at once, as if the account's owner had withdrawn it in the network's own
+/// app: the withdrawal arrives like a real network's report (`invitation.withdrawn`), the
+/// enrollments that waited for the acceptance finish as `invitation_withdrawn`, and the person
+/// cannot be invited again for three weeks. Without a pending invitation it is a 409
+/// `invalid_state` naming the connection state.
+#[action(
+    scope = "write",
+    idempotent,
+    test_helper,
+    http = "POST /sandbox/invitations/withdraw"
+)]
+pub async fn sandbox_withdraw_invitation(
+    ctx: Ctx,
+    input: WithdrawInvitationInput,
+) -> Result<SandboxConnection, ApiError> {
+    let mut tx = ctx.tx().await?;
+    withdraw_invitation(&mut tx, ctx.clock(), ctx.workspace_id(), &input).await
+}
+
+outreach_runtime::prelude::example!(sandbox_withdraw_invitation,
+    request: {"prospect_id": "prs_FU1sf4YwPhIYhWi6JHan", "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R"},
+    response: {
+        "connected_at": null,
+        "connection_state": "not_connected",
+        "profile_url": "linkedin.com/in/ada-lovelace",
+        "prospect_id": "prs_FU1sf4YwPhIYhWi6JHan",
+        "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R"
+    }
+);
+
+outreach_runtime::prelude::parity!(sandbox_withdraw_invitation, write,
+    ok: {"prospect_id": "$contact", "sender_id": "$withdrawing_sender"},
+    fails: {
+        "prospect_id": "$contact",
+        "sender_id": "$connected_sender"
+    } => INVALID_STATE
+);
+
 /// The input of `sandbox_reply`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SandboxReplyInput {

@@ -924,3 +924,64 @@ async fn do_not_contact_marked_by_updates_at_once_is_told_once() {
     people.sort();
     assert_eq!(told, people, "one event per prospect");
 }
+
+/// An invitation its sender's owner withdraws in the network's own app is told as the network
+/// reports it; the enrollment that waited for the acceptance ends, sends nothing more, and the
+/// person is no longer pending. A second withdrawal is refused and tells nothing.
+#[tokio::test]
+async fn an_invitation_withdrawn_on_the_network_is_told_and_ends_its_enrollment() {
+    let app = spawn_app_with_test_clock().await;
+    let send = send_key(&app).await;
+    let sender = sender_at_all_hours(&app, json!({})).await;
+    let prospect = quiet_prospect(&app, "Withdrawn").await;
+    let steps = json!([
+        {"type": "connection_request", "note": "Hi {{first_name}}."},
+        {"type": "message", "delay_hours": 1, "text": "Thanks for connecting."}
+    ]);
+    let sequence =
+        approved_sequence(&app, &send, &sender, steps, std::slice::from_ref(&prospect)).await;
+    assert_eq!(of_type(&app, "connection.requested").await.len(), 1);
+
+    let body = json!({"prospect_id": prospect, "sender_id": sender});
+    let withdrawn = app
+        .post_json("/sandbox/invitations/withdraw", &app.key, body.clone())
+        .await;
+    assert_eq!(withdrawn.expect(200)["connection_state"], "not_connected");
+    let told = of_type(&app, "invitation.withdrawn").await;
+    assert_eq!(told.len(), 1, "{told:#?}");
+    let enrollment = told[0]["data"]["enrollment_id"]
+        .as_str()
+        .expect("an enrollment");
+    assert_eq!(
+        told[0]["data"],
+        json!({"enrollment_id": enrollment, "sequence_id": sequence,
+               "prospect_id": prospect, "sender_id": sender})
+    );
+    let ended = app
+        .get(&format!("/enrollments/{enrollment}"), &app.key)
+        .await;
+    let ended = ended.expect(200);
+    assert_eq!(ended["status"], "finished");
+    assert_eq!(ended["exit_reason"], "invitation_withdrawn");
+    let finished = of_type(&app, "enrollment.finished").await;
+    assert_eq!(finished.len(), 1, "{finished:#?}");
+    let person = app
+        .get(
+            &format!("/prospects/{}", prospect.as_str().expect("id")),
+            &app.key,
+        )
+        .await;
+    assert_eq!(person.expect(200)["connection_state"], "not_connected");
+
+    let again = app
+        .post_json("/sandbox/invitations/withdraw", &app.key, body)
+        .await;
+    let sentence = again.expect_error(409, "invalid_state");
+    assert!(sentence.contains("not_connected"), "{sentence}");
+    assert_eq!(of_type(&app, "invitation.withdrawn").await.len(), 1);
+
+    // Nothing more goes to the person, however long the clock runs.
+    crate::outreach::advance(&app, 3 * 24 * 3600).await;
+    assert!(of_type(&app, "message.sent").await.is_empty());
+    assert_eq!(of_type(&app, "connection.requested").await.len(), 1);
+}

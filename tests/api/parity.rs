@@ -31,11 +31,14 @@ struct World {
     import: String,
     run: String,
     conversation: String,
-    /// A prospect with a profile URL, invited on the sandbox network by `pending_sender` and
-    /// `connected_sender`, and connected with the second.
+    /// A prospect with a profile URL, invited on the sandbox network by `pending_sender`,
+    /// `withdrawing_sender` and `connected_sender`, and connected with the last.
     contact: String,
     profile_url: String,
     pending_sender: String,
+    /// Whose pending invitation `sandbox_withdraw_invitation` withdraws (the TypeScript replay
+    /// shares one contact among its worlds, so acceptance and withdrawal need a sender each).
+    withdrawing_sender: String,
     connected_sender: String,
     /// A sender whose sandbox account `sandbox_set_sender_status` may change (the others must
     /// stay connected).
@@ -174,10 +177,16 @@ impl World {
             id_of(&created, name)
         };
         let pending_sender = new_sender("Pending sender").await;
+        let withdrawing_sender = new_sender("Withdrawing sender").await;
         let connected_sender = new_sender("Connected sender").await;
         let status_sender = new_sender("Status sender").await;
-        let (contact, profile_url) =
-            sandbox_contact(app, number, &pending_sender, &connected_sender).await;
+        let (contact, profile_url) = sandbox_contact(
+            app,
+            number,
+            &[&pending_sender, &withdrawing_sender],
+            &connected_sender,
+        )
+        .await;
         let send = crate::sequences::send_key(app).await;
         let sequence = |name: &str| {
             json!({"name": format!("{name} {tag}"), "steps": crate::sequences::steps(), "sender_ids": [sender],
@@ -288,6 +297,7 @@ impl World {
             contact,
             profile_url,
             pending_sender,
+            withdrawing_sender,
             connected_sender,
             status_sender,
             spare_sender,
@@ -323,6 +333,7 @@ impl World {
             "spare_sender" => text(&self.spare_sender),
             "status_sender" => text(&self.status_sender),
             "pending_sender" => text(&self.pending_sender),
+            "withdrawing_sender" => text(&self.withdrawing_sender),
             "connected_sender" => text(&self.connected_sender),
             "contact" => text(&self.contact),
             "conversation" => text(&self.conversation),
@@ -361,6 +372,7 @@ impl World {
             (self.conversation.as_str(), "<conversation>"),
             (self.spare_sender.as_str(), "<spare sender>"),
             (self.pending_sender.as_str(), "<pending sender>"),
+            (self.withdrawing_sender.as_str(), "<withdrawing sender>"),
             (self.connected_sender.as_str(), "<connected sender>"),
             (self.status_sender.as_str(), "<status sender>"),
             (self.contact.as_str(), "<contact>"),
@@ -413,12 +425,12 @@ async fn world_conversation(app: &TestApp, sender: &str, prospect: &str) -> Stri
     sqlx::Row::get(&row, "id")
 }
 
-/// A prospect with a profile URL the sandbox can reach, invited by both senders; the
-/// connected sender's invitation is accepted.
+/// A prospect with a profile URL the sandbox can reach, invited by every sender; the connected
+/// sender's invitation is accepted.
 async fn sandbox_contact(
     app: &TestApp,
     number: usize,
-    pending_sender: &str,
+    pending_senders: &[&str],
     connected_sender: &str,
 ) -> (String, String) {
     let mut suffix = 0;
@@ -438,7 +450,7 @@ async fn sandbox_contact(
         .await;
     let contact = id_of(&contact, "contact");
     let sandbox = Sandbox::new(app.db.clone(), app.clock.clone(), DEFAULT_SANDBOX_SEED);
-    for sender_id in [pending_sender, connected_sender] {
+    for &sender_id in pending_senders.iter().chain([&connected_sender]) {
         let to = Outbound {
             account: Account {
                 workspace_id: &app.workspace_id,

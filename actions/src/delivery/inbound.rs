@@ -43,6 +43,11 @@ pub async fn ingest(
             sender_id,
             profile_url,
             at_ms,
+        }
+        | InboundEvent::InvitationWithdrawn {
+            sender_id,
+            profile_url,
+            at_ms,
         } => (sender_id, profile_url, None, *at_ms),
         InboundEvent::MessageReceived {
             sender_id,
@@ -108,6 +113,11 @@ pub async fn apply(
             profile_url,
             at_ms,
         } => accepted(conn, clock, workspace_id, sender_id, profile_url, *at_ms).await,
+        InboundEvent::InvitationWithdrawn {
+            sender_id,
+            profile_url,
+            at_ms,
+        } => withdrawn(conn, clock, workspace_id, sender_id, profile_url, *at_ms).await,
         InboundEvent::MessageReceived {
             sender_id,
             profile_url,
@@ -215,6 +225,101 @@ async fn accepted(
         if status != "paused" {
             crate::step_jobs::schedule(conn, clock, workspace_id, &id, next_at).await?;
         }
+    }
+    Ok(())
+}
+
+/// The sender's invitation to the person was withdrawn: `invitation.withdrawn` for each of the
+/// sender's enrollments that waited for its acceptance (one without an enrollment when none did),
+/// and those enrollments finish as `invitation_withdrawn`. The person is no longer `pending`
+/// unless another sender's invitation still waits.
+async fn withdrawn(
+    conn: &mut AnyConnection,
+    clock: &Clock,
+    workspace_id: &str,
+    sender_id: &str,
+    profile_url: &str,
+    at_ms: i64,
+) -> Result<(), ApiError> {
+    let Some(prospect_id) = prospect_of(conn, workspace_id, profile_url).await? else {
+        return Ok(());
+    };
+    let conn = &mut crate::person_lock::lock(conn, workspace_id, [prospect_id.as_str()]).await?;
+    let now = clock.now_ms();
+    let waiting = sqlx::query(
+        "select id, sequence_id, sender_id from enrollments where workspace_id = $1 and prospect_id = $2 \
+         and invited_at is not null and accepted_at is null \
+         and status in ('scheduled', 'active', 'paused')",
+    )
+    .bind(workspace_id)
+    .bind(&prospect_id)
+    .fetch_all(&mut **conn)
+    .await?;
+    let mut ending = Vec::new();
+    let mut others_wait = false;
+    for row in &waiting {
+        let id: String = row.try_get("id")?;
+        let sequence_id: String = row.try_get("sequence_id")?;
+        if row.try_get::<Option<String>, _>("sender_id")?.as_deref() != Some(sender_id) {
+            others_wait = true;
+            continue;
+        }
+        let data = json!({
+            "enrollment_id": id,
+            "sequence_id": sequence_id,
+            "prospect_id": prospect_id,
+            "sender_id": sender_id,
+        });
+        events::record(
+            conn,
+            workspace_id,
+            now,
+            EventType::InvitationWithdrawn,
+            data,
+        )
+        .await?;
+        ending.push(id);
+    }
+    if ending.is_empty() {
+        let data = json!({
+            "enrollment_id": null,
+            "sequence_id": null,
+            "prospect_id": prospect_id,
+            "sender_id": sender_id,
+        });
+        events::record(
+            conn,
+            workspace_id,
+            now,
+            EventType::InvitationWithdrawn,
+            data,
+        )
+        .await?;
+    }
+    if !others_wait {
+        crate::prospects::mark_invitation_gone(conn, &prospect_id).await?;
+    }
+    let reason = enrollments::ExitReason::InvitationWithdrawn.as_str();
+    enrollments::finish(conn, clock, workspace_id, &ending, reason, now).await?;
+    for id in &ending {
+        record_event(
+            conn,
+            workspace_id,
+            id,
+            at_ms,
+            EnrollmentEventKind::Finished,
+            None,
+            None,
+            Some(reason),
+        )
+        .await?;
+        jobs::cancel_unique(
+            conn,
+            clock,
+            <crate::step_jobs::StepJob as JobArgs>::KIND,
+            &crate::step_jobs::step_key(id),
+        )
+        .await?;
     }
     Ok(())
 }

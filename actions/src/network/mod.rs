@@ -535,6 +535,13 @@ pub enum InboundEvent {
         profile_url: String,
         at_ms: i64,
     },
+    /// The sender's pending invitation to the person was withdrawn on the network's side (by the
+    /// account's owner, in the network's own app).
+    InvitationWithdrawn {
+        sender_id: String,
+        profile_url: String,
+        at_ms: i64,
+    },
     /// The person sent the sender a message.
     MessageReceived {
         sender_id: String,
@@ -555,6 +562,11 @@ impl InboundEvent {
                 profile_url,
                 at_ms,
             } => format!("accepted:{sender_id}:{profile_url}:{at_ms}"),
+            Self::InvitationWithdrawn {
+                sender_id,
+                profile_url,
+                at_ms,
+            } => format!("withdrawn:{sender_id}:{profile_url}:{at_ms}"),
             Self::MessageReceived {
                 provider_message_id,
                 ..
@@ -565,6 +577,7 @@ impl InboundEvent {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::InvitationAccepted { .. } => "invitation_accepted",
+            Self::InvitationWithdrawn { .. } => "invitation_withdrawn",
             Self::MessageReceived { .. } => "message_received",
         }
     }
@@ -574,7 +587,7 @@ impl InboundEvent {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RecordedEvent {
     pub id: String,
-    /// `invitation_accepted` or `message_received`.
+    /// `invitation_accepted`, `invitation_withdrawn` or `message_received`.
     pub kind: String,
     pub sender_id: String,
     pub profile_url: String,

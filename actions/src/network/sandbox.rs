@@ -881,6 +881,29 @@ pub(crate) async fn connect_now(
     Ok(())
 }
 
+/// Withdraws the sender's pending invitation to the person at once, as its owner would in the
+/// network's own app (the test helper `sandbox_withdraw_invitation`): the person cannot be invited
+/// again for three weeks, as after a withdrawal the service makes.
+pub(crate) async fn withdraw_now(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sender_id: &str,
+    profile_url: &str,
+    now_ms: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update sandbox_connections set state = 'withdrawn', withdrawn_at = $4, accept_at = null, updated_at = $4 \
+         where workspace_id = $1 and sender_id = $2 and profile_url = $3",
+    )
+    .bind(workspace_id)
+    .bind(sender_id)
+    .bind(profile_url)
+    .bind(now_ms)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// Sets an account's status on the sandbox network; answers the account's row (`status`,
 /// `latency_ms`, `updated_at`).
 pub(crate) async fn set_account_status(

@@ -1361,6 +1361,22 @@ pub(crate) async fn mark_invitation_pending(
     Ok(())
 }
 
+/// Notes that no invitation to the prospect is pending any more (it was withdrawn), unless they
+/// are connected.
+pub(crate) async fn mark_invitation_gone(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update prospects set connection_state = 'not_connected' where id = $1 \
+         and connection_state = 'pending'",
+    )
+    .bind(id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// Notes when something was last sent to the prospect.
 pub(crate) async fn note_contacted(
     conn: &mut sqlx::AnyConnection,
