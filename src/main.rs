@@ -293,6 +293,16 @@ enum SandboxCommand {
         #[arg(long)]
         sender: String,
     },
+    /// Withdraw a sender's pending invitation to a prospect now, as its owner would in the
+    /// network's own app.
+    Withdraw {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        prospect: String,
+        #[arg(long)]
+        sender: String,
+    },
     /// Make a (connected) prospect send a sender a message now.
     Reply {
         #[arg(long)]
@@ -834,6 +844,11 @@ async fn run_sandbox(db: &Db, command: SandboxCommand) -> anyhow::Result<Value> 
                     .await
                     .map_err(api_error)?,
             )?,
+            SandboxWrite::Withdraw(workspace, input) => serde_json::to_value(
+                helpers::withdraw_invitation(&mut tx, &clock, &workspace, &input)
+                    .await
+                    .map_err(api_error)?,
+            )?,
             SandboxWrite::Reply(workspace, input) => serde_json::to_value(
                 helpers::reply(&mut tx, &clock, &workspace, &input)
                     .await
@@ -859,6 +874,17 @@ async fn run_sandbox(db: &Db, command: SandboxCommand) -> anyhow::Result<Value> 
                 sender_id: sender,
             };
             in_tx(SandboxWrite::Accept(workspace, input)).await
+        }
+        SandboxCommand::Withdraw {
+            workspace,
+            prospect,
+            sender,
+        } => {
+            let input = helpers::WithdrawInvitationInput {
+                prospect_id: prospect,
+                sender_id: sender,
+            };
+            in_tx(SandboxWrite::Withdraw(workspace, input)).await
         }
         SandboxCommand::Reply {
             workspace,
@@ -931,6 +957,10 @@ enum SandboxWrite {
     Accept(
         String,
         outreach_actions::sandbox_helpers::AcceptInvitationInput,
+    ),
+    Withdraw(
+        String,
+        outreach_actions::sandbox_helpers::WithdrawInvitationInput,
     ),
     Reply(String, outreach_actions::sandbox_helpers::SandboxReplyInput),
     Status(

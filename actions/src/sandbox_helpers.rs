@@ -93,18 +93,22 @@ pub struct AcceptInvitationInput {
     pub sender_id: String,
 }
 
-/// Makes the person accept the sender's pending invitation now, and delivers the acceptance
-/// through the ingestion function in the same transaction (`conn`).
-pub async fn accept_invitation(
+/// Locks the person (the one lock rule: the poll that accepts invitations takes people first
+/// too), then finds the sender's invitation to them, which must be `pending`: else a 409
+/// `invalid_state` saying it cannot be `done` (accepted, withdrawn). Answers the sender's id and
+/// the person's profile URL.
+async fn pending_invitation(
     conn: &mut sqlx::AnyConnection,
-    clock: &Clock,
+    now_ms: i64,
     workspace_id: &str,
-    input: &AcceptInvitationInput,
-) -> Result<SandboxConnection, ApiError> {
-    let now_ms = clock.now_ms();
-    let sender_id = &sender_of(conn, workspace_id, &input.sender_id).await?;
-    let profile_url = profile_url_of(conn, workspace_id, &input.prospect_id).await?;
-    let found = relation(conn, workspace_id, sender_id, &profile_url).await?;
+    prospect_id: &str,
+    sender_id: &str,
+    done: &str,
+) -> Result<(String, String), ApiError> {
+    crate::person_lock::lock(conn, workspace_id, [prospect_id]).await?;
+    let sender_id = sender_of(conn, workspace_id, sender_id).await?;
+    let profile_url = profile_url_of(conn, workspace_id, prospect_id).await?;
+    let found = relation(conn, workspace_id, &sender_id, &profile_url).await?;
     let state = found
         .as_ref()
         .map_or(ConnectionState::NotConnected, |found| {
@@ -114,25 +118,46 @@ pub async fn accept_invitation(
         return Err(ApiError::new(
             ErrorCode::INVALID_STATE,
             format!(
-                "The invitation from sender `{sender_id}` to prospect `{}` cannot be accepted: the connection is `{}`. \
-                 Only a `pending` invitation can be accepted; send a connection request first.",
-                input.prospect_id,
-                state.as_str()
+                "The invitation from sender `{sender_id}` to prospect `{prospect_id}` cannot be {done}: the connection is `{}`. \
+                 Only a `pending` invitation can be {done}{}.",
+                state.as_str(),
+                if done == "accepted" { "; send a connection request first" } else { "" }
             ),
         )
         .with_extra("connection_state", state.as_str()));
     }
-    crate::network::sandbox::connect_now(conn, workspace_id, sender_id, &profile_url, now_ms)
+    Ok((sender_id, profile_url))
+}
+
+/// Makes the person accept the sender's pending invitation now, and delivers the acceptance
+/// through the ingestion function in the same transaction (`conn`).
+pub async fn accept_invitation(
+    conn: &mut sqlx::AnyConnection,
+    clock: &Clock,
+    workspace_id: &str,
+    input: &AcceptInvitationInput,
+) -> Result<SandboxConnection, ApiError> {
+    let now_ms = clock.now_ms();
+    let (sender_id, profile_url) = pending_invitation(
+        conn,
+        now_ms,
+        workspace_id,
+        &input.prospect_id,
+        &input.sender_id,
+        "accepted",
+    )
+    .await?;
+    crate::network::sandbox::connect_now(conn, workspace_id, &sender_id, &profile_url, now_ms)
         .await?;
     let event = InboundEvent::InvitationAccepted {
-        sender_id: sender_id.to_owned(),
+        sender_id: sender_id.clone(),
         profile_url: profile_url.clone(),
         at_ms: now_ms,
     };
     ingest(conn, clock, workspace_id, &event).await?;
     Ok(SandboxConnection {
         prospect_id: input.prospect_id.clone(),
-        sender_id: sender_id.to_owned(),
+        sender_id,
         profile_url,
         connection_state: ConnectionState::Connected,
         connected_at: Some(Timestamp(now_ms)),
@@ -195,37 +220,26 @@ pub async fn withdraw_invitation(
     input: &WithdrawInvitationInput,
 ) -> Result<SandboxConnection, ApiError> {
     let now_ms = clock.now_ms();
-    let sender_id = &sender_of(conn, workspace_id, &input.sender_id).await?;
-    let profile_url = profile_url_of(conn, workspace_id, &input.prospect_id).await?;
-    let found = relation(conn, workspace_id, sender_id, &profile_url).await?;
-    let state = found
-        .as_ref()
-        .map_or(ConnectionState::NotConnected, |found| {
-            found.state_at(now_ms)
-        });
-    if state != ConnectionState::Pending {
-        return Err(ApiError::new(
-            ErrorCode::INVALID_STATE,
-            format!(
-                "The invitation from sender `{sender_id}` to prospect `{}` cannot be withdrawn: the connection is `{}`. \
-                 Only a `pending` invitation can be withdrawn.",
-                input.prospect_id,
-                state.as_str()
-            ),
-        )
-        .with_extra("connection_state", state.as_str()));
-    }
-    crate::network::sandbox::withdraw_now(conn, workspace_id, sender_id, &profile_url, now_ms)
+    let (sender_id, profile_url) = pending_invitation(
+        conn,
+        now_ms,
+        workspace_id,
+        &input.prospect_id,
+        &input.sender_id,
+        "withdrawn",
+    )
+    .await?;
+    crate::network::sandbox::withdraw_now(conn, workspace_id, &sender_id, &profile_url, now_ms)
         .await?;
     let event = InboundEvent::InvitationWithdrawn {
-        sender_id: sender_id.to_owned(),
+        sender_id: sender_id.clone(),
         profile_url: profile_url.clone(),
         at_ms: now_ms,
     };
     ingest(conn, clock, workspace_id, &event).await?;
     Ok(SandboxConnection {
         prospect_id: input.prospect_id.clone(),
-        sender_id: sender_id.to_owned(),
+        sender_id,
         profile_url,
         connection_state: ConnectionState::NotConnected,
         connected_at: None,

@@ -980,8 +980,114 @@ async fn an_invitation_withdrawn_on_the_network_is_told_and_ends_its_enrollment(
     assert!(sentence.contains("not_connected"), "{sentence}");
     assert_eq!(of_type(&app, "invitation.withdrawn").await.len(), 1);
 
-    // Nothing more goes to the person, however long the clock runs.
-    crate::outreach::advance(&app, 3 * 24 * 3600).await;
+    // Its only person ended, so the sequence completes; and past the 21 days an acceptance was
+    // waited for, nothing more goes to the person and the enrollment does not end again.
+    crate::outreach::advance(&app, 22 * 24 * 3600).await;
+    crate::outreach::settle(&app).await;
+    let completed = of_type(&app, "sequence.completed").await;
+    assert_eq!(completed.len(), 1, "{completed:#?}");
+    assert_eq!(completed[0]["data"]["sequence_id"], json!(sequence));
     assert!(of_type(&app, "message.sent").await.is_empty());
     assert_eq!(of_type(&app, "connection.requested").await.len(), 1);
+    assert_eq!(of_type(&app, "enrollment.finished").await.len(), 1);
+    let ended = app
+        .get(&format!("/enrollments/{enrollment}"), &app.key)
+        .await;
+    assert_eq!(ended.expect(200)["exit_reason"], "invitation_withdrawn");
+}
+
+/// A withdrawal reported twice (the network's report redelivered) is told once; one reported for
+/// a sender while another sender's invitation to the person still waits leaves the person pending
+/// and ends only that sender's enrollment.
+#[tokio::test]
+async fn a_withdrawal_is_told_once_and_only_for_its_sender() {
+    use outreach_actions::delivery::inbound::ingest;
+    use outreach_actions::network::InboundEvent;
+    let app = spawn_app_with_test_clock().await;
+    let send = send_key(&app).await;
+    let first = sender_at_all_hours(&app, json!({})).await;
+    let second = sender_at_all_hours(&app, json!({})).await;
+    let prospect = quiet_prospect(&app, "Twice").await;
+    let steps = json!([{"type": "connection_request", "note": "Hi {{first_name}}."},
+                       {"type": "message", "delay_hours": 1, "text": "Thanks."}]);
+    for sender in [&first, &second] {
+        let sequence = app
+            .post_json(
+                "/sequences",
+                &app.key,
+                json!({"name": format!("From {sender}"), "sender_ids": [sender], "steps": steps,
+                       "settings": {"skip_if_in_other_live_sequence": false}}),
+            )
+            .await;
+        let sequence = sequence.expect(201)["id"].as_str().expect("id").to_owned();
+        app.post_json(
+            &format!("/sequences/{sequence}/enrollments"),
+            &app.key,
+            json!({"prospect_ids": [prospect]}),
+        )
+        .await
+        .expect(200);
+        app.post_json(&format!("/sequences/{sequence}/activate"), &send, json!({}))
+            .await
+            .expect(200);
+        app.post_json(
+            "/approvals/approve",
+            &send,
+            json!({"sequence_id": sequence}),
+        )
+        .await
+        .expect(200);
+    }
+    crate::outreach::settle(&app).await;
+    assert_eq!(of_type(&app, "connection.requested").await.len(), 2);
+
+    let profile_url: String = sqlx::query_scalar("select profile_url from prospects where id = $1")
+        .bind(prospect.as_str().expect("id"))
+        .fetch_one(app.db.pool())
+        .await
+        .expect("the profile URL");
+    let report = InboundEvent::InvitationWithdrawn {
+        sender_id: first.clone(),
+        profile_url,
+        at_ms: app.clock.now_ms(),
+    };
+    for _ in 0..2 {
+        let mut tx = app.db.begin_write().await.expect("begin");
+        ingest(&mut tx, &app.clock, &app.workspace_id, &report)
+            .await
+            .expect("ingested");
+        tx.commit().await.expect("commit");
+    }
+    let told = of_type(&app, "invitation.withdrawn").await;
+    assert_eq!(told.len(), 1, "{told:#?}");
+    assert_eq!(told[0]["data"]["sender_id"], json!(first));
+    let person = app
+        .get(
+            &format!("/prospects/{}", prospect.as_str().expect("id")),
+            &app.key,
+        )
+        .await;
+    assert_eq!(
+        person.expect(200)["connection_state"],
+        "pending",
+        "the second still waits"
+    );
+    let finished = of_type(&app, "enrollment.finished").await;
+    assert_eq!(finished.len(), 1, "{finished:#?}");
+    let enrollments: Vec<(Option<String>, String)> = sqlx::query_as(
+        "select exit_reason, status from enrollments where prospect_id = $1 order by sender_id = $2 desc",
+    )
+    .bind(prospect.as_str().expect("id"))
+    .bind(&first)
+    .fetch_all(app.db.pool())
+    .await
+    .expect("the enrollments");
+    assert_eq!(
+        enrollments[0],
+        (
+            Some("invitation_withdrawn".to_owned()),
+            "finished".to_owned()
+        )
+    );
+    assert_ne!(enrollments[1].1, "finished", "{enrollments:?}");
 }

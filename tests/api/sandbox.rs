@@ -704,12 +704,14 @@ async fn advance_clock_needs_a_server_started_with_test_clock() {
     );
 }
 
-const HELPERS: [&str; 5] = [
+const HELPERS: [&str; 7] = [
     "advance_clock",
     "list_sandbox_log",
     "sandbox_accept_invitation",
     "sandbox_reply",
+    "sandbox_set_latency",
     "sandbox_set_sender_status",
+    "sandbox_withdraw_invitation",
 ];
 
 #[tokio::test]
@@ -852,6 +854,26 @@ async fn outreach_admin_sandbox_runs_the_helpers_from_a_script() {
         &[
             "sandbox",
             "accept",
+            "--workspace",
+            &workspace,
+            "--prospect",
+            "prs_00000000000NoSuchOne",
+            "--sender",
+            SENDER,
+        ],
+    )
+    .await;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stdout).contains("No sender with id"),
+        "{}",
+        String::from_utf8_lossy(&refused.stdout)
+    );
+    let refused = admin(
+        &database,
+        &[
+            "sandbox",
+            "withdraw",
             "--workspace",
             &workspace,
             "--prospect",

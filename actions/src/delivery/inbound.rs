@@ -230,9 +230,11 @@ async fn accepted(
 }
 
 /// The sender's invitation to the person was withdrawn: `invitation.withdrawn` for each of the
-/// sender's enrollments that waited for its acceptance (one without an enrollment when none did),
-/// and those enrollments finish as `invitation_withdrawn`. The person is no longer `pending`
-/// unless another sender's invitation still waits.
+/// sender's live enrollments of the person that sent it and wait for its acceptance, or whose
+/// invitation is still being sent (an intent not yet settled: the withdrawal can come before the
+/// call is recorded), and those enrollments finish as `invitation_withdrawn`. Without such an
+/// enrollment, one event without an enrollment, if the person was pending. The person is no longer
+/// `pending` unless another sender's invitation may still be.
 async fn withdrawn(
     conn: &mut AnyConnection,
     clock: &Clock,
@@ -247,23 +249,34 @@ async fn withdrawn(
     let conn = &mut crate::person_lock::lock(conn, workspace_id, [prospect_id.as_str()]).await?;
     let now = clock.now_ms();
     let waiting = sqlx::query(
-        "select id, sequence_id, sender_id from enrollments where workspace_id = $1 and prospect_id = $2 \
-         and invited_at is not null and accepted_at is null \
-         and status in ('scheduled', 'active', 'paused')",
+        "select e.id, e.sequence_id from enrollments e where e.workspace_id = $1 and e.prospect_id = $2 \
+         and e.sender_id = $3 and e.accepted_at is null and e.status in ('scheduled', 'active', 'paused') \
+         and (e.invited_at is not null or exists (select 1 from outbound_intents i \
+              where i.enrollment_id = e.id and i.kind = 'invitation' and i.status in ('pending', 'unanswered'))) \
+         order by e.created_at, e.id",
     )
     .bind(workspace_id)
     .bind(&prospect_id)
+    .bind(sender_id)
     .fetch_all(&mut **conn)
     .await?;
-    let mut ending = Vec::new();
-    let mut others_wait = false;
+    // Another sender's invitation may still be pending: one sent and neither accepted nor ended
+    // by its own withdrawal or deadline.
+    let others_waiting: i64 = sqlx::query_scalar(
+        "select count(*) from enrollments where workspace_id = $1 and prospect_id = $2 \
+         and sender_id <> $3 and invited_at is not null and accepted_at is null \
+         and coalesce(exit_reason, '') not in ('not_accepted', 'invitation_withdrawn')",
+    )
+    .bind(workspace_id)
+    .bind(&prospect_id)
+    .bind(sender_id)
+    .fetch_one(&mut **conn)
+    .await?;
+    let others_wait = others_waiting > 0;
+    let mut ending = Vec::with_capacity(waiting.len());
     for row in &waiting {
         let id: String = row.try_get("id")?;
         let sequence_id: String = row.try_get("sequence_id")?;
-        if row.try_get::<Option<String>, _>("sender_id")?.as_deref() != Some(sender_id) {
-            others_wait = true;
-            continue;
-        }
         let data = json!({
             "enrollment_id": id,
             "sequence_id": sequence_id,
@@ -280,7 +293,7 @@ async fn withdrawn(
         .await?;
         ending.push(id);
     }
-    if ending.is_empty() {
+    if ending.is_empty() && crate::prospects::is_pending(conn, &prospect_id).await? {
         let data = json!({
             "enrollment_id": null,
             "sequence_id": null,

@@ -1152,7 +1152,8 @@ async fn apply_outcome(
     let invited = step.kind == StepType::ConnectionRequest;
     if invited {
         enrollments::mark_invited(tx, &enrollment.id, sent_at).await?;
-        crate::prospects::mark_invitation_pending(tx, &enrollment.prospect_id).await?;
+        crate::prospects::mark_invitation_pending(tx, &enrollment.prospect_id, &enrollment.id)
+            .await?;
     }
     advance(tx, job, enrollment, step, sent_at, invited).await
 }

@@ -893,7 +893,8 @@ pub(crate) async fn withdraw_now(
 ) -> Result<(), ApiError> {
     sqlx::query(
         "update sandbox_connections set state = 'withdrawn', withdrawn_at = $4, accept_at = null, updated_at = $4 \
-         where workspace_id = $1 and sender_id = $2 and profile_url = $3",
+         where workspace_id = $1 and sender_id = $2 and profile_url = $3 and state = 'pending' \
+         and (accept_at is null or accept_at > $4)",
     )
     .bind(workspace_id)
     .bind(sender_id)

@@ -1074,7 +1074,12 @@ fn apply(
 /// used by another prospect is a 409 `conflict`. Costs nothing.
 #[action(scope = "write", idempotent, http = "PATCH /prospects/{id}")]
 pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Prospect, ApiError> {
-    let current = fetch(&ctx, &input.id).await?;
+    // The person is locked and read in the transaction that writes: two updates at once take
+    // turns, each applying its own fields to what the other wrote (none undoes the other's, a
+    // do-not-contact mark included), and marking do-not-contact is told once.
+    let mut tx = ctx.tx().await?;
+    crate::person_lock::lock(&mut tx, ctx.workspace_id(), [input.id.as_str()]).await?;
+    let current = fetch_in(&mut tx, ctx.workspace_id(), &input.id).await?;
     let mut fields = from_row_fields(&current);
     let text = |field: &'static str| move |value| normalize::text(field, value);
     apply(&mut fields.first_name, input.first_name, text("first_name"))?;
@@ -1122,24 +1127,6 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     }
     fields.check_identifiable()?;
 
-    let mut tx = ctx.tx().await?;
-    // Marking do-not-contact is an event: whether it was already is read in the transaction that
-    // writes, under the person's lock (two updates at once on PostgreSQL would otherwise both
-    // read "not yet" and both write the event), since the answer `current` came from may be
-    // stale. Other updates skip the lock and the read.
-    let was_do_not_contact: i64 = if fields.do_not_contact {
-        crate::person_lock::lock(&mut tx, ctx.workspace_id(), [current.id.as_str()]).await?;
-        sqlx::query_scalar(
-            "select do_not_contact from prospects where workspace_id = $1 and id = $2",
-        )
-        .bind(ctx.workspace_id())
-        .bind(&current.id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| IdKind::Prospect.not_found(&current.id))?
-    } else {
-        0
-    };
     if fields.email != current.email {
         email_conflict(
             &mut tx,
@@ -1170,7 +1157,7 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     if fields.tags != current.tags {
         write_tags(&mut tx, ctx.workspace_id(), &current.id, &fields.tags).await?;
     }
-    if fields.do_not_contact && was_do_not_contact == 0 {
+    if fields.do_not_contact && !current.do_not_contact {
         let marked = [current.id.as_str()];
         do_not_contact_added(&mut tx, ctx.workspace_id(), &marked, ctx.now_ms()).await?;
     }
@@ -1346,19 +1333,34 @@ pub(crate) async fn mark_connected(
     Ok(())
 }
 
-/// Notes that an invitation to the prospect is pending, unless they are already connected.
+/// Notes that the invitation of `enrollment_id` to the prospect is pending, unless they are
+/// already connected, or the network reported it withdrawn while the call was being recorded
+/// (the enrollment then ended as `invitation_withdrawn`).
 pub(crate) async fn mark_invitation_pending(
     conn: &mut sqlx::AnyConnection,
     id: &str,
+    enrollment_id: &str,
 ) -> Result<(), ApiError> {
     sqlx::query(
         "update prospects set connection_state = 'pending' where id = $1 \
-         and (connection_state is null or connection_state = 'not_connected')",
+         and (connection_state is null or connection_state = 'not_connected') \
+         and not exists (select 1 from enrollments where id = $2 and exit_reason = 'invitation_withdrawn')",
     )
     .bind(id)
+    .bind(enrollment_id)
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// Whether an invitation to the prospect is pending, as the service last heard.
+pub(crate) async fn is_pending(conn: &mut sqlx::AnyConnection, id: &str) -> Result<bool, ApiError> {
+    let state: Option<Option<String>> =
+        sqlx::query_scalar("select connection_state from prospects where id = $1")
+            .bind(id)
+            .fetch_optional(conn)
+            .await?;
+    Ok(state.flatten().as_deref() == Some("pending"))
 }
 
 /// Notes that no invitation to the prospect is pending any more (it was withdrawn), unless they
