@@ -79,7 +79,8 @@ struct Listed<T> {
     items: Vec<T>,
 }
 
-/// `create_webhook_endpoint`'s and `rotate_webhook_secret`'s answer: the endpoint and its secret.
+/// `create_webhook_endpoint`'s and `rotate_webhook_secret`'s answer: the endpoint and its secret,
+/// shown once on the page that answers the form.
 #[derive(Deserialize)]
 struct WithSecret {
     id: String,
@@ -137,13 +138,6 @@ impl EndpointForm {
     }
 }
 
-/// The secret shown once, on the answer to a create or a rotation.
-struct NewSecret {
-    endpoint_id: String,
-    url: String,
-    value: String,
-}
-
 /// A test's outcome, shown once after it.
 struct TestLine {
     url: String,
@@ -159,7 +153,7 @@ struct WebhooksPage {
     event_types: Vec<String>,
     form: EndpointForm,
     manage: bool,
-    new_secret: Option<NewSecret>,
+    new_secret: Option<WithSecret>,
     test: Option<TestLine>,
     error: Option<String>,
 }
@@ -367,11 +361,7 @@ async fn page(
         event_types: event_types(caller.state),
         form: extras.form,
         manage: caller.signed.can_manage(),
-        new_secret: extras.new_secret.map(|made| NewSecret {
-            endpoint_id: made.id,
-            url: made.url,
-            value: made.secret,
-        }),
+        new_secret: extras.new_secret,
         test,
         error: extras.error,
     };
