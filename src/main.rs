@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use outreach_actions::drafting::DraftingModel;
-use outreach_actions::network::NetworkSettings;
+use outreach_actions::network::{NetworkSettings, UnipileSettings};
 use outreach_actions::webhooks::seal::WebhookSettings;
 use outreach_runtime::clock::parse_rfc3339;
 use outreach_runtime::config::{HttpLimits, JobsConfig, RateLimit};
@@ -155,10 +155,13 @@ struct NetworkArgs {
     /// stored in the database, which `advance_clock` moves for every instance on it.
     #[arg(long)]
     test_clock: bool,
-    /// The network outreach goes through: `sandbox` (the default outside production; refused in
-    /// production, where no provider is configured yet and sends fail with network_not_configured).
+    /// The network outreach goes through: `unipile` (with the UNIPILE_* settings), or `sandbox`
+    /// (the default outside production; refused in production, where without `unipile` sends fail
+    /// with network_not_configured).
     #[arg(long, env = "OUTREACH_NETWORK")]
     network: Option<String>,
+    #[command(flatten)]
+    unipile: UnipileArgs,
     /// The sandbox network's seed: with a profile URL it decides who accepts and replies, and when.
     #[arg(long, env = "OUTREACH_SANDBOX_SEED", default_value_t = outreach_actions::network::DEFAULT_SANDBOX_SEED)]
     sandbox_seed: u64,
@@ -170,12 +173,63 @@ struct NetworkArgs {
     webhook_key: Option<String>,
 }
 
+/// How to reach Unipile (`OUTREACH_NETWORK=unipile`; docs/unipile.md).
+#[derive(Args)]
+struct UnipileArgs {
+    /// The Unipile tenant's address, `https://{sub}.unipile.com:{port}`.
+    #[arg(long, env = "UNIPILE_DSN")]
+    unipile_dsn: Option<String>,
+    /// The Unipile API key (sent as X-API-KEY).
+    #[arg(long, env = "UNIPILE_API_KEY", hide_env_values = true)]
+    unipile_api_key: Option<String>,
+    /// The secret Unipile's webhooks carry in the `Unipile-Auth` header (at least 16 characters;
+    /// `outreach admin unipile register-webhooks` sets it on them).
+    #[arg(long, env = "UNIPILE_WEBHOOK_SECRET", hide_env_values = true)]
+    unipile_webhook_secret: Option<String>,
+    /// Seconds each call to Unipile may take.
+    #[arg(long, env = "UNIPILE_TIMEOUT_SECS", default_value_t = outreach_actions::provider::DEFAULT_UNIPILE_TIMEOUT_SECS, value_parser = clap::value_parser!(u64).range(1..))]
+    unipile_timeout_secs: u64,
+}
+
+impl UnipileArgs {
+    /// The settings, or `None` when none of them is given; a sentence naming what is missing.
+    fn settings(&self, required: bool) -> anyhow::Result<Option<UnipileSettings>> {
+        let any = self.unipile_dsn.is_some()
+            || self.unipile_api_key.is_some()
+            || self.unipile_webhook_secret.is_some();
+        if !any && !required {
+            return Ok(None);
+        }
+        UnipileSettings::from_values(
+            self.unipile_dsn.as_deref(),
+            self.unipile_api_key.as_deref(),
+            self.unipile_webhook_secret.as_deref(),
+            self.unipile_timeout_secs,
+        )
+        .map(Some)
+        .map_err(anyhow::Error::msg)
+    }
+}
+
 impl NetworkArgs {
-    /// The clock these flags ask for, after checking both flags against the environment (the
+    /// The network settings these flags give, checked against the environment.
+    fn settings(&self, environment: &Environment) -> anyhow::Result<NetworkSettings> {
+        let wants_unipile =
+            self.network.as_deref().map(str::trim) == Some(outreach_actions::provider::UNIPILE);
+        let settings = NetworkSettings {
+            network: self.network.clone(),
+            sandbox_seed: self.sandbox_seed,
+            unipile: self.unipile.settings(wants_unipile)?,
+        };
+        outreach_actions::network::check_network_setting(&settings, environment)
+            .map_err(anyhow::Error::msg)?;
+        Ok(settings)
+    }
+
+    /// The clock these flags ask for, after checking the flags against the environment (the
     /// test clock and the sandbox are refused in production, before anything is written).
     fn clock(&self, environment: &Environment) -> anyhow::Result<Clock> {
-        outreach_actions::network::check_network_setting(self.network.as_deref(), environment)
-            .map_err(anyhow::Error::msg)?;
+        self.settings(environment)?;
         if !self.test_clock {
             return Ok(Clock::default());
         }
@@ -190,10 +244,8 @@ impl NetworkArgs {
     /// Writes the network choice and the webhook key into `config`; refuses a key that is not
     /// 32 bytes of base64.
     fn apply(&self, config: &mut Config) -> anyhow::Result<()> {
-        config.extensions.insert(NetworkSettings {
-            network: self.network.clone(),
-            sandbox_seed: self.sandbox_seed,
-        });
+        let settings = self.settings(&config.environment)?;
+        config.extensions.insert(settings);
         let webhooks = WebhookSettings::from_key_text(self.webhook_key.as_deref())
             .map_err(anyhow::Error::msg)?;
         if webhooks.secret_key.is_none() && config.environment.is_production() {
@@ -280,6 +332,24 @@ enum AdminCommand {
     /// The sandbox network's test helpers (refused when OUTREACH_ENV=production).
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// The Unipile network provider (docs/unipile.md).
+    #[command(subcommand)]
+    Unipile(UnipileCommand),
+}
+
+#[derive(Subcommand)]
+enum UnipileCommand {
+    /// Register this server's webhook route with Unipile for the `users`, `messaging` and
+    /// `account_status` sources, with the secret header; a source already registered for the URL
+    /// is left as it is.
+    RegisterWebhooks {
+        /// The public address of the webhook route:
+        /// `https://<your host>/api/v1/network/webhooks/unipile`.
+        #[arg(long)]
+        url: String,
+        #[command(flatten)]
+        unipile: UnipileArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -702,6 +772,29 @@ fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
 }
 
 async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
+    // Unipile's commands talk to Unipile, not to the database.
+    if let AdminCommand::Unipile(UnipileCommand::RegisterWebhooks { url, unipile }) = &args.command
+    {
+        let settings = unipile.settings(true)?.context("the Unipile settings")?;
+        let parsed =
+            url::Url::parse(url).map_err(|error| anyhow::anyhow!("--url `{url}`: {error}"))?;
+        if !matches!(parsed.scheme(), "https" | "http") {
+            anyhow::bail!(
+                "--url must be an http(s) address, such as https://outreach.example.com/api/v1/network/webhooks/unipile"
+            );
+        }
+        let registered =
+            outreach_actions::network::unipile::connect::register_webhooks(&settings, url)
+                .await
+                .map_err(anyhow::Error::msg)?;
+        let output = json!({"url": url, "webhooks": registered});
+        if args.json {
+            println!("{output}");
+        } else {
+            print_plain(&output);
+        }
+        return Ok(());
+    }
     // Only `workspace create` may start a database. Any other command run from the wrong folder
     // would otherwise make a new, empty `outreach.db` and answer "No workspace with id ...".
     let creates_workspace = matches!(
@@ -813,6 +906,7 @@ async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
             json!({"balance": balance})
         }
         AdminCommand::Sandbox(command) => run_sandbox(&db, command).await?,
+        AdminCommand::Unipile(_) => anyhow::bail!("Unipile commands do not use the database"),
     };
     db.close().await;
     if args.json {

@@ -24,6 +24,7 @@ pub mod person_lock;
 pub mod placeholders;
 pub mod processing;
 pub mod prospects;
+pub mod provider;
 pub mod sandbox_helpers;
 pub mod scoring;
 pub mod senders;

@@ -23,8 +23,8 @@ use crate::common::IdKind;
 use crate::delivery::inbound::{deliver_due, ingest};
 use crate::network::sandbox::{insert_message, relation};
 use crate::network::{
-    AccountStatus, ChatDirection, ConnectionState, InboundEvent, MAX_MESSAGE_CHARS, Network,
-    OutboundKind, network_for,
+    AccountStatus, ChatDirection, ConnectionState, InboundEvent, MAX_MESSAGE_CHARS, OutboundKind,
+    network_for,
 };
 
 outreach_runtime::prelude::resource_tag!(
@@ -750,9 +750,7 @@ pub async fn advance(db: &Db, clock: &Clock, seconds: i64) -> Result<i64, ApiErr
 pub async fn advance_clock(ctx: Ctx, input: AdvanceClockInput) -> Result<ClockNow, ApiError> {
     let now = advance(ctx.db(), ctx.clock(), input.seconds).await?;
     let delivered_events = match network_for(ctx.config(), ctx.db(), ctx.clock()) {
-        Ok(network @ Network::Sandbox(_)) => {
-            deliver_due(&network, ctx.db(), ctx.clock(), ctx.workspace_id()).await?
-        }
+        Ok(network) => deliver_due(&network, ctx.db(), ctx.clock(), ctx.workspace_id()).await?,
         Err(_) => 0,
     };
     Ok(ClockNow {

@@ -25,7 +25,8 @@ const LAYERS: Layers = &[
     // webhook deliveries), credits, the
     // workspace, the one lock rule
     // every writer of outreach state follows, each enrollment's step job, and the follow-up jobs
-    // a low module enqueues for a higher one's derived state.
+    // a low module enqueues for a higher one's derived state, and which network the configuration
+    // names.
     &[
         "common",
         "deliveries",
@@ -36,6 +37,7 @@ const LAYERS: Layers = &[
         "placeholders",
         "step_jobs",
         "followups",
+        "provider",
     ],
     // The workspace's webhook endpoints, which receive its events.
     &["webhooks"],

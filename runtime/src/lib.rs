@@ -20,7 +20,8 @@
 //!    bookkeeping and the rules that the faces, the web pages and the CLI share.
 //! 3. `ctx`: what an action receives; `jobs`, `worker`: durable jobs, what their handlers
 //!    receive, and the loop that runs them.
-//! 4. `registry`: every action, collected and validated; `tasks`: which of them start work
+//! 4. `registry`: every action, collected and validated; `callbacks`: the routes a provider
+//!    calls back, which are not actions; `tasks`: which of them start work
 //!    that goes on after the call (MCP tasks); `toolsets`: the resource tags and the toolsets an
 //!    MCP client picks from; `recovery`: what a dead process held, given back.
 //! 5. `state`, `request_id`, `rpc`: what every request shares, its id, and an MCP tool call read
@@ -64,6 +65,7 @@ pub mod ctx;
 pub mod jobs;
 pub mod worker;
 
+pub mod callbacks;
 pub mod registry;
 pub mod retry;
 pub mod tasks;

@@ -15,6 +15,7 @@
 
 pub use outreach_macros::action;
 
+pub use crate::callbacks::{CallbackCtx, CallbackReply, CallbackRequest};
 pub use crate::clock::{Clock, Timestamp, rfc3339};
 pub use crate::columns::{Columns, Cursor, FromColumns};
 pub use crate::config::{Config, Environment};
@@ -35,6 +36,6 @@ pub use crate::scope::{Role, Scope};
 pub use crate::tasks::{TaskProgress, TaskState, TaskView};
 pub use crate::test_clock;
 pub use crate::{
-    error_codes, example, job, mcp_task, parity, preview_field, price_item, purge, recovery,
-    resource_tag, text_body, text_enum, toolset,
+    callback, error_codes, example, job, mcp_task, parity, preview_field, price_item, purge,
+    recovery, resource_tag, text_body, text_enum, toolset,
 };

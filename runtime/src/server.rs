@@ -5,7 +5,8 @@
 //! that need the faces (OpenAPI, the tool list, the docs page) into the [`AppState`] that every
 //! request shares behind an `Arc`. The router mounts the two faces behind the one auth
 //! middleware, the public documents (`openapi.json`, the docs page, `/healthz`) in front of it,
-//! and a JSON 404 behind everything. Every request gets an id ([`crate::request_id`]), echoed in
+//! the routes providers call back ([`crate::callbacks`]) beside them, and a JSON 404 behind
+//! everything. Every request gets an id ([`crate::request_id`]), echoed in
 //! `x-request-id` and on its log lines, and one access line. The bearer surfaces (REST and MCP)
 //! share one CORS policy ([`crate::cors`], outside authentication so preflights need no
 //! credential) and a per-credential rate limit ([`crate::rate_limit`], inside it). The accept
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
@@ -34,7 +35,8 @@ use crate::request_id::with_request_id;
 use crate::state::{AppState, Documents};
 use crate::worker::{self, Worker};
 use crate::{
-    connections, cors, docs, housekeeping, mcp, oauth, observe, openapi, rate_limit, rest, web,
+    callbacks, connections, cors, docs, housekeeping, mcp, oauth, observe, openapi, rate_limit,
+    rest, web,
 };
 
 /// Validates the registry, renders the tool list and the documents, and puts the state together;
@@ -96,6 +98,7 @@ fn app(state: Arc<AppState>) -> (Router, observe::ConnectionMetrics) {
         )
         .merge(web::routes(state.clone()))
         .merge(oauth::routes())
+        .merge(callback_routes())
         .merge(bearer)
         .route_layer(middleware::from_fn_with_state(
             observer.clone(),
@@ -109,6 +112,45 @@ fn app(state: Arc<AppState>) -> (Router, observe::ConnectionMetrics) {
         .layer(middleware::from_fn_with_state(observer, observe::track))
         .service(app);
     (Router::new().fallback_service(outer), connections)
+}
+
+/// Every declared callback route ([`callbacks`]): `POST`, outside the bearer check, each read
+/// whole up to the body limit and answered with JSON.
+fn callback_routes() -> Router<Arc<AppState>> {
+    let mut router = Router::new();
+    for callback in callbacks::all() {
+        let handle = callback.handle;
+        router = router.route(
+            callback.path,
+            axum::routing::post(
+                move |State(state): State<Arc<AppState>>, request: Request| async move {
+                    let (parts, body) = request.into_parts();
+                    let body =
+                        match crate::body::read(state.config.max_body_bytes, &parts.headers, body)
+                            .await
+                        {
+                            Ok(body) => body,
+                            Err(error) => return error.into_response(),
+                        };
+                    let ctx = callbacks::CallbackCtx {
+                        db: state.db.clone(),
+                        clock: state.clock.clone(),
+                        config: state.config.clone(),
+                    };
+                    let request = callbacks::CallbackRequest {
+                        headers: parts.headers,
+                        query: parts.uri.query().unwrap_or("").to_owned(),
+                        body,
+                    };
+                    let reply = handle(ctx, request).await;
+                    let status = StatusCode::from_u16(reply.status)
+                        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                    (status, axum::Json(reply.body)).into_response()
+                },
+            ),
+        );
+    }
+    router
 }
 
 /// What the bearer surfaces (REST and MCP) check before a call: the credential, then its rate.

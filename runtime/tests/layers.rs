@@ -40,8 +40,8 @@ const LAYERS: Layers = &[
     // runs them.
     &["ctx", "jobs", "worker"],
     // Every action, collected and validated, the long calls among them, and the toolsets their
-    // resource tags belong to.
-    &["registry", "tasks", "toolsets"],
+    // resource tags belong to; the routes a provider calls back.
+    &["registry", "tasks", "toolsets", "callbacks"],
     // What a dead process held, given back (the domain registers its own recoveries).
     &["recovery"],
     // What every request shares, its id, and an MCP tool call read once for every layer.

@@ -5,6 +5,7 @@
 //! run it on PostgreSQL (a fresh database per test), and `UPDATE_GOLDEN=1` to rewrite the golden
 //! files in `tests/golden/` after an intended change.
 
+mod fake_unipile;
 mod helpers;
 
 mod agent_jobs;
@@ -50,6 +51,7 @@ mod sequences;
 mod soak;
 mod targeting;
 mod toolsets;
+mod unipile;
 mod uploads;
 mod web;
 mod web_webhooks;

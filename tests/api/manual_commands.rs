@@ -32,6 +32,10 @@ const SKIPPED: &[(&str, &str)] = &[
         "the MCP Inspector: `.ci/run`'s mcp-ts sections run it against the server",
     ),
     (
+        "outreach admin unipile",
+        "it talks to Unipile: `tests/api/unipile.rs` runs it against a fake Unipile",
+    ),
+    (
         "target/ci-venv/bin/python .ci/",
         "the real-client checks: `.ci/run` runs these in the Python venv and with the Node modules it installs",
     ),

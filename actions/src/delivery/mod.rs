@@ -37,6 +37,7 @@
 pub mod inbound;
 pub mod intents;
 pub mod replies;
+pub mod unipile;
 
 use outreach_runtime::prelude::{
     ApiError, Clock, Db, JobArgs, JobCtx, JobError, JobOutcome, JobResult, jobs,
@@ -974,6 +975,10 @@ pub(crate) async fn account_refusal(
         }
         NetworkError::AccountDisconnected => {
             senders::set_sender_status(tx, sender_id, SenderStatus::Disconnected, now).await?;
+            now + BLOCKED_RETRY_MS
+        }
+        NetworkError::NeedsReauth => {
+            senders::set_sender_status(tx, sender_id, SenderStatus::NeedsReauth, now).await?;
             now + BLOCKED_RETRY_MS
         }
         _ => return Ok(None),

@@ -6,8 +6,8 @@
 //! this outbound action happen?" for reconciliation, and poll for what arrived. Callers hold a
 //! [`Network`], an enum over the implementations, made by [`network_for`] from the configuration.
 //! An enum rather than `dyn`: async trait methods are not object-safe without boxing every
-//! future, the set of providers is ours and small (the sandbox now, a Unipile adapter later: one
-//! more variant holding an HTTP client), and a `match` costs nothing.
+//! future, the set of providers is ours and small (the sandbox, and [`unipile`], one more variant
+//! holding an HTTP client), and a `match` costs nothing.
 //!
 //! Every implementation speaks [`NetworkError`], and every error maps to one API code, so a
 //! refusal from the network reaches a caller with the same code whichever provider is behind it.
@@ -18,16 +18,22 @@
 //! sandbox's polling, its test helpers, or later a real provider's webhook or poll.
 
 pub mod sandbox;
+pub mod unipile;
 
 use std::future::Future;
 
 use outreach_runtime::prelude::{
-    ApiError, Clock, Config, Db, Environment, ErrorCode, Timestamp, error_codes, rfc3339, text_enum,
+    ApiError, Clock, Config, Db, ErrorCode, Timestamp, error_codes, rfc3339, text_enum,
 };
 use schemars::JsonSchema;
 use serde::Serialize;
 
+pub use crate::provider::{
+    DEFAULT_SANDBOX_SEED, NETWORK_NOT_CONFIGURED, NetworkSettings, Provider, SANDBOX, UNIPILE,
+    UnipileSettings, check_network_setting,
+};
 pub use sandbox::Sandbox;
+pub use unipile::Unipile;
 
 // The codes the network's refusals reach callers with: declared here, beside the errors that
 // answer them, and registered in the API's one table of codes (docs/errors.md, OpenAPI).
@@ -43,7 +49,7 @@ error_codes! {
     pub ACCOUNT_DISCONNECTED = ("account_disconnected", 409, "the network: the sender's account is disconnected or needs reauthentication");
     pub ACCOUNT_RESTRICTED = ("account_restricted", 409, "the network: the sender's account is restricted by the network");
     pub NETWORK_UNAVAILABLE = ("network_unavailable", 503, "the network failed for a moment; retry later");
-    pub NETWORK_NOT_CONFIGURED = ("network_not_configured", 503, "production with no network provider configured: nothing is sent");
+    pub NETWORK_REJECTED = ("network_rejected", 422, "the network rejected the request as invalid (its words are in the message)");
 }
 
 /// The longest invitation note the network takes (200 on free accounts; we hold every account to
@@ -191,10 +197,15 @@ pub enum NetworkError {
     Unreachable,
     /// The note or message is longer than `limit` characters.
     TooLong { limit: usize },
-    /// The account is disconnected or needs a new sign-in.
+    /// The account is disconnected.
     AccountDisconnected,
+    /// The provider lost the account's session: its owner must sign in again.
+    NeedsReauth,
     /// The network restricted the account.
     AccountRestricted,
+    /// The network refused the request as invalid, with its words; sending it again would fail
+    /// the same way.
+    Rejected(String),
     /// A failure that may pass: a timeout, a 5xx, a dropped connection (the cause is logged).
     Transient(String),
 }
@@ -211,7 +222,8 @@ impl NetworkError {
             Self::LimitExceeded { .. } => NETWORK_LIMIT_EXCEEDED,
             Self::Unreachable => RECIPIENT_UNREACHABLE,
             Self::TooLong { .. } => TEXT_TOO_LONG,
-            Self::AccountDisconnected => ACCOUNT_DISCONNECTED,
+            Self::AccountDisconnected | Self::NeedsReauth => ACCOUNT_DISCONNECTED,
+            Self::Rejected(_) => NETWORK_REJECTED,
             Self::AccountRestricted => ACCOUNT_RESTRICTED,
             Self::Transient(_) => NETWORK_UNAVAILABLE,
         }
@@ -274,6 +286,12 @@ impl From<NetworkError> for ApiError {
             }
             NetworkError::AccountDisconnected => {
                 "The network refused: this sender's account is disconnected or needs a new sign-in; reconnect it first.".to_owned()
+            }
+            NetworkError::NeedsReauth => {
+                "The network refused: this sender's account needs its owner to sign in again; connect it again (`connect_sender`).".to_owned()
+            }
+            NetworkError::Rejected(words) => {
+                format!("The network rejected the request: {words}")
             }
             NetworkError::AccountRestricted => {
                 "The network refused: the network restricted this sender's account; nothing can be sent from it.".to_owned()
@@ -369,88 +387,32 @@ pub trait NetworkProvider: Send + Sync {
 pub enum Network {
     /// The simulated network in our own database.
     Sandbox(Sandbox),
+    /// Unipile's API, for real accounts.
+    Unipile(Unipile),
 }
 
-/// `OUTREACH_NETWORK=sandbox`.
-pub const SANDBOX: &str = "sandbox";
-
-/// The sandbox network's seed when none is configured.
-pub const DEFAULT_SANDBOX_SEED: u64 = 42;
-
-/// Which network this server reaches people through, as configured (`OUTREACH_NETWORK`,
-/// `OUTREACH_SANDBOX_SEED`). The binary puts it in the runtime's `Config::extensions`; a
-/// configuration without it (a test's) is the default: the sandbox with the default seed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NetworkSettings {
-    /// The network's name; `None` for the default (the sandbox outside production, nothing in
-    /// production).
-    pub network: Option<String>,
-    /// The sandbox network's seed: with a profile URL it decides who accepts and replies, and when.
-    pub sandbox_seed: u64,
-}
-
-impl Default for NetworkSettings {
-    fn default() -> Self {
-        Self {
-            network: None,
-            sandbox_seed: DEFAULT_SANDBOX_SEED,
-        }
-    }
-}
-
-/// The network of this configuration: the sandbox outside production (the default, or
-/// `OUTREACH_NETWORK=sandbox`); in production, 503 `network_not_configured` until a real
-/// provider exists. Production never falls back to the sandbox.
+/// The network of this configuration ([`crate::provider::configured`]): the sandbox outside
+/// production by default, Unipile when configured, and in production 503
+/// `network_not_configured` until a provider is. Production never falls back to the sandbox.
 pub fn network_for(config: &Config, db: &Db, clock: &Clock) -> Result<Network, ApiError> {
-    let settings = config
-        .extensions
-        .get::<NetworkSettings>()
-        .cloned()
-        .unwrap_or_default();
-    let choice = settings
-        .network
-        .as_deref()
-        .map(str::trim)
-        .filter(|c| !c.is_empty());
-    if config.environment.is_production() {
-        return Err(ApiError::new(
-            NETWORK_NOT_CONFIGURED,
-            "No professional network is configured for this production server, so nothing can be sent. \
-             The sandbox network is never used in production; an operator must configure a provider.",
-        ));
-    }
-    match choice {
-        None | Some(SANDBOX) => Ok(Network::Sandbox(Sandbox::new(
+    let settings = crate::provider::settings(config);
+    match crate::provider::configured(config)? {
+        Provider::Sandbox => Ok(Network::Sandbox(Sandbox::new(
             db.clone(),
             clock.clone(),
             settings.sandbox_seed,
         ))),
-        Some(other) => Err(ApiError::new(
-            NETWORK_NOT_CONFIGURED,
-            format!(
-                "The network `{other}` is not one this server knows; OUTREACH_NETWORK takes `sandbox`."
-            ),
-        )),
-    }
-}
-
-/// Checks an `OUTREACH_NETWORK` value at start-up: a sentence for the operator when it cannot
-/// work in `environment`.
-pub fn check_network_setting(
-    network: Option<&str>,
-    environment: &Environment,
-) -> Result<(), String> {
-    match network.map(str::trim).filter(|c| !c.is_empty()) {
-        None => Ok(()),
-        Some(SANDBOX) if environment.is_production() => Err(
-            "OUTREACH_NETWORK=sandbox is refused with OUTREACH_ENV=production: the sandbox is a simulation, and \
-             production never sends through it"
-                .to_owned(),
-        ),
-        Some(SANDBOX) => Ok(()),
-        Some(other) => Err(format!(
-            "OUTREACH_NETWORK=`{other}` is not a known network; use `sandbox` (outside production)"
-        )),
+        Provider::Unipile => {
+            let unipile = settings
+                .unipile
+                .as_ref()
+                .ok_or_else(|| ApiError::internal("unipile settings vanished"))?;
+            Ok(Network::Unipile(Unipile::new(
+                unipile,
+                db.clone(),
+                clock.clone(),
+            )?))
+        }
     }
 }
 
@@ -458,18 +420,21 @@ impl NetworkProvider for Network {
     async fn view_profile(&self, to: Outbound<'_>) -> Result<Viewed, NetworkError> {
         match self {
             Self::Sandbox(sandbox) => sandbox.view_profile(to).await,
+            Self::Unipile(unipile) => unipile.view_profile(to).await,
         }
     }
 
     async fn invite(&self, to: Outbound<'_>, note: Option<&str>) -> Result<Sent, NetworkError> {
         match self {
             Self::Sandbox(sandbox) => sandbox.invite(to, note).await,
+            Self::Unipile(unipile) => unipile.invite(to, note).await,
         }
     }
 
     async fn withdraw(&self, to: Outbound<'_>) -> Result<Sent, NetworkError> {
         match self {
             Self::Sandbox(sandbox) => sandbox.withdraw(to).await,
+            Self::Unipile(unipile) => unipile.withdraw(to).await,
         }
     }
 
@@ -480,12 +445,14 @@ impl NetworkProvider for Network {
     ) -> Result<ConnectionState, NetworkError> {
         match self {
             Self::Sandbox(sandbox) => sandbox.connection_state(account, profile_url).await,
+            Self::Unipile(unipile) => unipile.connection_state(account, profile_url).await,
         }
     }
 
     async fn send_message(&self, to: Outbound<'_>, text: &str) -> Result<Sent, NetworkError> {
         match self {
             Self::Sandbox(sandbox) => sandbox.send_message(to, text).await,
+            Self::Unipile(unipile) => unipile.send_message(to, text).await,
         }
     }
 
@@ -496,12 +463,14 @@ impl NetworkProvider for Network {
     ) -> Result<Vec<ChatMessage>, NetworkError> {
         match self {
             Self::Sandbox(sandbox) => sandbox.list_messages(account, since_ms).await,
+            Self::Unipile(unipile) => unipile.list_messages(account, since_ms).await,
         }
     }
 
     async fn account_status(&self, account: Account<'_>) -> Result<AccountStatus, NetworkError> {
         match self {
             Self::Sandbox(sandbox) => sandbox.account_status(account).await,
+            Self::Unipile(unipile) => unipile.account_status(account).await,
         }
     }
 
@@ -512,6 +481,7 @@ impl NetworkProvider for Network {
     ) -> Result<Option<OutboundRecord>, NetworkError> {
         match self {
             Self::Sandbox(sandbox) => sandbox.find_outbound(account, intent).await,
+            Self::Unipile(unipile) => unipile.find_outbound(account, intent).await,
         }
     }
 
@@ -522,6 +492,7 @@ impl NetworkProvider for Network {
     ) -> Result<Vec<InboundEvent>, NetworkError> {
         match self {
             Self::Sandbox(sandbox) => sandbox.poll(conn, workspace_id).await,
+            Self::Unipile(unipile) => unipile.poll(conn, workspace_id).await,
         }
     }
 }

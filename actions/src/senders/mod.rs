@@ -3,9 +3,9 @@
 //! A sender is what a person would trust with their own professional account, so everything about
 //! it leans to safety: conservative default limits, a hard ceiling, a warm-up ramp for new accounts
 //! (`limits.rs`), sends only inside working hours in the sender's own zone (`hours.rs`), and
-//! `get_sender` says plainly why it is not sending right now. A new sender is `connected`: this
-//! issue has only the sandbox network, which accepts any account; a real provider will start it in
-//! `needs_reauth` until its login is done. Its status afterwards is the network's to set
+//! `get_sender` says plainly why it is not sending right now. A new sender is `connected` on the
+//! sandbox network, which accepts any account, and `pending` on Unipile until its owner signs in
+//! (`network::unipile::connect`). Its status afterwards is the network's to set
 //! ([`set_sender_status`]), as is a pause after a provider limit signal ([`pause_sender`]); neither is
 //! an action here.
 //!
@@ -24,6 +24,7 @@ use sqlx::any::AnyRow;
 
 use crate::common::{Deleted, IdKind, json_text};
 use crate::events::{self, EventType};
+use crate::provider::Provider;
 use outreach_runtime::prelude::{
     ApiError, Backend, Clock, Ctx, ErrorCode, JobArgs, NewJob, Page, PageParams, Timestamp, action,
     enqueue, ids, paged,
@@ -59,6 +60,8 @@ outreach_runtime::prelude::text_enum! {
     pub enum SenderStatus {
         /// Signed in and able to act.
         Connected => "connected",
+        /// A real provider's account not yet signed in: `connect_sender` gives the link.
+        Pending => "pending",
         /// The network wants the owner to sign in again; nothing is sent until then.
         NeedsReauth => "needs_reauth",
         /// The network restricted the account; nothing is sent.
@@ -79,6 +82,10 @@ outreach_runtime::prelude::text_enum! {
         LimitReached => "limit_reached",
         /// Paused after a provider limit signal until `paused_until`.
         Paused => "paused",
+        /// Waiting for its first sign-in (`connect_sender`).
+        Pending => "pending",
+        /// This server has no network configured (production without one): nothing is sent.
+        NoNetwork => "no_network",
         /// The network wants the owner to sign in again.
         NeedsReauth => "needs_reauth",
         /// The network restricted the account.
@@ -96,6 +103,12 @@ pub struct SenderRow {
     pub workspace_id: String,
     pub name: String,
     pub status: SenderStatus,
+    /// What the provider said when it halted the account, if it did.
+    pub status_reason: Option<String>,
+    /// `sandbox` or `unipile`.
+    pub provider: String,
+    /// The account's id at the provider, once signed in.
+    pub provider_account_id: Option<String>,
     /// The IANA name as stored.
     pub timezone: String,
     pub tz: TimeZone,
@@ -113,7 +126,11 @@ pub struct SenderRow {
     pub updated_at: i64,
 }
 
-const COLUMNS: &str = "id, workspace_id, name, status, timezone, working_hours, limits, paused_until, pause_reason, \
+/// A provider's sender never signed in, as SQL (what `SenderRow::from_row` shows as `pending`).
+const NEVER_SIGNED_IN_SQL: &str =
+    "provider <> 'sandbox' and provider_account_id is null and status_reason is null";
+
+const COLUMNS: &str = "id, workspace_id, name, status, status_reason, provider, provider_account_id, timezone, working_hours, limits, paused_until, pause_reason, \
     deleted_at, last_action_at, queued_until, created_at, updated_at";
 
 impl SenderRow {
@@ -123,11 +140,28 @@ impl SenderRow {
             serde_json::from_str(&row.try_get::<String, _>("working_hours")?)
                 .map_err(ApiError::internal)?;
         let (working_hours, schedule) = working_hours.check()?;
+        let provider: String = row.try_get("provider")?;
+        let provider_account_id: Option<String> = row.try_get("provider_account_id")?;
+        let status_reason: Option<String> = row.try_get("status_reason")?;
+        let stored = SenderStatus::from_db(&row.try_get::<String, _>("status")?)?;
+        // A provider's account never signed in is stored `disconnected` (see the migration that
+        // added providers) and shown `pending`.
+        let never_signed_in = provider != crate::provider::SANDBOX
+            && provider_account_id.is_none()
+            && status_reason.is_none()
+            && stored == SenderStatus::Disconnected;
         Ok(Self {
             id: row.try_get("id")?,
             workspace_id: row.try_get("workspace_id")?,
             name: row.try_get("name")?,
-            status: SenderStatus::from_db(&row.try_get::<String, _>("status")?)?,
+            status: if never_signed_in {
+                SenderStatus::Pending
+            } else {
+                stored
+            },
+            status_reason,
+            provider,
+            provider_account_id,
             tz: limits::stored_zone(&timezone)?,
             timezone,
             working_hours,
@@ -260,6 +294,8 @@ pub async fn set_sender_status(
         SenderStatus::Connected => EventType::SenderReconnected,
         SenderStatus::Restricted => EventType::SenderRestricted,
         SenderStatus::Disconnected | SenderStatus::NeedsReauth => EventType::SenderDisconnected,
+        // Never stored: a sender not yet signed in is `disconnected` with no account.
+        SenderStatus::Pending => return Ok(false),
     };
     // `disconnected` and `needs_reauth` are one event: a move between them changes the status
     // and tells nothing new. Each update decides on the row as it finds it, so two at once on
@@ -340,16 +376,21 @@ pub fn sending_status(sender: &SenderRow, usage: &Usage, now_ms: i64) -> Sending
         SenderStatus::NeedsReauth => Some(SendingState::NeedsReauth),
         SenderStatus::Restricted => Some(SendingState::Restricted),
         SenderStatus::Disconnected => Some(SendingState::Disconnected),
+        SenderStatus::Pending => Some(SendingState::Pending),
     };
     if let Some(state) = not_connected {
-        return status(
-            state,
-            format!(
+        let reason = match (sender.status, &sender.status_reason) {
+            (SenderStatus::Pending, _) => "The account is not signed in yet; open the link `connect_sender` gives, and nothing is sent until then.".to_owned(),
+            (_, Some(why)) => format!(
+                "The account is `{}`: {why}. Nothing is sent until it is connected again (`connect_sender`).",
+                sender.status
+            ),
+            (_, None) => format!(
                 "The account is `{}`; nothing is sent until it is connected again.",
                 sender.status
             ),
-            None,
-        );
+        };
+        return status(state, reason, None);
     }
     if let Some(refusal) = limits::standing_refusal(sender, now_ms) {
         let until = refusal.until_ms.unwrap_or(now_ms);
@@ -426,6 +467,13 @@ pub struct Sender {
     pub name: String,
     /// The account's state on the network.
     pub status: SenderStatus,
+    /// What the provider said when it halted the account (`ERROR`, `STOPPED`, deleted); null
+    /// otherwise.
+    pub status_reason: Option<String>,
+    /// The network the account is on: `sandbox` or `unipile`.
+    pub provider: String,
+    /// The account's id at the provider once it is signed in; null before, and in the sandbox.
+    pub provider_account_id: Option<String>,
     /// IANA time zone; working hours and days are in it.
     pub timezone: String,
     /// Windows per weekday in local time, each day sorted; an empty list is a day off.
@@ -468,6 +516,9 @@ pub async fn view(
         id: row.id,
         name: row.name,
         status: row.status,
+        status_reason: row.status_reason,
+        provider: row.provider,
+        provider_account_id: row.provider_account_id,
         timezone: row.timezone,
         working_hours: row.working_hours,
         limits: row.limits,
@@ -510,11 +561,12 @@ pub struct CreateSenderInput {
 
 /// Create a sender account.
 ///
-/// Adds a network account that sequences send from, `connected` (the sandbox network accepts any
-/// account), with its time zone, working hours and limits (conservative defaults; a value over the
-/// ceiling is a 400). For 14 days a warm-up ramp lowers every limit, from a quarter on day one
-/// (`effective_limits`, `warmup_ends_at`). An unknown zone or a bad window is a 400 and nothing is
-/// made. Costs nothing.
+/// Adds a network account that sequences send from, with its time zone, working hours and limits
+/// (conservative defaults; over the ceiling is a 400). `connected` at once on the sandbox
+/// network; on Unipile `pending` until its owner signs in through `connect_sender`'s link. For 14
+/// days a warm-up ramp lowers every limit, from a quarter on day one. A bad zone or window is a
+/// 400; production without a network is 503 `network_not_configured`; nothing is made. Costs
+/// nothing.
 #[action(scope = "write", idempotent, http = "POST /senders")]
 pub async fn create_sender(ctx: Ctx, input: CreateSenderInput) -> Result<Sender, ApiError> {
     let name = check_name(&input.name)?;
@@ -524,17 +576,26 @@ pub async fn create_sender(ctx: Ctx, input: CreateSenderInput) -> Result<Sender,
         .unwrap_or_else(WorkingHours::office)
         .check()?;
     let limits = DEFAULT_LIMITS.apply(&input.limits.unwrap_or_default())?;
+    // Refused when nothing could ever be sent from it (production without a network).
+    let provider = crate::provider::configured(ctx.config())?;
+    // The sandbox accepts any account; a real one is not signed in until `connect_sender`'s
+    // link is used (stored `disconnected` with no account: shown `pending`).
+    let status = match provider {
+        Provider::Sandbox => SenderStatus::Connected,
+        Provider::Unipile => SenderStatus::Disconnected,
+    };
     let id = ids::new_id("snd");
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
     sqlx::query(
-        "insert into senders (id, workspace_id, name, status, timezone, working_hours, limits, created_at, updated_at) \
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
+        "insert into senders (id, workspace_id, name, status, provider, timezone, working_hours, limits, created_at, updated_at) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
     )
     .bind(&id)
     .bind(ctx.workspace_id())
     .bind(&name)
-    .bind(SenderStatus::Connected.as_str())
+    .bind(status.as_str())
+    .bind(provider.as_str())
     .bind(&timezone)
     .bind(json_text(&working_hours)?)
     .bind(json_text(&limits)?)
@@ -636,7 +697,21 @@ pub struct SenderId {
 pub async fn get_sender(ctx: Ctx, input: SenderId) -> Result<Sender, ApiError> {
     let mut conn = ctx.db().pool().acquire().await?;
     let row = load(&mut conn, ctx.workspace_id(), &input.id).await?;
-    view(&mut conn, row, ctx.now_ms()).await
+    let mut sender = view(&mut conn, row, ctx.now_ms()).await?;
+    no_network_said(ctx.config(), &mut sender);
+    Ok(sender)
+}
+
+/// When this server has no network (production without one configured), a sender's sending
+/// status says so: nothing is sent from it, whatever else holds.
+fn no_network_said(config: &outreach_runtime::prelude::Config, sender: &mut Sender) {
+    if let Err(error) = crate::provider::configured(config) {
+        sender.sending_status = SendingStatus {
+            state: SendingState::NoNetwork,
+            reason: error.message,
+            resumes_at: None,
+        };
+    }
 }
 
 outreach_runtime::prelude::example!(get_sender,
@@ -709,9 +784,20 @@ pub struct ListSendersInput {
 #[action(scope = "read", http = "GET /senders")]
 pub async fn list_senders(ctx: Ctx, input: ListSendersInput) -> Result<Page<Sender>, ApiError> {
     let mut filter = String::from("workspace_id = $1 and deleted_at is null");
-    let status = input.status.map(SenderStatus::as_str);
-    if status.is_some() {
-        filter.push_str(" and status = $2");
+    // `pending` is stored `disconnected` (see `SenderRow::from_row`).
+    let status = input.status.map(|status| match status {
+        SenderStatus::Pending => SenderStatus::Disconnected.as_str(),
+        other => other.as_str(),
+    });
+    match input.status {
+        Some(SenderStatus::Pending) => {
+            filter.push_str(&format!(" and status = $2 and {NEVER_SIGNED_IN_SQL}"));
+        }
+        Some(SenderStatus::Disconnected) => {
+            filter.push_str(&format!(" and status = $2 and not ({NEVER_SIGNED_IN_SQL})"));
+        }
+        Some(_) => filter.push_str(" and status = $2"),
+        None => {}
     }
     let rows = paged(
         ctx.db().pool(),
@@ -728,7 +814,9 @@ pub async fn list_senders(ctx: Ctx, input: ListSendersInput) -> Result<Page<Send
     let mut conn = ctx.db().pool().acquire().await?;
     let mut items = Vec::with_capacity(rows.items.len());
     for row in rows.items {
-        items.push(view(&mut conn, row, now).await?);
+        let mut sender = view(&mut conn, row, now).await?;
+        no_network_said(ctx.config(), &mut sender);
+        items.push(sender);
     }
     Ok(Page {
         total: rows.total,

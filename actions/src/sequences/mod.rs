@@ -920,7 +920,15 @@ pub struct SequenceId {
 #[action(scope = "read", http = "GET /sequences/{id}")]
 pub async fn get_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
     let mut conn = ctx.db().pool().acquire().await?;
-    fetch(&mut conn, ctx.workspace_id(), &input.id, ctx.now_ms()).await
+    let mut sequence = fetch(&mut conn, ctx.workspace_id(), &input.id, ctx.now_ms()).await?;
+    if let Err(error) = crate::provider::configured(ctx.config()) {
+        sequence.sending = Sending {
+            sending: false,
+            reason: Some(error.message),
+            next_send_at: None,
+        };
+    }
+    Ok(sequence)
 }
 
 outreach_runtime::prelude::example!(get_sequence,

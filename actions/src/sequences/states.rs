@@ -229,6 +229,9 @@ async fn transition(ctx: &Ctx, id: &str, transition: Transition) -> Result<Seque
 /// one is resumed. Costs nothing.
 #[action(scope = "send", idempotent, http = "POST /sequences/{id}/activate")]
 pub async fn activate_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
+    // Nothing could ever be sent (production without a network): refused before anything
+    // changes, rather than activated to wait forever.
+    crate::provider::configured(ctx.config())?;
     transition(&ctx, &input.id, Transition::Activate).await
 }
 
