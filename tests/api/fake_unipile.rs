@@ -628,6 +628,11 @@ impl FakeUnipile {
     }
 
     /// The webhooks registered through `POST /api/v1/webhooks` (their bodies).
+    /// Forgets every registered webhook (a test's server moved to a new address).
+    pub fn forget_webhooks(&self) {
+        self.lock().webhooks.clear();
+    }
+
     pub fn webhooks(&self) -> Vec<Value> {
         self.lock()
             .webhooks

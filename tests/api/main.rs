@@ -52,6 +52,7 @@ mod soak;
 mod targeting;
 mod toolsets;
 mod unipile;
+mod unipile_crash;
 mod uploads;
 mod web;
 mod web_webhooks;
