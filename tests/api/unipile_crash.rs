@@ -49,7 +49,7 @@ impl Rng {
     /// A kill's delay: a third of them within the first 60 ms (before the call, or as it
     /// starts), the rest anywhere up to `max`.
     fn kill_delay(&mut self, max: Duration) -> Duration {
-        if self.next() % 3 == 0 {
+        if self.next().is_multiple_of(3) {
             self.millis_up_to(Duration::from_millis(60))
         } else {
             self.millis_up_to(max)
