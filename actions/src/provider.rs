@@ -48,7 +48,7 @@ impl Default for NetworkSettings {
 }
 
 /// How this server reaches Unipile.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct UnipileSettings {
     /// `https://{sub}.unipile.com:{port}` (`UNIPILE_DSN`).
     pub dsn: String,
@@ -58,6 +58,16 @@ pub struct UnipileSettings {
     pub webhook_secret: String,
     /// Each call's limit (`UNIPILE_TIMEOUT_SECS`).
     pub timeout: Duration,
+}
+
+impl std::fmt::Debug for UnipileSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the API key or the webhook secret.
+        f.debug_struct("UnipileSettings")
+            .field("dsn", &self.dsn)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl UnipileSettings {

@@ -70,6 +70,17 @@ pub enum Fault {
     NullChatId,
 }
 
+/// One piece of work the fake did for an account (an action that reaches a person).
+#[derive(Debug, Clone)]
+pub struct Done {
+    pub at_ms: i64,
+    pub account_id: String,
+    pub public_id: String,
+    /// `view`, `invite` or `message`.
+    pub kind: &'static str,
+    pub text: Option<String>,
+}
+
 /// A request the fake received.
 #[derive(Debug, Clone)]
 pub struct Call {
@@ -143,6 +154,8 @@ struct State {
     invites_sent: HashMap<Pair, usize>,
     texts_sent: HashMap<Pair, Vec<String>>,
     views: HashMap<Pair, usize>,
+    /// Every piece of work done, in order: what the month simulation checks.
+    done: Vec<Done>,
     withdrawals: HashMap<Pair, usize>,
 }
 
@@ -239,6 +252,13 @@ impl State {
             at,
         });
         if outbound {
+            self.done.push(Done {
+                at_ms: at,
+                account_id: account_id.clone(),
+                public_id: public_id.clone(),
+                kind: "message",
+                text: Some(text.to_owned()),
+            });
             let key = (account_id.clone(), public_id.clone());
             self.texts_sent
                 .entry(key)
@@ -566,6 +586,11 @@ impl FakeUnipile {
     }
 
     /// Profile lookups made with `notify=true`.
+    /// Every piece of work done, oldest first.
+    pub fn done(&self) -> Vec<Done> {
+        self.lock().done.clone()
+    }
+
     pub fn profile_views(&self, account_id: &str, public_id: &str) -> usize {
         let key = (account_id.to_owned(), public_id.to_owned());
         self.lock().views.get(&key).copied().unwrap_or(0)
@@ -892,6 +917,14 @@ async fn get_user(
         .person(account_id, &identifier)
         .ok_or_else(|| error(404, "resource_not_found", instance))?;
     if q.get("notify").is_some_and(|n| n == "true") {
+        let at = s.now();
+        s.done.push(Done {
+            at_ms: at,
+            account_id: account_id.to_owned(),
+            public_id: public_id.clone(),
+            kind: "view",
+            text: None,
+        });
         *s.views
             .entry((account_id.to_owned(), public_id.clone()))
             .or_default() += 1;
@@ -944,6 +977,13 @@ async fn invite(AxState(ctx): AxState<Ctx>, uri: Uri, body: Bytes) -> Reply {
         account_id: account_id.to_owned(),
         public_id: public_id.clone(),
         at,
+    });
+    s.done.push(Done {
+        at_ms: at,
+        account_id: account_id.to_owned(),
+        public_id: public_id.clone(),
+        kind: "invite",
+        text: None,
     });
     *s.invites_sent
         .entry((account_id.to_owned(), public_id))

@@ -53,6 +53,7 @@ mod targeting;
 mod toolsets;
 mod unipile;
 mod unipile_crash;
+mod unipile_month;
 mod uploads;
 mod web;
 mod web_webhooks;

@@ -23,7 +23,7 @@ const MINUTE_MS: i64 = 60_000;
 const HOUR_MS: i64 = 60 * MINUTE_MS;
 const DAY_MS: i64 = 24 * HOUR_MS;
 /// 2027-03-01T00:00:00Z, a Monday.
-const START_MS: i64 = 1_803_859_200_000;
+pub(crate) const START_MS: i64 = 1_803_859_200_000;
 const DAYS: i64 = 31;
 /// Prospects of sequence A (two senders, all approved) and of sequence B (one sender).
 const A_PROSPECTS: usize = 400;
@@ -36,25 +36,25 @@ const EXIT_DAYS: i64 = 7;
 const WORK_STEP_MS: i64 = 20 * MINUTE_MS;
 const IDLE_STEP_MS: i64 = HOUR_MS;
 
-fn office_hours() -> Value {
+pub(crate) fn office_hours() -> Value {
     let day = json!([{"start": "09:00", "end": "17:00"}]);
     json!({"monday": day, "tuesday": day, "wednesday": day, "thursday": day, "friday": day, "saturday": [], "sunday": []})
 }
 
-fn zoned(at_ms: i64, zone: &TimeZone) -> jiff::Zoned {
+pub(crate) fn zoned(at_ms: i64, zone: &TimeZone) -> jiff::Zoned {
     jiff::Timestamp::from_millisecond(at_ms)
         .expect("a valid instant")
         .to_zoned(zone.clone())
 }
 
 /// Mon-Fri 09:00 to 17:00 in `zone`.
-fn in_office_hours(at_ms: i64, zone: &TimeZone) -> bool {
+pub(crate) fn in_office_hours(at_ms: i64, zone: &TimeZone) -> bool {
     let local = zoned(at_ms, zone);
     let weekday = local.weekday().to_monday_one_offset();
     weekday <= 5 && (9..17).contains(&local.hour())
 }
 
-fn local_midnight(at_ms: i64, zone: &TimeZone) -> i64 {
+pub(crate) fn local_midnight(at_ms: i64, zone: &TimeZone) -> i64 {
     zoned(at_ms, zone)
         .start_of_day()
         .expect("a local midnight")

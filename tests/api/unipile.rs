@@ -48,6 +48,15 @@ pub struct World {
 
 impl World {
     pub async fn new() -> Self {
+        let mut world = Self::bare().await;
+        let (sender, account) = world.connected_sender("Ada").await;
+        world.sender = sender;
+        world.account = account;
+        world
+    }
+
+    /// The world without its sender.
+    pub async fn bare() -> Self {
         let fake = FakeUnipile::start().await;
         let settings = settings_for(&fake, Duration::from_secs(2));
         let settings_for_clone = settings.clone();
@@ -62,28 +71,35 @@ impl World {
             .await
             .expect("register the webhooks");
         let send = send_key(&app).await;
-        let mut world = Self {
+        Self {
             fake,
             settings: settings_for_clone,
             app,
             send,
             sender: String::new(),
             account: String::new(),
-        };
-        let (sender, account) = world.connected_sender("Ada").await;
-        world.sender = sender;
-        world.account = account;
-        world
+        }
     }
 
     /// A new sender, signed in through its hosted link: its id and its Unipile account.
     pub async fn connected_sender(&self, name: &str) -> (String, String) {
+        self.connected_sender_in(name, "Europe/Berlin", always())
+            .await
+    }
+
+    /// A new sender in `timezone` with `hours`, signed in: its id and its Unipile account.
+    pub async fn connected_sender_in(
+        &self,
+        name: &str,
+        timezone: &str,
+        hours: Value,
+    ) -> (String, String) {
         let app = &self.app;
         let created = app
             .post_json(
                 "/senders",
                 &app.key,
-                json!({"name": name, "timezone": "Europe/Berlin", "working_hours": always()}),
+                json!({"name": name, "timezone": timezone, "working_hours": hours}),
             )
             .await;
         let created = created.expect(201).clone();
@@ -1000,4 +1016,67 @@ async fn the_register_webhooks_command_is_idempotent_and_serve_refuses_missing_s
         "{stderr}"
     );
     assert!(!stderr.contains("UNIPILE_DSN,"), "{stderr}");
+}
+
+#[tokio::test]
+async fn one_account_sends_for_one_sender_and_non_ascii_profiles_are_reached() {
+    let world = World::new().await;
+    // A second sender whose sign-in comes back with the first sender's account: refused.
+    let other = world
+        .app
+        .post_json(
+            "/senders",
+            &world.app.key,
+            json!({"name": "Copy", "timezone": "Europe/Berlin", "working_hours": always()}),
+        )
+        .await;
+    let other = other.expect(201)["id"].as_str().expect("id").to_owned();
+    world
+        .app
+        .post_json(
+            &format!("/senders/{other}/connect"),
+            &world.app.key,
+            json!({}),
+        )
+        .await
+        .expect(200);
+    let link = world.fake.hosted_links().last().cloned().expect("a link");
+    let notify = link["notify_url"].as_str().expect("a notify URL");
+    let response = reqwest::Client::new()
+        .post(notify)
+        .json(&json!({"status": "CREATION_SUCCESS", "account_id": world.account, "name": other}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(response.status(), 400);
+    let view = world.sender_view(&other).await;
+    assert_eq!(view["status"], "pending", "{view}");
+    assert!(view["provider_account_id"].is_null(), "{view}");
+
+    // A profile whose address holds non-ASCII letters.
+    let public = format!("jörg-{}", outreach_runtime::ids::new_id("p").to_lowercase());
+    world.fake.add_person(&public);
+    let prospect = world
+        .app
+        .create_prospect(json!({
+            "first_name": "Jörg",
+            "profile_url": format!("https://www.linkedin.com/in/{public}"),
+        }))
+        .await;
+    let prospect = prospect["id"].as_str().expect("id").to_owned();
+    let sequence = world
+        .outreach(
+            &world.sender,
+            &prospect,
+            json!([{"type": "connection_request"}, {"type": "message", "delay_hours": 1, "text": "Hallo"}]),
+        )
+        .await;
+    assert_eq!(world.fake.invitations_sent(&world.account, &public), 1);
+    world.fake.accept(&world.account, &public, false).await;
+    world.applied().await;
+    assert!(
+        world.accepted(&prospect).await,
+        "the acceptance did not find Jörg"
+    );
+    assert_eq!(world.enrollment(&sequence).await["status"], "active");
 }

@@ -27,8 +27,10 @@ use subtle::ConstantTimeEq as _;
 use super::inbound::deliver_due;
 use crate::network::unipile::connect::{self, Refusal};
 use crate::network::unipile::inbox::{self, INVITATION_GONE, Source, Stored};
-use crate::network::unipile::{Unipile, WEBHOOK_SECRET_HEADER, truthy};
-use crate::network::{Network, NetworkError, network_for};
+use crate::network::unipile::{Unipile, WEBHOOK_SECRET_HEADER, public_id, truthy};
+use crate::network::{
+    Account, ConnectionState, Network, NetworkError, NetworkProvider, network_for,
+};
 use crate::provider::{self, Provider};
 
 const MINUTE_MS: i64 = 60_000;
@@ -44,6 +46,8 @@ pub const LIVE_MESSAGES_EVERY_MS: i64 = 5 * MINUTE_MS;
 const LIVE_FOR_MS: i64 = 14 * DAY_MS;
 /// How far back a sender's first read of its chats goes.
 const FIRST_LOOK_BACK_MS: i64 = DAY_MS;
+/// How old a pending invitation must be before the poller reads its fate.
+const SETTLE_AFTER_MS: i64 = 10 * MINUTE_MS;
 /// How soon the poller looks again after Unipile failed.
 const AFTER_FAILURE_MS: i64 = 10 * MINUTE_MS;
 
@@ -321,7 +325,7 @@ async fn poll_sender(
     let now = job.now_ms();
     let mut found: Vec<Value> = Vec::new();
     if relations_due {
-        found.extend(invitations_settled(unipile, job.db(), sender_id, sender).await?);
+        found.extend(invitations_settled(unipile, job.db(), sender_id, sender, now).await?);
     }
     let mut watermark = sender.messages_after;
     if messages_due {
@@ -378,18 +382,22 @@ async fn poll_sender(
 }
 
 /// The sender's invitations the adapter knows as pending that left Unipile's pending list: a
-/// `new_relation` body for each one now among the relations, an `invitation_gone` one for each
-/// that is not.
+/// `new_relation` body for each one now a relation (among the newest relations, or by a profile
+/// read), an `invitation_gone` one for each that is not. An invitation younger than
+/// [`SETTLE_AFTER_MS`] is left for the next round (Unipile's lists can lag its own answers).
 async fn invitations_settled(
     unipile: &Unipile,
     db: &Db,
     sender_id: &str,
     sender: &Bound,
+    now: i64,
 ) -> Result<Vec<Value>, NetworkError> {
     let waiting = sqlx::query(
-        "select profile_url, provider_id from unipile_people where sender_id = $1 and invitation_id is not null",
+        "select profile_url, provider_id, invitation_id from unipile_people \
+         where sender_id = $1 and invitation_id is not null and invited_at <= $2",
     )
     .bind(sender_id)
+    .bind(now - SETTLE_AFTER_MS)
     .fetch_all(db.pool())
     .await?;
     if waiting.is_empty() {
@@ -399,28 +407,37 @@ async fn invitations_settled(
         .pending_invitation_ids(&sender.account_id, sender_id)
         .await?;
     let relations = unipile.relation_ids(&sender.account_id, sender_id).await?;
+    let account = Account {
+        workspace_id: &sender.workspace_id,
+        sender_id,
+    };
     let mut found = Vec::new();
     for row in waiting {
         let profile_url: String = row.try_get("profile_url")?;
         let provider_id: String = row.try_get("provider_id")?;
-        let public = profile_url
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        if pending.contains(&provider_id) || pending.contains(&public) {
+        let invitation_id: String = row.try_get("invitation_id")?;
+        let public = public_id(&profile_url)?;
+        if pending.contains(&provider_id) || pending.contains(&public.to_lowercase()) {
             continue;
         }
-        let event = if relations.contains(&provider_id) || relations.contains(&public) {
+        let related =
+            relations.contains(&provider_id) || relations.contains(&public.to_lowercase());
+        let event = if related {
             "new_relation"
         } else {
-            INVITATION_GONE
+            // Gone from pending and not among the newest relations: the profile says which.
+            match unipile.connection_state(account, &profile_url).await? {
+                ConnectionState::Connected => "new_relation",
+                ConnectionState::Pending => continue,
+                ConnectionState::NotConnected => INVITATION_GONE,
+            }
         };
         found.push(json!({
             "event": event,
             "account_id": sender.account_id,
             "user_provider_id": provider_id,
             "user_public_identifier": public,
+            "invitation_id": invitation_id,
         }));
     }
     Ok(found)

@@ -260,6 +260,71 @@ pub async fn pause_sender(
     Ok(updated.rows_affected() > 0)
 }
 
+/// Pauses a sender until `until_ms` with `reason`, unless a pause already lasts longer: a
+/// provider's own back-off after it failed, which must not shorten a limit's pause.
+pub async fn extend_pause(
+    tx: &mut sqlx::AnyConnection,
+    sender_id: &str,
+    until_ms: i64,
+    reason: &str,
+    now_ms: i64,
+) -> Result<(), ApiError> {
+    let reason: String = reason.trim().chars().take(MAX_PAUSE_REASON_CHARS).collect();
+    sqlx::query(
+        "update senders set paused_until = $2, pause_reason = $3, updated_at = $4 \
+         where id = $1 and (paused_until is null or paused_until < $2)",
+    )
+    .bind(sender_id)
+    .bind(until_ms)
+    .bind(reason)
+    .bind(now_ms)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Binds a sender to its account at `provider` (a finished sign-in): any halt the provider
+/// reported, and any back-off, is cleared; the status is the caller's to set.
+pub async fn bind_provider_account(
+    tx: &mut sqlx::AnyConnection,
+    sender_id: &str,
+    provider: &str,
+    account_id: &str,
+    now_ms: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update senders set provider = $2, provider_account_id = $3, status_reason = null, \
+         paused_until = null, pause_reason = null, updated_at = $4 where id = $1",
+    )
+    .bind(sender_id)
+    .bind(provider)
+    .bind(account_id)
+    .bind(now_ms)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Records what a provider said of a sender's account (`status_reason`; `None` clears it), and
+/// unbinds the account when `unbind` (the provider deleted it).
+pub async fn note_provider_status(
+    tx: &mut sqlx::AnyConnection,
+    sender_id: &str,
+    reason: Option<&str>,
+    unbind: bool,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update senders set status_reason = $2, \
+         provider_account_id = case when $3 = 1 then null else provider_account_id end where id = $1",
+    )
+    .bind(sender_id)
+    .bind(reason)
+    .bind(i64::from(unbind))
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
 /// Records that the sender called the network at `at_ms` (or that a call of its ended then),
 /// whatever came of it: the gap before its next action counts from the latest such moment. Called
 /// when the gate lets a call through and again when its outcome is known.

@@ -127,7 +127,7 @@ pub fn classify(failure: &Failure, op: Op, now_ms: i64) -> NetworkError {
         },
         (422, "already_invited_recently") => NetworkError::AlreadyInvited,
         (422, "action_already_performed") if op == Op::Withdraw => NetworkError::NotInvited,
-        (422, "action_already_performed") => NetworkError::AlreadyInvited,
+        (422, "action_already_performed") if op == Op::Invite => NetworkError::AlreadyInvited,
         (422, "limit_exceeded") | (429, _) => NetworkError::LimitExceeded { retry_at_ms: None },
         (400 | 422, _) => rejected(),
         // 5xx, and anything else: the outcome is unknown.
@@ -136,12 +136,21 @@ pub fn classify(failure: &Failure, op: Op, now_ms: i64) -> NetworkError {
 }
 
 /// A client of one Unipile tenant.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     /// `https://{sub}.unipile.com:{port}/api/v1`
     base: String,
     api_key: String,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the API key.
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Pauses between the attempts of a read.

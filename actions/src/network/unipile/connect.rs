@@ -212,23 +212,45 @@ pub async fn bind_account(
             "`status` `{status}` is not a finished sign-in"
         ))));
     }
-    sqlx::query("update unipile_links set used_at = $2 where token_hash = $1")
-        .bind(token_hash(token))
-        .bind(now_ms)
-        .execute(&mut *conn)
-        .await?;
-    let bound = sqlx::query(
-        "update senders set provider = 'unipile', provider_account_id = $2, status_reason = null, \
-         paused_until = null, pause_reason = null, updated_at = $3 where id = $1 and deleted_at is null",
+    // Spent in this statement, so two notifications at once (two instances) bind once.
+    let spent = sqlx::query(
+        "update unipile_links set used_at = $2 where token_hash = $1 and used_at is null",
     )
-    .bind(&sender_id)
-    .bind(account_id)
+    .bind(token_hash(token))
     .bind(now_ms)
     .execute(&mut *conn)
     .await?;
-    if bound.rows_affected() == 0 {
+    if spent.rows_affected() == 0 {
         return Ok(Err(Refusal::Spent));
     }
+    let taken: Option<String> = sqlx::query_scalar(
+        "select id from senders where provider_account_id = $1 and id <> $2 and deleted_at is null",
+    )
+    .bind(account_id)
+    .bind(&sender_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(other) = taken {
+        return Ok(Err(Refusal::Invalid(format!(
+            "the Unipile account `{account_id}` is already the sender `{other}`'s; one account sends for one sender"
+        ))));
+    }
+    let previous: Option<Option<String>> = sqlx::query_scalar(
+        "select provider_account_id from senders where id = $1 and deleted_at is null",
+    )
+    .bind(&sender_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(previous) = previous else {
+        return Ok(Err(Refusal::Spent));
+    };
+    if previous.as_deref() != Some(account_id) {
+        // Another account (a first sign-in, or one after the old account was deleted): what the
+        // adapter knew of people and the poller's place were the old account's.
+        super::forget_account_state(conn, &sender_id).await?;
+    }
+    senders::bind_provider_account(conn, &sender_id, super::super::UNIPILE, account_id, now_ms)
+        .await?;
     senders::set_sender_status(conn, &sender_id, SenderStatus::Connected, now_ms).await?;
     Ok(Ok(sender_id))
 }

@@ -89,11 +89,18 @@ pub async fn store(
             .get("message_id")
             .and_then(Value::as_str)
             .map(|id| format!("message:{id}")),
-        ("new_relation" | INVITATION_GONE, _) => body
+        // A relation is made once; an invitation leaves the pending list once (a later one to the
+        // same person has an id of its own).
+        ("new_relation", _) => body
             .get("user_provider_id")
             .and_then(Value::as_str)
             .zip(account_id.as_deref())
-            .map(|(person, account)| format!("relation:{account}:{person}:{event}")),
+            .map(|(person, account)| format!("relation:{account}:{person}")),
+        (INVITATION_GONE, _) => body
+            .get("invitation_id")
+            .and_then(Value::as_str)
+            .zip(account_id.as_deref())
+            .map(|(invitation, account)| format!("gone:{account}:{invitation}")),
         _ => None,
     };
     let workspace_id = match &account_id {
@@ -133,9 +140,9 @@ pub async fn store(
     .await?;
     Ok(match (inserted, ignored, workspace_id) {
         (false, _, _) => Stored::Duplicate,
-        (true, Some(why), _) => Stored::Ignored(why),
         (true, None, Some(workspace_id)) => Stored::Due { workspace_id },
-        (true, None, None) => Stored::Ignored("no workspace".to_owned()),
+        // `ignored` is set whenever the workspace is not.
+        (true, why, _) => Stored::Ignored(why.unwrap_or_default()),
     })
 }
 
@@ -354,7 +361,15 @@ async fn read_one(
             else {
                 return Ok(Err("a message without `message_id` or `message`".to_owned()));
             };
-            if let (Some(person), Some(chat_id)) = (&person, text(body, "chat_id")) {
+            // The chat our messages to the person go to: only a chat of the two of them (a group
+            // chat holds people nobody approved).
+            let attendees = body
+                .get("attendees")
+                .and_then(Value::as_array)
+                .map(Vec::len);
+            if let (Some(person), Some(chat_id), Some(1..=2)) =
+                (&person, text(body, "chat_id"), attendees)
+            {
                 remember_chat(conn, &sender_id, &profile_url, person, &chat_id, now_ms).await?;
             }
             Ok(Ok(Some(InboundEvent::MessageReceived {
@@ -398,7 +413,7 @@ async fn person_url(
         .and_then(Value::as_str)
         .filter(|p| !p.is_empty())
     {
-        return Ok(Some(profile_url_for(public)));
+        return Ok(profile_url_for(public));
     }
     let url = body
         .get(url_field)
@@ -498,16 +513,18 @@ pub async fn apply_account_status(
         AccountStatus::Restricted => SenderStatus::Restricted,
         AccountStatus::Disconnected => SenderStatus::Disconnected,
     };
+    if sender_status == SenderStatus::Connected {
+        // A routine `OK` clears what an account status set (a lost session, `ERROR`), never a
+        // restriction the network's own refusal set: that one ends with a new sign-in.
+        let current: Option<String> =
+            sqlx::query_scalar("select status from senders where id = $1")
+                .bind(sender_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+        if current.as_deref() == Some(SenderStatus::Restricted.as_str()) {
+            return Ok(());
+        }
+    }
     senders::set_sender_status(conn, sender_id, sender_status, now_ms).await?;
-    let unbind = status == "DELETED";
-    sqlx::query(
-        "update senders set status_reason = $2, \
-         provider_account_id = case when $3 = 1 then null else provider_account_id end where id = $1",
-    )
-    .bind(sender_id)
-    .bind(reason)
-    .bind(i64::from(unbind))
-    .execute(conn)
-    .await?;
-    Ok(())
+    senders::note_provider_status(conn, sender_id, reason.as_deref(), status == "DELETED").await
 }

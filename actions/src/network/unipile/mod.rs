@@ -339,18 +339,29 @@ impl Unipile {
         .await?)
     }
 
-    /// A message found by reconciliation: one the account sent with `text` after `since_ms`.
+    /// A message found by reconciliation: one the account sent with `text` after `since_ms` in
+    /// its chat with the person (Unipile's id for them, or the chat's id when known).
     async fn find_message(
         &self,
         account_id: &str,
         sender_id: &str,
+        (provider_id, chat_id): (&str, Option<&str>),
         text: &str,
         since_ms: i64,
     ) -> Result<Option<OutboundRecord>, NetworkError> {
         let messages = self.messages_after(account_id, sender_id, since_ms).await?;
-        Ok(messages.into_iter().find_map(|(_, message)| {
-            let own = message.get("is_sender").is_some_and(truthy);
-            let same = message.get("text").and_then(Value::as_str) == Some(text);
+        let text = squeeze(text);
+        Ok(messages.into_iter().find_map(|(chat, message)| {
+            let theirs = chat
+                .get("id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| Some(id) == chat_id)
+                || chat.get("attendee_provider_id").and_then(Value::as_str) == Some(provider_id);
+            let own = theirs && message.get("is_sender").is_some_and(truthy);
+            let same = message
+                .get("text")
+                .and_then(Value::as_str)
+                .is_some_and(|sent| squeeze(sent) == text);
             (own && same).then(|| OutboundRecord {
                 kind: OutboundKind::Message,
                 outcome: OUTCOME_OK.to_owned(),
@@ -370,42 +381,68 @@ pub(crate) async fn back_off(
     now_ms: i64,
 ) -> Result<(), ApiError> {
     let mut tx = db.begin_write().await?;
-    sqlx::query(
-        "update senders set paused_until = $2, pause_reason = $3, updated_at = $4 \
-         where id = $1 and (paused_until is null or paused_until < $2)",
-    )
-    .bind(sender_id)
-    .bind(until_ms)
-    .bind(reason)
-    .bind(now_ms)
-    .execute(&mut *tx)
-    .await?;
+    crate::senders::extend_pause(&mut tx, sender_id, until_ms, reason, now_ms).await?;
     tx.commit().await?;
     Ok(())
 }
 
-/// The public identifier in a normalised profile URL (`linkedin.com/in/jane` → `jane`).
-fn public_id(profile_url: &str) -> Result<String, NetworkError> {
-    profile_url
+/// Forgets what the adapter kept for a sender's previous account (its people and the poller's
+/// place), when the sender is bound to another one.
+pub(crate) async fn forget_account_state(
+    conn: &mut sqlx::AnyConnection,
+    sender_id: &str,
+) -> Result<(), ApiError> {
+    for table in ["unipile_people", "unipile_sync"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "delete from {table} where sender_id = $1"
+        )))
+        .bind(sender_id)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// The public identifier in a normalised profile URL (`linkedin.com/in/jane` → `jane`;
+/// `linkedin.com/in/j%c3%b6rg` → `jörg`: a normalised URL keeps non-ASCII percent-encoded).
+pub(crate) fn public_id(profile_url: &str) -> Result<String, NetworkError> {
+    let segment = profile_url
         .trim_end_matches('/')
         .rsplit('/')
         .next()
         .filter(|id| !id.is_empty())
-        .map(str::to_owned)
-        .ok_or(NetworkError::Unreachable)
+        .ok_or(NetworkError::Unreachable)?;
+    Ok(percent_encoding::percent_decode_str(segment)
+        .decode_utf8_lossy()
+        .into_owned())
 }
 
-/// The normalised profile URL of a public identifier.
-pub(crate) fn profile_url_for(public_identifier: &str) -> String {
-    format!(
-        "linkedin.com/in/{}",
-        public_identifier.trim().to_lowercase()
-    )
+/// The normalised profile URL of a public identifier, as a prospect's is stored.
+pub(crate) fn profile_url_for(public_identifier: &str) -> Option<String> {
+    let address = format!(
+        "https://www.linkedin.com/in/{}",
+        encode(public_identifier.trim())
+    );
+    crate::prospects::normalize::profile_url(Some(address))
+        .ok()
+        .flatten()
 }
+
+/// What a path segment escapes: everything but letters, digits and `-._~`.
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// A path segment, percent-encoded.
 fn encode(segment: &str) -> String {
-    url::form_urlencoded::byte_serialize(segment.as_bytes()).collect()
+    percent_encoding::utf8_percent_encode(segment, PATH_SEGMENT).to_string()
+}
+
+/// Text as reconciliation compares it: whitespace runs made one space, the ends trimmed.
+fn squeeze(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn provider_id_of(profile: &Value) -> Result<String, NetworkError> {
@@ -613,14 +650,18 @@ impl NetworkProvider for Unipile {
         account: Account<'_>,
         profile_url: &str,
     ) -> Result<ConnectionState, NetworkError> {
+        // A pure read that writes nothing, not even a back-off: the step executor asks it inside
+        // its own transaction (on SQLite the database's one writer).
         let account_id = self.account_id(account).await?;
+        let identifier = public_id(profile_url)?;
         let profile = self
-            .profile(&account_id, account.sender_id, profile_url)
-            .await?;
-        if let Ok(id) = provider_id_of(&profile) {
-            self.remember(account.sender_id, profile_url, &id, None, None)
-                .await?;
-        }
+            .client
+            .get(
+                &format!("/users/{}", encode(&identifier)),
+                &[("account_id", account_id)],
+            )
+            .await
+            .map_err(|failure| classify(&failure, Op::Read, self.now()))?;
         Ok(state_of(&profile))
     }
 
@@ -822,9 +863,12 @@ impl NetworkProvider for Unipile {
             }
             OutboundKind::Message => {
                 let text = text.unwrap_or_default();
+                let provider_id = self.resolve(&account_id, sender_id, &profile_url).await?;
+                let chat_id = self.known(sender_id, &profile_url).await?.chat_id;
                 self.find_message(
                     &account_id,
                     sender_id,
+                    (&provider_id, chat_id.as_deref()),
                     &text,
                     created_at - RECONCILE_MARGIN_MS,
                 )

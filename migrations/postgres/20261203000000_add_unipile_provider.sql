@@ -9,7 +9,9 @@ alter table senders add column provider text not null default 'sandbox';
 alter table senders add column provider_account_id text;
 -- what the provider last said of the account when it halted it (`ERROR`, `STOPPED`, `DELETED`)
 alter table senders add column status_reason text;
-create index senders_provider_account_idx on senders (provider_account_id);
+-- one live sender per Unipile account: two would share its limits and its webhooks
+create unique index senders_provider_account_key on senders (provider_account_id)
+    where provider_account_id is not null and deleted_at is null;
 
 -- A hosted sign-in link: the token in its notify URL, stored hashed, binds the account Unipile
 -- answers with to this sender.
