@@ -1080,3 +1080,117 @@ async fn one_account_sends_for_one_sender_and_non_ascii_profiles_are_reached() {
     );
     assert_eq!(world.enrollment(&sequence).await["status"], "active");
 }
+
+/// The figures of docs/unipile.md's closing note, printed (no assertion on time: the machine is
+/// shared). `cargo test --test api -- --ignored unipile::figures --nocapture`.
+#[tokio::test]
+#[ignore = "prints figures; run by hand"]
+async fn figures() {
+    let world = World::new().await;
+    // Provider calls per step: a view, an invitation, two messages, for 10 people.
+    let before = world.fake.calls().len();
+    let mut people = Vec::new();
+    for index in 0..10 {
+        let (prospect, public) = world.person(&format!("Fig{index}")).await;
+        world
+            .outreach(&world.sender, &prospect, invite_then_message())
+            .await;
+        people.push((prospect, public));
+    }
+    // The warm-up lets 5 invitations a day through: days pass, and whoever was invited accepts.
+    for _ in 0..40 {
+        world.advance(HOUR_S * 4).await;
+        for (_, public) in &people {
+            if world.fake.pending_invitation(&world.account, public) {
+                world.fake.accept(&world.account, public, false).await;
+            }
+        }
+        world.applied().await;
+    }
+    let steps = world.fake.done().len();
+    let poller_calls: usize = [
+        Route::ListSentInvitations,
+        Route::ListRelations,
+        Route::ListChats,
+        Route::ListChatMessages,
+    ]
+    .iter()
+    .map(|route| world.fake.count(*route))
+    .sum();
+    let calls = world.fake.calls().len() - before - poller_calls;
+    println!(
+        "steps sent: {steps}; calls made by the steps (poller excluded): {calls}; {:.2} calls per step",
+        calls as f64 / steps as f64
+    );
+
+    // The poller's calls per sender per day, at rest (no live conversation, nothing pending).
+    let rest = World::new().await;
+    let count = |world: &World| {
+        [
+            Route::ListSentInvitations,
+            Route::ListRelations,
+            Route::ListChats,
+            Route::ListChatMessages,
+            Route::GetUser,
+        ]
+        .iter()
+        .map(|route| world.fake.count(*route))
+        .sum::<usize>()
+    };
+    let start = count(&rest);
+    rest.advance(24 * HOUR_S).await;
+    for _ in 0..24 {
+        rest.advance(HOUR_S).await;
+    }
+    println!(
+        "poller at rest: {} calls per sender per day",
+        count(&rest) - start
+    );
+    // While active: one invitation pending and one live conversation.
+    let (prospect, public) = world.person("Live").await;
+    world.outreach(&world.sender, &prospect, json!([{"type": "connection_request"}, {"type": "message", "text": "Hi"}, {"type": "message", "delay_hours": 200, "text": "Later"}])).await;
+    while !world.fake.pending_invitation(&world.account, &public) {
+        world.advance(HOUR_S).await;
+    }
+    world.fake.accept(&world.account, &public, false).await;
+    world.applied().await;
+    world.advance(120).await;
+    let start = count(&world);
+    for _ in 0..(24 * 12) {
+        world.advance(300).await;
+    }
+    println!(
+        "poller while active: {} calls per sender per day",
+        count(&world) - start
+    );
+
+    // From a webhook's arrival to the enrollment's change.
+    let mut latencies = Vec::new();
+    for index in 0..40 {
+        let (prospect, public) = world.person(&format!("Lat{index}")).await;
+        let sequence = world
+            .outreach(&world.sender, &prospect, json!([{"type": "connection_request"}, {"type": "message", "delay_hours": 1, "text": "Hi"}]))
+            .await;
+        while !world.fake.pending_invitation(&world.account, &public) {
+            world.advance(HOUR_S).await;
+        }
+        let started = std::time::Instant::now();
+        world.fake.accept(&world.account, &public, false).await;
+        loop {
+            let enrollment = world.enrollment(&sequence).await;
+            if enrollment["step_index"] == 1 && world.accepted(&prospect).await {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        latencies.push(started.elapsed());
+    }
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q).round() as usize];
+    println!(
+        "webhook to enrollment: p50 {:?}, p99 {:?} over {} acceptances",
+        at(0.5),
+        at(0.99),
+        latencies.len()
+    );
+}

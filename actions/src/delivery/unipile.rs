@@ -364,15 +364,17 @@ async fn poll_sender(
     for body in &found {
         inbox::store(&mut tx, Source::Poll, &body.to_string(), now).await?;
     }
-    sqlx::query(
-        "insert into unipile_sync (sender_id, messages_after, relations_checked_at, updated_at) values ($1, $2, $3, $4) \
-         on conflict (sender_id) do update set messages_after = $2, relations_checked_at = $3, updated_at = $4",
+    crate::network::unipile::save_sync_place(
+        &mut tx,
+        sender_id,
+        watermark,
+        if relations_due {
+            Some(now)
+        } else {
+            sender.relations_checked_at
+        },
+        now,
     )
-    .bind(sender_id)
-    .bind(watermark)
-    .bind(if relations_due { Some(now) } else { sender.relations_checked_at })
-    .bind(now)
-    .execute(&mut *tx)
     .await?;
     drop(tx);
     job.commit()

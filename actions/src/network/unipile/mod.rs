@@ -392,14 +392,36 @@ pub(crate) async fn forget_account_state(
     conn: &mut sqlx::AnyConnection,
     sender_id: &str,
 ) -> Result<(), ApiError> {
-    for table in ["unipile_people", "unipile_sync"] {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "delete from {table} where sender_id = $1"
-        )))
+    sqlx::query("delete from unipile_people where sender_id = $1")
         .bind(sender_id)
         .execute(&mut *conn)
         .await?;
-    }
+    sqlx::query("delete from unipile_sync where sender_id = $1")
+        .bind(sender_id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Saves the poller's place for a sender: its messages watermark and when it last read the
+/// invitations and relations.
+pub async fn save_sync_place(
+    conn: &mut sqlx::AnyConnection,
+    sender_id: &str,
+    messages_after: Option<i64>,
+    relations_checked_at: Option<i64>,
+    now_ms: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "insert into unipile_sync (sender_id, messages_after, relations_checked_at, updated_at) values ($1, $2, $3, $4) \
+         on conflict (sender_id) do update set messages_after = $2, relations_checked_at = $3, updated_at = $4",
+    )
+    .bind(sender_id)
+    .bind(messages_after)
+    .bind(relations_checked_at)
+    .bind(now_ms)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
