@@ -1194,3 +1194,77 @@ async fn figures() {
         latencies.len()
     );
 }
+
+#[tokio::test]
+async fn the_adapter_withdraws_a_pending_invitation_once() {
+    use outreach_actions::network::{Account, NetworkError, NetworkProvider, Outbound, Unipile};
+    let world = World::new().await;
+    let (prospect, public) = world.person("Wendy").await;
+    world
+        .outreach(
+            &world.sender,
+            &prospect,
+            json!([{"type": "connection_request"}, {"type": "message", "delay_hours": 1, "text": "Hi"}]),
+        )
+        .await;
+    assert!(world.fake.pending_invitation(&world.account, &public));
+    let unipile = Unipile::new(
+        world.settings.unipile.as_ref().expect("settings"),
+        world.app.db.clone(),
+        world.app.clock.clone(),
+    )
+    .expect("the adapter");
+    let profile_url = format!("linkedin.com/in/{public}");
+    let to = Outbound {
+        account: Account {
+            workspace_id: &world.app.workspace_id,
+            sender_id: &world.sender,
+        },
+        profile_url: &profile_url,
+        prospect_id: Some(&prospect),
+        intent: "int_manual",
+    };
+    let withdrawn = unipile.withdraw(to).await.expect("withdrawn");
+    assert!(withdrawn.provider_id.starts_with("inv_"), "{withdrawn:?}");
+    assert_eq!(world.fake.withdrawals(&world.account, &public), 1);
+    assert!(!world.fake.pending_invitation(&world.account, &public));
+    // Nothing left to withdraw: the adapter finds none pending, and Unipile is not asked to delete.
+    assert_eq!(unipile.withdraw(to).await, Err(NetworkError::NotInvited));
+    assert_eq!(world.fake.count(Route::WithdrawInvitation), 1);
+    // A 500 while withdrawing: the outcome is unknown, and the sender backs off.
+    let (prospect, public) = world.person("Wanda").await;
+    world
+        .outreach(
+            &world.sender,
+            &prospect,
+            json!([{"type": "connection_request"}, {"type": "message", "delay_hours": 1, "text": "Hi"}]),
+        )
+        .await;
+    world.advance(120).await;
+    assert!(world.fake.pending_invitation(&world.account, &public));
+    world
+        .fake
+        .fail_next(Route::WithdrawInvitation, Fault::ServerErrorAfterWork);
+    let profile_url = format!("linkedin.com/in/{public}");
+    let to = Outbound {
+        profile_url: &profile_url,
+        prospect_id: Some(&prospect),
+        ..to
+    };
+    assert!(matches!(
+        unipile.withdraw(to).await,
+        Err(NetworkError::Transient(_))
+    ));
+    assert_eq!(
+        world.fake.withdrawals(&world.account, &public),
+        1,
+        "the work was done once"
+    );
+    let view = world.sender_view(&world.sender).await;
+    assert!(
+        view["pause_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("Unipile failed")),
+        "{view}"
+    );
+}

@@ -528,3 +528,21 @@ pub async fn apply_account_status(
     senders::set_sender_status(conn, sender_id, sender_status, now_ms).await?;
     senders::note_provider_status(conn, sender_id, reason.as_deref(), status == "DELETED").await
 }
+
+/// How long a handled body is kept for inspection.
+const KEPT_MS: i64 = 30 * 24 * 3_600_000;
+
+/// Deletes the bodies handled more than 30 days ago; run by the runtime's housekeeping. A fact
+/// heard again after that is still applied once: a message by its id in `inbound_events`, a
+/// relation by the prospect's connection state.
+async fn purge(db: &outreach_runtime::prelude::Db, now_ms: i64) -> Result<u64, ApiError> {
+    Ok(
+        sqlx::query("delete from unipile_inbox where status <> 'received' and received_at < $1")
+            .bind(now_ms - KEPT_MS)
+            .execute(db.pool())
+            .await?
+            .rows_affected(),
+    )
+}
+
+outreach_runtime::prelude::purge!("Unipile bodies handled more than 30 days ago", purge);
