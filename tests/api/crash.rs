@@ -36,10 +36,10 @@ const IMPORT_ROWS: usize = 4000;
 const LIST_MEMBERS: usize = 8000;
 
 /// SplitMix64: a small seeded generator, so a failing sequence of kills can be replayed.
-struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    fn from_env_or_clock() -> (Self, u64) {
+    pub(crate) fn from_env_or_clock() -> (Self, u64) {
         let seed = std::env::var("CRASH_TEST_SEED")
             .ok()
             .and_then(|seed| seed.trim().parse().ok())
@@ -51,7 +51,7 @@ impl Rng {
         (Self(seed), seed)
     }
 
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -60,7 +60,7 @@ impl Rng {
     }
 
     /// A whole number of milliseconds in `[0, max]`.
-    fn millis_up_to(&mut self, max: Duration) -> Duration {
+    pub(crate) fn millis_up_to(&mut self, max: Duration) -> Duration {
         let max = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
         Duration::from_millis(self.next() % (max + 1))
     }

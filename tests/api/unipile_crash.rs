@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::crash::Rng;
 use crate::fake_unipile::{FakeUnipile, Fault, Route};
 use crate::helpers::{
     Served, TestDatabase, admin_ok, admin_workspace_with_key, field, start_serve_env,
@@ -23,42 +24,13 @@ const KILLS: usize = 4;
 /// How long Unipile takes to answer after doing the work: the window a kill falls in.
 const SLOW_ANSWER: Duration = Duration::from_millis(2500);
 
-struct Rng(u64);
-
-impl Rng {
-    fn from_env_or_clock() -> (Self, u64) {
-        let seed = std::env::var("CRASH_TEST_SEED")
-            .ok()
-            .and_then(|seed| seed.trim().parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |since| since.as_nanos() as u64)
-            });
-        (Self(seed), seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A kill's delay: a third of them within the first 60 ms (before the call, or as it
-    /// starts), the rest anywhere up to `max`.
-    fn kill_delay(&mut self, max: Duration) -> Duration {
-        if self.next().is_multiple_of(3) {
-            self.millis_up_to(Duration::from_millis(60))
-        } else {
-            self.millis_up_to(max)
-        }
-    }
-
-    fn millis_up_to(&mut self, max: Duration) -> Duration {
-        let max = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
-        Duration::from_millis(self.next() % (max + 1))
+/// A kill's delay: a third of them within the first 60 ms (before the call, or as it starts),
+/// the rest anywhere up to `max`.
+fn kill_delay(rng: &mut Rng, max: Duration) -> Duration {
+    if rng.next().is_multiple_of(3) {
+        rng.millis_up_to(Duration::from_millis(60))
+    } else {
+        rng.millis_up_to(max)
     }
 }
 
@@ -288,7 +260,11 @@ async fn a_kill_around_an_invitation_or_a_reply_never_sends_it_twice() {
                 json!({"sequence_id": sequence}),
             )
             .await;
-        tokio::time::sleep(rng.kill_delay(SLOW_ANSWER + Duration::from_millis(500))).await;
+        tokio::time::sleep(kill_delay(
+            &mut rng,
+            SLOW_ANSWER + Duration::from_millis(500),
+        ))
+        .await;
         after_the_work += world.fake.invitations_sent(&account, &public);
         world.kill_and_restart().await;
         world
@@ -338,7 +314,11 @@ async fn a_kill_around_an_invitation_or_a_reply_never_sends_it_twice() {
                 json!({"text": format!("Yes, round {round}")}),
             )
             .await;
-        tokio::time::sleep(rng.kill_delay(SLOW_ANSWER + Duration::from_millis(500))).await;
+        tokio::time::sleep(kill_delay(
+            &mut rng,
+            SLOW_ANSWER + Duration::from_millis(500),
+        ))
+        .await;
         after_the_work += world.fake.messages_sent(&account, &public).len();
         world.kill_and_restart().await;
         world

@@ -193,17 +193,19 @@ impl Client {
         format!("{}{path}", self.base)
     }
 
+    /// A request to `path` with the API key, answered in JSON.
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, self.url(path))
+            .header("X-API-KEY", &self.api_key)
+            .header("accept", "application/json")
+    }
+
     /// `GET`, retried while the fault may pass.
     pub async fn get(&self, path: &str, query: &[(&str, String)]) -> Result<Value, Failure> {
         let mut pauses = READ_RETRY_PAUSES.iter();
         loop {
-            let request = self
-                .http
-                .get(self.url(path))
-                .query(query)
-                .header("X-API-KEY", &self.api_key)
-                .header("accept", "application/json");
-            match read(request.send().await).await {
+            match self.get_once(path, query).await {
                 Err(failure) if failure.may_pass() => match pauses.next() {
                     Some(pause) => tokio::time::sleep(*pause).await,
                     None => return Err(failure),
@@ -215,24 +217,24 @@ impl Client {
 
     /// `GET` once: a read that the person sees (a profile view with `notify=true`).
     pub async fn get_once(&self, path: &str, query: &[(&str, String)]) -> Result<Value, Failure> {
-        let request = self
-            .http
-            .get(self.url(path))
-            .query(query)
-            .header("X-API-KEY", &self.api_key)
-            .header("accept", "application/json");
-        read(request.send().await).await
+        read(
+            self.request(reqwest::Method::GET, path)
+                .query(query)
+                .send()
+                .await,
+        )
+        .await
     }
 
     /// `POST` a JSON body, once.
     pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value, Failure> {
-        let request = self
-            .http
-            .post(self.url(path))
-            .header("X-API-KEY", &self.api_key)
-            .header("accept", "application/json")
-            .json(body);
-        read(request.send().await).await
+        read(
+            self.request(reqwest::Method::POST, path)
+                .json(body)
+                .send()
+                .await,
+        )
+        .await
     }
 
     /// `POST` a `multipart/form-data` body of text fields, once.
@@ -241,24 +243,24 @@ impl Client {
         for (name, value) in fields {
             form = form.text(name.to_string(), value.to_string());
         }
-        let request = self
-            .http
-            .post(self.url(path))
-            .header("X-API-KEY", &self.api_key)
-            .header("accept", "application/json")
-            .multipart(form);
-        read(request.send().await).await
+        read(
+            self.request(reqwest::Method::POST, path)
+                .multipart(form)
+                .send()
+                .await,
+        )
+        .await
     }
 
     /// `DELETE`, once.
     pub async fn delete(&self, path: &str, query: &[(&str, String)]) -> Result<Value, Failure> {
-        let request = self
-            .http
-            .delete(self.url(path))
-            .query(query)
-            .header("X-API-KEY", &self.api_key)
-            .header("accept", "application/json");
-        read(request.send().await).await
+        read(
+            self.request(reqwest::Method::DELETE, path)
+                .query(query)
+                .send()
+                .await,
+        )
+        .await
     }
 
     /// Every item of a list route, following `cursor` for at most `max_pages` pages of 100.
