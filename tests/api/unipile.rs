@@ -715,6 +715,37 @@ async fn the_poller_finds_what_webhooks_missed() {
     let enrollment = world.enrollment(&sequence).await;
     assert_eq!(enrollment["exit_reason"], "replied", "{enrollment}");
 
+    // Someone the sender never reached writes first, and the webhook is lost: the poller names
+    // them from their profile, and the conversation starts.
+    let (stranger, stranger_public) = world.person("Stranger").await;
+    world.fake.connect(&world.account, &stranger_public);
+    world.fake.drop_next_webhook();
+    world
+        .fake
+        .reply(
+            &world.account,
+            &stranger_public,
+            "Saw your post, can we talk?",
+        )
+        .await;
+    world.advance(3 * HOUR_S + 60).await;
+    let conversations = world
+        .app
+        .get(
+            &format!("/conversations?sender_id={}", world.sender),
+            &world.app.key,
+        )
+        .await;
+    let conversations = conversations.expect(200).clone();
+    assert!(
+        conversations["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .any(|c| c["prospect_id"] == stranger.as_str()),
+        "{conversations}"
+    );
+
     // Withdrawn in the network's own app: gone from pending, not a relation.
     let (other, other_public) = world.person("gone").await;
     let other_sequence = world

@@ -343,6 +343,19 @@ async fn poll_sender(
                 .get("sender_id")
                 .and_then(Value::as_str)
                 .or_else(|| chat.get("attendee_provider_id").and_then(Value::as_str));
+            // Someone this sender never reached (they wrote first): their profile names them.
+            let known = match from {
+                Some(from) => unipile.profile_url_of(sender_id, from).await?.is_some(),
+                None => false,
+            };
+            let public = match from {
+                Some(from) if !known => {
+                    unipile
+                        .public_identifier_of(&sender.account_id, sender_id, from)
+                        .await?
+                }
+                _ => None,
+            };
             found.push(json!({
                 "event": "message_received",
                 "account_id": sender.account_id,
@@ -350,7 +363,7 @@ async fn poll_sender(
                 "message_id": message.get("id"),
                 "message": message.get("text"),
                 "timestamp": message.get("timestamp"),
-                "sender": {"attendee_provider_id": from},
+                "sender": {"attendee_provider_id": from, "attendee_public_identifier": public},
             }));
         }
         if watermark.is_none() {

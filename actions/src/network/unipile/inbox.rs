@@ -126,6 +126,9 @@ pub async fn store(
     } else {
         "received"
     };
+    // Only a body to apply holds its fact's key: one that changes nothing must not keep a later,
+    // better one of the same fact out.
+    let dedup_key = dedup_key.filter(|_| ignored.is_none());
     let inserted = insert(
         conn,
         source,
@@ -251,8 +254,11 @@ pub async fn hand_over(
             Ok(None) => ("applied", None),
             Err(why) => ("ignored", Some(why)),
         };
+        // An ignored body gives its fact's key back (see `store`): the same fact heard again, by
+        // the other path, with what this one lacked, is still applied.
         sqlx::query(
-            "update unipile_inbox set status = $2, note = $3, processed_at = $4 where id = $1",
+            "update unipile_inbox set status = $2, note = $3, processed_at = $4, \
+             dedup_key = case when $2 = 'ignored' then null else dedup_key end where id = $1",
         )
         .bind(&id)
         .bind(status)

@@ -323,6 +323,31 @@ impl Unipile {
         Ok(found)
     }
 
+    /// The public identifier of the person Unipile calls `provider_id` for this account, read
+    /// from their profile (`None` when Unipile does not know them).
+    pub(crate) async fn public_identifier_of(
+        &self,
+        account_id: &str,
+        sender_id: &str,
+        provider_id: &str,
+    ) -> Result<Option<String>, NetworkError> {
+        match self
+            .client
+            .get(
+                &format!("/users/{}", encode(provider_id)),
+                &[("account_id", account_id.to_owned())],
+            )
+            .await
+        {
+            Ok(profile) => Ok(profile
+                .get("public_identifier")
+                .and_then(Value::as_str)
+                .map(str::to_owned)),
+            Err(Failure::Refused { status: 404, .. }) => Ok(None),
+            Err(failure) => Err(self.fail(failure, Op::Read, sender_id).await),
+        }
+    }
+
     /// The profile URL of the person Unipile calls `provider_id` for this sender, if the adapter
     /// learnt it.
     pub(crate) async fn profile_url_of(
