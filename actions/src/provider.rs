@@ -157,7 +157,14 @@ pub fn settings(config: &Config) -> NetworkSettings {
 /// The provider of this configuration, or 503 `network_not_configured` with the settings to set:
 /// production never falls back to the sandbox.
 pub fn configured(config: &Config) -> Result<Provider, ApiError> {
-    let settings = settings(config);
+    configured_in(&settings(config), &config.environment)
+}
+
+/// [`configured`] for settings already read.
+pub fn configured_in(
+    settings: &NetworkSettings,
+    environment: &Environment,
+) -> Result<Provider, ApiError> {
     let choice = settings
         .network
         .as_deref()
@@ -168,7 +175,7 @@ pub fn configured(config: &Config) -> Result<Provider, ApiError> {
         Some(UNIPILE) => Err(not_configured(
             "OUTREACH_NETWORK=unipile is set without UNIPILE_DSN, UNIPILE_API_KEY and UNIPILE_WEBHOOK_SECRET",
         )),
-        _ if config.environment.is_production() => Err(not_configured(
+        _ if environment.is_production() => Err(not_configured(
             "No professional network is configured for this production server, so nothing can be sent",
         )),
         None | Some(SANDBOX) => Ok(Provider::Sandbox),

@@ -259,11 +259,6 @@ async fn run_sync(job: JobCtx) -> JobResult {
     let relations_due = sender
         .relations_checked_at
         .is_none_or(|at| now - at >= RELATIONS_EVERY_MS);
-    let messages_every = if sender.live {
-        LIVE_MESSAGES_EVERY_MS
-    } else {
-        RELATIONS_EVERY_MS
-    };
     let messages_due = sender
         .messages_after
         .is_none_or(|_| relations_due || sender.live);
@@ -304,7 +299,7 @@ async fn run_sync(job: JobCtx) -> JobResult {
     let every = if live_now {
         LIVE_MESSAGES_EVERY_MS
     } else {
-        messages_every
+        RELATIONS_EVERY_MS
     };
     Ok(JobOutcome::Snooze {
         until_ms: now + every,

@@ -396,7 +396,7 @@ pub enum Network {
 /// `network_not_configured` until a provider is. Production never falls back to the sandbox.
 pub fn network_for(config: &Config, db: &Db, clock: &Clock) -> Result<Network, ApiError> {
     let settings = crate::provider::settings(config);
-    match crate::provider::configured(config)? {
+    match crate::provider::configured_in(&settings, &config.environment)? {
         Provider::Sandbox => Ok(Network::Sandbox(Sandbox::new(
             db.clone(),
             clock.clone(),

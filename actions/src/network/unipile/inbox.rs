@@ -466,10 +466,10 @@ async fn remember_chat(
 }
 
 /// What a Unipile account status means for its sender: the status it takes, and the reason
-/// kept with it (`None` clears a halt). `CONNECTING` and statuses this table does not know
-/// change nothing (`Connected` with `keep` true).
-pub fn account_status_of(status: &str) -> (AccountStatus, Option<String>) {
-    match status {
+/// kept with it (`None` clears a halt); `None` for `CONNECTING` and the statuses this table does
+/// not know, which change nothing.
+pub fn account_status_of(status: &str) -> Option<(AccountStatus, Option<String>)> {
+    Some(match status {
         "CREDENTIALS" => (
             AccountStatus::NeedsReauth,
             Some("Unipile needs the account's owner to sign in again (CREDENTIALS)".to_owned()),
@@ -484,22 +484,11 @@ pub fn account_status_of(status: &str) -> (AccountStatus, Option<String>) {
             AccountStatus::Disconnected,
             Some("the account was deleted from Unipile: connect the sender again".to_owned()),
         ),
-        _ => (AccountStatus::Connected, None),
-    }
-}
-
-/// Whether a Unipile status changes a sender at all.
-fn changes_sender(status: &str) -> bool {
-    matches!(
-        status,
-        "OK" | "RECONNECTED"
-            | "SYNC_SUCCESS"
-            | "CREATION_SUCCESS"
-            | "CREDENTIALS"
-            | "ERROR"
-            | "STOPPED"
-            | "DELETED"
-    )
+        "OK" | "RECONNECTED" | "SYNC_SUCCESS" | "CREATION_SUCCESS" => {
+            (AccountStatus::Connected, None)
+        }
+        _ => return None,
+    })
 }
 
 /// Applies a Unipile account status to its sender (with the sender's events), in `conn`.
@@ -509,10 +498,9 @@ pub async fn apply_account_status(
     status: &str,
     now_ms: i64,
 ) -> Result<(), ApiError> {
-    if !changes_sender(status) {
+    let Some((account, reason)) = account_status_of(status) else {
         return Ok(());
-    }
-    let (account, reason) = account_status_of(status);
+    };
     let sender_status = match account {
         AccountStatus::Connected => SenderStatus::Connected,
         AccountStatus::NeedsReauth => SenderStatus::NeedsReauth,

@@ -180,18 +180,27 @@ impl Unipile {
         sender_id: &str,
         profile_url: &str,
     ) -> Result<Value, NetworkError> {
+        match self.read_profile(account_id, profile_url).await? {
+            Ok(profile) => Ok(profile),
+            Err(failure) => Err(self.fail(failure, Op::Read, sender_id).await),
+        }
+    }
+
+    /// `GET /users/{public id}` as the account sees it, without telling the person: the outer
+    /// error is a profile URL with no identifier, the inner one Unipile's failure.
+    async fn read_profile(
+        &self,
+        account_id: &str,
+        profile_url: &str,
+    ) -> Result<Result<Value, Failure>, NetworkError> {
         let identifier = public_id(profile_url)?;
-        match self
+        Ok(self
             .client
             .get(
                 &format!("/users/{}", encode(&identifier)),
                 &[("account_id", account_id.to_owned())],
             )
-            .await
-        {
-            Ok(profile) => Ok(profile),
-            Err(failure) => Err(self.fail(failure, Op::Read, sender_id).await),
-        }
+            .await)
     }
 
     /// Unipile's id of the person for this account: remembered, or looked up (a read).
@@ -700,14 +709,9 @@ impl NetworkProvider for Unipile {
         // A pure read that writes nothing, not even a back-off: the step executor asks it inside
         // its own transaction (on SQLite the database's one writer).
         let account_id = self.account_id(account).await?;
-        let identifier = public_id(profile_url)?;
         let profile = self
-            .client
-            .get(
-                &format!("/users/{}", encode(&identifier)),
-                &[("account_id", account_id)],
-            )
-            .await
+            .read_profile(&account_id, profile_url)
+            .await?
             .map_err(|failure| classify(&failure, Op::Read, self.now()))?;
         Ok(state_of(&profile))
     }
@@ -851,7 +855,7 @@ impl NetworkProvider for Unipile {
             .and_then(|source| source.get("status"))
             .and_then(Value::as_str)
             .unwrap_or("OK");
-        Ok(inbox::account_status_of(status).0)
+        Ok(inbox::account_status_of(status).map_or(AccountStatus::Connected, |(status, _)| status))
     }
 
     async fn find_outbound(
