@@ -410,7 +410,9 @@ enum SandboxCommand {
         #[arg(long, default_value_t = 0)]
         offset: u64,
     },
-    /// Move the shared test clock forward (for servers started with --test-clock).
+    /// Move the shared test clock forward (for servers started with --test-clock); the
+    /// server's workers then run what is due at the new time. The `advance_clock` action also
+    /// plays the interval out, each step at its own time.
     AdvanceClock {
         #[arg(long)]
         seconds: i64,
@@ -1038,7 +1040,7 @@ async fn run_sandbox(db: &Db, command: SandboxCommand) -> anyhow::Result<Value> 
             )?)
         }
         SandboxCommand::AdvanceClock { seconds } => {
-            let now = helpers::advance(db, &clock, seconds)
+            let now = outreach_actions::sandbox_clock::advance(db, &clock, seconds)
                 .await
                 .map_err(api_error)?;
             Ok(json!({"now": outreach_runtime::clock::rfc3339(now)}))

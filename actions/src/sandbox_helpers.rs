@@ -1,5 +1,5 @@
 //! The sandbox's test helpers, like Stripe's: make a person accept or reply now, disconnect an
-//! account, read what the network received, and move the shared test clock.
+//! account, and read what the network received (the test clock's helpers are `sandbox_clock`).
 //!
 //! They are `#[action(test_helper)]`s: outside production they are ordinary actions with both
 //! faces; in production the registry leaves them out, so they are neither routed, listed in
@@ -12,7 +12,7 @@
 //! we give it.
 
 use outreach_runtime::prelude::{
-    ApiError, Clock, Ctx, Db, ErrorCode, Page, PageParams, Timestamp, action, paged, test_clock,
+    ApiError, Clock, Ctx, Db, ErrorCode, Page, PageParams, Timestamp, action, paged,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -20,11 +20,10 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::common::IdKind;
-use crate::delivery::inbound::{deliver_due, ingest};
+use crate::delivery::inbound::ingest;
 use crate::network::sandbox::{insert_message, relation};
 use crate::network::{
     AccountStatus, ChatDirection, ConnectionState, InboundEvent, MAX_MESSAGE_CHARS, OutboundKind,
-    network_for,
 };
 
 outreach_runtime::prelude::resource_tag!(
@@ -32,9 +31,6 @@ outreach_runtime::prelude::resource_tag!(
     toolset = "sandbox",
     "Test helpers of the simulated network, outside production only: the clock, acceptances, replies, a sender's status and latency, and the network's log."
 );
-
-/// The most `advance_clock` moves at once: a year.
-const MAX_ADVANCE_SECONDS: i64 = 366 * 24 * 3600;
 
 /// The id of a sender of the workspace: 400 for an id of the wrong shape, 404 for one the
 /// workspace has no (live) sender with. The sandbox plays the network of the workspace's own
@@ -706,65 +702,4 @@ outreach_runtime::prelude::example!(list_sandbox_log,
 outreach_runtime::prelude::parity!(list_sandbox_log, read,
     ok: {"kind": "invitation", "limit": 5, "sender_id": "$pending_sender"},
     fails: {"kind": "poke"} => INVALID_REQUEST
-);
-
-/// The input of `advance_clock`.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct AdvanceClockInput {
-    /// How far to move the clock forward, in seconds: 1 to 31622400 (a year).
-    #[schemars(range(min = 1, max = 31_622_400))]
-    pub seconds: i64,
-}
-
-/// The service's time after `advance_clock`.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ClockNow {
-    /// The new time, which every instance on the database now shows.
-    pub now: Timestamp,
-    /// Sandbox events that fell due and were delivered for this workspace (acceptances, replies).
-    pub delivered_events: u64,
-}
-
-/// Moves the shared test clock by `seconds` (checked) and answers the new time.
-pub async fn advance(db: &Db, clock: &Clock, seconds: i64) -> Result<i64, ApiError> {
-    if !(1..=MAX_ADVANCE_SECONDS).contains(&seconds) {
-        return Err(ApiError::invalid_request(format!(
-            "`seconds` must be between 1 and {MAX_ADVANCE_SECONDS} (a year); the clock only moves forward."
-        )));
-    }
-    test_clock::advance(db, clock, seconds * 1000).await
-}
-
-/// Move the test clock forward.
-///
-/// Test helper (outside production only). Moves the service's clock forward by `seconds` for
-/// every instance on the database, so a month of outreach runs in seconds; then delivers the
-/// sandbox's acceptances and replies that fell due for this workspace. Needs a server started
-/// with `outreach serve --test-clock`: otherwise a 409 `invalid_state`.
-#[action(
-    scope = "write",
-    idempotent,
-    test_helper,
-    http = "POST /sandbox/clock/advance"
-)]
-pub async fn advance_clock(ctx: Ctx, input: AdvanceClockInput) -> Result<ClockNow, ApiError> {
-    let now = advance(ctx.db(), ctx.clock(), input.seconds).await?;
-    let delivered_events = match network_for(ctx.config(), ctx.db(), ctx.clock()) {
-        Ok(network) => deliver_due(&network, ctx.db(), ctx.clock(), ctx.workspace_id()).await?,
-        Err(_) => 0,
-    };
-    Ok(ClockNow {
-        now: Timestamp(now),
-        delivered_events,
-    })
-}
-
-outreach_runtime::prelude::example!(advance_clock,
-    request: {"seconds": 86400},
-    response: {"delivered_events": 2, "now": "2026-11-24T18:22:30.065Z"}
-);
-
-outreach_runtime::prelude::parity!(advance_clock, write,
-    ok: {"seconds": 1},
-    fails: {"seconds": 0} => INVALID_REQUEST
 );

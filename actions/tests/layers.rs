@@ -57,9 +57,9 @@ const LAYERS: Layers = &[
     &["approvals"],
     // The agents and their runs, which propose.
     &["agents"],
-    // Counts over everything, and the sandbox's test helpers, which drive the network and
-    // delivery both.
-    &["dashboard", "sandbox_helpers"],
+    // Counts over everything, and the sandbox's test helpers and its clock, which drive the
+    // network, delivery and the job queue.
+    &["dashboard", "sandbox_helpers", "sandbox_clock"],
 ];
 
 /// Upward imports still to remove: (importer, imported, what removes it). None are left; the

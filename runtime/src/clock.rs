@@ -61,6 +61,17 @@ impl Clock {
             + self.shared_offset_ms.load(Ordering::Relaxed)
     }
 
+    /// This clock's time without the offset read from the database: what a shared test clock
+    /// adds that offset to.
+    pub fn unshared_now_ms(&self) -> i64 {
+        self.now_ms() - self.shared_offset_ms()
+    }
+
+    /// The offset last read from the database (a shared test clock; 0 otherwise).
+    pub fn shared_offset_ms(&self) -> i64 {
+        self.shared_offset_ms.load(Ordering::Relaxed)
+    }
+
     /// A clock that reads `ms` now and runs on from there: for a writer handed a time rather
     /// than a clock (an event's, say) that must hand a clock on.
     pub fn starting_at(ms: i64) -> Self {

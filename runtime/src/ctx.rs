@@ -245,6 +245,11 @@ impl Ctx {
         &self.config
     }
 
+    /// The configuration as a handle to keep, for work the call hands on (jobs it runs itself).
+    pub fn config_handle(&self) -> Arc<Config> {
+        self.config.clone()
+    }
+
     pub fn request_id(&self) -> &str {
         &self.request_id
     }

@@ -838,6 +838,41 @@ pub fn lease_now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// The earliest time after `after_ms` at which a waiting job of a kind not in `except` falls
+/// due; `None` when none waits. The test clock's play-out moves from one such time to the next
+/// (leaving out the periodic pollers, which would make a stop of every few minutes).
+pub async fn next_due_after(
+    db: &Db,
+    after_ms: i64,
+    except: &[&str],
+) -> Result<Option<i64>, ApiError> {
+    let rows = sqlx::query(
+        "select kind, min(run_at) as run_at from jobs where state = 'available' and run_at > $1 \
+         group by kind",
+    )
+    .bind(after_ms)
+    .fetch_all(db.pool())
+    .await?;
+    let mut earliest = None;
+    for row in rows {
+        let kind: String = row.try_get("kind")?;
+        if except.contains(&kind.as_str()) {
+            continue;
+        }
+        let run_at: i64 = row.try_get("run_at")?;
+        earliest = Some(earliest.map_or(run_at, |at: i64| at.min(run_at)));
+    }
+    Ok(earliest)
+}
+
+/// How many jobs are running now, on any instance.
+pub async fn running_count(db: &Db) -> Result<i64, ApiError> {
+    let row = sqlx::query("select count(*) as running from jobs where state = 'running'")
+        .fetch_one(db.pool())
+        .await?;
+    Ok(row.try_get("running")?)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Claims, heartbeats and rescue: what the worker does to the table.
 

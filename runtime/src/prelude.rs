@@ -8,7 +8,8 @@
 //! the context and its transaction, errors, paging, prices and their plans, price items and
 //! recoveries (declared beside the actions that need them), the long calls the MCP face offers as
 //! tasks (`mcp_task!` and the view of their output), durable jobs and their handlers, the
-//! configuration (which network to use, which drafting model) and the shared test clock, leases
+//! configuration (which network to use, which drafting model) and the shared test clock (with
+//! the worker's `drain`, which plays out what falls due as it moves), leases
 //! for marks others must see while work runs, the deletions of a domain's old rows (`purge!`), scopes and roles (and a credential's scope read
 //! afresh, for a job acting on a person's behalf), ids, times and stored text enums, the backend
 //! switch for the few queries that differ, and the credit ledger that the credits actions show.
@@ -35,6 +36,7 @@ pub use crate::principal::{CredentialKind, scope_now};
 pub use crate::scope::{Role, Scope};
 pub use crate::tasks::{TaskProgress, TaskState, TaskView};
 pub use crate::test_clock;
+pub use crate::worker;
 pub use crate::{
     callback, error_codes, example, job, mcp_task, parity, preview_field, price_item, purge,
     recovery, resource_tag, text_body, text_enum, toolset,

@@ -406,15 +406,30 @@ async fn an_instance_killed_while_sending_is_reconciled_after_its_restart() {
         } else {
             victim.as_ref().expect("the victim runs").base_url.clone()
         };
-        post(
-            &app,
-            &base,
-            &app.key,
-            "/sandbox/clock/advance",
-            json!({"seconds": STEP_S}),
-        )
-        .await;
-        if kills < KILLS && round % 7 == 3 {
+        // The advance plays its interval out before it answers (the steps run inside the call
+        // on the instance that takes it, and on the others' workers): a round that kills sends
+        // it without waiting, so the kill can land in the middle of it.
+        let advance = {
+            let (client, key) = (app.client.clone(), app.key.clone());
+            async move {
+                client
+                    .post(format!("{base}/api/v1/sandbox/clock/advance"))
+                    .bearer_auth(key)
+                    .json(&json!({"seconds": STEP_S}))
+                    .send()
+                    .await
+                    .map(|response| response.status())
+            }
+        };
+        let kill_round = kills < KILLS && round % 7 == 3;
+        let in_flight = if kill_round {
+            Some(tokio::spawn(advance))
+        } else {
+            let status = advance.await.expect("advance the clock");
+            assert!(status.is_success(), "advance_clock: {status}");
+            None
+        };
+        if kill_round {
             // In the middle of sending: as soon as an intent is pending, the victim dies with
             // whatever it holds, and starts again.
             let mut pending = 0;
@@ -445,6 +460,10 @@ async fn an_instance_killed_while_sending_is_reconciled_after_its_restart() {
                 );
                 victim = Some(serve_process(&app).await);
             }
+        }
+        if let Some(in_flight) = in_flight {
+            // Answered, or cut off with the victim: either way the next rounds play on.
+            let _ = in_flight.await;
         }
         wait_idle(&app).await;
         if steps_in_log(&app).await.len() == PEOPLE * STEPS

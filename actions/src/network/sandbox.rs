@@ -398,6 +398,38 @@ impl Sandbox {
         })
     }
 
+    /// The earliest moment after `after_ms` at which something the sandbox's people do falls
+    /// due (an acceptance or a reply, in any workspace); `None` when nothing waits. The test
+    /// clock's play-out stops there, so each happens at its own time.
+    pub async fn next_due_after(db: &Db, after_ms: i64) -> Result<Option<i64>, ApiError> {
+        let row = sqlx::query(
+            "select min(accept_at) as accept_at, min(reply_at) as reply_at from ( \
+               select case when state = 'pending' and accept_at > $1 then accept_at end as accept_at, \
+                 case when reply_at > $1 then reply_at end as reply_at \
+               from sandbox_connections) as due",
+        )
+        .bind(after_ms)
+        .fetch_one(db.pool())
+        .await?;
+        let accept_at: Option<i64> = row.try_get("accept_at")?;
+        let reply_at: Option<i64> = row.try_get("reply_at")?;
+        Ok([accept_at, reply_at].into_iter().flatten().min())
+    }
+
+    /// The workspaces with an acceptance or a reply due by `now_ms` and not yet handed over.
+    pub async fn workspaces_due(db: &Db, now_ms: i64) -> Result<Vec<String>, ApiError> {
+        let rows = sqlx::query(
+            "select distinct workspace_id from sandbox_connections \
+             where (state = 'pending' and accept_at <= $1) or reply_at <= $1 order by workspace_id",
+        )
+        .bind(now_ms)
+        .fetch_all(db.pool())
+        .await?;
+        rows.iter()
+            .map(|row| Ok(row.try_get("workspace_id")?))
+            .collect()
+    }
+
     /// Marks what fell due by `now` for the workspace, in the caller's transaction, and hands
     /// the events over: invitations accepted, then replies. Two pollers at once cannot hand an
     /// event over twice: each change is a compare-and-set on the row. The people concerned
