@@ -23,6 +23,7 @@ const OWNERS: &[(&str, &str)] = &[
     ("prospects", "prospects/"),
     ("prospect_tags", "prospects/"),
     ("prospect_totals", "prospects/"),
+    ("do_not_contact_entries", "prospects/do_not_contact.rs"),
     ("targetings", "targeting.rs"),
     ("scoring_runs", "scoring/"),
     ("scoring_results", "scoring/"),

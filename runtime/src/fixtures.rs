@@ -166,6 +166,10 @@ pub const WORLD: &[(&str, &str)] = &[
         "webhook_endpoint",
         "a webhook endpoint taking `sequence.paused`, at a loopback port nothing answers",
     ),
+    (
+        "dnc_entry",
+        "a do-not-contact entry of the domain `world-<number>.example`",
+    ),
 ];
 
 /// Every registered fixture by action name; an action with two is an error (a test reads it).

@@ -64,6 +64,8 @@ pub(crate) async fn insert_prospects(
         .map(|(id, _)| id.as_str())
         .collect();
     super::do_not_contact_added(tx, workspace_id, &marked, now).await?;
+    let written: Vec<&str> = ids.iter().map(String::as_str).collect();
+    super::do_not_contact::flag_listed(tx, workspace_id, &written, now).await?;
     crate::prospects::totals::add(tx, workspace_id, ids.len() as i64).await
 }
 
@@ -168,6 +170,7 @@ pub(crate) async fn update_prospect(
     fields: &Fields,
 ) -> Result<(), ApiError> {
     write_fields(tx, workspace_id, id, fields, now).await??;
+    super::do_not_contact::flag_listed(tx, workspace_id, &[id], now).await?;
     if fields.do_not_contact && !old.do_not_contact {
         super::do_not_contact_added(tx, workspace_id, &[id], now).await?;
     }

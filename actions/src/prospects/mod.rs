@@ -6,6 +6,7 @@
 //! and in `prospect_tags` (what the `tag` filter looks up), written in one transaction.
 
 pub mod bulk;
+pub mod do_not_contact;
 pub(crate) mod normalize;
 pub mod scores;
 pub mod totals;
@@ -523,6 +524,7 @@ pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Pro
     }
     write_tags(&mut tx, ctx.workspace_id(), &id, &fields.tags).await?;
     totals::add(&mut tx, ctx.workspace_id(), 1).await?;
+    do_not_contact::flag_listed(&mut tx, ctx.workspace_id(), &[id.as_str()], now).await?;
     if fields.do_not_contact {
         do_not_contact_added(&mut tx, ctx.workspace_id(), &[id.as_str()], now).await?;
     }
@@ -1157,6 +1159,12 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     if fields.tags != current.tags {
         write_tags(&mut tx, ctx.workspace_id(), &current.id, &fields.tags).await?;
     }
+    if !fields.do_not_contact && current.do_not_contact {
+        // The flag and the list are one rule: clearing one clears the other.
+        do_not_contact::unlist_prospect(&mut tx, ctx.workspace_id(), &current.id).await?;
+    }
+    let written = [current.id.as_str()];
+    do_not_contact::flag_listed(&mut tx, ctx.workspace_id(), &written, ctx.now_ms()).await?;
     if fields.do_not_contact && !current.do_not_contact {
         let marked = [current.id.as_str()];
         do_not_contact_added(&mut tx, ctx.workspace_id(), &marked, ctx.now_ms()).await?;
@@ -1318,7 +1326,9 @@ pub(crate) async fn do_not_contact_added(
         .map(|id| serde_json::json!({"prospect_id": id}))
         .collect();
     let kind = crate::events::EventType::ProspectDoNotContactAdded;
-    crate::events::record_many(conn, workspace_id, now, kind, &data).await
+    crate::events::record_many(conn, workspace_id, now, kind, &data).await?;
+    // The flag and the list are one rule: a flagged prospect is on the list.
+    do_not_contact::list_flagged(conn, workspace_id, ids, None, now).await
 }
 
 /// Notes that the prospect is now a connection of one of the workspace's senders.
@@ -1424,9 +1434,9 @@ pub(crate) async fn set_contact(
     .bind(email)
     .bind(company_domain)
     .bind(now)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
-    Ok(())
+    do_not_contact::flag_listed(conn, workspace_id, &[id], now).await
 }
 
 #[cfg(test)]
