@@ -744,3 +744,73 @@ async fn new_steps_rerender_the_queue_or_are_refused_naming_the_prospects_they_d
         json!([{"step_index": 0, "type": "connection_request", "text": "Hello Ada at Engines"}])
     );
 }
+
+#[tokio::test]
+async fn clone_sequence_copies_the_design_into_a_draft_without_its_people() {
+    let app = spawn_app().await;
+    let send = send_key(&app).await;
+    let sender = insert_sender(&app, &app.workspace_id, "Ann", "connected").await;
+    let original = sequence(&app, &[&sender]).await;
+    app.patch_json(
+        &format!("/sequences/{original}"),
+        &app.key,
+        json!({"settings": {"exit_after_days_without_acceptance": 9}, "schedule": {"respect_prospect_timezone": true}}),
+    )
+    .await
+    .expect(200);
+    let ada = prospect(&app, "Ada", "Engines").await;
+    app.post_json(
+        &format!("/sequences/{original}/enrollments"),
+        &app.key,
+        json!({"prospect_ids": [ada]}),
+    )
+    .await
+    .expect(200);
+    app.post_json(&format!("/sequences/{original}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    let before = sequence_count(&app).await;
+
+    let copy = app
+        .post_json(&format!("/sequences/{original}/clone"), &app.key, json!({}))
+        .await;
+    let copy = copy.expect(200).clone();
+    let source = app.get(&format!("/sequences/{original}"), &app.key).await;
+    let source = source.expect(200).clone();
+    assert_ne!(copy["id"], source["id"]);
+    assert_eq!(copy["name"], "Q3 founders (copy)");
+    assert_eq!(copy["status"], "draft");
+    for field in ["steps", "settings", "schedule", "sender_ids"] {
+        assert_eq!(copy[field], source[field], "{field}");
+    }
+    assert_eq!(copy["enrollment_counts"]["awaiting_approval"], 0, "{copy}");
+    assert_eq!(source["enrollment_counts"]["awaiting_approval"], 1);
+    let named = app
+        .post_json(
+            &format!("/sequences/{original}/clone"),
+            &app.key,
+            json!({"name": "Q4 founders"}),
+        )
+        .await;
+    assert_eq!(named.expect(200)["name"], "Q4 founders");
+    assert_eq!(sequence_count(&app).await, before + 2);
+
+    // Bad input changes nothing.
+    let missing = app
+        .post_json(
+            "/sequences/seq_00000000000NoSuchOne/clone",
+            &app.key,
+            json!({}),
+        )
+        .await;
+    missing.expect_error(404, "not_found");
+    let blank = app
+        .post_json(
+            &format!("/sequences/{original}/clone"),
+            &app.key,
+            json!({"name": "  "}),
+        )
+        .await;
+    blank.expect_error(400, "invalid_request");
+    assert_eq!(sequence_count(&app).await, before + 2);
+}

@@ -7,6 +7,7 @@
 //! so a sequence that exists can always be rendered. Rendering per prospect happens when people
 //! are added (`approvals::propose`), where a text that grows past its limit is reported for that prospect.
 
+pub mod clone;
 pub mod states;
 pub mod templates;
 
