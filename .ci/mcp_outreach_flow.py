@@ -178,7 +178,7 @@ async def flow(base: str, key: str) -> None:
             replies = [e for e in await me.log() if e["kind"] == "message" and e["text"] == "Great! Does Tuesday work?"]
             check(len(replies) == 1, f"the reply reached the network once: {replies}")
             read = await me.call("mark_conversation_read", {"id": conversation["id"]})
-            check(read["unread_count"] == 0, f"marked read: {read}")
+            check(read["conversations"][0]["unread_count"] == 0, f"marked read: {read}")
             print("  replied: the enrollment finished as `replied`; our reply went once; conversation read")
 
 

@@ -99,6 +99,44 @@ pub fn json_text<T: Serialize>(value: &T) -> Result<String, ApiError> {
     serde_json::to_string(value).map_err(ApiError::internal)
 }
 
+/// For `#[serde(default, deserialize_with = "crate::common::one_or_many")]` on an
+/// `Option<Vec<String>>` filter that takes one value or a list (a list over REST is
+/// comma-separated): a string is a list of one. Its schema is [`one_or_many_ids_schema`].
+pub fn one_or_many<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<String>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match Option::<OneOrMany>::deserialize(deserializer)? {
+        None => None,
+        Some(OneOrMany::One(one)) => Some(vec![one]),
+        Some(OneOrMany::Many(many)) => Some(many),
+    })
+}
+
+/// [`one_or_many`] for a required field: one value, or a list.
+pub fn one_or_many_required<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<String>, D::Error> {
+    one_or_many(deserializer)?
+        .ok_or_else(|| serde::de::Error::custom("expected an id or a list of ids, not null"))
+}
+
+/// The schema of a [`one_or_many`] filter of ids: one id, or a list of 1 to 20.
+pub fn one_or_many_ids_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "anyOf": [
+            {"type": "string", "minLength": 1},
+            {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": 20},
+            {"type": "null"}
+        ]
+    })
+}
+
 /// For `#[serde(default, deserialize_with = "crate::common::patch")]` on an `Option<Option<T>>`
 /// field of an update input: absent keeps the value, `null` clears it, a value sets it.
 pub fn patch<'de, D: Deserializer<'de>, T: Deserialize<'de>>(

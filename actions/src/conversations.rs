@@ -89,10 +89,40 @@ pub struct Conversation {
     /// When `mark_conversation_read` was last called.
     pub read_at: Option<Timestamp>,
     pub created_at: Timestamp,
+    /// Who the prospect is, so an inbox page needs no second call.
+    pub prospect: ConversationProspect,
+    /// The last message's text, cut to 200 characters.
+    pub last_message_preview: Option<String>,
+    /// What triage read the latest inbound message as; null until triaged (or without one).
+    pub classification: Option<Classification>,
+    /// Whether a reply drafted for this conversation waits in the approval queue.
+    pub has_draft: bool,
 }
 
-const CONVERSATION_COLUMNS: &str = "id, sender_id, prospect_id, sequence_id, unread_count, \
-    last_message_at, last_inbound_at, last_outbound_at, read_at, created_at";
+/// The prospect of a conversation, as an inbox shows them.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ConversationProspect {
+    /// First and last name.
+    pub name: Option<String>,
+    pub headline: Option<String>,
+    /// The latest scoring tier (`a` to `d`, `disqualified`); null until scored.
+    pub tier: Option<crate::prospects::Tier>,
+}
+
+/// How long a conversation's `last_message_preview` is, at most.
+const PREVIEW_CHARS: usize = 200;
+
+/// A conversation's columns (`c`), its prospect's (`p`), its latest inbound message's
+/// classification and its last message's text, and whether a reply draft waits.
+const CONVERSATION_SELECT: &str = "select c.id, c.sender_id, c.prospect_id, c.sequence_id, c.unread_count, \
+    c.last_message_at, c.last_inbound_at, c.last_outbound_at, c.read_at, c.created_at, \
+    p.first_name, p.last_name, p.headline, p.tier, \
+    (select m.classification from messages m where m.conversation_id = c.id and m.direction = 'inbound' \
+      order by m.at desc, m.id desc limit 1) as classification, \
+    (select m.text from messages m where m.conversation_id = c.id order by m.at desc, m.id desc limit 1) as last_text, \
+    cast(case when exists (select 1 from approvals a where a.workspace_id = c.workspace_id and a.kind = 'reply' \
+      and a.subject_id = c.id and a.status = 'pending') then 1 else 0 end as bigint) as has_draft \
+    from conversations c join prospects p on p.id = c.prospect_id";
 
 impl Conversation {
     fn from_row(row: &AnyRow) -> Result<Self, ApiError> {
@@ -113,7 +143,37 @@ impl Conversation {
                 .map(Timestamp),
             read_at: row.try_get::<Option<i64>, _>("read_at")?.map(Timestamp),
             created_at: Timestamp(row.try_get("created_at")?),
+            prospect: ConversationProspect {
+                name: crate::prospects::normalize::full_name(
+                    row.try_get::<Option<String>, _>("first_name")?.as_deref(),
+                    row.try_get::<Option<String>, _>("last_name")?.as_deref(),
+                ),
+                headline: row.try_get("headline")?,
+                tier: row
+                    .try_get::<Option<String>, _>("tier")?
+                    .as_deref()
+                    .and_then(crate::prospects::Tier::parse),
+            },
+            last_message_preview: row
+                .try_get::<Option<String>, _>("last_text")?
+                .map(|text| preview(&text)),
+            classification: row
+                .try_get::<Option<String>, _>("classification")?
+                .map(|text| Classification::from_db(&text))
+                .transpose()?,
+            has_draft: row.try_get::<i64, _>("has_draft")? != 0,
         })
+    }
+}
+
+/// The first [`PREVIEW_CHARS`] characters of a message, with `…` when cut.
+fn preview(text: &str) -> String {
+    let mut chars = text.chars();
+    let head: String = chars.by_ref().take(PREVIEW_CHARS).collect();
+    if chars.next().is_some() {
+        format!("{head}…")
+    } else {
+        head
     }
 }
 
@@ -174,7 +234,7 @@ pub async fn fetch(
 ) -> Result<Conversation, ApiError> {
     IdKind::Conversation.check(id)?;
     let row = sqlx::query(AssertSqlSafe(format!(
-        "select {CONVERSATION_COLUMNS} from conversations where workspace_id = $1 and id = $2"
+        "{CONVERSATION_SELECT} where c.workspace_id = $1 and c.id = $2"
     )))
     .bind(workspace_id)
     .bind(id)
@@ -509,49 +569,124 @@ pub async fn record_inbound(
 pub struct ListConversationsInput {
     /// Only conversations with unread inbound messages (`true`) or without (`false`).
     pub unread: Option<bool>,
-    /// Only this sender account's (`snd_...`).
-    pub sender_id: Option<String>,
+    /// Only these sender accounts' (`snd_...`): one id, or up to 20 (a list; over REST,
+    /// comma-separated).
+    #[serde(default, deserialize_with = "crate::common::one_or_many")]
+    #[schemars(schema_with = "crate::common::one_or_many_ids_schema")]
+    pub sender_id: Option<Vec<String>>,
     /// Only conversations a sequence (`seq_...`) started.
     pub sequence_id: Option<String>,
     /// Only conversations where the prospect has written (`true`) or has not (`false`).
     pub replied: Option<bool>,
+    /// Only conversations whose latest inbound message triage read as this.
+    pub classification: Option<Classification>,
+    /// Only conversations with (`true`) or without (`false`) a reply draft waiting for approval.
+    pub has_draft: Option<bool>,
+    /// Only conversations whose last message contains this text (any case; 1 to 200 characters).
+    #[schemars(length(min = 1, max = 200))]
+    pub q: Option<String>,
+    /// `last_inbound` (default): the latest reply first, conversations without one after them;
+    /// `last_message`: the latest message either way first.
+    pub sort: Option<ConversationSort>,
     #[serde(flatten)]
     pub page: PageParams,
 }
 
-/// List conversations, the most recent message first.
+text_enum! {
+    /// How `list_conversations` orders its page.
+    pub enum ConversationSort {
+        /// The latest inbound message first; conversations nobody answered after them.
+        LastInbound => "last_inbound",
+        /// The latest message, either way, first.
+        LastMessage => "last_message",
+    }
+}
+
+/// The most senders one `list_conversations` names.
+const MAX_SENDER_FILTER: usize = 20;
+
+/// List conversations: one inbox across every sender account.
 ///
-/// One conversation per (sender account, prospect), with unread count and last message times.
-/// Filter by `unread`, `sender_id`, `sequence_id` and `replied`. Paged with `limit` and `offset`.
-/// Costs nothing.
+/// One conversation per (sender account, prospect), with the prospect's name, headline and tier,
+/// the unread count, the last message's preview, its triage classification and whether a reply
+/// draft waits. Filter by `sender_id` (one or several), `unread`, `replied`, `classification`,
+/// `sequence_id`, `has_draft`, and `q` (text of the last message); sorted by the latest reply
+/// first (`sort`). Paged with `limit` and `offset`. Costs nothing.
 #[action(scope = "read", http = "GET /conversations")]
 pub async fn list_conversations(
     ctx: Ctx,
     input: ListConversationsInput,
 ) -> Result<Page<Conversation>, ApiError> {
-    // Each filter is `$n is null or ...`, so one statement serves every combination.
-    let filter = "workspace_id = $1 \
-        and ($2 is null or ($2 = 1 and unread_count > 0) or ($2 = 0 and unread_count = 0)) \
-        and ($3 is null or sender_id = $3) \
-        and ($4 is null or sequence_id = $4) \
-        and ($5 is null or ($5 = 1 and last_inbound_at is not null) or ($5 = 0 and last_inbound_at is null))";
+    let senders = input.sender_id.unwrap_or_default();
+    if senders.len() > MAX_SENDER_FILTER {
+        return Err(ApiError::invalid_request(format!(
+            "`sender_id` names {} senders; at most {MAX_SENDER_FILTER}.",
+            senders.len()
+        )));
+    }
+    if let Some(q) = &input.q
+        && q.trim().is_empty()
+    {
+        return Err(ApiError::invalid_request("`q` must not be blank."));
+    }
+    // The fixed filters are `$n is null or ...`; the senders' list is the statement's tail.
+    let mut filter = String::from(
+        "c.workspace_id = $1 \
+        and ($2 is null or ($2 = 1 and c.unread_count > 0) or ($2 = 0 and c.unread_count = 0)) \
+        and ($3 is null or c.sequence_id = $3) \
+        and ($4 is null or ($4 = 1 and c.last_inbound_at is not null) or ($4 = 0 and c.last_inbound_at is null)) \
+        and ($5 is null or (select m.classification from messages m where m.conversation_id = c.id \
+          and m.direction = 'inbound' order by m.at desc, m.id desc limit 1) = $5) \
+        and ($6 is null or $6 = (case when exists (select 1 from approvals a where a.workspace_id = c.workspace_id \
+          and a.kind = 'reply' and a.subject_id = c.id and a.status = 'pending') then 1 else 0 end)) \
+        and ($7 is null or lower((select m.text from messages m where m.conversation_id = c.id \
+          order by m.at desc, m.id desc limit 1)) like $7 escape '\\')",
+    );
+    if !senders.is_empty() {
+        let list: Vec<String> = (0..senders.len()).map(|n| format!("${}", n + 8)).collect();
+        filter.push_str(&format!(" and c.sender_id in ({})", list.join(", ")));
+    }
+    let limit_at = 8 + senders.len();
+    let order = match input.sort.unwrap_or(ConversationSort::LastInbound) {
+        ConversationSort::LastInbound => {
+            "case when c.last_inbound_at is null then 1 else 0 end, c.last_inbound_at desc, \
+             coalesce(c.last_message_at, c.created_at) desc, c.id desc"
+        }
+        ConversationSort::LastMessage => {
+            "coalesce(c.last_message_at, c.created_at) desc, c.id desc"
+        }
+    };
     let unread = input.unread.map(i64::from);
     let replied = input.replied.map(i64::from);
+    let has_draft = input.has_draft.map(i64::from);
+    let classification = input.classification.map(|kind| kind.as_str().to_owned());
+    let pattern = input
+        .q
+        .as_deref()
+        .map(|q| crate::prospects::normalize::like_pattern(q.trim()));
     paged(
         ctx.db().pool(),
         input.page,
-        format!("select count(*) from conversations where {filter}"),
         format!(
-            "select {CONVERSATION_COLUMNS} from conversations where {filter} \
-             order by coalesce(last_message_at, created_at) desc, id desc limit $6 offset $7"
+            "select count(*) from conversations c join prospects p on p.id = c.prospect_id where {filter}"
+        ),
+        format!(
+            "{CONVERSATION_SELECT} where {filter} order by {order} limit ${limit_at} offset ${}",
+            limit_at + 1
         ),
         |query| {
-            query
+            let mut query = query
                 .bind(ctx.workspace_id())
                 .bind(unread)
-                .bind(input.sender_id.as_deref())
-                .bind(input.sequence_id.as_deref())
+                .bind(input.sequence_id.clone())
                 .bind(replied)
+                .bind(classification.clone())
+                .bind(has_draft)
+                .bind(pattern.clone());
+            for sender in &senders {
+                query = query.bind(sender.clone());
+            }
+            query
         },
         Conversation::from_row,
     )
@@ -703,49 +838,114 @@ outreach_runtime::prelude::parity!(list_messages, read,
     fails: {"id": "$missing:cnv"} => NOT_FOUND
 );
 
-/// Mark a conversation read.
+/// The input of `mark_conversation_read`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MarkReadInput {
+    /// The conversation (`cnv_...`), or up to 100 of them (a list; over REST, comma-separated
+    /// in the path).
+    #[serde(deserialize_with = "crate::common::one_or_many_required")]
+    #[schemars(schema_with = "mark_read_ids_schema")]
+    pub id: Vec<String>,
+}
+
+fn mark_read_ids_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "anyOf": [
+            {"type": "string", "minLength": 1},
+            {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": MAX_MARK_READ}
+        ]
+    })
+}
+
+/// The most conversations one `mark_conversation_read` marks.
+const MAX_MARK_READ: usize = 100;
+
+/// The conversations `mark_conversation_read` marked, as they are now.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct MarkedRead {
+    /// How many conversations were marked (each id once).
+    pub marked: u64,
+    /// Each, in the order given.
+    pub conversations: Vec<Conversation>,
+}
+
+/// Mark conversations read.
 ///
-/// Sets its unread count to 0 and `read_at` to now. Changes nothing on the network: the prospect
-/// is not told. Costs nothing.
+/// Takes one conversation id or up to 100. Sets each one's unread count to 0 and `read_at` to
+/// now; all or nothing (an unknown id is a 404 naming it, and none is marked). Changes nothing on
+/// the network: the prospect is not told. Costs nothing.
 #[action(scope = "write", idempotent, http = "POST /conversations/{id}/read")]
 pub async fn mark_conversation_read(
     ctx: Ctx,
-    input: ConversationId,
-) -> Result<Conversation, ApiError> {
-    IdKind::Conversation.check(&input.id)?;
-    let mut tx = ctx.tx().await?;
-    let prospect_id = person_of(&mut tx, ctx.workspace_id(), &input.id).await?;
-    let mut tx =
-        crate::person_lock::lock(&mut tx, ctx.workspace_id(), [prospect_id.as_str()]).await?;
-    let updated = sqlx::query(
-        "update conversations set unread_count = 0, read_at = $3, updated_at = $3 \
-         where workspace_id = $1 and id = $2",
-    )
-    .bind(ctx.workspace_id())
-    .bind(&input.id)
-    .bind(ctx.now_ms())
-    .execute(&mut *tx)
-    .await?;
-    if updated.rows_affected() == 0 {
-        return Err(IdKind::Conversation.not_found(&input.id));
+    input: MarkReadInput,
+) -> Result<MarkedRead, ApiError> {
+    let mut seen = std::collections::HashSet::new();
+    let ids: Vec<String> = input
+        .id
+        .into_iter()
+        .map(|id| id.trim().to_owned())
+        .filter(|id| seen.insert(id.clone()))
+        .collect();
+    if ids.is_empty() || ids.len() > MAX_MARK_READ {
+        return Err(ApiError::invalid_request(format!(
+            "`id` names {} conversations; give 1 to {MAX_MARK_READ}.",
+            ids.len()
+        )));
     }
-    fetch(&mut tx, ctx.workspace_id(), &input.id).await
+    let mut tx = ctx.tx().await?;
+    let mut people = Vec::with_capacity(ids.len());
+    for id in &ids {
+        people.push(person_of(&mut tx, ctx.workspace_id(), id).await?);
+    }
+    let mut tx = crate::person_lock::lock(
+        &mut tx,
+        ctx.workspace_id(),
+        people.iter().map(String::as_str),
+    )
+    .await?;
+    let mut conversations = Vec::with_capacity(ids.len());
+    for id in &ids {
+        let updated = sqlx::query(
+            "update conversations set unread_count = 0, read_at = $3, updated_at = $3 \
+             where workspace_id = $1 and id = $2",
+        )
+        .bind(ctx.workspace_id())
+        .bind(id)
+        .bind(ctx.now_ms())
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() == 0 {
+            return Err(IdKind::Conversation.not_found(id));
+        }
+        conversations.push(fetch(&mut tx, ctx.workspace_id(), id).await?);
+    }
+    Ok(MarkedRead {
+        marked: conversations.len() as u64,
+        conversations,
+    })
 }
 
 outreach_runtime::prelude::example!(mark_conversation_read,
-    request: {"id": "cnv_Qm3VbT8rKx2LpN7sYw4D"},
+    request: {"id": ["cnv_Qm3VbT8rKx2LpN7sYw4D"]},
     response: {
-        "created_at": "2026-11-24T09:12:05.311Z",
-        "id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
-        "last_inbound_at": "2026-11-25T14:02:41.000Z",
-        "last_message_at": "2026-11-25T14:02:41.000Z",
-        "last_outbound_at": "2026-11-24T09:12:05.311Z",
-        "prospect_id": "prs_8Jk2LmN4pQ6rS8tU0vW2",
-        "read_at": "2026-11-25T15:30:00.000Z",
-        "replied": true,
-        "sender_id": "snd_T5uV7wX9yZ1aB3cD5eF7",
-        "sequence_id": "seq_G9hJ1kL3mN5pQ7rS9tU1",
-        "unread_count": 0
+        "conversations": [{
+            "classification": "positive",
+            "created_at": "2026-11-24T09:12:05.311Z",
+            "has_draft": false,
+            "id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
+            "last_inbound_at": "2026-11-25T14:02:41.000Z",
+            "last_message_at": "2026-11-25T14:02:41.000Z",
+            "last_message_preview": "Happy to talk next week.",
+            "last_outbound_at": "2026-11-24T09:12:05.311Z",
+            "prospect": {"headline": "Poet of numbers", "name": "Ada Lovelace", "tier": "a"},
+            "prospect_id": "prs_8Jk2LmN4pQ6rS8tU0vW2",
+            "read_at": "2026-11-25T15:30:00.000Z",
+            "replied": true,
+            "sender_id": "snd_T5uV7wX9yZ1aB3cD5eF7",
+            "sequence_id": "seq_G9hJ1kL3mN5pQ7rS9tU1",
+            "unread_count": 0
+        }],
+        "marked": 1
     }
 );
 

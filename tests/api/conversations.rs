@@ -96,7 +96,7 @@ async fn one_conversation_per_pair_with_messages_in_order_and_unread_counts() {
     app.clock.advance_ms(60_000);
     outbound(&app, OTHER_SENDER, &bob, "Hello Bob").await;
 
-    let all = app.get("/conversations", &app.key).await;
+    let all = app.get("/conversations?sort=last_message", &app.key).await;
     assert_eq!(all.status, StatusCode::OK, "{}", all.body);
     assert_eq!(all.body["total"], 2);
     // The most recent message first: Bob's conversation, then Ada's.
@@ -151,8 +151,9 @@ async fn one_conversation_per_pair_with_messages_in_order_and_unread_counts() {
         .post_json(&format!("/conversations/{id}/read"), &app.key, json!({}))
         .await;
     assert_eq!(marked.status, StatusCode::OK, "{}", marked.body);
-    assert_eq!(marked.body["unread_count"], 0);
-    assert!(marked.body["read_at"].is_string());
+    assert_eq!(marked.body["marked"], 1);
+    assert_eq!(marked.body["conversations"][0]["unread_count"], 0);
+    assert!(marked.body["conversations"][0]["read_at"].is_string());
     let unread = app.get("/conversations?unread=true", &app.key).await;
     assert_eq!(unread.body["total"], 0);
 }
@@ -254,4 +255,125 @@ async fn a_message_for_a_person_deleted_meanwhile_is_a_404_not_a_fault() {
         outreach_runtime::ErrorCode::NOT_FOUND,
         "{error}"
     );
+}
+
+#[tokio::test]
+async fn one_inbox_across_senders_filters_searches_and_marks_several_read() {
+    let app = spawn_app().await;
+    let ada = prospect(&app, "Ada").await;
+    let bob = prospect(&app, "Bob").await;
+    let cy = prospect(&app, "Cy").await;
+    app.patch_json(
+        &format!("/prospects/{ada}"),
+        &app.key,
+        json!({"last_name": "Lovelace", "headline": "Poet of numbers"}),
+    )
+    .await
+    .expect(200);
+    outbound(&app, SENDER, &ada, "Hello Ada").await;
+    app.clock.advance_ms(1_000);
+    outbound(&app, OTHER_SENDER, &cy, "Hello Cy").await;
+    app.clock.advance_ms(1_000);
+    assert!(inbound(&app, OTHER_SENDER, &bob, "Pricing, please?", "inbox-1").await);
+    app.clock.advance_ms(1_000);
+    assert!(inbound(&app, SENDER, &ada, "Happy to TALK next week", "inbox-2").await);
+    app.clock.advance_ms(1_000);
+    // The newest message is Cy's outbound one, but the replies come first by default.
+    outbound(&app, OTHER_SENDER, &cy, "Following up").await;
+    let page = |query: &'static str| {
+        let app = &app;
+        async move {
+            let page = app.get(&format!("/conversations?{query}"), &app.key).await;
+            assert_eq!(page.status, StatusCode::OK, "{query}: {}", page.body);
+            page.body.clone()
+        }
+    };
+    let people = |page: &Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|item| item["prospect_id"].as_str().expect("a prospect").to_owned())
+            .collect()
+    };
+    let all = page("").await;
+    assert_eq!(people(&all), [ada.clone(), bob.clone(), cy.clone()]);
+    let first = &all["items"][0];
+    assert_eq!(first["prospect"]["name"], "Ada Lovelace", "{first}");
+    assert_eq!(first["prospect"]["headline"], "Poet of numbers");
+    assert!(first["prospect"]["tier"].is_null());
+    assert_eq!(first["last_message_preview"], "Happy to TALK next week");
+    assert_eq!(first["has_draft"], false);
+    assert!(first["classification"].is_null());
+    assert_eq!(
+        people(&page("sort=last_message").await),
+        [cy.clone(), ada.clone(), bob.clone()]
+    );
+    // Several senders, one sender, a search of the last message, a reply-less filter.
+    let both = format!("sender_id={SENDER},{OTHER_SENDER}");
+    let both_page = app.get(&format!("/conversations?{both}"), &app.key).await;
+    assert_eq!(both_page.body["total"], 3, "{}", both_page.body);
+    let one = app
+        .get(
+            &format!("/conversations?sender_id={OTHER_SENDER}"),
+            &app.key,
+        )
+        .await;
+    assert_eq!(people(&one.body), [bob.clone(), cy.clone()]);
+    assert_eq!(people(&page("q=talk").await), [ada.clone()]);
+    assert_eq!(people(&page("q=50%25").await), Vec::<String>::new());
+    assert_eq!(people(&page("replied=false").await), [cy.clone()]);
+    assert_eq!(people(&page("has_draft=false&unread=true").await).len(), 2);
+    assert_eq!(
+        people(&page("classification=positive").await),
+        Vec::<String>::new()
+    );
+    // The same filters over MCP, the senders as a list.
+    let (is_error, listed) = app
+        .mcp_call(
+            &app.key,
+            "service_list_conversations",
+            json!({"sender_id": [SENDER, OTHER_SENDER], "q": "pricing"}),
+        )
+        .await;
+    assert!(!is_error, "{listed}");
+    assert_eq!(people(&listed), [bob.clone()]);
+
+    // Bad filters change nothing and say what is wrong.
+    for (query, names) in [
+        ("classification=happy", "classification"),
+        ("sort=oldest", "sort"),
+        ("q=%20%20", "`q`"),
+    ] {
+        let bad = app.get(&format!("/conversations?{query}"), &app.key).await;
+        assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{query}: {}", bad.body);
+        assert!(
+            bad.body.to_string().contains(names),
+            "{query}: {}",
+            bad.body
+        );
+    }
+
+    // Several marked read at once; an unknown id among them marks none.
+    let ids_all: Vec<String> = ids(&all);
+    let missing = "cnv_00000000000NoSuchOne";
+    let refused = app
+        .post_json(
+            &format!("/conversations/{},{missing}/read", ids_all[0]),
+            &app.key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::NOT_FOUND, "{}", refused.body);
+    assert_eq!(page("unread=true").await["total"], 2);
+    let (is_error, marked) = app
+        .mcp_call(
+            &app.key,
+            "service_mark_conversation_read",
+            json!({"id": [ids_all[0], ids_all[1], ids_all[0]]}),
+        )
+        .await;
+    assert!(!is_error, "{marked}");
+    assert_eq!(marked["marked"], 2, "{marked}");
+    assert_eq!(page("unread=true").await["total"], 0);
 }
