@@ -159,6 +159,8 @@ outreach_runtime::prelude::text_enum! {
         Failed => "failed",
         /// The person accepted the invitation.
         Accepted => "accepted",
+        /// Held after an out-of-office reply until the person is back (`text` says until when).
+        Held => "held",
         /// A `view_profile` step ran (`outcome` says what came of it).
         ViewProfile => "view_profile",
         /// A `connection_request` step ran.

@@ -25,6 +25,7 @@ pub mod placeholders;
 pub mod processing;
 pub mod prospects;
 pub mod provider;
+pub mod reply_reading;
 pub mod sandbox_clock;
 pub mod sandbox_helpers;
 pub mod scoring;

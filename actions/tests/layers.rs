@@ -46,7 +46,7 @@ const LAYERS: Layers = &[
     // Groups of people and how they arrive: lists, imports, a list's processing.
     &["lists", "imports", "processing"],
     // The accounts outreach is sent from, the network behind them, what was said.
-    &["senders", "network", "conversations"],
+    &["senders", "network", "conversations", "reply_reading"],
     // What is sent to whom: sequences, their enrollments, and the items that approve them.
     &["sequences", "enrollments", "approval_items"],
     // The texts a model drafts for a step.

@@ -621,3 +621,172 @@ async fn steps_waiting_for_one_busy_sender_take_its_slots_one_after_another() {
     .expect("count finished");
     assert_eq!(finished, 5);
 }
+
+#[tokio::test]
+async fn an_out_of_office_reply_holds_the_enrollment_until_the_person_is_back() {
+    let app = no_worker_app().await;
+    let send = send_key(&app).await;
+    let sender = app
+        .post_json(
+            "/senders",
+            &app.key,
+            json!({"name": "Ann", "timezone": "UTC", "working_hours": always()}),
+        )
+        .await;
+    let sender = sender.expect(201)["id"].as_str().expect("id").to_owned();
+    let mut people = Vec::new();
+    for name in ["dated", "undated"] {
+        let url = quiet_profile(&format!("ooo-{name}"));
+        let made = app
+            .post_json(
+                "/prospects",
+                &app.key,
+                json!({"first_name": name, "profile_url": format!("https://www.{url}")}),
+            )
+            .await;
+        people.push(made.expect(201)["id"].as_str().expect("id").to_owned());
+    }
+    let sequence = app
+        .post_json(
+            "/sequences",
+            &app.key,
+            json!({
+                "name": "Held", "sender_ids": [sender],
+                "settings": {"out_of_office_hold_days": 5},
+                "steps": [
+                    {"type": "connection_request", "delay_hours": 0},
+                    {"type": "message", "delay_hours": 1, "text": "Hello {{first_name}}"},
+                    {"type": "message", "delay_hours": 24, "text": "Following up, {{first_name}}"},
+                ],
+            }),
+        )
+        .await;
+    let sequence = sequence.expect(201)["id"].as_str().expect("id").to_owned();
+    app.post_json(
+        &format!("/sequences/{sequence}/enrollments"),
+        &app.key,
+        json!({"prospect_ids": people}),
+    )
+    .await
+    .expect(200);
+    app.post_json(&format!("/sequences/{sequence}/activate"), &send, json!({}))
+        .await
+        .expect(200);
+    app.post_json(
+        "/approvals/approve",
+        &send,
+        json!({"sequence_id": sequence}),
+    )
+    .await
+    .expect(200);
+    advance(&app, 600).await;
+    for person in &people {
+        app.post_json(
+            "/sandbox/invitations/accept",
+            &app.key,
+            json!({"prospect_id": person, "sender_id": sender}),
+        )
+        .await
+        .expect(200);
+    }
+    advance(&app, 2 * HOUR_S).await;
+    let first_messages = log(&app)
+        .await
+        .iter()
+        .filter(|entry| entry["kind"] == "message")
+        .count();
+    assert_eq!(first_messages, 2, "both got the first message");
+
+    // Ten days ahead, named in the reply; the other names no day.
+    let now = app.clock.now_ms();
+    let back = outreach_runtime::clock::rfc3339(now + 10 * 24 * HOUR_S * 1000)[..10].to_owned();
+    for (person, text) in [
+        (
+            &people[0],
+            format!("Automatic reply: I am out of the office until {back}."),
+        ),
+        (
+            &people[1],
+            "I am on vacation with limited access to email.".to_owned(),
+        ),
+    ] {
+        app.post_json(
+            "/sandbox/replies",
+            &app.key,
+            json!({"prospect_id": person, "sender_id": sender, "text": text}),
+        )
+        .await
+        .expect(200);
+    }
+    settle(&app).await;
+    let enrollment_of = |person: &str| {
+        let app = &app;
+        let person = person.to_owned();
+        async move {
+            let listed = app
+                .get(&format!("/enrollments?prospect_id={person}"), &app.key)
+                .await;
+            let id = listed.expect(200)["items"][0]["id"]
+                .as_str()
+                .expect("an enrollment")
+                .to_owned();
+            app.get(&format!("/enrollments/{id}"), &app.key)
+                .await
+                .expect(200)
+                .clone()
+        }
+    };
+    for (person, says) in [(&people[0], back.as_str()), (&people[1], "5 days")] {
+        let enrollment = enrollment_of(person).await;
+        assert_eq!(enrollment["status"], "active", "{enrollment}");
+        let held = enrollment["history"]
+            .as_array()
+            .expect("history")
+            .iter()
+            .find(|entry| entry["kind"] == "held")
+            .cloned()
+            .unwrap_or_else(|| panic!("no `held` entry: {enrollment}"));
+        assert_eq!(held["outcome"], "out_of_office");
+        assert!(
+            held["text"]
+                .as_str()
+                .is_some_and(|text| text.contains(says)),
+            "{held}"
+        );
+    }
+
+    // The follow-up waits: after 4 days neither went; after 6 the undated one did; after 11
+    // the dated one too, on its return day or later.
+    let follow_ups = |log: &[Value]| -> Vec<(String, i64)> {
+        log.iter()
+            .filter(|entry| {
+                entry["text"]
+                    .as_str()
+                    .is_some_and(|text| text.starts_with("Following up"))
+            })
+            .map(|entry| {
+                (
+                    entry["prospect_id"]
+                        .as_str()
+                        .expect("a prospect")
+                        .to_owned(),
+                    outreach_runtime::clock::parse_rfc3339(entry["at"].as_str().expect("at"))
+                        .expect("a time"),
+                )
+            })
+            .collect()
+    };
+    advance(&app, 4 * 24 * HOUR_S).await;
+    assert!(follow_ups(&log(&app).await).is_empty());
+    advance(&app, 2 * 24 * HOUR_S).await;
+    let sent = follow_ups(&log(&app).await);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].0, people[1]);
+    advance(&app, 5 * 24 * HOUR_S).await;
+    let sent = follow_ups(&log(&app).await);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let back_ms =
+        outreach_runtime::clock::parse_rfc3339(&format!("{back}T00:00:00.000Z")).expect("a day");
+    assert!(sent[1].1 >= back_ms, "{sent:?}");
+    assert_eq!(sent[1].0, people[0]);
+}

@@ -609,18 +609,37 @@ async fn check(
         }
     }
 
-    // Replies stop their enrollment: nothing to a person after their first answer.
-    let replies: HashMap<String, i64> = sqlx::query(
-        "select c.prospect_id, min(m.at) as at from messages m join conversations c on c.id = m.conversation_id \
-         where m.workspace_id = $1 and m.direction = 'inbound' group by c.prospect_id",
+    // Replies stop their enrollment: nothing to a person after their first answer. An
+    // out-of-office notice is no answer: it holds the person's enrollments for a week (the
+    // sandbox's notice names no return day), and nothing goes to them in that week.
+    let mut replies: HashMap<String, i64> = HashMap::new();
+    let mut away: HashMap<String, i64> = HashMap::new();
+    for row in sqlx::query(
+        "select c.prospect_id, m.at, m.text from messages m join conversations c on c.id = m.conversation_id \
+         where m.workspace_id = $1 and m.direction = 'inbound' order by m.at",
     )
     .bind(&app.workspace_id)
     .fetch_all(app.db.pool())
     .await
     .expect("replies")
-    .iter()
-    .map(|row| (row.get("prospect_id"), row.get("at")))
-    .collect();
+    {
+        let (prospect, at, text): (String, i64, String) =
+            (row.get("prospect_id"), row.get("at"), row.get("text"));
+        let out_of_office = outreach_actions::reply_reading::classify(&text).0
+            == outreach_actions::conversations::Classification::OutOfOffice;
+        let seen = if out_of_office { &mut away } else { &mut replies };
+        seen.entry(prospect).or_insert(at);
+    }
+    for line in &log {
+        if let Some(at) = away.get(&line.prospect_id) {
+            assert!(
+                line.at <= *at || line.at >= at + 7 * DAY_MS,
+                "{} went to {} while they were held out of office",
+                line.kind,
+                line.prospect_id
+            );
+        }
+    }
     assert!(replies.len() > 10, "too few replies: {}", replies.len());
     for prospect in &done.injected_replies {
         assert!(

@@ -2,13 +2,15 @@
 //!
 //! Selection (free) takes the conversations with inbound messages no run has triaged yet, oldest
 //! first, up to the run's limit. Processing (charged per conversation) classifies those messages
-//! by rules ([`classify`], a pure function: the same text always reads the same) and acts:
+//! by rules (`reply_reading::classify`, a pure function: the same text always reads the same) and
+//! acts:
 //!
 //! - `unsubscribe`: the prospect is marked do-not-contact, every live enrollment of theirs stops
 //!   (`unsubscribed`) and anything of theirs waiting for approval expires. Nobody needs to approve
 //!   *not* writing to someone.
 //! - `not_interested`: their live enrollments stop (`not_interested`).
-//! - `out_of_office`: nothing changes; the sequence goes on after its delays.
+//! - `out_of_office`: nothing more changes: its enrollments were held when the reply arrived (see
+//!   `delivery::inbound`), until the return date it names.
 //! - `positive`, `question`: their live enrollments stop (`replied`: a person answers now) and a
 //!   reply is drafted from the agent's templates and proposed for approval. It is never sent by the
 //!   run: `approve_outreach` sends it.
@@ -26,6 +28,7 @@ use crate::common::json_text;
 use crate::conversations::Classification;
 use crate::enrollments;
 use crate::person_lock::PersonTx;
+use crate::reply_reading::classify;
 use crate::sequences::DraftedBy;
 use crate::sequences::templates::Template;
 use crate::sequences::{MAX_MESSAGE_CHARS, RenderedText, StepType};
@@ -37,167 +40,6 @@ pub const DEFAULT_POSITIVE: &str =
     "Thanks, {{first_name|there}}! Glad to hear it. Would a short call next week work for you?";
 /// The default reply to a question.
 pub const DEFAULT_QUESTION: &str = "Thanks for asking, {{first_name|there}}. Happy to explain: would a short call be easiest, or shall I answer here?";
-
-/// The phrases each classification is recognised by, in the order they are tried: an
-/// unsubscribe wins over anything else in the same text, an automatic absence notice over the
-/// questions it often contains, a refusal over polite words.
-const RULES: &[(Classification, &[&str])] = &[
-    (
-        Classification::Unsubscribe,
-        &[
-            "unsubscribe",
-            "remove me",
-            "take me off",
-            "stop contacting",
-            "stop messaging",
-            "stop emailing",
-            "stop sending",
-            "do not contact",
-            "don't contact",
-            "dont contact",
-            "do not message",
-            "don't message",
-            "opt out",
-            "opt-out",
-            "no more messages",
-        ],
-    ),
-    (
-        Classification::OutOfOffice,
-        &[
-            "out of office",
-            "out of the office",
-            "on vacation",
-            "on holiday",
-            "on leave",
-            "parental leave",
-            "away until",
-            "away from the office",
-            "limited access to",
-            "automatic reply",
-            "auto-reply",
-            "autoreply",
-            "i will be back",
-            "i'll be back",
-        ],
-    ),
-    (
-        Classification::NotInterested,
-        &[
-            "not interested",
-            "no thanks",
-            "no thank you",
-            "not a fit",
-            "not a good fit",
-            "not the right time",
-            "not right now",
-            "we're all set",
-            "we are all set",
-            "not looking",
-            "pass on this",
-            "no need",
-            "not for us",
-            "not for me",
-            "no interest",
-            "not at this time",
-            "don't need",
-            "dont need",
-            "do not need",
-            "not needed",
-        ],
-    ),
-    (
-        Classification::Positive,
-        &[
-            "interested",
-            "sounds good",
-            "sounds great",
-            "let's talk",
-            "lets talk",
-            "let's chat",
-            "happy to chat",
-            "happy to talk",
-            "love to",
-            "would like to",
-            "book a",
-            "schedule",
-            "set up a call",
-            "a call",
-            "demo",
-            "meeting",
-            "sure",
-            "yes",
-        ],
-    ),
-];
-
-/// Words that turn a keen phrase after them into a refusal ("not sure", "not really
-/// interested", "don't want a demo").
-const NEGATIONS: &[&str] = &[
-    "not", "no", "never", "don't", "dont", "doesn't", "won't", "isn't", "aren't", "can't",
-    "cannot", "hardly",
-];
-
-/// Classifies one message by the rules; returns the classification and the phrase that decided
-/// it (`?` for a question recognised by its question mark). A keen phrase with a negation up to
-/// three words before it, in the same clause, is a refusal.
-pub fn classify(text: &str) -> (Classification, &'static str) {
-    let lowered = text.to_lowercase();
-    let normalised = normalise(&lowered);
-    let words: Vec<&str> = normalised.split(' ').filter(|w| !w.is_empty()).collect();
-    for (classification, phrases) in RULES {
-        if *classification == Classification::Positive && lowered.contains('?') {
-            // A question that is also keen ("could we set up a call?") is answered as a
-            // question: it asks for something.
-            continue;
-        }
-        for phrase in *phrases {
-            let wanted = normalise(phrase);
-            let wanted: Vec<&str> = wanted.split(' ').collect();
-            let Some(at) = words
-                .windows(wanted.len())
-                .position(|window| window == wanted.as_slice())
-            else {
-                continue;
-            };
-            let negated = words[at.saturating_sub(3)..at]
-                .iter()
-                .rev()
-                .take_while(|word| **word != BREAK)
-                .any(|word| NEGATIONS.contains(word));
-            if *classification == Classification::Positive && negated {
-                return (Classification::NotInterested, phrase);
-            }
-            return (*classification, phrase);
-        }
-    }
-    if lowered.contains('?') {
-        return (Classification::Question, "?");
-    }
-    (Classification::Unclear, "")
-}
-
-/// Where a sentence or clause ends, as a word of its own: a negation does not reach past it.
-const BREAK: &str = "|";
-
-/// Lowercase words separated by single spaces (apostrophes kept), so phrases match whole words;
-/// `.`, `,`, `!`, `;`, `:` and dashes between words become [`BREAK`].
-fn normalise(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_alphanumeric() || c == '\'' || c == '-' {
-            out.push(c);
-        } else {
-            if !out.ends_with(' ') {
-                out.push(' ');
-            }
-            if matches!(c, '.' | ',' | '!' | ';' | ':' | '—' | '–') && !out.ends_with("| ") {
-                out.push_str("| ");
-            }
-        }
-    }
-    out.trim().to_owned()
-}
 
 /// Checks an agent's reply templates as a sequence's are checked: each must parse.
 pub(crate) fn check_templates(templates: &ReplyTemplates) -> Result<(), ApiError> {
@@ -383,7 +225,7 @@ async fn triage_one(
             )))
         }
         Classification::OutOfOffice => Ok(Outcome::Done(format!(
-            "{read_as}: left in its sequences, which go on after their delays."
+            "{read_as}: left in its sequences, held until the person is back."
         ))),
         Classification::Unclear => Ok(Outcome::Done(format!(
             "{read_as}: left for a person to read."

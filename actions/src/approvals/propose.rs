@@ -201,6 +201,7 @@ outreach_runtime::prelude::example!(add_to_sequence,
             },
             "settings": {
                 "exit_after_days_without_acceptance": 14,
+                "out_of_office_hold_days": 7,
                 "skip_if_contacted_within_days": 60,
                 "skip_if_in_other_live_sequence": true,
                 "stop_on_reply": true

@@ -146,7 +146,16 @@ pub async fn apply(
                 Err(error) if error.code == ErrorCode::NOT_FOUND => return Ok(()),
                 Err(error) => return Err(error),
             }
-            replied(conn, clock, workspace_id, sender_id, &prospect_id, *at_ms).await
+            replied(
+                conn,
+                clock,
+                workspace_id,
+                sender_id,
+                &prospect_id,
+                text,
+                *at_ms,
+            )
+            .await
         }
     }
 }
@@ -338,15 +347,21 @@ async fn withdrawn(
 }
 
 /// A reply from `prospect_id` to `sender_id`: each live enrollment of the person notes its first
-/// reply (`enrollment.replied`), and those of sequences that stop on reply finish.
+/// reply (`enrollment.replied`), and those of sequences that stop on reply finish. An
+/// out-of-office notice (as triage reads it) is no answer: it holds each live enrollment until
+/// the return day it names, or the sequence's `out_of_office_hold_days`, instead ([`hold`]).
+#[allow(clippy::too_many_arguments)]
 async fn replied(
     conn: &mut PersonTx<'_>,
     clock: &Clock,
     workspace_id: &str,
     sender_id: &str,
     prospect_id: &str,
+    text: &str,
     at_ms: i64,
 ) -> Result<(), ApiError> {
+    let out_of_office =
+        crate::reply_reading::classify(text).0 == crate::conversations::Classification::OutOfOffice;
     crate::prospects::note_replied(conn, prospect_id, at_ms).await?;
     let conversation_id: String = sqlx::query_scalar(
         "select id from conversations where workspace_id = $1 and sender_id = $2 and prospect_id = $3",
@@ -357,7 +372,8 @@ async fn replied(
     .fetch_one(&mut **conn)
     .await?;
     let live = sqlx::query(
-        "select e.id, e.sequence_id, s.settings from enrollments e join sequences s on s.id = e.sequence_id \
+        "select e.id, e.sequence_id, e.status, e.next_step_at, s.settings from enrollments e \
+         join sequences s on s.id = e.sequence_id \
          where e.workspace_id = $1 and e.prospect_id = $2 and e.status in ('scheduled', 'active', 'paused')",
     )
     .bind(workspace_id)
@@ -371,6 +387,15 @@ async fn replied(
         let settings: crate::sequences::Settings =
             serde_json::from_str(&row.try_get::<String, _>("settings")?)
                 .map_err(ApiError::internal)?;
+        if out_of_office {
+            let held = Held {
+                status: row.try_get("status")?,
+                next_step_at: row.try_get("next_step_at")?,
+                hold_days: settings.out_of_office_hold_days,
+            };
+            hold(conn, clock, workspace_id, &id, held, text, at_ms).await?;
+            continue;
+        }
         if enrollments::mark_replied(conn, &id, at_ms).await? {
             let data = json!({
                 "enrollment_id": id,
@@ -403,6 +428,60 @@ async fn replied(
         )
         .await?;
         crate::sequences::complete_if_done(conn, &sequence_id, now).await?;
+    }
+    Ok(())
+}
+
+/// What [`hold`] needs of a live enrollment.
+struct Held {
+    status: String,
+    next_step_at: Option<i64>,
+    hold_days: u32,
+}
+
+/// Holds a live enrollment after an out-of-office reply: its next step waits until the day the
+/// reply says its writer is back (`reply_reading::return_date`), or `hold_days` after the reply,
+/// whichever the text allows; never earlier than it was due. The history says so (`held`).
+async fn hold(
+    conn: &mut PersonTx<'_>,
+    clock: &Clock,
+    workspace_id: &str,
+    enrollment_id: &str,
+    held: Held,
+    text: &str,
+    at_ms: i64,
+) -> Result<(), ApiError> {
+    let (until, why) = match crate::reply_reading::return_date(text, at_ms) {
+        Some(back) => (
+            back,
+            format!(
+                "Out of office: held until {}, the day the reply names.",
+                &outreach_runtime::prelude::rfc3339(back)[..10]
+            ),
+        ),
+        None => (
+            at_ms + i64::from(held.hold_days) * 24 * HOUR_MS,
+            format!(
+                "Out of office: held for {} days (the reply names no return day).",
+                held.hold_days
+            ),
+        ),
+    };
+    let next_at = held.next_step_at.unwrap_or(at_ms).max(until);
+    enrollments::set_wait(conn, enrollment_id, next_at, None).await?;
+    record_event(
+        conn,
+        workspace_id,
+        enrollment_id,
+        at_ms,
+        EnrollmentEventKind::Held,
+        None,
+        Some(&why),
+        Some("out_of_office"),
+    )
+    .await?;
+    if held.status != "paused" {
+        crate::step_jobs::schedule(conn, clock, workspace_id, enrollment_id, next_at).await?;
     }
     Ok(())
 }

@@ -145,6 +145,14 @@ pub struct Settings {
     /// `add_to_sequence` skips prospects contacted within this many days; 0 turns it off. 0 to 365;
     /// default 30.
     pub skip_if_contacted_within_days: u32,
+    /// An out-of-office reply holds the enrollment until the return day it names; when it names
+    /// none, for this many days. 1 to 90; default 7.
+    #[serde(default = "default_out_of_office_hold_days")]
+    pub out_of_office_hold_days: u32,
+}
+
+fn default_out_of_office_hold_days() -> u32 {
+    7
 }
 
 impl Default for Settings {
@@ -154,6 +162,7 @@ impl Default for Settings {
             exit_after_days_without_acceptance: 21,
             skip_if_in_other_live_sequence: true,
             skip_if_contacted_within_days: 30,
+            out_of_office_hold_days: default_out_of_office_hold_days(),
         }
     }
 }
@@ -173,6 +182,9 @@ pub struct SettingsInput {
     /// 0 (off) to 365; default 30.
     #[schemars(range(max = 365))]
     pub skip_if_contacted_within_days: Option<u32>,
+    /// 1 to 90; default 7.
+    #[schemars(range(min = 1, max = 90))]
+    pub out_of_office_hold_days: Option<u32>,
 }
 
 impl SettingsInput {
@@ -198,6 +210,14 @@ impl SettingsInput {
                 )));
             }
             settings.skip_if_contacted_within_days = days;
+        }
+        if let Some(days) = self.out_of_office_hold_days {
+            if !(1..=90).contains(&days) {
+                return Err(ApiError::invalid_request(format!(
+                    "`settings.out_of_office_hold_days` is {days}; it must be between 1 and 90."
+                )));
+            }
+            settings.out_of_office_hold_days = days;
         }
         Ok(settings)
     }
@@ -857,6 +877,7 @@ outreach_runtime::prelude::example!(create_sequence,
         },
         "settings": {
             "exit_after_days_without_acceptance": 14,
+            "out_of_office_hold_days": 7,
             "skip_if_contacted_within_days": 30,
             "skip_if_in_other_live_sequence": true,
             "stop_on_reply": true
@@ -953,6 +974,7 @@ outreach_runtime::prelude::example!(get_sequence,
         "sending": {"next_send_at": "2026-11-23T21:19:40.433Z", "reason": null, "sending": true},
         "settings": {
             "exit_after_days_without_acceptance": 14,
+            "out_of_office_hold_days": 7,
             "skip_if_contacted_within_days": 60,
             "skip_if_in_other_live_sequence": true,
             "stop_on_reply": true
@@ -1047,6 +1069,7 @@ outreach_runtime::prelude::example!(list_sequences,
                 "sending": {"next_send_at": "2026-11-23T21:19:40.433Z", "reason": null, "sending": true},
                 "settings": {
                     "exit_after_days_without_acceptance": 14,
+                    "out_of_office_hold_days": 7,
                     "skip_if_contacted_within_days": 60,
                     "skip_if_in_other_live_sequence": true,
                     "stop_on_reply": true
@@ -1230,6 +1253,7 @@ outreach_runtime::prelude::example!(update_sequence,
         },
         "settings": {
             "exit_after_days_without_acceptance": 14,
+            "out_of_office_hold_days": 7,
             "skip_if_contacted_within_days": 60,
             "skip_if_in_other_live_sequence": true,
             "stop_on_reply": true

@@ -256,6 +256,7 @@ outreach_runtime::prelude::example!(activate_sequence,
         "sending": {"next_send_at": "2026-11-23T21:19:40.433Z", "reason": null, "sending": true},
         "settings": {
             "exit_after_days_without_acceptance": 14,
+            "out_of_office_hold_days": 7,
             "skip_if_contacted_within_days": 60,
             "skip_if_in_other_live_sequence": true,
             "stop_on_reply": true
@@ -319,6 +320,7 @@ outreach_runtime::prelude::example!(pause_sequence,
         },
         "settings": {
             "exit_after_days_without_acceptance": 14,
+            "out_of_office_hold_days": 7,
             "skip_if_contacted_within_days": 60,
             "skip_if_in_other_live_sequence": true,
             "stop_on_reply": true
@@ -378,6 +380,7 @@ outreach_runtime::prelude::example!(resume_sequence,
         "sending": {"next_send_at": "2026-11-23T21:19:40.535Z", "reason": null, "sending": true},
         "settings": {
             "exit_after_days_without_acceptance": 14,
+            "out_of_office_hold_days": 7,
             "skip_if_contacted_within_days": 60,
             "skip_if_in_other_live_sequence": true,
             "stop_on_reply": true
@@ -438,6 +441,7 @@ outreach_runtime::prelude::example!(stop_sequence,
         "sending": {"next_send_at": null, "reason": "The sequence is stopped.", "sending": false},
         "settings": {
             "exit_after_days_without_acceptance": 14,
+            "out_of_office_hold_days": 7,
             "skip_if_contacted_within_days": 60,
             "skip_if_in_other_live_sequence": true,
             "stop_on_reply": true
