@@ -285,3 +285,36 @@ mod tests {
         );
     }
 }
+
+/// How far back the period-bound figures look.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub enum Period {
+    #[serde(rename = "24h")]
+    Day,
+    #[serde(rename = "7d")]
+    Week,
+    #[default]
+    #[serde(rename = "30d")]
+    Month,
+    #[serde(rename = "90d")]
+    Quarter,
+    #[serde(rename = "365d")]
+    Year,
+    #[serde(rename = "all")]
+    All,
+}
+
+impl Period {
+    /// The window's length; `None` for `all`.
+    pub fn length_ms(self) -> Option<i64> {
+        const DAY: i64 = 24 * 60 * 60 * 1000;
+        match self {
+            Period::Day => Some(DAY),
+            Period::Week => Some(7 * DAY),
+            Period::Month => Some(30 * DAY),
+            Period::Quarter => Some(90 * DAY),
+            Period::Year => Some(365 * DAY),
+            Period::All => None,
+        }
+    }
+}

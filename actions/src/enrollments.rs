@@ -1029,6 +1029,28 @@ pub(crate) async fn mark_replied(
     Ok(marked.rows_affected() == 1)
 }
 
+/// Notes a reply on the person's enrollments from `sender_id` that had already gone through all
+/// their steps: a reply to the last step counts for it (`get_sequence_stats`), whenever it comes.
+pub(crate) async fn note_reply_after_last_step(
+    conn: &mut PersonTx<'_>,
+    workspace_id: &str,
+    prospect_id: &str,
+    sender_id: &str,
+    at_ms: i64,
+) -> Result<(), ApiError> {
+    sqlx::query(
+        "update enrollments set replied_at = $4 where workspace_id = $1 and prospect_id = $2 \
+         and sender_id = $3 and replied_at is null and status = 'finished' and exit_reason = 'completed_steps'",
+    )
+    .bind(workspace_id)
+    .bind(prospect_id)
+    .bind(sender_id)
+    .bind(at_ms)
+    .execute(&mut **conn)
+    .await?;
+    Ok(())
+}
+
 /// Finishes a live enrollment whose prospect replied (its sequence stops on reply).
 pub(crate) async fn finish_replied(
     conn: &mut PersonTx<'_>,

@@ -227,6 +227,47 @@ async fn one_advance_plays_out_a_month_each_action_at_its_own_time() {
         }
     }
     assert!(messaged >= 5, "too few accepted people to show anything");
+
+    // The sequence's figures per step are the sandbox log's counts.
+    let stats = app
+        .get(&format!("/sequences/{sequence}/stats"), &app.key)
+        .await;
+    let stats = stats.expect(200).clone();
+    let steps = stats["steps"].as_array().expect("steps");
+    let sent_of = |kind: &str, nth: usize| {
+        per_person
+            .values()
+            .filter(|calls| calls.iter().filter(|(k, _)| k == kind).count() > nth)
+            .count() as i64
+    };
+    // Everyone is invited in the month's first fortnight, so every acceptance falls inside it.
+    let accepted = people
+        .iter()
+        .filter(|(url, fate)| fate.accepts_after_ms.is_some() && per_person.contains_key(*url))
+        .count() as i64;
+    let unreachable = people.values().filter(|fate| fate.unreachable).count() as i64;
+    assert_eq!(steps[0]["type"], "connection_request", "{stats}");
+    assert_eq!(steps[0]["sent"], sent_of("invitation", 0), "{stats}");
+    assert_eq!(steps[0]["accepted"], accepted, "{stats}");
+    assert_eq!(steps[0]["failed"], unreachable, "{stats}");
+    assert_eq!(steps[1]["sent"], sent_of("message", 0), "{stats}");
+    assert_eq!(steps[2]["sent"], sent_of("message", 1), "{stats}");
+    // A reply is counted once, against the step it followed; an out-of-office notice is none.
+    let answered = people
+        .iter()
+        .filter(|(url, fate)| {
+            fate.reply_text
+                .is_some_and(|text| text != OUT_OF_OFFICE_TEXT)
+                && per_person
+                    .get(*url)
+                    .is_some_and(|calls| calls.iter().any(|(kind, _)| kind == "message"))
+        })
+        .count() as i64;
+    let replied: i64 = steps
+        .iter()
+        .map(|step| step["replied"].as_i64().expect("replied"))
+        .sum();
+    assert_eq!(replied, answered, "{stats}");
     // Every enrollment has ended, or waits for a time after the month: nothing due was left.
     let enrollments = app
         .get(

@@ -814,3 +814,36 @@ async fn clone_sequence_copies_the_design_into_a_draft_without_its_people() {
     blank.expect_error(400, "invalid_request");
     assert_eq!(sequence_count(&app).await, before + 2);
 }
+
+#[tokio::test]
+async fn sequence_stats_list_every_step_and_refuse_bad_input() {
+    let app = spawn_app().await;
+    let sender = insert_sender(&app, &app.workspace_id, "Ann", "connected").await;
+    let sequence = sequence(&app, &[&sender]).await;
+    let stats = app
+        .get(&format!("/sequences/{sequence}/stats?period=7d"), &app.key)
+        .await;
+    let stats = stats.expect(200).clone();
+    let types: Vec<&str> = stats["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|step| step["type"].as_str().expect("a type"))
+        .collect();
+    assert_eq!(types, ["view_profile", "connection_request", "message"]);
+    assert_eq!(stats["steps"][1]["sent"], 0);
+    assert_eq!(stats["steps"][1]["accepted"], 0);
+    assert!(stats["steps"][1]["acceptance_rate"].is_null());
+    assert!(stats["starts_at"].is_string());
+    let missing = app
+        .get("/sequences/seq_00000000000NoSuchOne/stats", &app.key)
+        .await;
+    missing.expect_error(404, "not_found");
+    let bad = app
+        .get(
+            &format!("/sequences/{sequence}/stats?period=week"),
+            &app.key,
+        )
+        .await;
+    bad.expect_error(400, "invalid_request");
+}

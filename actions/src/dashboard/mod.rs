@@ -24,37 +24,7 @@ outreach_runtime::prelude::resource_tag!(
     "Counts and rates over a period."
 );
 
-/// How far back the period-bound figures look.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-pub enum Period {
-    #[serde(rename = "24h")]
-    Day,
-    #[serde(rename = "7d")]
-    Week,
-    #[default]
-    #[serde(rename = "30d")]
-    Month,
-    #[serde(rename = "90d")]
-    Quarter,
-    #[serde(rename = "365d")]
-    Year,
-    #[serde(rename = "all")]
-    All,
-}
-
-impl Period {
-    fn length_ms(self) -> Option<i64> {
-        const DAY: i64 = 24 * 60 * 60 * 1000;
-        match self {
-            Period::Day => Some(DAY),
-            Period::Week => Some(7 * DAY),
-            Period::Month => Some(30 * DAY),
-            Period::Quarter => Some(90 * DAY),
-            Period::Year => Some(365 * DAY),
-            Period::All => None,
-        }
-    }
-}
+pub use crate::common::Period;
 
 /// The input of `get_dashboard`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -382,7 +352,11 @@ outreach_runtime::prelude::example!(get_dashboard,
                     "acceptance_rate": 0.4047619047619048,
                     "messages_sent": 31,
                     "replies": 6,
-                    "reply_rate": 0.35294117647058826
+                    "reply_rate": 0.35294117647058826,
+                    "steps": [
+                        {"accepted": 17, "acceptance_rate": 0.4047619047619048, "failed": 1, "replied": 1, "reply_rate": 0.023809523809523808, "sent": 42, "step_index": 0, "type": "connection_request"},
+                        {"accepted": null, "acceptance_rate": null, "failed": 0, "replied": 5, "reply_rate": 0.3125, "sent": 16, "step_index": 1, "type": "message"}
+                    ]
                 }
             ],
             "by_sender": [

@@ -12,6 +12,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
 use crate::senders::{self, Usage};
+use crate::sequences::stats::{StepFigures, step_figures};
 
 /// Outreach in the period.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -48,6 +49,8 @@ pub struct SequenceFigures {
     /// Enrollments that ended because the prospect replied, in the period.
     pub replies: i64,
     pub reply_rate: Option<f64>,
+    /// The same by step, for the steps sent in the period (as `get_sequence_stats` counts them).
+    pub steps: Vec<StepFigures>,
 }
 
 /// One sender account's outreach in the period, and where it stands against its limits.
@@ -122,24 +125,29 @@ pub async fn figures(
     .bind(workspace_id)
     .bind(since)
     .fetch_all(&mut *conn)
-    .await?
-    .iter()
-    .map(|row| {
-        let invited = count(row, "invited")?;
-        let accepted = count(row, "accepted")?;
-        let replied = count(row, "replied")?;
-        Ok(SequenceFigures {
-            sequence_id: row.try_get("id")?,
-            name: row.try_get("name")?,
-            invitations_sent: invited,
-            invitations_accepted: accepted,
-            acceptance_rate: rate(accepted, invited),
-            messages_sent: count(row, "messages")?,
-            replies: replied,
-            reply_rate: rate(replied, count(row, "messaged")?),
+    .await?;
+    let mut steps = step_figures(conn, workspace_id, None, Some(since)).await?;
+    let by_sequence = by_sequence
+        .iter()
+        .map(|row| {
+            let invited = count(row, "invited")?;
+            let accepted = count(row, "accepted")?;
+            let replied = count(row, "replied")?;
+            Ok(SequenceFigures {
+                sequence_id: row.try_get("id")?,
+                name: row.try_get("name")?,
+                invitations_sent: invited,
+                invitations_accepted: accepted,
+                acceptance_rate: rate(accepted, invited),
+                messages_sent: count(row, "messages")?,
+                replies: replied,
+                reply_rate: rate(replied, count(row, "messaged")?),
+                steps: steps
+                    .remove(&row.try_get::<String, _>("id")?)
+                    .unwrap_or_default(),
+            })
         })
-    })
-    .collect::<Result<Vec<_>, ApiError>>()?;
+        .collect::<Result<Vec<_>, ApiError>>()?;
 
     let sender_rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "select s.id, {SENT_BY_KIND}, \

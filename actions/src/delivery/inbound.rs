@@ -429,6 +429,10 @@ async fn replied(
         .await?;
         crate::sequences::complete_if_done(conn, &sequence_id, now).await?;
     }
+    if !out_of_office {
+        enrollments::note_reply_after_last_step(conn, workspace_id, prospect_id, sender_id, at_ms)
+            .await?;
+    }
     Ok(())
 }
 

@@ -9,6 +9,7 @@
 
 pub mod clone;
 pub mod states;
+pub mod stats;
 pub mod templates;
 
 use std::collections::{HashMap, HashSet};
