@@ -192,7 +192,7 @@ static MONTH_DAY: LazyLock<Regex> = LazyLock::new(|| {
     .expect("a valid pattern")
 });
 static WEEKDAY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\b(?:until|till|back on|back|return on|returning on|returning|from|on)\s+(?:next\s+)?(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")
+    Regex::new(r"\b(?:until|till|back on|back|return on|returning on|returning)\s+(?:next\s+)?(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")
         .expect("a valid pattern")
 });
 static IN_DAYS: LazyLock<Regex> = LazyLock::new(|| {
@@ -228,8 +228,9 @@ fn small_number(word: &str) -> Option<i64> {
 /// The day an out-of-office reply says its writer is back, as the start of that day (UTC,
 /// epoch ms): an ISO date (`2027-03-10`), a day and a month in either order (`10 March`,
 /// `March 10th, 2027`; without a year, the next such day from today), a weekday after `until`,
-/// `back`, `returning` and the like (the next such day after today), or `back in 2 weeks`.
-/// `None` when the text names none, or only a day in the past or more than 90 days ahead.
+/// `back`, `returning` and the like (the next such day after today), or `back in 2 weeks`; of
+/// several (`from 3 March to 10 March`), the latest. `None` when the text names none, or only
+/// days in the past or more than 90 days ahead.
 pub fn return_date(text: &str, now_ms: i64) -> Option<i64> {
     let lowered = text.to_lowercase();
     let today = jiff::Timestamp::from_millisecond(now_ms)
@@ -255,55 +256,53 @@ pub fn return_date(text: &str, now_ms: i64) -> Option<i64> {
             }
         }
     };
-    let found = ISO_DATE
-        .captures(&lowered)
-        .and_then(|c| {
-            dated(
-                Some(c[1].parse().ok()?),
-                c[2].parse().ok()?,
-                c[3].parse().ok()?,
-            )
-        })
-        .or_else(|| {
-            DAY_MONTH.captures(&lowered).and_then(|c| {
-                let year = c.get(3).and_then(|y| y.as_str().parse().ok());
-                dated(year, month_number(&c[2])?, c[1].parse().ok()?)
-            })
-        })
-        .or_else(|| {
-            MONTH_DAY.captures(&lowered).and_then(|c| {
-                let year = c.get(3).and_then(|y| y.as_str().parse().ok());
-                dated(year, month_number(&c[1])?, c[2].parse().ok()?)
-            })
-        })
-        .or_else(|| {
-            WEEKDAY.captures(&lowered).and_then(|c| {
-                let wanted = match &c[1] {
-                    "monday" => Weekday::Monday,
-                    "tuesday" => Weekday::Tuesday,
-                    "wednesday" => Weekday::Wednesday,
-                    "thursday" => Weekday::Thursday,
-                    "friday" => Weekday::Friday,
-                    "saturday" => Weekday::Saturday,
-                    _ => Weekday::Sunday,
-                };
-                today.nth_weekday(1, wanted).ok()
-            })
-        })
-        .or_else(|| {
-            IN_DAYS.captures(&lowered).and_then(|c| {
-                let count = small_number(&c[1])?;
-                let days = if c[2].starts_with("week") {
-                    count * 7
-                } else {
-                    count
-                };
-                today.checked_add(jiff::Span::new().days(days)).ok()
-            })
-        })?;
-    let date = in_range(found)?;
+    // Every date the text names; a notice that says "from 3 March to 10 March" means the later.
+    let mut found: Vec<Date> = Vec::new();
+    for c in ISO_DATE.captures_iter(&lowered) {
+        let parts = (c[1].parse().ok(), c[2].parse().ok(), c[3].parse().ok());
+        if let (Some(year), Some(month), Some(day)) = parts {
+            found.extend(dated(Some(year), month, day));
+        }
+    }
+    for c in DAY_MONTH.captures_iter(&lowered) {
+        let year = c.get(3).and_then(|y| y.as_str().parse().ok());
+        if let (Some(month), Ok(day)) = (month_number(&c[2]), c[1].parse()) {
+            found.extend(dated(year, month, day));
+        }
+    }
+    for c in MONTH_DAY.captures_iter(&lowered) {
+        let year = c.get(3).and_then(|y| y.as_str().parse().ok());
+        if let (Some(month), Ok(day)) = (month_number(&c[1]), c[2].parse()) {
+            found.extend(dated(year, month, day));
+        }
+    }
+    for c in WEEKDAY.captures_iter(&lowered) {
+        let wanted = match &c[1] {
+            "monday" => Weekday::Monday,
+            "tuesday" => Weekday::Tuesday,
+            "wednesday" => Weekday::Wednesday,
+            "thursday" => Weekday::Thursday,
+            "friday" => Weekday::Friday,
+            "saturday" => Weekday::Saturday,
+            _ => Weekday::Sunday,
+        };
+        found.extend(today.nth_weekday(1, wanted).ok());
+    }
+    for c in IN_DAYS.captures_iter(&lowered) {
+        let Some(count) = small_number(&c[1]) else {
+            continue;
+        };
+        let days = if c[2].starts_with("week") {
+            count * 7
+        } else {
+            count
+        };
+        found.extend(today.checked_add(jiff::Span::new().days(days)).ok());
+    }
+    let found = found.into_iter().filter_map(in_range).max()?;
     Some(
-        date.to_zoned(jiff::tz::TimeZone::UTC)
+        found
+            .to_zoned(jiff::tz::TimeZone::UTC)
             .ok()?
             .timestamp()
             .as_millisecond(),
@@ -343,6 +342,8 @@ mod tests {
                 Some("2027-03-17"),
             ),
             ("Parental leave until 2 April", Some("2027-04-02")),
+            ("Out of office from 3 March to 10 March", Some("2027-03-10")),
+            ("On leave from Monday, back on Friday", Some("2027-03-05")),
             ("Out of office", None),
             // A day past, or too far ahead, is no plan to rely on.
             ("Back on 2027-02-01", None),

@@ -12,8 +12,20 @@ create table do_not_contact_entries (
     added_by text,
     -- manual, import or prospect
     source text not null,
-    created_at bigint not null
+    created_at bigint not null,
+    constraint do_not_contact_entries_kind_check check (kind in ('profile_url', 'email', 'domain')),
+    constraint do_not_contact_entries_source_check check (source in ('manual', 'import', 'prospect'))
 );
 
 create unique index do_not_contact_entries_value on do_not_contact_entries (workspace_id, kind, value);
 create index do_not_contact_entries_newest on do_not_contact_entries (workspace_id, created_at);
+
+-- Prospects marked before the list existed are on it, so removing an entry that also matches
+-- them never clears a mark a person or a reply set.
+insert into do_not_contact_entries (id, workspace_id, kind, value, reason, added_by, source, created_at)
+select 'dnc_' || p.id, p.workspace_id,
+    case when p.profile_url is not null then 'profile_url' else 'email' end,
+    coalesce(p.profile_url, p.email), null, null, 'prospect', p.updated_at
+from prospects p
+where p.do_not_contact <> 0 and (p.profile_url is not null or p.email is not null)
+on conflict do nothing;

@@ -865,11 +865,15 @@ pub async fn next_due_after(
     Ok(earliest)
 }
 
-/// How many jobs are running now, on any instance.
+/// How many jobs are running now under a living lease, on any instance (a job whose process
+/// died keeps `running` until a worker rescues it; it is not counted).
 pub async fn running_count(db: &Db) -> Result<i64, ApiError> {
-    let row = sqlx::query("select count(*) as running from jobs where state = 'running'")
-        .fetch_one(db.pool())
-        .await?;
+    let row = sqlx::query(
+        "select count(*) as running from jobs where state = 'running' and lease_until > $1",
+    )
+    .bind(lease_now_ms())
+    .fetch_one(db.pool())
+    .await?;
     Ok(row.try_get("running")?)
 }
 

@@ -109,8 +109,11 @@ async fn entries_mark_the_people_they_match_now_and_later() {
         .delete(&format!("/do-not-contact/{domain}"), &app.key)
         .await;
     let removed = removed.expect(200).clone();
-    assert_eq!(removed["prospects_unmarked"], 4, "{removed}");
+    // Ada, Dee and Eve; Bob (no profile URL, no email) could have been marked by a person,
+    // which no entry of his own records, so his mark stays.
+    assert_eq!(removed["prospects_unmarked"], 3, "{removed}");
     assert!(!flag(&app, &id_of(&ada)).await);
+    assert!(flag(&app, &id_of(&bob)).await);
     assert!(flag(&app, &id_of(&cy)).await, "cy's own entry stays");
     let again = app
         .delete(&format!("/do-not-contact/{domain}"), &app.key)
@@ -172,6 +175,25 @@ async fn the_flag_and_the_list_are_one_rule() {
     let after = after.expect(200).clone();
     assert_eq!(after["do_not_contact"], true);
     assert!(after["title"].is_null(), "{after}");
+
+    // Marked by the domain, then by a person too: removing the domain keeps the person's mark.
+    app.patch_json(
+        &format!("/prospects/{id}"),
+        &app.key,
+        json!({"do_not_contact": true}),
+    )
+    .await
+    .expect(200);
+    let own = entries(&app, "kind=profile_url").await;
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert!(own[0]["added_by"].is_string(), "{own:?}");
+    let domain = entries(&app, "kind=domain").await;
+    let domain = id_of(&domain[0]);
+    let removed = app
+        .delete(&format!("/do-not-contact/{domain}"), &app.key)
+        .await;
+    assert_eq!(removed.expect(200)["prospects_unmarked"], 0);
+    assert!(flag(&app, &id).await, "a person's mark was cleared");
 }
 
 #[tokio::test]

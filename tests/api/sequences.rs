@@ -847,3 +847,64 @@ async fn sequence_stats_list_every_step_and_refuse_bad_input() {
         .await;
     bad.expect_error(400, "invalid_request");
 }
+
+/// `get_sequence_stats` over 100,000 enrollments (and 160,000 steps sent), for the closing
+/// note's figure: `cargo test --release --test api -- --ignored figures_of_100000 --nocapture`
+/// (with `TEST_DATABASE_URL` for PostgreSQL). Prints the median of 5 calls; asserts only the
+/// counts, never a time.
+#[tokio::test]
+#[ignore = "a measurement: run it by name"]
+async fn figures_of_100000_enrollments() {
+    const PEOPLE: i64 = 100_000;
+    let app = spawn_app().await;
+    let sender = insert_sender(&app, &app.workspace_id, "Ann", "connected").await;
+    let sequence = sequence(&app, &[&sender]).await;
+    let numbers = format!(
+        "with recursive n(i) as (select 1 union all select i + 1 from n where i < {PEOPLE})"
+    );
+    for sql in [
+        format!(
+            "{numbers} insert into prospects (id, workspace_id, first_name, source, created_at, updated_at) \
+             select 'prs_bench' || i, $1, 'P', 'api', 0, 0 from n"
+        ),
+        format!(
+            "{numbers} insert into enrollments (id, workspace_id, sequence_id, prospect_id, sender_id, status, \
+             exit_reason, step_index, invited_at, accepted_at, replied_at, created_at, updated_at) \
+             select 'enr_bench' || i, $1, $2, 'prs_bench' || i, '{sender}', 'finished', 'completed_steps', 2, \
+             1000 + i, case when i % 5 < 2 then 2000000 + i end, case when i % 10 = 0 then 3000000 + i end, 0, 0 from n"
+        ),
+        format!(
+            "{numbers} insert into enrollment_events (id, workspace_id, enrollment_id, at, kind, step_index, outcome) \
+             select 'eev_bench_a' || i, $1, 'enr_bench' || i, 1000 + i, 'connection_request', 1, 'sent' from n"
+        ),
+        format!(
+            "{numbers} insert into enrollment_events (id, workspace_id, enrollment_id, at, kind, step_index, outcome) \
+             select 'eev_bench_b' || i, $1, 'enr_bench' || i, 2500000 + i, 'message', 2, 'sent' from n where i % 5 < 3"
+        ),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&app.workspace_id)
+            .bind(&sequence)
+            .execute(app.db.pool())
+            .await
+            .expect("bulk rows");
+    }
+    let mut times = Vec::new();
+    let mut stats = Value::Null;
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        let answer = app
+            .get(&format!("/sequences/{sequence}/stats"), &app.key)
+            .await;
+        times.push(started.elapsed());
+        stats = answer.expect(200).clone();
+    }
+    times.sort();
+    println!(
+        "get_sequence_stats over {PEOPLE} enrollments: median {:?} (min {:?}, max {:?})",
+        times[2], times[0], times[4]
+    );
+    assert_eq!(stats["steps"][1]["sent"], PEOPLE, "{stats}");
+    assert_eq!(stats["steps"][1]["accepted"], PEOPLE * 2 / 5, "{stats}");
+    assert_eq!(stats["steps"][2]["sent"], PEOPLE * 3 / 5, "{stats}");
+}

@@ -63,7 +63,7 @@ pub(crate) async fn insert_prospects(
         .filter(|(_, fields)| fields.do_not_contact)
         .map(|(id, _)| id.as_str())
         .collect();
-    super::do_not_contact_added(tx, workspace_id, &marked, now).await?;
+    super::do_not_contact_added(tx, workspace_id, &marked, None, now).await?;
     let written: Vec<&str> = ids.iter().map(String::as_str).collect();
     super::do_not_contact::flag_listed(tx, workspace_id, &written, now).await?;
     crate::prospects::totals::add(tx, workspace_id, ids.len() as i64).await
@@ -169,10 +169,22 @@ pub(crate) async fn update_prospect(
     old: &Fields,
     fields: &Fields,
 ) -> Result<(), ApiError> {
+    // An import never clears do-not-contact: a row saying `false` leaves a marked person marked
+    // (only a person's `update_prospect` clears it, and the entries with it).
+    let kept;
+    let fields = if old.do_not_contact && !fields.do_not_contact {
+        kept = Fields {
+            do_not_contact: true,
+            ..fields.clone()
+        };
+        &kept
+    } else {
+        fields
+    };
     write_fields(tx, workspace_id, id, fields, now).await??;
     super::do_not_contact::flag_listed(tx, workspace_id, &[id], now).await?;
     if fields.do_not_contact && !old.do_not_contact {
-        super::do_not_contact_added(tx, workspace_id, &[id], now).await?;
+        super::do_not_contact_added(tx, workspace_id, &[id], None, now).await?;
     }
     if old.tags != fields.tags {
         sqlx::query("delete from prospect_tags where prospect_id = $1")

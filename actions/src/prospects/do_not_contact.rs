@@ -117,7 +117,7 @@ pub fn normalize_value(kind: EntryKind, field: &str, value: &str) -> Result<Stri
         EntryKind::Email => {
             normalize::email(Some(value.to_owned())).map_err(|error| rename(error, "email"))?
         }
-        EntryKind::Domain => Some(normalize::domain(field, value)?),
+        EntryKind::Domain => Some(normalize::domain(field.trim_matches('`'), value)?),
     };
     normalized.ok_or_else(|| ApiError::invalid_request(format!("{field} must not be empty.")))
 }
@@ -160,7 +160,6 @@ async fn insert_entries(
         .await?;
         if inserted.rows_affected() == 1 {
             added += 1;
-            marked += flag_matching(conn, workspace_id, entry.kind, &entry.value, now).await?;
             ids_in_order.push(id);
         } else {
             let row = sqlx::query(
@@ -174,6 +173,9 @@ async fn insert_entries(
             ids_in_order.push(row.try_get("id")?);
         }
     }
+    if added > 0 {
+        marked = flag_all_listed(conn, workspace_id, now).await?;
+    }
     Ok((ids_in_order, added, marked))
 }
 
@@ -182,9 +184,9 @@ async fn insert_entries(
 fn match_sql(kind: EntryKind, at: usize) -> String {
     match kind {
         EntryKind::ProfileUrl => format!("profile_url = ${at}"),
-        EntryKind::Email => format!("lower(email) = ${at}"),
+        EntryKind::Email => format!("email = ${at}"),
         EntryKind::Domain => format!(
-            "(lower(company_domain) = ${at} or lower(email) like ${} escape '!')",
+            "(company_domain = ${at} or email like ${} escape '!')",
             at + 1
         ),
     }
@@ -213,25 +215,22 @@ fn email_domain_pattern(domain: &str) -> String {
     format!("%@{escaped}")
 }
 
-/// Flags the prospects an entry matches that are not flagged yet, with their events; answers
-/// how many.
-async fn flag_matching(
+/// Flags every prospect of the workspace that an entry matches and that is not flagged yet,
+/// with their events, in one statement; answers how many.
+async fn flag_all_listed(
     conn: &mut AnyConnection,
     workspace_id: &str,
-    kind: EntryKind,
-    value: &str,
     now: i64,
 ) -> Result<u64, ApiError> {
     let sql = format!(
         "update prospects set do_not_contact = 1, updated_at = $2 where workspace_id = $1 and do_not_contact = 0 \
-         and {} returning id",
-        match_sql(kind, 3)
+         and exists (select 1 from do_not_contact_entries e where {ENTRY_MATCHES_PROSPECT}) returning id"
     );
-    let query = sqlx::query(sqlx::AssertSqlSafe(sql))
+    let marked: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(workspace_id)
-        .bind(now);
-    let rows = bind_match(query, kind, value).fetch_all(&mut *conn).await?;
-    let marked: Vec<String> = rows
+        .bind(now)
+        .fetch_all(&mut *conn)
+        .await?
         .iter()
         .map(|row| row.try_get("id"))
         .collect::<Result<_, _>>()?;
@@ -287,8 +286,7 @@ async fn identities(
     let mut found = Vec::with_capacity(prospect_ids.len());
     for id in prospect_ids {
         let row = sqlx::query(
-            "select id, profile_url, lower(email) as email, lower(company_domain) as company_domain \
-             from prospects where workspace_id = $1 and id = $2",
+            "select id, profile_url, email, company_domain from prospects where workspace_id = $1 and id = $2",
         )
         .bind(workspace_id)
         .bind(*id)
@@ -328,14 +326,15 @@ async fn entries_matching(
     rows.iter().map(DoNotContactEntry::from_row).collect()
 }
 
-/// Whether an entry `e` matches the row of `prospects`: the one rule, in SQL. A domain matches
-/// the company's and the email's (the `like` finds the `@`, the `substr` compares exactly).
+/// Whether an entry `e` matches the row of `prospects`: the one rule, in SQL. Emails and
+/// domains are stored normalised (lowercase), as entries are. A domain matches the company's and
+/// the email's (the `like` finds the `@`, the `substr` compares exactly).
 const ENTRY_MATCHES_PROSPECT: &str = "e.workspace_id = prospects.workspace_id and ( \
      (e.kind = 'profile_url' and e.value = prospects.profile_url) \
-     or (e.kind = 'email' and e.value = lower(prospects.email)) \
-     or (e.kind = 'domain' and (e.value = lower(prospects.company_domain) \
-       or (lower(prospects.email) like '%@' || e.value \
-         and substr(lower(prospects.email), length(prospects.email) - length(e.value) + 1) = e.value))))";
+     or (e.kind = 'email' and e.value = prospects.email) \
+     or (e.kind = 'domain' and (e.value = prospects.company_domain \
+       or (prospects.email like '%@' || e.value \
+         and substr(prospects.email, length(prospects.email) - length(e.value) + 1) = e.value))))";
 
 /// Ids per statement of [`flag_listed`].
 const FLAG_BATCH: usize = 500;
@@ -710,6 +709,11 @@ pub async fn remove_do_not_contact(
     let matched: Vec<&str> = matched.iter().map(String::as_str).collect();
     let mut prospects_unmarked = 0;
     for who in identities(&mut tx, ctx.workspace_id(), &matched).await? {
+        // Someone with neither a profile URL nor an email has no entry of their own: their flag
+        // may be a person's, which no entry records, so it stays.
+        if who.profile_url.is_none() && who.email.is_none() {
+            continue;
+        }
         if !entries_matching(&mut tx, ctx.workspace_id(), &who)
             .await?
             .is_empty()
@@ -747,7 +751,7 @@ outreach_runtime::prelude::parity!(remove_do_not_contact, write,
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ImportDoNotContactInput {
     /// CSV text with a header row. Columns used: `profile_url` (or LinkedIn URL, Profile URL,
-    /// URL), `email` (or Email Address), `domain` (or Company Domain, Website), and `reason`;
+    /// LinkedIn Profile), `email` (or Email Address), `domain` (or Company Domain, Website), and `reason`;
     /// headers are matched without regard to case, spaces or punctuation, and other columns are
     /// ignored. Each non-empty value of a row becomes an entry. Over REST the file can also be
     /// the whole body (`Content-Type: text/csv`) or a `multipart/form-data` part named `file`.
@@ -791,8 +795,9 @@ fn column_of(header: &str) -> Option<&'static str> {
         .map(|c| c.to_ascii_lowercase())
         .collect();
     match key.as_str() {
-        "profileurl" | "linkedinurl" | "linkedin" | "linkedinprofile" | "personlinkedinurl"
-        | "url" => Some("profile_url"),
+        "profileurl" | "linkedinurl" | "linkedin" | "linkedinprofile" | "personlinkedinurl" => {
+            Some("profile_url")
+        }
         "email" | "emailaddress" | "workemail" => Some("email"),
         "domain" | "companydomain" | "website" | "companywebsite" => Some("domain"),
         "reason" => Some("reason"),

@@ -526,7 +526,8 @@ pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Pro
     totals::add(&mut tx, ctx.workspace_id(), 1).await?;
     do_not_contact::flag_listed(&mut tx, ctx.workspace_id(), &[id.as_str()], now).await?;
     if fields.do_not_contact {
-        do_not_contact_added(&mut tx, ctx.workspace_id(), &[id.as_str()], now).await?;
+        let by = Some(ctx.principal().person_id.as_str());
+        do_not_contact_added(&mut tx, ctx.workspace_id(), &[id.as_str()], by, now).await?;
     }
     fetch_in(&mut tx, ctx.workspace_id(), &id).await
 }
@@ -1124,6 +1125,7 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     if let Some(custom_fields) = input.custom_fields {
         fields.custom_fields = normalize::custom_fields(custom_fields)?;
     }
+    let input_marks = input.do_not_contact == Some(true);
     if let Some(do_not_contact) = input.do_not_contact {
         fields.do_not_contact = do_not_contact;
     }
@@ -1165,9 +1167,16 @@ pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Pro
     }
     let written = [current.id.as_str()];
     do_not_contact::flag_listed(&mut tx, ctx.workspace_id(), &written, ctx.now_ms()).await?;
+    let by = Some(ctx.principal().person_id.as_str());
     if fields.do_not_contact && !current.do_not_contact {
         let marked = [current.id.as_str()];
-        do_not_contact_added(&mut tx, ctx.workspace_id(), &marked, ctx.now_ms()).await?;
+        do_not_contact_added(&mut tx, ctx.workspace_id(), &marked, by, ctx.now_ms()).await?;
+    } else if input_marks && current.do_not_contact {
+        // Marked already (by a domain entry, say), and now by a person: their own entry keeps
+        // them marked when that entry goes.
+        let marked = [current.id.as_str()];
+        do_not_contact::list_flagged(&mut tx, ctx.workspace_id(), &marked, by, ctx.now_ms())
+            .await?;
     }
     fetch_in(&mut tx, ctx.workspace_id(), &current.id).await
 }
@@ -1309,16 +1318,21 @@ pub(crate) async fn mark_do_not_contact(
     .execute(&mut *conn)
     .await?;
     if marked.rows_affected() == 1 {
-        do_not_contact_added(conn, workspace_id, &[id], now).await?;
+        do_not_contact_added(conn, workspace_id, &[id], None, now).await
+    } else {
+        // Already marked (by a domain entry, say): the person's own entry keeps them marked
+        // when that entry goes.
+        do_not_contact::list_flagged(conn, workspace_id, &[id], None, now).await
     }
-    Ok(())
 }
 
-/// The `prospect.do_not_contact_added` events of prospects just marked do-not-contact.
+/// The `prospect.do_not_contact_added` events of prospects just marked do-not-contact, and
+/// their entries on the list (`added_by`: the person who marked them, when one did).
 pub(crate) async fn do_not_contact_added(
     conn: &mut sqlx::AnyConnection,
     workspace_id: &str,
     ids: &[&str],
+    added_by: Option<&str>,
     now: i64,
 ) -> Result<(), ApiError> {
     let data: Vec<Value> = ids
@@ -1328,7 +1342,7 @@ pub(crate) async fn do_not_contact_added(
     let kind = crate::events::EventType::ProspectDoNotContactAdded;
     crate::events::record_many(conn, workspace_id, now, kind, &data).await?;
     // The flag and the list are one rule: a flagged prospect is on the list.
-    do_not_contact::list_flagged(conn, workspace_id, ids, None, now).await
+    do_not_contact::list_flagged(conn, workspace_id, ids, added_by, now).await
 }
 
 /// Notes that the prospect is now a connection of one of the workspace's senders.

@@ -56,19 +56,21 @@ pub async fn step_figures(
     since: Option<i64>,
 ) -> Result<BTreeMap<String, Vec<StepFigures>>, ApiError> {
     let since = since.unwrap_or(i64::MIN);
-    // Each step sent, with when the enrollment's next step went (the end of its reply window).
+    // Each step sent, with when the enrollment's next step went (the end of its reply window);
+    // the period's filter goes first, as a later step than one kept is kept too.
     let sent = sqlx::query(
         "with sent as ( \
            select e.sequence_id, v.step_index, v.kind, v.at, e.accepted_at, e.replied_at, \
              lead(v.at) over (partition by v.enrollment_id order by v.at, v.id) as next_at \
            from enrollment_events v join enrollments e on e.id = v.enrollment_id \
            where e.workspace_id = $1 and ($2 is null or e.sequence_id = $2) \
-             and v.outcome = 'sent' and v.kind in ('view_profile', 'connection_request', 'message')) \
+             and v.outcome = 'sent' and v.kind in ('view_profile', 'connection_request', 'message') \
+             and v.at >= $3) \
          select sequence_id, step_index, kind, count(*) as sent, \
            cast(coalesce(sum(case when accepted_at is not null and accepted_at >= at then 1 else 0 end), 0) as bigint) as accepted, \
            cast(coalesce(sum(case when replied_at is not null and replied_at >= at \
              and (next_at is null or replied_at < next_at) then 1 else 0 end), 0) as bigint) as replied \
-         from sent where at >= $3 group by sequence_id, step_index, kind",
+         from sent group by sequence_id, step_index, kind",
     )
     .bind(workspace_id)
     .bind(sequence_id)
