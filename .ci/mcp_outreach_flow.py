@@ -161,7 +161,11 @@ async def flow(base: str, key: str) -> None:
             )
             await me.call("advance_clock", {"seconds": 80 * 3600})
             await anyio.sleep(1.0)
-            follow_ups = [e for e in await me.log() if e["text"].startswith("Following up")]
+            # The others' steps play out too (one advance_clock plays its whole interval): only
+            # the person who replied must get no follow-up.
+            follow_ups = [
+                e for e in await me.log() if e["text"].startswith("Following up") and e["prospect_id"] == first
+            ]
             check(follow_ups == [], f"no follow-up after the reply: {follow_ups}")
             messages = await me.call("list_messages", {"id": conversation["id"]})
             check([m["direction"] for m in messages["items"]] == ["outbound", "inbound"], f"the chat so far: {messages}")

@@ -55,6 +55,12 @@ STATE_RULES: list[tuple[str, str]] = [
     # A CSV's content (a header and a data row, well-formed quotes, columns named once, `mapping`
     # naming its columns) is text the JSON Schema cannot read.
     ("POST /imports", r"CSV|[Cc]olumn|`mapping`|[Hh]eader|quote|[Rr]ow \d|line \d"),
+    # A do-not-contact entry's value has the shape of its kind (a profile URL, an email, a
+    # domain): a rule across two fields, described on `value` (an `if`/`then` schema of it fails
+    # redocly's check of the examples).
+    ("POST /do-not-contact", r"^`entries\[\d+\]\.value`"),
+    # The same for a do-not-contact list's CSV: a header naming a usable column, readable rows.
+    ("POST /do-not-contact/imports", r"^`csv` has no `profile_url`|^`csv` could not be read|^`csv` row \d|^`csv` holds more than"),
     # `texts` must name steps the item has.
     ("PATCH /approvals/{id}", r"step"),
     # A webhook URL the pattern allows may still not parse (a port over 65535, a malformed

@@ -126,14 +126,15 @@ pub fn one_or_many_required<'de, D: Deserializer<'de>>(
         .ok_or_else(|| serde::de::Error::custom("expected an id or a list of ids, not null"))
 }
 
-/// The schema of a [`one_or_many`] filter of ids: one id, or a list of 1 to 20.
+/// The schema of a [`one_or_many`] filter of ids: one id, or a list of 1 to 20. One schema of
+/// several types (not `anyOf`), so OpenAPI's query style (`form`, not exploded: `a,b`) applies.
 pub fn one_or_many_ids_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
-        "anyOf": [
-            {"type": "string", "minLength": 1},
-            {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": 20},
-            {"type": "null"}
-        ]
+        "type": ["string", "array", "null"],
+        "minLength": 1,
+        "items": {"type": "string", "minLength": 1},
+        "minItems": 1,
+        "maxItems": 20
     })
 }
 

@@ -582,8 +582,9 @@ pub struct ListConversationsInput {
     pub classification: Option<Classification>,
     /// Only conversations with (`true`) or without (`false`) a reply draft waiting for approval.
     pub has_draft: Option<bool>,
-    /// Only conversations whose last message contains this text (any case; 1 to 200 characters).
-    #[schemars(length(min = 1, max = 200))]
+    /// Only conversations whose last message contains this text (any case; 1 to 200 characters,
+    /// not only spaces).
+    #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub q: Option<String>,
     /// `last_inbound` (default): the latest reply first, conversations without one after them;
     /// `last_message`: the latest message either way first.
@@ -700,6 +701,10 @@ outreach_runtime::prelude::example!(list_conversations,
         "has_more": false,
         "items": [
             {
+                "classification": "positive",
+                "has_draft": false,
+                "last_message_preview": "Happy to talk next week.",
+                "prospect": {"headline": "Poet of numbers", "name": "Ada Lovelace", "tier": "a"},
                 "created_at": "2026-11-24T09:12:05.311Z",
                 "id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
                 "last_inbound_at": "2026-11-25T14:02:41.000Z",
@@ -744,6 +749,10 @@ pub async fn get_conversation(ctx: Ctx, input: ConversationId) -> Result<Convers
 outreach_runtime::prelude::example!(get_conversation,
     request: {"id": "cnv_Qm3VbT8rKx2LpN7sYw4D"},
     response: {
+        "classification": "positive",
+        "has_draft": false,
+        "last_message_preview": "Happy to talk next week.",
+        "prospect": {"headline": "Poet of numbers", "name": "Ada Lovelace", "tier": "a"},
         "created_at": "2026-11-24T09:12:05.311Z",
         "id": "cnv_Qm3VbT8rKx2LpN7sYw4D",
         "last_inbound_at": "2026-11-25T14:02:41.000Z",
@@ -850,10 +859,11 @@ pub struct MarkReadInput {
 
 fn mark_read_ids_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
-        "anyOf": [
-            {"type": "string", "minLength": 1},
-            {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": MAX_MARK_READ}
-        ]
+        "type": ["string", "array"],
+        "minLength": 1,
+        "items": {"type": "string", "minLength": 1},
+        "minItems": 1,
+        "maxItems": MAX_MARK_READ
     })
 }
 

@@ -105,11 +105,7 @@ impl DoNotContactEntry {
 /// `value` as stored for `kind`, or the sentence saying what is wrong with it (naming `field`).
 pub fn normalize_value(kind: EntryKind, field: &str, value: &str) -> Result<String, ApiError> {
     let rename = |error: ApiError, from: &str| {
-        ApiError::invalid_request(
-            error
-                .message
-                .replace(&format!("`{from}`"), &format!("`{field}`")),
-        )
+        ApiError::invalid_request(error.message.replace(&format!("`{from}`"), field))
     };
     let normalized = match kind {
         EntryKind::ProfileUrl => normalize::profile_url(Some(value.to_owned()))
@@ -491,10 +487,12 @@ async fn fetch_entries(
 pub struct EntryInput {
     /// `profile_url`, `email` or `domain`.
     pub kind: EntryKind,
-    /// The profile URL, email address or company domain (a URL on the domain is reduced to it).
-    #[schemars(length(min = 1, max = 2000))]
+    /// The profile URL (as a prospect's `profile_url`), email address (as `email`) or company
+    /// domain (as `company_domain`; a URL on the domain is reduced to it), as `kind` says.
+    #[schemars(length(min = 1, max = 2000), regex(pattern = crate::common::NOT_BLANK))]
     pub value: String,
     /// Why (at most 500 characters): "customer", "asked to stop", "competitor".
+    #[schemars(length(max = 500))]
     pub reason: Option<String>,
 }
 
@@ -634,6 +632,8 @@ outreach_runtime::prelude::example!(list_do_not_contact,
         "items": [
             {"id": "dnc_Qm3Lx8ZpV2cN7bW1tRy4", "kind": "domain", "value": "analytical-engines.example", "reason": "customer", "added_by": "per_5NeLx2Qm8ZbV0cW3tRy9", "source": "manual", "created_at": "2026-11-23T18:22:30.054Z"}
         ],
+        "count": 1,
+        "has_more": false,
         "next_offset": null,
         "offset": 0,
         "total": 1
@@ -758,6 +758,7 @@ pub struct ImportDoNotContactInput {
     #[schemars(regex(pattern = crate::common::NOT_BLANK))]
     pub csv: String,
     /// The reason of rows without a `reason` column value (at most 500 characters).
+    #[schemars(length(max = 500))]
     pub reason: Option<String>,
 }
 
