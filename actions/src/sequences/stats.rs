@@ -43,6 +43,22 @@ pub struct StepFigures {
     pub failed: i64,
 }
 
+impl StepFigures {
+    /// A step nobody was sent yet: zeros, and no rates.
+    fn unsent(step_index: u32, kind: StepType) -> Self {
+        Self {
+            step_index,
+            kind,
+            sent: 0,
+            accepted: (kind == StepType::ConnectionRequest).then_some(0),
+            replied: 0,
+            acceptance_rate: None,
+            reply_rate: None,
+            failed: 0,
+        }
+    }
+}
+
 fn rate(part: i64, whole: i64) -> Option<f64> {
     (whole > 0).then(|| part as f64 / whole as f64)
 }
@@ -130,19 +146,11 @@ pub async fn step_figures(
         else {
             continue;
         };
-        by_step.insert(
-            key.clone(),
-            StepFigures {
-                step_index: u32::try_from(key.1).unwrap_or(0),
-                kind: step.kind,
-                sent: 0,
-                accepted: (step.kind == StepType::ConnectionRequest).then_some(0),
-                replied: 0,
-                acceptance_rate: None,
-                reply_rate: None,
-                failed: count,
-            },
-        );
+        let figures = StepFigures {
+            failed: count,
+            ..StepFigures::unsent(u32::try_from(key.1).unwrap_or(0), step.kind)
+        };
+        by_step.insert(key.clone(), figures);
     }
     let mut by_sequence: BTreeMap<String, Vec<StepFigures>> = BTreeMap::new();
     for ((sequence, _), figures) in by_step {
@@ -203,16 +211,7 @@ pub async fn get_sequence_stats(
         let index = u32::try_from(index).unwrap_or(u32::MAX);
         match figures.iter().position(|figure| figure.step_index == index) {
             Some(at) => steps.push(figures.swap_remove(at)),
-            None => steps.push(StepFigures {
-                step_index: index,
-                kind: step.kind,
-                sent: 0,
-                accepted: (step.kind == StepType::ConnectionRequest).then_some(0),
-                replied: 0,
-                acceptance_rate: None,
-                reply_rate: None,
-                failed: 0,
-            }),
+            None => steps.push(StepFigures::unsent(index, step.kind)),
         }
     }
     Ok(SequenceStats {
