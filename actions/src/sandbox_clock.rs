@@ -26,7 +26,6 @@ use outreach_runtime::prelude::{
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use sqlx::Row;
 
 use crate::delivery::inbound::deliver_due;
 use crate::delivery::unipile::SyncJob;
@@ -207,7 +206,7 @@ async fn run_due(
             // Nothing left here: the jobs other workers run end before the clock moves on,
             // and what they leave due runs in another round.
             wait_for_running(db).await?;
-            if round + 1 == ROUNDS_PER_STOP || !any_due(db, clock).await? {
+            if round + 1 == ROUNDS_PER_STOP || !jobs::any_due(db, clock.now_ms()).await? {
                 break;
             }
         }
@@ -222,15 +221,6 @@ async fn wait_for_running(db: &Db) -> Result<(), ApiError> {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     Ok(())
-}
-
-async fn any_due(db: &Db, clock: &Clock) -> Result<bool, ApiError> {
-    let row =
-        sqlx::query("select count(*) as due from jobs where state = 'available' and run_at <= $1")
-            .bind(clock.now_ms())
-            .fetch_one(db.pool())
-            .await?;
-    Ok(row.try_get::<i64, _>("due")? > 0)
 }
 
 /// Move the test clock forward, playing out everything the interval holds.
@@ -301,18 +291,10 @@ pub struct ClockReading {
 pub async fn get_clock(ctx: Ctx, _input: GetClockInput) -> Result<ClockReading, ApiError> {
     let clock = ctx.clock();
     clock.sync(ctx.db()).await?;
-    let now = clock.now_ms();
-    let system = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as i64);
     Ok(ClockReading {
-        now: Timestamp(now),
+        now: Timestamp(clock.now_ms()),
         test_clock: clock.is_shared(),
-        ahead_seconds: if clock.is_shared() {
-            (now - system).max(0) / 1000
-        } else {
-            0
-        },
+        ahead_seconds: clock.shared_offset_ms().max(0) / 1000,
     })
 }
 

@@ -865,6 +865,15 @@ pub async fn next_due_after(
     Ok(earliest)
 }
 
+/// Whether a waiting job is due at `now_ms` (service time).
+pub async fn any_due(db: &Db, now_ms: i64) -> Result<bool, ApiError> {
+    Ok(sqlx::query(sql::ANY_DUE)
+        .bind(now_ms)
+        .fetch_optional(db.pool())
+        .await?
+        .is_some())
+}
+
 /// How many jobs are running now under a living lease, on any instance (a job whose process
 /// died keeps `running` until a worker rescues it; it is not counted).
 pub async fn running_count(db: &Db) -> Result<i64, ApiError> {

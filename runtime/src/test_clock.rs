@@ -13,6 +13,7 @@ use crate::clock::Clock;
 use crate::db::Db;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids;
+use crate::jobs::lease_now_ms;
 use crate::lease::{Heartbeat, LEASE_MS};
 
 impl Clock {
@@ -102,7 +103,7 @@ pub async fn hold_play(db: &Db, clock: &Clock) -> Result<PlayLease, ApiError> {
     let token = ids::new_id("play");
     let started = std::time::Instant::now();
     loop {
-        let now = real_now_ms();
+        let now = lease_now_ms();
         let taken = sqlx::query(
             "insert into test_clock (id, offset_ms, played_by, played_until) values (1, 0, $1, $2) \
              on conflict (id) do update set played_by = excluded.played_by, played_until = excluded.played_until \
@@ -133,7 +134,7 @@ pub async fn hold_play(db: &Db, clock: &Clock) -> Result<PlayLease, ApiError> {
                 sqlx::query(
                     "update test_clock set played_until = $1 where id = 1 and played_by = $2",
                 )
-                .bind(real_now_ms() + LEASE_MS)
+                .bind(lease_now_ms() + LEASE_MS)
                 .bind(&token)
                 .execute(db.pool())
                 .await?;
@@ -159,12 +160,6 @@ impl PlayLease {
         .await?;
         Ok(())
     }
-}
-
-fn real_now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as i64)
 }
 
 /// Moves the shared test clock forward by `ms` for every instance on the database, and this

@@ -175,6 +175,24 @@ async fn insert_entries(
     Ok((ids_in_order, added, marked))
 }
 
+/// The entries a person asked for (`add_do_not_contact`, `import_do_not_contact`), as written.
+fn by_person<'a>(
+    wanted: &'a [(EntryKind, String, Option<String>)],
+    person_id: &'a str,
+    source: EntrySource,
+) -> Vec<NewEntry<'a>> {
+    wanted
+        .iter()
+        .map(|(kind, value, reason)| NewEntry {
+            kind: *kind,
+            value: value.clone(),
+            reason: reason.as_deref(),
+            added_by: Some(person_id),
+            source,
+        })
+        .collect()
+}
+
 /// The condition on `prospects` that an entry of `kind` matches, its value bound at `$at` (and,
 /// for a domain, the `like` pattern of an email on it at `$at + 1`; see [`bind_match`]).
 fn match_sql(kind: EntryKind, at: usize) -> String {
@@ -544,17 +562,7 @@ pub async fn add_do_not_contact(
         let reason = check_reason(&format!("`entries[{index}].reason`"), entry.reason)?;
         checked.push((entry.kind, value, reason));
     }
-    let person = ctx.principal().person_id.clone();
-    let entries: Vec<NewEntry> = checked
-        .iter()
-        .map(|(kind, value, reason)| NewEntry {
-            kind: *kind,
-            value: value.clone(),
-            reason: reason.as_deref(),
-            added_by: Some(person.as_str()),
-            source: EntrySource::Manual,
-        })
-        .collect();
+    let entries = by_person(&checked, &ctx.principal().person_id, EntrySource::Manual);
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
     let (ids_in_order, added, prospects_marked) =
@@ -911,17 +919,7 @@ pub async fn import_do_not_contact(
             }
         }
     }
-    let person = ctx.principal().person_id.clone();
-    let entries: Vec<NewEntry> = wanted
-        .iter()
-        .map(|(kind, value, reason)| NewEntry {
-            kind: *kind,
-            value: value.clone(),
-            reason: reason.as_deref(),
-            added_by: Some(person.as_str()),
-            source: EntrySource::Import,
-        })
-        .collect();
+    let entries = by_person(&wanted, &ctx.principal().person_id, EntrySource::Import);
     let now = ctx.now_ms();
     let mut tx = ctx.tx().await?;
     let (_, added, prospects_marked) =
