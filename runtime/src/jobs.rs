@@ -37,7 +37,6 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand::Rng;
 use serde::Serialize;
@@ -50,6 +49,7 @@ use crate::config::Config;
 use crate::ctx::Tx;
 use crate::db::{Backend, Db};
 use crate::error::ApiError;
+use crate::lease::now_ms as lease_now_ms;
 use crate::{ids, lease};
 
 /// Attempts a job gets unless [`NewJob::max_attempts`] says otherwise.
@@ -829,13 +829,6 @@ pub fn backoff_ms(attempt: i32) -> i64 {
         .min(MAX_BACKOFF_MS);
     let jitter = base / 10;
     base + rand::rng().random_range(-jitter..=jitter)
-}
-
-/// Real time in epoch milliseconds: the clock of leases (see the module header).
-pub fn lease_now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The earliest time after `after_ms` at which a waiting job of a kind not in `except` falls

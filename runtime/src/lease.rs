@@ -13,6 +13,13 @@ use crate::error::ApiError;
 /// How long a hold lasts without a renewal: how soon, after a crash, what it held is free again.
 pub const LEASE_MS: i64 = 5_000;
 
+/// Real time in epoch milliseconds: the clock of leases, which a test clock never moves.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// How often a living holder renews, well inside [`LEASE_MS`].
 pub const RENEW_EVERY: Duration = Duration::from_secs(1);
 

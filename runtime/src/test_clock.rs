@@ -13,8 +13,7 @@ use crate::clock::Clock;
 use crate::db::Db;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids;
-use crate::jobs::lease_now_ms;
-use crate::lease::{Heartbeat, LEASE_MS};
+use crate::lease::{Heartbeat, LEASE_MS, now_ms as lease_now_ms};
 
 impl Clock {
     /// Re-reads the stored offset into a shared test clock; does nothing on any other clock.
