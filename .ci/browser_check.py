@@ -40,6 +40,18 @@ the settings pages. Each flow is a named check, counted on its own:
 10. password: a wrong current password is refused on `/settings/password` with the navigation still
    there; the right one changes it; after signing out, the old password is refused and the new one
    signs in.
+11. mcp-app: the approval queue as an MCP App. Three prospects wait in the queue (made with
+   `tools/call`). A tiny host page, served here on loopback, does what an MCP Apps host does: it
+   reads `ui://outreach/approvals.html` with `resources/read` from the real server (JSON-RPC POST to
+   `/api/mcp` with the key, across origins as any web host would), puts it in an iframe (`srcdoc`,
+   `sandbox="allow-scripts"`), answers `ui/initialize`, sends the `service_list_approvals` result
+   as `ui/notifications/tool-result`, and passes the app's `tools/call` requests to the server.
+   Inside the iframe the browser edits one item's text (Save), approves another and rejects the
+   third by clicking; the REST API then shows each item approved, rejected, or pending with the new
+   text, and the app told its size. Approve through a `read` key first shows the refusal's sentence.
+12. mcp-app-dashboard: the same host with `ui://outreach/dashboard.html` and `service_get_dashboard`
+   for 7 days: the app shows the figures and tables; its 30 days button calls the tool through the
+   host, and the figures shown are the REST API's.
 
 Every page visited is saved as a PNG, `<check>-<n>-<page>.png` under `--screenshots`, so a person can
 look at what the browser saw; a failing check also saves the page's HTML there.
@@ -90,7 +102,7 @@ OWNER_PASSWORD = "correct horse battery staple"
 MEMBER_PASSWORD = "member-password-2026"
 
 CHECKS = ["sign-in", "create-key", "send-terms", "revoke-key", "connected-app", "member-removed",
-          "landing-docs", "credits", "webhooks", "password"]
+          "landing-docs", "credits", "webhooks", "password", "mcp-app", "mcp-app-dashboard"]
 NEW_OWNER_PASSWORD = "a brand new owner password"
 
 
@@ -142,7 +154,12 @@ def request(method: str, url: str, *, token: str | None = None, json_body: objec
 
 def mcp_call(base: str, token: str, tool: str, arguments: dict | None = None) -> Reply:
     """One `tools/call` over Streamable HTTP, with the headers such a client sends."""
-    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments or {}}}
+    return mcp_request(base, token, "tools/call", {"name": tool, "arguments": arguments or {}})
+
+
+def mcp_request(base: str, token: str, method: str, params: dict) -> Reply:
+    """One JSON-RPC request to `/api/mcp`, with the headers a Streamable HTTP client sends."""
+    message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
     return request(
         "POST",
         f"{base}/api/mcp",
@@ -150,6 +167,15 @@ def mcp_call(base: str, token: str, tool: str, arguments: dict | None = None) ->
         json_body=message,
         headers={"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": MCP_PROTOCOL_VERSION},
     )
+
+
+def tool_output(base: str, token: str, tool: str, arguments: dict) -> dict:
+    """A successful `tools/call`'s `structuredContent`; a failure fails the check with its text."""
+    reply = mcp_call(base, token, tool, arguments)
+    check(reply.status == 200 and isinstance(reply.body, dict) and "result" in reply.body, f"{tool}: {reply}")
+    result = reply.body["result"]
+    check(not result.get("isError"), f"{tool}({json.dumps(arguments)}) failed: {result}")
+    return result["structuredContent"]
 
 
 def expect_refused(reply: Reply, status: int, code: str, what: str) -> None:
@@ -192,6 +218,101 @@ class WebhookReceiver(BackgroundHTTPServer):
                 return list(self.received)
             time.sleep(0.05)
         raise CheckFailed(f"the webhook receiver took {len(self.received)} messages, not {count}")
+
+
+# The MCP Apps host of the mcp-app check: what Claude, ChatGPT or VS Code do for an app, in a page.
+# It reads the app with `resources/read`, runs it in a sandboxed iframe, speaks the app's side of
+# the protocol (2026-01-26) and passes the app's `tools/call` requests to the server. CONFIG is
+# filled in by the check: the server, the key, the app's address and title, the tool and its
+# arguments.
+APP_HOST_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>CI MCP Apps host</title>
+<style>body { font: 14px system-ui, sans-serif; margin: 16px; background: #eef0f3; }
+iframe { box-sizing: border-box; width: 100%; height: 400px; border: 1px solid #c5c9d2; border-radius: 12px; background: #fff; }</style>
+</head><body>
+<h1>CI host</h1>
+<p id="host-status">starting</p>
+<iframe id="app" sandbox="allow-scripts"></iframe>
+<script>
+"use strict";
+const CONFIG = __CONFIG__;
+window.hostLog = [];
+let nextMcpId = 1;
+async function mcp(method, params) {
+  const response = await fetch(CONFIG.base + "/api/mcp", {
+    method: "POST",
+    headers: { "Authorization": "Bearer " + CONFIG.key, "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": CONFIG.version },
+    body: JSON.stringify({ jsonrpc: "2.0", id: nextMcpId++, method, params }),
+  });
+  const body = await response.json();
+  if (body.error) throw body.error;
+  return body.result;
+}
+(async () => {
+  const status = document.getElementById("host-status");
+  const frame = document.getElementById("app");
+  frame.title = CONFIG.title;
+  const read = await mcp("resources/read", { uri: CONFIG.uri });
+  const app = read.contents[0];
+  window.appMimeType = app.mimeType;
+  const toolResult = await mcp("tools/call", { name: CONFIG.tool, arguments: CONFIG.arguments });
+  const post = (message) => frame.contentWindow.postMessage(Object.assign({ jsonrpc: "2.0" }, message), "*");
+  window.addEventListener("message", async (event) => {
+    if (event.source !== frame.contentWindow) return;
+    const message = event.data;
+    window.hostLog.push(message);
+    if (message.method === "ui/initialize") {
+      post({ id: message.id, result: { protocolVersion: "2026-01-26",
+        hostInfo: { name: "ci-host", version: "1.0.0" },
+        hostCapabilities: { serverTools: {} },
+        hostContext: { theme: "light", displayMode: "inline", locale: "en-GB", timeZone: "UTC" } } });
+    } else if (message.method === "ui/notifications/initialized") {
+      post({ method: "ui/notifications/tool-input", params: { arguments: CONFIG.arguments } });
+      post({ method: "ui/notifications/tool-result", params: toolResult });
+      status.textContent = "ready";
+    } else if (message.method === "ui/notifications/size-changed") {
+      frame.style.height = message.params.height + "px";
+    } else if (message.method === "tools/call") {
+      try {
+        post({ id: message.id, result: await mcp("tools/call", message.params) });
+      } catch (error) {
+        post({ id: message.id, error: { code: error.code || -32603, message: error.message || String(error) } });
+      }
+    } else if (message.id !== undefined && message.method !== undefined) {
+      post({ id: message.id, error: { code: -32601, message: "Method not found: " + message.method } });
+    }
+  });
+  frame.srcdoc = app.text;
+})().catch((error) => {
+  document.getElementById("host-status").textContent = "failed: " + (error.message || JSON.stringify(error));
+});
+</script>
+</body></html>
+"""
+
+
+class AppHost(BackgroundHTTPServer):
+    """Serves the host page on a loopback port of its own, so the app's calls cross origins as from
+    any web host."""
+
+    def __init__(self, config: dict) -> None:
+        page = APP_HOST_PAGE.replace("__CONFIG__", json.dumps(config)).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the http.server API
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/host.html"
+        super().__init__()
 
 
 class Callback(BackgroundHTTPServer):
@@ -865,6 +986,173 @@ class Flows:
         print("  wrong current password refused with the navigation; the new password signs in, the old one not")
 
 
+    # 11.
+    def mcp_app_check(self) -> None:
+        b, name = self.b, "mcp-app"
+        admin(self.binary, self.database_url, "terms", "accept", "--workspace", self.workspace_id, "--email", OWNER_EMAIL)
+        key = admin(self.binary, self.database_url, "key", "create", "--workspace", self.workspace_id,
+                    "--email", OWNER_EMAIL, "--name", "mcp app host", "--scopes", "read,write,send")["key"]
+        read_key = admin(self.binary, self.database_url, "key", "create", "--workspace", self.workspace_id,
+                         "--email", OWNER_EMAIL, "--name", "mcp app reader", "--scopes", "read")["key"]
+        sender = tool_output(self.base, key, "service_create_sender", {"name": "App check account", "timezone": "UTC"})
+        people = {}
+        for first, last, title in (("Ada", "Lovelace", "Head of Engineering"), ("Grace", "Hopper", "CTO"),
+                                   ("Edsger", "Dijkstra", "Founder")):
+            made = tool_output(self.base, key, "service_create_prospect", {
+                "first_name": first, "last_name": last, "title": title, "company_name": "Engines",
+                "profile_url": f"https://www.linkedin.com/in/ci-app-{first.lower()}-{secrets.token_hex(3)}/",
+            })
+            people[made["id"]] = f"{first} {last}"
+        sequence = tool_output(self.base, key, "service_create_sequence", {
+            "name": "App check",
+            "sender_ids": [sender["id"]],
+            "steps": [{"type": "connection_request", "delay_hours": 0, "note": "Hi {{first_name}}, glad to connect."}],
+        })
+        added = tool_output(self.base, key, "service_add_to_sequence",
+                            {"sequence_id": sequence["id"], "prospect_ids": list(people)})
+        by_name = {people[e["prospect_id"]]: e["approval_id"] for e in added["enrollments"]}
+        check(len(by_name) == 3, f"three items wait for approval: {added}")
+        arguments = {"sequence_id": sequence["id"]}
+
+        with AppHost({"base": self.base, "key": key, "version": MCP_PROTOCOL_VERSION,
+                      "uri": "ui://outreach/approvals.html", "title": "Approval queue",
+                      "tool": "service_list_approvals", "arguments": arguments}) as host:
+            b.goto(host.url)
+            b.wait_until(lambda: b.text("#host-status") != "starting", "the host to start the app")
+            check(b.text("#host-status") == "ready", f"the host says {b.text('#host-status')!r}")
+            check(b.driver.execute_script("return window.appMimeType") == "text/html;profile=mcp-app",
+                  "resources/read did not answer the app's MIME type")
+            frame = b.expect("iframe#app", "the app's iframe")
+            check(frame.get_attribute("sandbox") == "allow-scripts", "the iframe is not sandboxed")
+            b.driver.switch_to.frame(frame)
+            try:
+                b.wait_until(lambda: len(b.find_all("article[data-approval-id]")) == 3, "three items in the app")
+                page = b.find("main").text
+                for person in by_name:
+                    check(person in page, f"the app does not show {person}")
+                check("Head of Engineering at Engines" in page and "Outreach in App check" in page,
+                      f"the app does not show the headline and the sequence: {page[:400]!r}")
+                check("Hi Ada, glad to connect." in page, "the app does not show the drafted text")
+
+                def shot(page: str) -> None:
+                    b.driver.switch_to.default_content()
+                    b.shot(name, page)
+                    b.driver.switch_to.frame(frame)
+
+                shot("queue")
+
+                def card(person: str) -> str:
+                    return f"article[data-approval-id='{by_name[person]}']"
+
+                # Read in one script: after each action the app redraws the queue, so an element
+                # found first may be replaced before it is read.
+                def read(css: str) -> str:
+                    return b.driver.execute_script(
+                        "const node = document.querySelector(arguments[0]);"
+                        "return node ? node.textContent.trim() : '';", css)
+
+                def notice_says(start: str):
+                    return lambda: read("#notice").startswith(start) and read("#notice")
+
+                # Edit Edsger's note and save it: the item waits with the new text.
+                b.expect(f"{card('Edsger Dijkstra')} button.edit", "Edsger's Edit button").click()
+                area = b.expect(f"{card('Edsger Dijkstra')} textarea", "the text editor")
+                area.clear()
+                area.send_keys("Hello Edsger, shortest paths brought me here.")
+                b.expect(f"{card('Edsger Dijkstra')} button.save", "the Save button").click()
+                b.wait_until(notice_says("Saved Edsger Dijkstra"), "the app to say the text was saved")
+                b.wait_until(lambda: "shortest paths" in read(card("Edsger Dijkstra")), "the edited text shown")
+
+                # A refusal is shown with its sentence: the host passes Approve on with a read key.
+                def host_key(value: str) -> None:
+                    b.driver.switch_to.default_content()
+                    b.driver.execute_script("CONFIG.key = arguments[0];", value)
+                    b.driver.switch_to.frame(frame)
+
+                host_key(read_key)
+                b.expect(f"{card('Ada Lovelace')} button.approve", "Ada's Approve button").click()
+                outcome = f"{card('Ada Lovelace')} .outcome[role='alert']"
+                refusal = b.wait_until(lambda: read(outcome), "the refusal's sentence")
+                check("needs the `send` scope" in refusal, f"the app shows {refusal!r}")
+                shot("refused")
+                host_key(key)
+
+                b.expect(f"{card('Ada Lovelace')} button.approve", "Ada's Approve button").click()
+                approved = b.wait_until(notice_says("Approved Ada Lovelace"), "the app to say Ada was approved")
+                b.wait_until(lambda: not b.has(card("Ada Lovelace")), "the approved item to leave the queue")
+                shot("approved")
+
+                b.expect(f"{card('Grace Hopper')} button.reject", "Grace's Reject button").click()
+                rejected = b.wait_until(notice_says("Rejected Grace Hopper"), "the app to say Grace was rejected")
+                b.wait_until(lambda: len(b.find_all("article[data-approval-id]")) == 1, "one item left in the app")
+            finally:
+                b.driver.switch_to.default_content()
+            b.shot(name, "rejected")
+            log = b.driver.execute_script("return window.hostLog")
+            methods = [message.get("method") for message in log]
+            first = log[0] if log else {}
+            check(first.get("method") == "ui/initialize" and first["params"]["protocolVersion"] == "2026-01-26",
+                  f"the app's first message is {first}")
+            check("ui/notifications/size-changed" in methods, f"the app never told its size: {methods}")
+            keys = [m["params"]["arguments"].get("idempotency_key") for m in log
+                    if m.get("method") == "tools/call" and m["params"]["name"] != "service_list_approvals"]
+            check(len(keys) == 4 and all(keys) and len(set(keys)) == 4, f"each action has its own key: {keys}")
+
+        def items(status: str) -> list[dict]:
+            reply = request("GET", f"{self.base}/api/v1/approvals?status={status}&sequence_id={sequence['id']}", token=key)
+            check(reply.status == 200, f"GET /api/v1/approvals?status={status}: {reply}")
+            return reply.body["items"]
+
+        check([i["id"] for i in items("approved")] == [by_name["Ada Lovelace"]], f"approved: {items('approved')}")
+        check([i["id"] for i in items("rejected")] == [by_name["Grace Hopper"]], f"rejected: {items('rejected')}")
+        waiting = items("pending")
+        check([i["id"] for i in waiting] == [by_name["Edsger Dijkstra"]], f"pending: {waiting}")
+        check(waiting[0]["texts"][0]["text"] == "Hello Edsger, shortest paths brought me here.", f"the edit: {waiting[0]['texts']}")
+        print(f"  in the app: {approved!r}; {rejected!r}; the edit saved; the REST API agrees")
+
+    # 12.
+    def mcp_app_dashboard_check(self) -> None:
+        b, name = self.b, "mcp-app-dashboard"
+        key = admin(self.binary, self.database_url, "key", "create", "--workspace", self.workspace_id,
+                    "--email", OWNER_EMAIL, "--name", "dashboard app host", "--scopes", "read")["key"]
+        with AppHost({"base": self.base, "key": key, "version": MCP_PROTOCOL_VERSION,
+                      "uri": "ui://outreach/dashboard.html", "title": "Dashboard",
+                      "tool": "service_get_dashboard", "arguments": {"period": "7d"}}) as host:
+            b.goto(host.url)
+            b.wait_until(lambda: b.text("#host-status") != "starting", "the host to start the app")
+            check(b.text("#host-status") == "ready", f"the host says {b.text('#host-status')!r}")
+            frame = b.expect("iframe#app", "the app's iframe")
+            b.driver.switch_to.frame(frame)
+            try:
+                # Read in one script each: the app redraws the whole dashboard at once, so
+                # elements found one by one may be replaced between two reads.
+                def pressed() -> str:
+                    return b.driver.execute_script(
+                        "const on = document.querySelector(\"button[aria-pressed='true']\");"
+                        "return on ? on.dataset.period : '';")
+
+                b.wait_until(lambda: len(b.find_all(".kpi")) >= 10, "the dashboard's figures")
+                check(pressed() == "7d", f"the period shown is {pressed()!r}, the call asked for 7d")
+                b.expect("button[data-period='30d']", "the 30 days button").click()
+                b.wait_until(lambda: pressed() == "30d", "the dashboard of 30 days")
+                shown = b.driver.execute_script(
+                    "return Object.fromEntries(Array.from(document.querySelectorAll('.kpi'), (kpi) =>"
+                    " [kpi.querySelector('dt').textContent, kpi.querySelector('.value').textContent]));")
+                tables = b.driver.execute_script(
+                    "return Array.from(document.querySelectorAll('section.panel h2'), (h) => h.textContent);")
+            finally:
+                b.driver.switch_to.default_content()
+            b.shot(name, "dashboard")
+        reply = request("GET", f"{self.base}/api/v1/dashboard?period=30d", token=key)
+        check(reply.status == 200, f"GET /api/v1/dashboard: {reply}")
+        body = reply.body
+        for label, value in (("Prospects", body["prospects"]["total"]), ("Waiting for approval", body["approvals"]["waiting"]),
+                             ("Credits", body["credits"]["balance"])):
+            check(shown.get(label) == f"{value:,}", f"the app shows {label} {shown.get(label)!r}, the API {value}")
+        check("Sequences" in tables and "Sender accounts" in tables, f"the app's tables: {tables}")
+        print(f"  {len(shown)} figures, {len(tables)} panels; switched from 7 to 30 days; the REST API agrees")
+
+
 def main() -> int:
     parser = argument_parser(__doc__, "server and chromedriver logs")
     parser.add_argument("--screenshots", type=Path, help="where the PNGs go (default target/browser-screenshots/<database>)")
@@ -910,6 +1198,8 @@ def main() -> int:
                     checks.run("credits", flows.credits_check)
                     checks.run("webhooks", flows.webhooks_check)
                     checks.run("password", flows.password_check)
+                    checks.run("mcp-app", flows.mcp_app_check)
+                    checks.run("mcp-app-dashboard", flows.mcp_app_dashboard_check)
                     checks.no_internal_errors(server)
                     browser.close()
                     browser = None

@@ -11,11 +11,15 @@ in its legacy mode (the `initialize` handshake older clients use), and on each c
   `GET /api/v1/workspace` made with the same key (DESIGN.md section 4: one dispatch, two faces);
 - calls `service_get_prospect` with an id that does not exist: a tool result with `isError` whose
   structuredContent is the REST error body `{error, code: not_found}`, again equal to REST's;
-- calls a tool that does not exist: a JSON-RPC error, not a tool result.
+- calls a tool that does not exist: a JSON-RPC error, not a tool result;
+- lists the prompts, renders one, and sends one without its required argument (-32602).
 
 Then it lists the tools of each toolset URL once (the default set of at most 40 tools, every
 toolset, the read-only URL, `?toolsets=prospecting` and the `X-MCP-Toolsets` header), printing the
-count and bytes of each.
+count and bytes of each. Last, the SDK answers the confirmation a priced call of 120 credits asks
+for (elicitation): declined, then accepted; on the legacy handshake nothing is asked. And the MCP
+Apps: the two tools' `_meta` pointers, `resources/list`, `resources/read` of each `ui://` view,
+and the tools the views call for their data.
 
 Exits non-zero with a message naming the first thing that differs.
 """
@@ -28,6 +32,7 @@ import sys
 
 import anyio
 import httpx2
+import mcp_types
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
@@ -146,6 +151,30 @@ async def run(base: str, key: str, mode: str) -> None:
             else:
                 raise CheckFailed(f"calling an unknown tool should be a JSON-RPC error, got a result: {result}")
 
+            # The workflows as prompts: listed for this (write) key in a fixed order, rendered with
+            # an argument and a default, and a missing argument refused by name.
+            prompts = [prompt.name for prompt in (await client.list_prompts()).prompts]
+            check(
+                prompts == ["prospect_to_sequence", "triage_inbox", "weekly_report"],
+                f"prompts/list for a write key: {prompts}",
+            )
+            got = await client.get_prompt("prospect_to_sequence", {"audience": "founders in Lyon"})
+            text = got.messages[0].content.text
+            check(
+                "founders in Lyon" in text and "the workspace's connected sender" in text,
+                f"prompts/get prospect_to_sequence: {text[:200]}",
+            )
+            try:
+                await client.get_prompt("prospect_to_sequence", {})
+            except MCPError as rpc_error:
+                check(
+                    rpc_error.code == -32602 and "`audience`" in str(rpc_error),
+                    f"a missing prompt argument: {rpc_error.code} {rpc_error}",
+                )
+            else:
+                raise CheckFailed("prompts/get without its required argument should be a JSON-RPC error")
+            print(f"  [{mode}] prompts: {len(prompts)} listed, one rendered, a missing argument refused (-32602)")
+
 
 async def toolsets(base: str, key: str) -> None:
     """What the SDK is offered on each URL: the default toolsets (at most 40 tools), every toolset,
@@ -180,6 +209,85 @@ async def toolsets(base: str, key: str) -> None:
     check("service_run_agent" in names["agents (header)"], f"X-MCP-Toolsets: agents: {names['agents (header)']}")
 
 
+async def confirmations(base: str, key: str) -> None:
+    """A priced call of 100 credits or more asks the person first (elicitation, over 2026-07-28's
+    multi round-trip requests, which the SDK drives itself): declined, it imports nothing and is a
+    `declined` tool error; accepted, it runs. On the legacy handshake nothing is asked."""
+    asked: list[str] = []
+
+    def answering(action: str, confirm: bool):
+        async def callback(context, params):
+            asked.append(params.message)
+            content = {"confirm": confirm} if action == "accept" else None
+            return mcp_types.ElicitResult(action=action, content=content)
+
+        return callback
+
+    rows = [{"first_name": f"Confirm{index}", "email": f"confirm{index}@example.com"} for index in range(120)]
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0)) as http:
+        _, before = await rest_get(http, base, "/prospects?limit=1")
+        for action, confirm in (("decline", False), ("accept", False)):
+            transport = streamable_http_client(f"{base}/api/mcp?toolsets=all", http_client=http)
+            async with Client(transport, read_timeout_seconds=30.0, elicitation_callback=answering(action, confirm)) as client:
+                check(client.protocol_version == "2026-07-28", f"negotiated {client.protocol_version}")
+                result = await client.call_tool("service_import_prospects", {"rows": rows})
+            body = error_body(result)
+            check(result.is_error and body.get("code") == "declined", f"a {action} without confirm: {result}")
+        _, after = await rest_get(http, base, "/prospects?limit=1")
+        check(after["total"] == before["total"], f"a declined import changed the prospects: {before['total']} -> {after['total']}")
+        check(len(asked) == 2 and asked[0].startswith("This costs 120 credits of your "), f"the questions: {asked}")
+        print(f"  confirmations: asked \"{asked[0]}\"; declined twice, nothing imported")
+
+        transport = streamable_http_client(f"{base}/api/mcp?toolsets=all", http_client=http)
+        async with Client(transport, read_timeout_seconds=30.0, elicitation_callback=answering("accept", True)) as client:
+            result = await client.call_tool("service_import_prospects", {"rows": rows, "idempotency_key": "confirm-1"})
+        check(not result.is_error and result.structured_content.get("created") == 120, f"an accepted import: {result}")
+        check(len(asked) == 3, f"the accepted call was asked once: {asked}")
+
+        transport = streamable_http_client(f"{base}/api/mcp?toolsets=all", http_client=http)
+        more = [{"first_name": f"Legacy{index}", "email": f"legacy{index}@example.com"} for index in range(120)]
+        async with Client(transport, mode="legacy", read_timeout_seconds=30.0, elicitation_callback=answering("decline", False)) as client:
+            result = await client.call_tool("service_import_prospects", {"rows": more})
+        check(not result.is_error and result.structured_content.get("created") == 120, f"a legacy-handshake import: {result}")
+        check(len(asked) == 3, f"the legacy handshake was asked: {asked[3:]}")
+        print("  confirmations: an accept imports 120; the legacy handshake is not asked")
+
+
+APPS = {
+    "ui://outreach/approvals.html": "service_list_approvals",
+    "ui://outreach/dashboard.html": "service_get_dashboard",
+}
+APP_MIME_TYPE = "text/html;profile=mcp-app"
+
+
+async def apps(base: str, key: str) -> None:
+    """The MCP Apps (the approval queue and the dashboard in the chat), as the SDK sees them: each
+    tool points at its `ui://` resource in `_meta`, `resources/list` offers both, `resources/read`
+    answers one HTML document, and the tools each view calls for its data answer."""
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0)) as http:
+        transport = streamable_http_client(f"{base}/api/mcp", http_client=http)
+        async with Client(transport, read_timeout_seconds=30.0) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            for uri, tool in APPS.items():
+                check(tool in tools, f"{tool} is not in the default set")
+                meta = tools[tool].meta or {}
+                check((meta.get("ui") or {}).get("resourceUri") == uri, f"{tool}: _meta {meta}")
+            listed = {str(resource.uri): resource for resource in (await client.list_resources()).resources}
+            check(set(APPS) <= set(listed), f"resources/list: {sorted(listed)}")
+            for uri, tool in APPS.items():
+                check(listed[uri].mime_type == APP_MIME_TYPE, f"{uri}: {listed[uri].mime_type}")
+                contents = (await client.read_resource(uri)).contents
+                check(len(contents) == 1, f"{uri}: {len(contents)} contents")
+                html = getattr(contents[0], "text", "")
+                check(html.startswith("<!DOCTYPE html>") and "ui/initialize" in html, f"{uri}: not the app's document")
+                result = await client.call_tool(tool, {})
+                check(not result.is_error and isinstance(result.structured_content, dict),
+                      f"{tool}, as the view calls it: {result}")
+                print(f"  apps: {uri} ({len(html)} bytes) for {tool}")
+
+
 def main() -> int:
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -196,6 +304,16 @@ def main() -> int:
         anyio.run(toolsets, base, key)
     except CheckFailed as failure:
         print(f"FAILED [toolsets]: {failure}", file=sys.stderr)
+        return 1
+    try:
+        anyio.run(confirmations, base, key)
+    except CheckFailed as failure:
+        print(f"FAILED [confirmations]: {failure}", file=sys.stderr)
+        return 1
+    try:
+        anyio.run(apps, base, key)
+    except CheckFailed as failure:
+        print(f"FAILED [apps]: {failure}", file=sys.stderr)
         return 1
     print("  MCP client checks passed")
     return 0

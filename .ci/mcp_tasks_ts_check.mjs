@@ -18,6 +18,9 @@
 //   (no Tasks extension there): an immediate execution whose result is the queued run.
 // - ts-progress-held-call: a 2.x client without the extension passes `onprogress` (the SDK sends a
 //   progress token): it receives the run's progress and the one call returns the run ended.
+// - ts-confirmation-declined-then-accepted: a client with an `elicitation/create` handler on the
+//   2026-07-28 lifecycle imports 100 rows (100 credits, the threshold): asked with the price,
+//   declined (a `declined` tool error, nothing imported), then asked again and accepted (it runs).
 //
 // Writes RESULTS_JSON: [{"name", "ok", "message"}].
 
@@ -227,6 +230,61 @@ await named("ts-progress-held-call", async () => {
     console.log(`  ${updates.length} updates (${updates.map((update) => update.message).join("; ")}); ${run.id} ${run.status}`);
   } finally {
     await client.close();
+  }
+});
+
+// A priced call of 100 credits or more asks its person first, over 2026-07-28's multi round-trip
+// requests, which the SDK drives itself through its `elicitation/create` handler: declined, the
+// import does nothing and is a `declined` tool error; accepted, it runs.
+await named("ts-confirmation-declined-then-accepted", async () => {
+  const asked = [];
+  const answering = async (answer) => {
+    const transport = new StreamableHTTPClientTransport(mcpUrl, {
+      requestInit: { headers: { Authorization: authorization } },
+    });
+    const client = new Client(clientInfo, {
+      versionNegotiation: { mode: "auto" },
+      capabilities: { elicitation: { form: {} } },
+    });
+    client.setRequestHandler("elicitation/create", async (request) => {
+      asked.push(request.params.message);
+      return answer;
+    });
+    await client.connect(transport);
+    return client;
+  };
+  const rows = Array.from({ length: 100 }, (_, index) => ({
+    first_name: `Confirm${index}`,
+    email: `ts-confirm-${RUN}-${index}@example.com`,
+  }));
+  const total = async (client) => (await call(client, "list_prospects", { limit: 1 })).total;
+
+  const declining = await answering({ action: "decline" });
+  try {
+    const before = await total(declining);
+    const result = await declining.callTool({ name: "service_import_prospects", arguments: { rows } });
+    check(result.isError === true, `a declined import is a tool error: ${show(result)}`);
+    const body = JSON.parse(result.content[0].text);
+    check(body.code === "declined", `code \`declined\`: ${show(body)}`);
+    check((await total(declining)) === before, "a declined import imported nothing");
+    check(asked.length === 1 && /costs 100 credits/.test(asked[0]), `asked once, with the price: ${show(asked)}`);
+    console.log(`  asked "${asked[0]}"; declined: ${body.error}`);
+  } finally {
+    await declining.close();
+  }
+
+  const accepting = await answering({ action: "accept", content: { confirm: true } });
+  try {
+    const result = await accepting.callTool({
+      name: "service_import_prospects",
+      arguments: { rows, idempotency_key: `ts-confirm-${RUN}` },
+    });
+    check(!result.isError, `an accepted import runs: ${show(result.content)}`);
+    check(asked.length === 2, `asked again for the new call: ${show(asked)}`);
+    const imported = result.structuredContent;
+    console.log(`  accepted: import ${imported.id} ${imported.status}`);
+  } finally {
+    await accepting.close();
   }
 });
 

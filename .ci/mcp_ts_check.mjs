@@ -11,23 +11,24 @@
 // walks a user's story through the tools (in an order that makes the ids the next calls need; every
 // tool's own success and refusal are replayed from the registry by mcp_ts_replay.mjs), and checks
 // five kinds of error: each must reach the client as a tool result with `isError: true`, no
-// `structuredContent`, and the `{error, code, ...}` JSON body as its text. The SDK validates every
-// `structuredContent` against the tool's `outputSchema`; any throw is a failure.
+// `structuredContent`, and the `{error, code, ...}` JSON body as its text. Every successful answer is
+// validated against its REST operation's response in the OpenAPI document (mcp_ts_lib.mjs); any
+// throw is a failure.
 //
 // Writes RESULTS_JSON: [{"name", "ok", "message"}], one entry per named check, for the driver to count.
 
 import { readFileSync, writeFileSync } from "node:fs";
-import { CheckFailed, check, checks, connect as connectWith, fails, loadSdk, ok, show } from "./mcp_ts_lib.mjs";
+import { CheckFailed, check, checks, connect as connectWith, fails, largest, loadSdk, ok, show } from "./mcp_ts_lib.mjs";
 
 const [nodeModules, configPath, resultsPath] = process.argv.slice(2);
 if (!resultsPath) {
   console.error("usage: node mcp_ts_check.mjs NODE_MODULES CONFIG_JSON RESULTS_JSON");
   process.exit(2);
 }
-const sdk = await loadSdk(nodeModules);
+const config = JSON.parse(readFileSync(configPath, "utf8"));
+const sdk = await loadSdk(nodeModules, config.base_url);
 const { McpError } = sdk;
 const sdkVersion = sdk.version;
-const config = JSON.parse(readFileSync(configPath, "utf8"));
 const mcpUrl = new URL(`${config.base_url}/api/mcp?toolsets=all`);
 const { results, named } = checks();
 const connect = (key, label, url = mcpUrl, headers = {}) => connectWith(sdk, url, key, label, headers);
@@ -56,7 +57,7 @@ await named("ts-connect-and-list-tools", async () => {
   check(bad.length === 0, `tool names must start with service_: ${bad}`);
   for (const tool of tools) {
     check(tool.inputSchema?.type === "object", `${tool.name}: input schema is not an object schema`);
-    check(tool.outputSchema, `${tool.name}: no outputSchema`);
+    check(tool.outputSchema === undefined, `${tool.name}: an outputSchema (answers are shaped by the OpenAPI document)`);
   }
 });
 
@@ -355,7 +356,40 @@ await named("ts-unknown-tool-is-jsonrpc-error", async () => {
   }
 });
 
+await named("ts-prompts-per-scope-listed-and-rendered", async () => {
+  check(client, "not connected");
+  const expected = {
+    read: ["weekly_report"],
+    write: ["prospect_to_sequence", "triage_inbox", "weekly_report"],
+    send: ["prospect_to_sequence", "review_approvals", "triage_inbox", "weekly_report"],
+  };
+  for (const [scope, names] of Object.entries(expected)) {
+    const connection = scope === "write" ? client : await connect(config[`${scope}_key`], scope);
+    try {
+      const { prompts } = await connection.listPrompts();
+      const listed = prompts.map((prompt) => prompt.name);
+      check(JSON.stringify(listed) === JSON.stringify(names), `prompts/list for ${scope}: ${show(listed)}`);
+      console.log(`  prompts/list (${scope}): ${listed.length} prompts`);
+    } finally {
+      if (connection !== client) await connection.close();
+    }
+  }
+  const got = await client.getPrompt({ name: "weekly_report", arguments: { period: "30d" } });
+  const text = got.messages[0].content.text;
+  check(text.includes("`period: 30d`"), `prompts/get weekly_report: ${text.slice(0, 200)}`);
+  try {
+    const result = await client.getPrompt({ name: "no_such_prompt", arguments: {} });
+    throw new CheckFailed(`an unknown prompt should be a JSON-RPC error, got ${show(result)}`);
+  } catch (error) {
+    if (error instanceof CheckFailed) throw error;
+    check(error instanceof McpError && error.code === -32602, `an unknown prompt: ${error}`);
+    check(String(error.message).includes("weekly_report"), `the error names no prompt: ${error.message}`);
+  }
+  console.log("  prompts/get: rendered with its argument; an unknown name is -32602 naming the prompts");
+});
+
 if (client) await client.close();
+console.log(`largest answer (JSON text): ${largest.bytes} bytes (${largest.tool})`);
 writeFileSync(resultsPath, JSON.stringify(results, null, 2));
 const failed = results.filter((result) => !result.ok).length;
 console.log(`TypeScript SDK: ${results.length - failed} passed, ${failed} failed`);

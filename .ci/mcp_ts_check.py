@@ -25,20 +25,33 @@ serve`; then:
   through the SDK, its success and its refusal, one check per action; first the part of a world
   only the network makes with the job worker on, then the replay on a server with `--no-worker`.
 - runs the Inspector CLI (`mcp-inspector --cli URL --transport http --header "Authorization: Bearer
-  KEY" --format json`): `tools/list`, `tools/call --tool-name service_get_workspace`, and a failing
-  `tools/call` (`service_get_prospect` with an id that does not exist).
+  KEY" --format json`): `tools/list`, `tools/list --strict` of every toolset with no schema
+  portability finding, `tools/call --tool-name service_get_workspace`, and a failing
+  `tools/call` (`service_get_prospect` with an id that does not exist), and `prompts/list` and
+  `prompts/get --prompt-name weekly_report --prompt-args period=30d`.
+- runs the official conformance suite (`@modelcontextprotocol/conformance`, its server scenarios)
+  through `.ci/conformance_proxy.mjs`, which adds the bearer key the suite cannot send, with
+  `.ci/conformance_baseline.yml` listing the scenarios that do not apply and why: one check per
+  scenario that applies, and one that the suite's own verdict holds (no unexpected failure, no
+  stale entry).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from ci_server import CheckFailed, Checks, Server, admin, argument_parser, check, executable, fresh_database, http_get, run, section
+from ci_server import (CheckFailed, Checks, Server, admin, argument_parser, check, executable, free_port,
+                       fresh_database, http_get, run, section)
 
 HERE = Path(__file__).resolve().parent
 TS_CHECKS = [
@@ -51,9 +64,21 @@ TS_CHECKS = [
     "ts-error-idempotency-key-reused",
     "ts-error-insufficient-credits",
     "ts-unknown-tool-is-jsonrpc-error",
+    "ts-prompts-per-scope-listed-and-rendered",
 ]
-TASKS_TS_CHECKS = ["ts-tasks-run-agent-as-task", "ts-tasks-legacy-era-gets-the-run", "ts-progress-held-call"]
-INSPECTOR_CHECKS = ["inspector-tools-list", "inspector-get-workspace", "inspector-tool-error"]
+TASKS_TS_CHECKS = ["ts-tasks-run-agent-as-task", "ts-tasks-legacy-era-gets-the-run", "ts-progress-held-call",
+                   "ts-confirmation-declined-then-accepted"]
+INSPECTOR_CHECKS = [
+    "inspector-tools-list", "inspector-schemas-portable", "inspector-get-workspace", "inspector-tool-error",
+    "inspector-prompts",
+]
+# The conformance suite's server scenarios that apply to outreach (the others are in the baseline,
+# each with why), and the suite's verdict against the baseline.
+CONFORMANCE_BASELINE = HERE / "conformance_baseline.yml"
+CONFORMANCE_SCENARIOS = [
+    "server-initialize", "ping", "tools-list", "prompts-list", "resources-list", "dns-rebinding-protection",
+]
+CONFORMANCE_CHECKS = [f"conformance-{name}" for name in CONFORMANCE_SCENARIOS] + ["conformance-baseline-holds"]
 # The parity fixtures declared beside each action, as the golden test writes them out; replayed by
 # `.ci/mcp_ts_replay.mjs`, one check per action.
 FIXTURES = HERE.parent / "tests" / "golden" / "parity_fixtures.json"
@@ -152,12 +177,13 @@ def main() -> int:
                     print("internal errors in the server log:\n" + "\n".join(errors))
                 if checks.failed:
                     server.print_log()
+            run_conformance(checks, binary, database_url, node, node_modules, send_key["key"], work / "conformance")
         replay_fixtures(checks, binary, node, node_modules, args, work / "replay")
     except Exception as error:  # noqa: BLE001 - setup failures count every check as failed
         print(f"error: {error}", file=sys.stderr)
     finally:
-        checks.fail_all(TS_CHECKS + TASKS_TS_CHECKS + INSPECTOR_CHECKS + REPLAY_SHARED_CHECKS + REPLAY_CHECKS,
-                        "the setup failed")
+        checks.fail_all(TS_CHECKS + TASKS_TS_CHECKS + INSPECTOR_CHECKS + CONFORMANCE_CHECKS + REPLAY_SHARED_CHECKS
+                        + REPLAY_CHECKS, "the setup failed")
         if args.keep:
             print(f"kept {work}")
         else:
@@ -234,6 +260,61 @@ def run_script(
                    lambda: check(False, f"the script reported checks this driver does not know: {sorted(extra)}"))
 
 
+def run_conformance(checks: Checks, binary: str, database_url: str, node: str, node_modules: Path, key: str,
+                    work: Path) -> None:
+    """The conformance suite's server scenarios against a server of its own, reached through the
+    proxy that adds the key. The server's base URL is the proxy's, since it refuses a `Host` that
+    is not its own (the DNS-rebinding guard the suite checks)."""
+    section(f"{checks.label}: the MCP conformance suite (server scenarios)")
+    work.mkdir(parents=True, exist_ok=True)
+    proxy_port = free_port()
+    proxy_url = f"http://127.0.0.1:{proxy_port}"
+    results = work / "results"
+    with Server(binary, database_url, work / "server.log", ["--base-url", proxy_url]) as server:
+        env = dict(os.environ, UPSTREAM=server.base_url, MCP_TOKEN=key, PROXY_PORT=str(proxy_port))
+        with open(work / "proxy.log", "w") as proxy_log:
+            proxy = subprocess.Popen([node, str(HERE / "conformance_proxy.mjs")], stdout=proxy_log,
+                                     stderr=subprocess.STDOUT, env=env)
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", proxy_port), timeout=1):
+                    break
+                time.sleep(0.1)
+            cli = node_modules / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+            cmd = [node, str(cli), "server", "--url", f"{proxy_url}/api/mcp",
+                   "--expected-failures", str(CONFORMANCE_BASELINE), "-o", str(results)]
+            print("+ " + " ".join(cmd), flush=True)
+            done = run(cmd, capture_output=True, timeout=600)
+        finally:
+            proxy.terminate()
+            proxy.wait(timeout=10)
+        # The suite's own totals count the baseline's expected failures too; its verdict is what counts.
+        (work / "conformance.log").write_text(done.stdout + done.stderr)
+        verdict = done.stdout[done.stdout.find("Expected failures"):] if "Expected failures" in done.stdout else done.stdout[-3000:]
+        print(verdict.strip())
+        if checks.failed:
+            server.print_log()
+
+    statuses: dict[str, set[str]] = {}
+    for checks_file in results.glob("*/checks.json"):
+        # `server-<scenario>-<timestamp>`, the timestamp as 2026-12-07T12-25-47-871Z
+        scenario = re.sub(r"-\d{4}-\d\d-\d\dT[\d-]+Z$", "", checks_file.parent.name.removeprefix("server-"))
+        statuses[scenario] = {entry.get("status") for entry in json.loads(checks_file.read_text())}
+
+    def scenario_passes(name: str):
+        def fn() -> None:
+            check(name in statuses, f"the suite ran no `{name}` (ran {sorted(statuses)})")
+            check(statuses[name] == {"SUCCESS"}, f"`{name}`: {sorted(statuses[name])}; see {results}")
+        return fn
+
+    for name in CONFORMANCE_SCENARIOS:
+        checks.run(f"conformance-{name}", scenario_passes(name))
+    print(f"  {sum(1 for found in statuses.values() if found == {'SUCCESS'})} of {len(statuses)} scenarios passed")
+    checks.run("conformance-baseline-holds",
+               lambda: check(done.returncode == 0, f"exit {done.returncode}: {done.stdout[-2000:]}{done.stderr[-2000:]}"))
+
+
 def run_inspector(checks: Checks, node: str, node_modules: Path, base_url: str, key: str, work: Path) -> None:
     status, _, rest_workspace = http_get(f"{base_url}/api/v1/workspace", key)
 
@@ -245,6 +326,19 @@ def run_inspector(checks: Checks, node: str, node_modules: Path, base_url: str, 
         check("service_get_workspace" in names, f"service_get_workspace not listed: {names}")
         check(len(names) <= 40, f"{len(names)} tools in the default set")
         print(f"  {len(names)} tools in the default set")
+
+    def tools_portable() -> None:
+        # The Inspector's schema portability check (`--strict` prints each finding): every tool of
+        # every toolset, with no warning (there were 439, about `"type": [..., "null"]`).
+        code, out, err = inspector(node, node_modules, base_url, key, work, "--method", "tools/list", "--strict",
+                                   path="/api/mcp?toolsets=all")
+        check(code == 0, f"exit {code}:\n{str(out)[:2000]}\n{err}")
+        tools = out.get("tools", []) if isinstance(out, dict) else []
+        check(len(tools) > 40, f"only {len(tools)} tools with ?toolsets=all")
+        findings = [line for line in err.splitlines() if line.lower().startswith(("warning", "error"))
+                    or "warnings across" in line or "errors across" in line]
+        check(not findings, "the Inspector's schema check: " + err[:4000])
+        print(f"  {len(tools)} tools, no schema portability finding")
 
     def get_workspace() -> None:
         code, out, err = inspector(node, node_modules, base_url, key, work, "--method", "tools/call",
@@ -270,9 +364,23 @@ def run_inspector(checks: Checks, node: str, node_modules: Path, base_url: str, 
         check(code == 5 and "tool_is_error" in err, f"the Inspector should exit 5 with `tool_is_error` on stderr, got {code}: {err}")
         print(f"  not_found: {body['error']} (exit {code})")
 
+    def prompts() -> None:
+        code, out, err = inspector(node, node_modules, base_url, key, work, "--method", "prompts/list")
+        check(code == 0, f"exit {code}:\n{out}\n{err}")
+        names = [prompt.get("name") for prompt in (out or {}).get("prompts", [])]
+        check(names == ["prospect_to_sequence", "triage_inbox", "weekly_report"], f"prompts/list for a write key: {names}")
+        code, out, err = inspector(node, node_modules, base_url, key, work, "--method", "prompts/get",
+                                   "--prompt-name", "weekly_report", "--prompt-args", "period=30d")
+        check(code == 0, f"exit {code}:\n{out}\n{err}")
+        text = ((out or {}).get("messages") or [{}])[0].get("content", {}).get("text", "")
+        check("`period: 30d`" in text, f"prompts/get weekly_report: {str(out)[:600]}")
+        print(f"  {len(names)} prompts listed; weekly_report rendered for 30d")
+
     checks.run("inspector-tools-list", tools_list)
+    checks.run("inspector-schemas-portable", tools_portable)
     checks.run("inspector-get-workspace", get_workspace)
     checks.run("inspector-tool-error", tool_error)
+    checks.run("inspector-prompts", prompts)
 
 
 if __name__ == "__main__":

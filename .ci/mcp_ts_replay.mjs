@@ -16,22 +16,22 @@
 // - `replay`, against a server with no job worker (`--no-worker`), so what a world holds stays as
 //   it was made (a run stays `queued`, an approved enrollment `scheduled`): a shared world for the
 //   reads and the refusals and a fresh world for each write; every tool's success input must
-//   succeed (the SDK validates its `structuredContent` against the tool's `outputSchema`) and its
+//   succeed (its `structuredContent` validated against the OpenAPI response, mcp_ts_lib.mjs) and its
 //   refusal input must fail with the fixture's code. Check `ts-replay-<action>` for each action.
 //
 // CONFIG_JSON: {"base_url", "send_key"} (a read,write,send key of a workspace with credits whose
 // sending terms are accepted). Writes RESULTS_JSON: [{"name", "ok", "message"}].
 
 import { readFileSync, writeFileSync } from "node:fs";
-import { check, checks, connect, fails, loadSdk, ok, show } from "./mcp_ts_lib.mjs";
+import { check, checks, connect, fails, inputChecker, largest, loadSdk, ok, show } from "./mcp_ts_lib.mjs";
 
 const [nodeModules, configPath, resultsPath, mode, fixturesPath, sharedPath] = process.argv.slice(2);
 if (!["shared", "replay"].includes(mode) || !sharedPath) {
   console.error("usage: node mcp_ts_replay.mjs NODE_MODULES CONFIG_JSON RESULTS_JSON shared|replay FIXTURES_JSON SHARED_JSON");
   process.exit(2);
 }
-const sdk = await loadSdk(nodeModules);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
+const sdk = await loadSdk(nodeModules, config.base_url);
 const registry = JSON.parse(readFileSync(fixturesPath, "utf8"));
 const { results, named } = checks();
 console.log(`MCP TypeScript SDK ${sdk.version} (Node ${process.version}): ${mode}`);
@@ -163,6 +163,13 @@ if (mode === "shared") {
     world.dnc_entry = (await call("add_do_not_contact", {
       entries: [{ kind: "domain", value: `world-${number}.example` }],
     })).entries[0].id;
+    world.variants = (await call("create_sequence", {
+      name: `Variants ${tag}`, steps: [
+        { type: "connection_request" },
+        { type: "message", delay_hours: 24, variants: [
+          { text: "Hi {{first_name|there}}, A." }, { text: "Hi {{first_name|there}}, B." }] },
+      ],
+    })).id;
     const paused = (await call("list_events", { type: ["sequence.paused"], limit: 200 })).items;
     world.event = paused.find((event) => event.data.sequence_id === world.paused)?.id;
     check(world.event, `no sequence.paused event of ${world.paused}`);
@@ -201,6 +208,9 @@ if (mode === "shared") {
 
   const { tools } = await client.listTools();
   const listed = new Set(tools.map((tool) => tool.name));
+  // Each fixture's success input must also pass the tool's listed `inputSchema`, as a host that
+  // checks arguments would require: the list's trimmed schemas must never refuse a valid call.
+  const inputs = new Map(tools.map((tool) => [tool.name, inputChecker(tool)]));
   let worlds = 0;
   let world0;
   await named("ts-replay-world", async () => {
@@ -217,7 +227,10 @@ if (mode === "shared") {
       const tool = `service_${action}`;
       check(listed.has(tool), `${tool} is not listed`);
       const world = fixture.kind === "write" ? await makeWorld((worlds += 1)) : world0;
-      await ok(client, tool, instantiate(fixture.success, world));
+      const input = instantiate(fixture.success, world);
+      const valid = inputs.get(tool);
+      check(valid(input), `${tool}: the success input fails the listed inputSchema: ${show(valid.errors?.slice(0, 5))}`);
+      await ok(client, tool, input);
       await fails(client, tool, instantiate(fixture.failure, world0), fixture.failure_code);
     });
   }
@@ -228,6 +241,7 @@ if (mode === "shared") {
 }
 
 await client.close();
+console.log(`largest answer (JSON text): ${largest.bytes} bytes (${largest.tool})`);
 writeFileSync(resultsPath, JSON.stringify(results, null, 2));
 const failed = results.filter((result) => !result.ok).length;
 console.log(`TypeScript SDK replay (${mode}): ${results.length - failed} passed, ${failed} failed`);

@@ -61,6 +61,8 @@ STATE_RULES: list[tuple[str, str]] = [
     ("POST /do-not-contact", r"^`entries\[\d+\]\.value`"),
     # The same for a do-not-contact list's CSV: a header naming a usable column, readable rows.
     ("POST /do-not-contact/imports", r"^`csv` has no `profile_url`|^`csv` could not be read|^`csv` row \d|^`csv` holds more than"),
+    # A variant's step and key must be the stored sequence's, and one variant must stay on.
+    ("PATCH /sequences/{id}/variants", r"^`step` is `|has no variants|^`variant` is `|^This would leave step|^Give `enabled`, `weight` or both"),
     # `texts` must name steps the item has.
     ("PATCH /approvals/{id}", r"step"),
     # A webhook URL the pattern allows may still not parse (a port over 65535, a malformed
@@ -162,28 +164,144 @@ def _criteria_break_rules(body: object) -> bool:
     return False
 
 
+def _blank(text: object) -> bool:
+    return not isinstance(text, str) or not text.strip()
+
+
+def _template(text: object) -> bool:
+    """A template may name a field the API does not know: left to the API (conservatively)."""
+    return isinstance(text, str) and ("{{" in text or "}}" in text)
+
+
+def _step_breaks_rules(index: int, step: dict) -> bool:
+    """One step's own rules (see `actions/src/sequences/steps.rs`, `check_step`)."""
+    kind = step.get("type")
+    note, text, subject = step.get("note"), step.get("text"), step.get("subject")
+    variants = step.get("variants")
+    if kind != "connection_request" and note is not None:
+        return True
+    if kind not in ("message", "inmail") and text is not None:
+        return True
+    if kind != "inmail" and subject is not None:
+        return True
+    if kind not in ("message", "connection_request") and variants is not None:
+        return True
+    is_condition = kind == "condition"
+    if not is_condition and any(step.get(f) is not None for f in ("condition", "then_step", "else_step")):
+        return True
+    if is_condition and step.get("next_step") is not None:
+        return True
+    if any(_template(t) for t in (note, text, subject)):
+        return True
+    if variants is not None:
+        if not isinstance(variants, list) or (kind == "message" and not _blank(text)) \
+                or (kind == "connection_request" and not _blank(note)):
+            return True
+        keys = set()
+        for position, variant in enumerate(variants):
+            if not isinstance(variant, dict):
+                return True
+            key = variant.get("key") or "abcde"[position % 5]
+            if key in keys or key == "finish":
+                return True
+            keys.add(key)
+            if kind == "connection_request" and variant.get("text") is not None:
+                return True
+            if kind == "message" and (variant.get("note") is not None or _blank(variant.get("text"))):
+                return True
+            if _template(variant.get("note")) or _template(variant.get("text")):
+                return True
+        if not any(v.get("enabled", True) and v.get("weight", 1) > 0 for v in variants):
+            return True
+    elif kind == "message" and _blank(text):
+        return True
+    if kind == "inmail" and (_blank(subject) or _blank(text)):
+        return True
+    if is_condition:
+        condition = step.get("condition")
+        if not isinstance(condition, dict) or step.get("then_step") is None or step.get("else_step") is None:
+            return True
+        if condition.get("kind") == "profile_has":
+            if condition.get("within_days") is not None or condition.get("field") is None \
+                    or _blank(condition.get("contains")):
+                return True
+        elif condition.get("field") is not None or condition.get("contains") is not None:
+            return True
+    return False
+
+
 def _steps_break_rules(body: object) -> bool:
-    """Sequence steps: a `note` only on a connection request, a `text` (not blank) on a message and
-    only there, a message only after a connection request, and templates naming known fields."""
+    """Sequence steps (see `actions/src/sequences/steps.rs`): each step's own rules, keys unique
+    (`s1`, `s2`, ... by default) and never `finish`, every target naming a step (not itself) or
+    `finish`, no cycle, every step reached from the first, and no path reaching a message before
+    a connection request (or a `connected` condition's `then_step`)."""
     steps = body.get("steps") if isinstance(body, dict) else None
     if not isinstance(steps, list):
         return False
-    invited = False
-    for step in steps:
-        if not isinstance(step, dict):
-            continue
-        kind, note, text = step.get("type"), step.get("note"), step.get("text")
-        if kind != "connection_request" and note is not None:
+    if not all(isinstance(step, dict) for step in steps):
+        return True
+    keys = []
+    for index, step in enumerate(steps):
+        if _step_breaks_rules(index, step):
             return True
-        if kind != "message" and text is not None:
+        key = step.get("key") or f"s{index + 1}"
+        if key in keys or key == "finish":
             return True
-        if kind == "connection_request":
-            invited = True
-        if kind == "message" and (not isinstance(text, str) or not text.strip() or not invited):
-            return True
-        for template in (note, text):
-            if isinstance(template, str) and ("{{" in template or "}}" in template):
+        keys.append(key)
+    by_key = {key: index for index, key in enumerate(keys)}
+
+    def target(name):
+        return None if name == "finish" else by_key.get(name, -1)
+
+    edges = []
+    for index, step in enumerate(steps):
+        names = [step.get("then_step"), step.get("else_step")] if step.get("type") == "condition" \
+            else [step.get("next_step")]
+        out = []
+        for name in names:
+            if name is None:
+                out.append(index + 1 if index + 1 < len(steps) else None)
+                continue
+            if name == keys[index]:
                 return True
+            to = target(name)
+            if to == -1:
+                return True
+            out.append(to)
+        edges.append(out)
+    if not steps:
+        return False
+    # Cycles and reach, depth first from the first step.
+    state = [0] * len(steps)
+
+    def visit(node) -> bool:
+        state[node] = 1
+        for to in edges[node]:
+            if to is None:
+                continue
+            if state[to] == 1 or (state[to] == 0 and visit(to)):
+                return True
+        state[node] = 2
+        return False
+
+    if visit(0) or 0 in state:
+        return True
+    # No path reaches a message before an invitation.
+    seen, todo = set(), [(0, False)]
+    while todo:
+        node, invited = todo.pop()
+        if (node, invited) in seen:
+            continue
+        seen.add((node, invited))
+        step = steps[node]
+        if step.get("type") == "message" and not invited:
+            return True
+        invited = invited or step.get("type") == "connection_request"
+        connected = step.get("type") == "condition" and isinstance(step.get("condition"), dict) \
+            and step["condition"].get("kind") == "connected"
+        for branch, to in enumerate(edges[node]):
+            if to is not None:
+                todo.append((to, invited or (connected and branch == 0)))
     return False
 
 

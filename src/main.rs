@@ -505,11 +505,22 @@ enum KeyCommand {
         /// RFC 3339, e.g. 2027-01-01T00:00:00Z.
         #[arg(long, value_parser = parse_expiry)]
         expires_at: Option<i64>,
+        /// For an unattended agent: MCP never asks a person to confirm its calls.
+        #[arg(long)]
+        unattended: bool,
     },
     /// Revoke an API key; it fails from its next request.
     Revoke {
         #[arg(long)]
         id: String,
+    },
+    /// Mark a key as an unattended agent's (`true`: MCP never asks a person to confirm its calls)
+    /// or as a person's again (`false`); takes effect from its next request.
+    SetUnattended {
+        #[arg(long)]
+        id: String,
+        #[arg(long, action = clap::ArgAction::Set)]
+        unattended: bool,
     },
 }
 
@@ -657,6 +668,9 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     // actions and their toolsets, the price items and their overrides.
     let registry = Registry::build().map_err(anyhow::Error::msg)?;
     outreach_runtime::toolsets::validate_registered(&registry).map_err(anyhow::Error::msg)?;
+    outreach_runtime::prompts::validate_registered(&registry).map_err(anyhow::Error::msg)?;
+    outreach_runtime::confirmations::validate_registered(&registry).map_err(anyhow::Error::msg)?;
+    outreach_runtime::apps::validate_registered(&registry).map_err(anyhow::Error::msg)?;
     PriceTable::validate_registered().map_err(anyhow::Error::msg)?;
     outreach_runtime::jobs::validate_kinds().map_err(anyhow::Error::msg)?;
     let prices = match std::env::var("OUTREACH_PRICES") {
@@ -871,6 +885,7 @@ async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
             name,
             scopes,
             expires_at,
+            unattended,
         }) => {
             let key = admin::create_key(
                 &db,
@@ -883,11 +898,22 @@ async fn run_admin(args: AdminArgs) -> anyhow::Result<()> {
                 expires_at,
             )
             .await?;
-            serde_json::to_value(key)?
+            if unattended && let Err(error) = admin::set_unattended(&db, &key.id, true).await {
+                // Its secret is never printed: revoke it rather than leave a key no one holds.
+                admin::revoke_key(&db, &clock, &key.id).await?;
+                return Err(error);
+            }
+            let mut key = serde_json::to_value(key)?;
+            key["unattended"] = json!(unattended);
+            key
         }
         AdminCommand::Key(KeyCommand::Revoke { id }) => {
             admin::revoke_key(&db, &clock, &id).await?;
             json!({"revoked": true})
+        }
+        AdminCommand::Key(KeyCommand::SetUnattended { id, unattended }) => {
+            admin::set_unattended(&db, &id, unattended).await?;
+            json!({"id": id, "unattended": unattended})
         }
         AdminCommand::Terms(TermsCommand::Accept { workspace, email }) => {
             admin::accept_terms(&db, &clock, &workspace, &email).await?;

@@ -567,27 +567,31 @@ pub async fn record_inbound(
 /// The input of `list_conversations`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListConversationsInput {
-    /// Only conversations with unread inbound messages (`true`) or without (`false`).
+    /// Has unread inbound messages.
     pub unread: Option<bool>,
-    /// Only these sender accounts' (`snd_...`): one id, or up to 20 (a list; over REST,
-    /// comma-separated).
+    /// `snd_...`, or a list.
+    ///
+    /// Over REST, several ids are comma-separated.
     #[serde(default, deserialize_with = "crate::common::one_or_many")]
     #[schemars(schema_with = "crate::common::one_or_many_ids_schema")]
     pub sender_id: Option<Vec<String>>,
-    /// Only conversations a sequence (`seq_...`) started.
+    /// Started by this sequence (`seq_...`).
     pub sequence_id: Option<String>,
-    /// Only conversations where the prospect has written (`true`) or has not (`false`).
+    /// The prospect has written.
     pub replied: Option<bool>,
-    /// Only conversations whose latest inbound message triage read as this.
+    /// Triage's reading of the latest inbound message.
     pub classification: Option<Classification>,
-    /// Only conversations with (`true`) or without (`false`) a reply draft waiting for approval.
+    /// A reply draft awaits approval.
     pub has_draft: Option<bool>,
-    /// Only conversations whose last message contains this text (any case; 1 to 200 characters,
-    /// not only spaces).
+    /// Text in the last message, any case.
+    ///
+    /// Not only spaces.
     #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub q: Option<String>,
-    /// `last_inbound` (default): the latest reply first, conversations without one after them;
-    /// `last_message`: the latest message either way first.
+    /// Default `last_inbound`: the latest reply first.
+    ///
+    /// With `last_inbound`, conversations without a reply come after the others; `last_message`:
+    /// the latest message, either way, first.
     pub sort: Option<ConversationSort>,
     #[serde(flatten)]
     pub page: PageParams,
@@ -608,11 +612,12 @@ const MAX_SENDER_FILTER: usize = 20;
 
 /// List conversations: one inbox across every sender account.
 ///
-/// One conversation per (sender account, prospect), with the prospect's name, headline and tier,
-/// the unread count, the last message's preview, its triage classification and whether a reply
-/// draft waits. Filter by `sender_id` (one or several), `unread`, `replied`, `classification`,
-/// `sequence_id`, `has_draft`, and `q` (text of the last message); sorted by the latest reply
-/// first (`sort`). Paged with `limit` and `offset`. Costs nothing.
+/// One per (sender, prospect), with unread count, last message preview, triage classification and
+/// whether a reply draft waits.
+///
+/// The prospect shows with name, headline and tier. Filter by `sender_id` (one or several),
+/// `unread`, `replied`, `classification`, `sequence_id`, `has_draft`, and `q` (text of the last
+/// message); sorted by the latest reply first (`sort`). Paged with `limit` and `offset`.
 #[action(scope = "read", http = "GET /conversations")]
 pub async fn list_conversations(
     ctx: Ctx,
@@ -732,14 +737,15 @@ outreach_runtime::prelude::parity!(list_conversations, read,
 /// The input of `get_conversation` and `mark_conversation_read`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ConversationId {
-    /// The conversation's id (`cnv_...`).
+    /// `cnv_...`
     pub id: String,
 }
 
 /// Get a conversation by id.
 ///
-/// Shows the pair (sender account, prospect), the unread count and the last message times; read
-/// its messages with `list_messages`. Costs nothing.
+/// Its messages are read with `list_messages`.
+///
+/// Shows the pair (sender account, prospect), the unread count and the last message times.
 #[action(scope = "read", http = "GET /conversations/{id}")]
 pub async fn get_conversation(ctx: Ctx, input: ConversationId) -> Result<Conversation, ApiError> {
     let mut conn = ctx.db().pool().acquire().await?;
@@ -775,7 +781,7 @@ outreach_runtime::prelude::parity!(get_conversation, read,
 /// The input of `list_messages`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListMessagesInput {
-    /// The conversation's id (`cnv_...`).
+    /// `cnv_...`
     pub id: String,
     #[serde(flatten)]
     pub page: PageParams,
@@ -783,8 +789,9 @@ pub struct ListMessagesInput {
 
 /// List a conversation's messages, oldest first.
 ///
-/// Both directions, in the order they happened, so a page reads like the chat; queued replies come
-/// last with the time they are due. Paged with `limit` and `offset`. Costs nothing.
+/// Both directions; queued replies come last, with their due time.
+///
+/// Paged with `limit` and `offset`.
 #[action(scope = "read", http = "GET /conversations/{id}/messages")]
 pub async fn list_messages(ctx: Ctx, input: ListMessagesInput) -> Result<Page<Message>, ApiError> {
     let mut conn = ctx.db().pool().acquire().await?;
@@ -850,8 +857,9 @@ outreach_runtime::prelude::parity!(list_messages, read,
 /// The input of `mark_conversation_read`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct MarkReadInput {
-    /// The conversation (`cnv_...`), or up to 100 of them (a list; over REST, comma-separated
-    /// in the path).
+    /// One conversation (`cnv_...`) or a list.
+    ///
+    /// Over REST, several ids are comma-separated in the path.
     #[serde(deserialize_with = "crate::common::one_or_many_required")]
     #[schemars(schema_with = "mark_read_ids_schema")]
     pub id: Vec<String>,
@@ -881,9 +889,10 @@ pub struct MarkedRead {
 
 /// Mark conversations read.
 ///
-/// Takes one conversation id or up to 100. Sets each one's unread count to 0 and `read_at` to
-/// now; all or nothing (an unknown id is a 404 naming it, and none is marked). Changes nothing on
-/// the network: the prospect is not told. Costs nothing.
+/// All or nothing; the prospect is not told.
+///
+/// Sets each one's unread count to 0 and `read_at` to now. Takes one conversation id or up to 100.
+/// An unknown id is a 404 naming it, and none is marked. Changes nothing on the network.
 #[action(scope = "write", idempotent, http = "POST /conversations/{id}/read")]
 pub async fn mark_conversation_read(
     ctx: Ctx,

@@ -23,9 +23,10 @@ pub struct ListCreditTransactionsInput {
 
 /// List credit transactions, newest first.
 ///
-/// Every change of the workspace's balance: grants, spends (with the action, the object it paid
-/// for and the idempotency key) and releases of credits a spend did not use. The balance after
-/// each entry is shown. Paged with `limit` and `offset`. Costs nothing.
+/// Grants, spends and releases, each with the balance after it.
+///
+/// A spend names the action, the object it paid for and the idempotency key; a release gives back
+/// the credits a spend did not use.
 #[action(scope = "read", http = "GET /credits/transactions")]
 pub async fn list_credit_transactions(
     ctx: Ctx,

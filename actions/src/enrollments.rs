@@ -83,6 +83,14 @@ outreach_runtime::prelude::text_enum! {
         NotInterested => "not_interested",
         /// An agent's proposal waited 72 hours without a decision: nothing was ever sent.
         Expired => "expired",
+        /// An `inmail` step: the sender's account cannot send InMail (no premium plan), or the
+        /// person does not take InMail.
+        NotAllowedInmail => "not_allowed_inmail",
+        /// An `inmail` step: the sender's account has no InMail credits left.
+        InsufficientCredits => "insufficient_credits",
+        /// A step that sends a text had no approved text for this person (the sequence gained it
+        /// after the approval, while paused): nothing was sent.
+        NotApproved => "not_approved",
     }
 }
 
@@ -167,6 +175,11 @@ outreach_runtime::prelude::text_enum! {
         ConnectionRequest => "connection_request",
         /// A `message` step ran.
         Message => "message",
+        /// An `inmail` step ran.
+        Inmail => "inmail",
+        /// A `condition` step decided (`outcome`: `then` or `else`; `text` says what held or not,
+        /// and the step it went to).
+        Branched => "branched",
     }
 }
 
@@ -179,8 +192,12 @@ pub struct EnrollmentEvent {
     pub step_index: Option<i64>,
     /// What was sent, if anything.
     pub text: Option<String>,
-    /// What came of it (`sent`, `already_connected`, an error code, ...).
+    /// What came of it (`sent`, `already_connected`, an error code, ...; `then` or `else` for a
+    /// condition).
     pub outcome: Option<String>,
+    /// The A/B variant sent, on a step with variants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
 }
 
 /// Writes one history entry of an enrollment (in the caller's transaction).
@@ -195,10 +212,32 @@ pub async fn record_event(
     text: Option<&str>,
     outcome: Option<&str>,
 ) -> Result<(), ApiError> {
+    record_step_event(
+        conn,
+        workspace_id,
+        enrollment_id,
+        at,
+        (kind, step_index),
+        (text, None),
+        outcome,
+    )
+    .await
+}
+
+/// Writes the history entry of one step: `(kind, step)`, `(text, variant)` and its outcome.
+pub(crate) async fn record_step_event(
+    conn: &mut PersonTx<'_>,
+    workspace_id: &str,
+    enrollment_id: &str,
+    at: i64,
+    (kind, step_index): (EnrollmentEventKind, Option<i64>),
+    (text, variant): (Option<&str>, Option<&str>),
+    outcome: Option<&str>,
+) -> Result<(), ApiError> {
     let conn: &mut sqlx::AnyConnection = conn;
     sqlx::query(
-        "insert into enrollment_events (id, workspace_id, enrollment_id, at, kind, step_index, text, outcome) \
-         values ($1, $2, $3, $4, $5, $6, $7, $8)",
+        "insert into enrollment_events (id, workspace_id, enrollment_id, at, kind, step_index, text, outcome, variant) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(ids::new_id("eev"))
     .bind(workspace_id)
@@ -208,6 +247,7 @@ pub async fn record_event(
     .bind(step_index)
     .bind(text)
     .bind(outcome)
+    .bind(variant)
     .execute(conn)
     .await?;
     Ok(())
@@ -374,14 +414,16 @@ pub struct EnrollmentDetail {
 /// The input of actions that name one enrollment.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct EnrollmentId {
-    /// The enrollment's id (`enr_...`).
+    /// `enr_...`
     pub id: String,
 }
 
 /// Get an enrollment with its history.
 ///
-/// Shows its status, next step and when it is due, and every entry of its history: when it was
-/// added and approved, each step with the text sent and the outcome. Costs nothing.
+/// Its history holds each step with the text sent and the outcome.
+///
+/// Shows its status, next step and when it is due. The history holds every entry: when it was added
+/// and approved, each step with the text sent and its outcome.
 #[action(scope = "read", http = "GET /enrollments/{id}")]
 pub async fn get_enrollment(ctx: Ctx, input: EnrollmentId) -> Result<EnrollmentDetail, ApiError> {
     let mut conn = ctx.db().pool().acquire().await?;
@@ -450,7 +492,7 @@ async fn detail(
 ) -> Result<EnrollmentDetail, ApiError> {
     let enrollment = fetch(conn, workspace_id, id).await?;
     let rows = sqlx::query(
-        "select at, kind, step_index, text, outcome from enrollment_events \
+        "select at, kind, step_index, text, outcome, variant from enrollment_events \
          where workspace_id = $1 and enrollment_id = $2 order by at, id",
     )
     .bind(workspace_id)
@@ -466,6 +508,7 @@ async fn detail(
                 step_index: row.try_get("step_index")?,
                 text: row.try_get("text")?,
                 outcome: row.try_get("outcome")?,
+                variant: row.try_get("variant")?,
             })
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
@@ -489,11 +532,11 @@ async fn detail(
 /// The input of `list_enrollments`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListEnrollmentsInput {
-    /// Only enrollments of this sequence (`seq_...`).
+    /// `seq_...`
     pub sequence_id: Option<String>,
-    /// Only enrollments in this status.
+    /// Only this status.
     pub status: Option<EnrollmentStatus>,
-    /// Only enrollments of this prospect (`prs_...`).
+    /// `prs_...`
     pub prospect_id: Option<String>,
     #[serde(flatten)]
     pub page: PageParams,
@@ -501,8 +544,10 @@ pub struct ListEnrollmentsInput {
 
 /// List enrollments, newest first.
 ///
+/// `get_enrollment` adds an enrollment's history.
+///
 /// Filter by `sequence_id`, `status` and `prospect_id`. Paged with `limit` (1 to 200, default 25)
-/// and `offset`; follow `next_offset` while `has_more`. Costs nothing.
+/// and `offset`; follow `next_offset` while `has_more`.
 #[action(scope = "read", http = "GET /enrollments")]
 pub async fn list_enrollments(
     ctx: Ctx,
@@ -608,7 +653,9 @@ fn refusal(enrollment: &Enrollment, action: &str, allowed_from: &[EnrollmentStat
 
 /// Pause one enrollment: its next step is not sent until it is resumed.
 ///
-/// Allowed from `scheduled` and `active`; takes effect before the next step. Costs nothing.
+/// From `scheduled` or `active`.
+///
+/// Takes effect before the next step.
 #[action(scope = "send", idempotent, http = "POST /enrollments/{id}/pause")]
 pub async fn pause_enrollment(ctx: Ctx, input: EnrollmentId) -> Result<EnrollmentDetail, ApiError> {
     change(&ctx, &input.id, Change::Pause).await
@@ -664,8 +711,9 @@ outreach_runtime::prelude::parity!(pause_enrollment, write,
 
 /// Resume a paused enrollment: its next step is sent again.
 ///
-/// Sends to a real person again: the next step is due at once if its time passed while paused,
-/// within the sender's hours and limits. Allowed from `paused` only. Costs nothing.
+/// A step that fell due while paused goes at once, within the sender's hours and limits.
+///
+/// Allowed from `paused` only.
 #[action(scope = "send", idempotent, http = "POST /enrollments/{id}/resume")]
 pub async fn resume_enrollment(
     ctx: Ctx,
@@ -731,8 +779,10 @@ outreach_runtime::prelude::parity!(resume_enrollment, write,
 
 /// Stop one enrollment for good: nothing more is sent to this prospect in this sequence.
 ///
-/// Finishes it with exit reason `stopped`; a pending approval item expires. Allowed from every
-/// live status; a finished or failed enrollment is a 409. Costs nothing.
+/// A pending approval item expires.
+///
+/// Finishes it with exit reason `stopped`. Allowed from every live status; a finished or failed
+/// enrollment is a 409.
 #[action(scope = "send", idempotent, http = "POST /enrollments/{id}/stop")]
 pub async fn stop_enrollment(ctx: Ctx, input: EnrollmentId) -> Result<EnrollmentDetail, ApiError> {
     change(&ctx, &input.id, Change::Stop).await
@@ -1139,6 +1189,67 @@ pub(crate) async fn set_wait(
     Ok(())
 }
 
+/// Whether any step of the enrollment reached the person (sent, or found them connected already).
+pub(crate) async fn any_sent(conn: &mut PersonTx<'_>, id: &str) -> Result<bool, ApiError> {
+    let sent: Option<i64> = sqlx::query_scalar(
+        "select 1 from enrollment_events where enrollment_id = $1 \
+         and outcome in ('sent', 'already_connected') limit 1",
+    )
+    .bind(id)
+    .fetch_optional(&mut **conn)
+    .await?;
+    Ok(sent.is_some())
+}
+
+/// Holds an enrollment at its `condition` step until `until` (its `within_days` deadline).
+pub(crate) async fn wait_on_condition(
+    conn: &mut PersonTx<'_>,
+    id: &str,
+    until: i64,
+    now: i64,
+) -> Result<(), ApiError> {
+    let conn: &mut sqlx::AnyConnection = conn;
+    sqlx::query(
+        "update enrollments set status = case when status = 'scheduled' then 'active' else status end, \
+         condition_until = $2, next_step_at = $2, slot_at = null, updated_at = $3 where id = $1",
+    )
+    .bind(id)
+    .bind(until)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Something a waiting `condition` step asks about happened (an acceptance, a reply): the step
+/// is decided again at `at_ms` instead of at its deadline. Answers whether it was waiting. An
+/// enrollment held past an out-of-office reply (its next step no longer at the condition's
+/// deadline) stays held.
+pub(crate) async fn wake_condition(
+    conn: &mut PersonTx<'_>,
+    clock: &outreach_runtime::prelude::Clock,
+    workspace_id: &str,
+    id: &str,
+    at_ms: i64,
+) -> Result<bool, ApiError> {
+    let woken: Option<String> = sqlx::query_scalar(
+        "update enrollments set next_step_at = $2 where id = $1 and condition_until is not null \
+         and next_step_at = condition_until and next_step_at > $2 returning status",
+    )
+    .bind(id)
+    .bind(at_ms)
+    .fetch_optional(&mut **conn)
+    .await?;
+    match woken.as_deref() {
+        Some("scheduled" | "active") => {
+            crate::step_jobs::schedule(conn, clock, workspace_id, id, at_ms).await?;
+            Ok(true)
+        }
+        Some(_) => Ok(true),
+        None => Ok(false),
+    }
+}
+
 /// Notes that the enrollment's invitation was accepted at `at_ms`; with `next_step_at`, also when
 /// its next step comes due.
 pub(crate) async fn mark_accepted(
@@ -1202,7 +1313,8 @@ pub(crate) async fn advance(
     let conn: &mut sqlx::AnyConnection = conn;
     let status: String = sqlx::query(
         "update enrollments set status = case when status in ('scheduled', 'active') then 'active' else status end, \
-         step_index = $2, next_step_at = $3, slot_at = null, updated_at = $4 where id = $1 returning status",
+         step_index = $2, next_step_at = $3, slot_at = null, condition_until = null, updated_at = $4 \
+         where id = $1 returning status",
     )
     .bind(id)
     .bind(step_index)

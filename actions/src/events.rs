@@ -220,7 +220,7 @@ fn checked_text(kind: EventType, data: &Value) -> Result<String, ApiError> {
 async fn purge(db: &outreach_runtime::prelude::Db, now_ms: i64) -> Result<u64, ApiError> {
     Ok(sqlx::query("delete from events where created_at < $1")
         .bind(now_ms - KEPT_MS)
-        .execute(db.pool())
+        .execute(db.writes())
         .await?
         .rows_affected())
 }
@@ -261,18 +261,21 @@ impl FromColumns for Event {
 /// The input of `list_events`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListEventsInput {
-    /// Only events of these types (any of them); what each says is in the `type` of the events
-    /// answered.
+    /// Any of these types.
+    ///
+    /// What each says is in the `type` of the events answered.
     #[schemars(schema_with = "type_filter_schema")]
     #[serde(default, rename = "type")]
     pub types: Vec<EventType>,
-    /// Only events at or after this time (RFC 3339).
+    /// At or after this time.
     pub created_after: Option<Timestamp>,
-    /// Only events before this time (RFC 3339).
+    /// Strictly before this time.
     pub created_before: Option<Timestamp>,
-    /// `false`: only the events some webhook endpoint has not yet received (its delivery is
-    /// pending or failed, and none of the event to it succeeded); `true`: only those every
-    /// endpoint they were sent to received.
+    /// `false`: events some webhook endpoint has not yet received; `true`: those every endpoint
+    /// received.
+    ///
+    /// Not yet received: its delivery to the endpoint is pending or failed, and none of the event
+    /// to it succeeded. Every endpoint: every endpoint the event was sent to.
     pub delivery_success: Option<bool>,
     #[serde(flatten)]
     pub page: PageParams,
@@ -292,10 +295,11 @@ fn type_filter_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 
 /// List events, newest first.
 ///
-/// Each change the workspace's systems may want to hear about (an acceptance, a reply, a run
-/// finished, a sender disconnected), written with the change itself and kept 30 days. Filter by
-/// `type` (one or several), a time range, or `delivery_success: false` for the events a webhook
-/// endpoint has not yet received; paged with `limit` and `offset`. Costs nothing.
+/// Changes other systems may want to hear of (an acceptance, a reply, a run finished), kept 30
+/// days.
+///
+/// Each is written with the change itself. Filter by `type` (one or several), a time range, or
+/// `delivery_success: false` for the events a webhook endpoint has not yet received.
 #[action(scope = "read", http = "GET /events")]
 pub async fn list_events(ctx: Ctx, input: ListEventsInput) -> Result<Page<Event>, ApiError> {
     if let (Some(after), Some(before)) = (input.created_after, input.created_before)
@@ -400,13 +404,13 @@ outreach_runtime::prelude::parity!(list_events, read,
 /// The input of `get_event`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct EventId {
-    /// The event's id (`evt_...`).
+    /// `evt_...`
     pub id: String,
 }
 
 /// Get an event by id.
 ///
-/// Events are kept 30 days; an older one is not found. Costs nothing.
+/// Events are kept 30 days; an older one is not found.
 #[action(scope = "read", http = "GET /events/{id}")]
 pub async fn get_event(ctx: Ctx, input: EventId) -> Result<Event, ApiError> {
     IdKind::Event.check(&input.id)?;

@@ -7,7 +7,9 @@
 pub mod agents;
 pub mod approval_items;
 pub mod approvals;
+pub mod apps;
 pub mod common;
+pub mod confirmations;
 pub mod conversations;
 pub mod credits;
 pub mod dashboard;
@@ -23,6 +25,7 @@ pub mod network;
 pub mod person_lock;
 pub mod placeholders;
 pub mod processing;
+pub mod prompts;
 pub mod prospects;
 pub mod provider;
 pub mod reply_reading;

@@ -37,9 +37,9 @@ price_item! {
 /// The input of `process_list`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ProcessListInput {
-    /// The list's id (`lst_...`).
+    /// `lst_...`
     pub id: String,
-    /// The targeting to score against (`tgt_...`); defaults to the list's `default_targeting_id`.
+    /// `tgt_...`; default: the list's `default_targeting_id`.
     pub targeting_id: Option<String>,
 }
 
@@ -194,11 +194,13 @@ async fn mark(ctx: &Ctx, plan: &ProcessingPlan, token: &str) -> Result<(), ApiEr
 
 /// Process a list: normalise, deduplicate and score its prospects.
 ///
-/// Rewrites the members' emails and company domains to their normal form, removes members whose
-/// email an earlier member has (the prospects stay), and scores the rest against `targeting_id` or
-/// the list's default targeting, like `start_scoring_run`. Costs one `list_processing.prospect` unit
-/// (1 credit by default) per member scored; `estimate_only` prices it. A list is processed by one
-/// call at a time (409 `invalid_state`). Honours `Idempotency-Key`.
+/// Drops members whose email an earlier member has (the prospects stay). Costs one
+/// `list_processing.prospect` unit (1 credit by default) per member scored; `estimate_only` prices
+/// it. One call at a time per list (409 `invalid_state`).
+///
+/// Rewrites the members' emails and company domains to their normal form, removes the duplicates,
+/// and scores the rest against `targeting_id` or the list's default targeting, like
+/// `start_scoring_run`. Honours `Idempotency-Key`.
 #[action(scope = "write", credits = price_processing, idempotent, http = "POST /lists/{id}/process")]
 pub async fn process_list(
     ctx: Ctx,

@@ -49,8 +49,6 @@ const RUNNING_WAIT: Duration = Duration::from_secs(30);
 /// The input of `advance_clock`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AdvanceClockInput {
-    /// How far to move the clock forward, in seconds: 1 to 31622400 (a year). Everything that
-    /// falls due inside the interval happens at its own time before the call answers.
     #[schemars(range(min = 1, max = 31_622_400))]
     pub seconds: i64,
 }
@@ -225,11 +223,12 @@ async fn wait_for_running(db: &Db) -> Result<(), ApiError> {
 
 /// Move the test clock forward, playing out everything the interval holds.
 ///
-/// Test helper (outside production only), like a Stripe test clock: every step, acceptance,
-/// reply and delivery that falls due inside the interval happens at its own simulated time, in
-/// order, with working hours, gaps and limits applied then; the call answers when the interval
-/// is played out (a month takes seconds). Moves the clock of every instance on the database.
-/// Needs a server started with `outreach serve --test-clock`: otherwise a 409 `invalid_state`.
+/// Every step, acceptance, reply and delivery due inside the interval happens at its own simulated
+/// time, in order. Needs `outreach serve --test-clock`, else a 409 `invalid_state`.
+///
+/// Test helper (outside production only), like a Stripe test clock: working hours, gaps and limits
+/// apply at each moment, and the call answers when the interval is played out (a month takes
+/// seconds). Moves the clock of every instance on the database.
 #[action(
     scope = "write",
     idempotent,
@@ -284,9 +283,10 @@ pub struct ClockReading {
 
 /// Read the test clock.
 ///
-/// Test helper (outside production only): the service's time, which `advance_clock` moves,
-/// without moving it; whether the server runs on the shared test clock, and how far ahead of
-/// real time it is.
+/// The service's time (which `advance_clock` moves), whether a test clock runs, and how far ahead
+/// of real time it is.
+///
+/// Test helper (outside production only). Reading it does not move it.
 #[action(scope = "read", test_helper, http = "GET /sandbox/clock")]
 pub async fn get_clock(ctx: Ctx, _input: GetClockInput) -> Result<ClockReading, ApiError> {
     let clock = ctx.clock();

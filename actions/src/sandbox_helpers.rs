@@ -83,9 +83,9 @@ pub struct SandboxConnection {
 /// The input of `sandbox_accept_invitation`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AcceptInvitationInput {
-    /// The prospect (`prs_...`) who accepts.
+    /// `prs_...`
     pub prospect_id: String,
-    /// The sender whose invitation is accepted.
+    /// `snd_...`
     pub sender_id: String,
 }
 
@@ -162,9 +162,10 @@ pub async fn accept_invitation(
 
 /// Sandbox: accept an invitation now.
 ///
+/// It arrives like a real acceptance. Without a pending invitation: a 409 `invalid_state`.
+///
 /// Test helper (outside production only). The prospect accepts the sender's pending connection
-/// request at once, as if they had clicked "Accept"; the acceptance arrives like a real one.
-/// Without a pending invitation it is a 409 `invalid_state` naming the connection state.
+/// request at once, as if they had clicked "Accept". The refusal names the connection state.
 #[action(
     scope = "write",
     idempotent,
@@ -201,9 +202,9 @@ outreach_runtime::prelude::parity!(sandbox_accept_invitation, write,
 /// The input of `sandbox_withdraw_invitation`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct WithdrawInvitationInput {
-    /// The prospect (`prs_...`) the invitation went to.
+    /// `prs_...`
     pub prospect_id: String,
-    /// The sender whose invitation is withdrawn.
+    /// `snd_...`
     pub sender_id: String,
 }
 
@@ -244,12 +245,13 @@ pub async fn withdraw_invitation(
 
 /// Sandbox: withdraw an invitation now, as its sender's owner would.
 ///
+/// Waiting enrollments finish as `invitation_withdrawn`; the person cannot be invited again for
+/// three weeks. Without a pending invitation: a 409 `invalid_state`.
+///
 /// Test helper (outside production only). The sender's pending connection request to the
 /// prospect is withdrawn at once, as if the account's owner had withdrawn it in the network's own
-/// app: the withdrawal arrives like a real network's report (`invitation.withdrawn`), the
-/// enrollments that waited for the acceptance finish as `invitation_withdrawn`, and the person
-/// cannot be invited again for three weeks. Without a pending invitation it is a 409
-/// `invalid_state` naming the connection state.
+/// app: the withdrawal arrives like a real network's report (`invitation.withdrawn`). The refusal
+/// names the connection state.
 #[action(
     scope = "write",
     idempotent,
@@ -286,11 +288,10 @@ outreach_runtime::prelude::parity!(sandbox_withdraw_invitation, write,
 /// The input of `sandbox_reply`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SandboxReplyInput {
-    /// The prospect (`prs_...`) who replies.
+    /// `prs_...`
     pub prospect_id: String,
-    /// The sender who receives the reply.
+    /// `snd_...`
     pub sender_id: String,
-    /// The reply, 1 to 8000 characters.
     #[schemars(length(min = 1, max = 8000), regex(pattern = crate::common::NOT_BLANK))]
     pub text: String,
 }
@@ -374,9 +375,9 @@ pub async fn reply(
 
 /// Sandbox: make a prospect reply now.
 ///
-/// Test helper (outside production only). The prospect sends the sender a message at once; it
-/// arrives like a real reply. They must be connected: otherwise a 409 `invalid_state` naming the
-/// connection state.
+/// It arrives like a real reply. They must be connected, else a 409 `invalid_state`.
+///
+/// Test helper (outside production only). The refusal names the connection state.
 #[action(
     scope = "write",
     idempotent,
@@ -421,9 +422,9 @@ outreach_runtime::prelude::parity!(sandbox_reply, write,
 /// The input of `sandbox_set_sender_status`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SetSenderStatusInput {
-    /// The sender whose network account changes.
+    /// `snd_...`
     pub sender_id: String,
-    /// The account's new status on the network.
+    /// Its new status on the network.
     pub status: AccountStatus,
 }
 
@@ -435,6 +436,9 @@ pub struct SandboxAccount {
     /// How long each of its calls takes to reach the simulated network, in milliseconds
     /// (`sandbox_set_latency`; 0 by default).
     pub latency_ms: i64,
+    /// Its InMail credits (`sandbox_set_inmail_credits`); null, the default, is an account that
+    /// cannot send InMail at all (`not_allowed_inmail`).
+    pub inmail_credits: Option<i64>,
     pub updated_at: Timestamp,
 }
 
@@ -444,6 +448,7 @@ impl SandboxAccount {
             sender_id: sender_id.to_owned(),
             status: AccountStatus::from_db(&row.try_get::<String, _>("status")?)?,
             latency_ms: row.try_get("latency_ms")?,
+            inmail_credits: row.try_get("inmail_credits")?,
             updated_at: Timestamp(row.try_get("updated_at")?),
         })
     }
@@ -475,9 +480,10 @@ pub async fn set_sender_status(
 
 /// Sandbox: set a sender account's status.
 ///
-/// Test helper (outside production only). `disconnected` or `needs_reauth` makes every call of
-/// the account fail with `account_disconnected`, `restricted` with `account_restricted`;
-/// `connected` restores it.
+/// `disconnected` or `needs_reauth` fails every call of the account with `account_disconnected`,
+/// `restricted` with `account_restricted`.
+///
+/// Test helper (outside production only). `connected` restores it.
 #[action(
     scope = "write",
     idempotent,
@@ -499,6 +505,7 @@ outreach_runtime::prelude::example!(sandbox_set_sender_status,
         "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R",
         "status": "disconnected",
         "latency_ms": 0,
+        "inmail_credits": null,
         "updated_at": "2026-11-23T18:22:30.065Z"
     }
 );
@@ -517,19 +524,19 @@ pub const MAX_LATENCY_MS: i64 = 60_000;
 /// The input of `sandbox_set_latency`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SetLatencyInput {
-    /// The sender whose network account becomes slow (or fast again).
+    /// `snd_...`
     pub sender_id: String,
-    /// How long each call of the account takes to reach the network, 0 to 60,000 ms.
     #[schemars(range(min = 0, max = 60_000))]
     pub latency_ms: i64,
 }
 
 /// Sandbox: make a sender account's calls slow.
 ///
+/// Each call of the account waits `latency_ms` before it reaches the network; 0 makes it fast.
+///
 /// Test helper (outside production only). Every call of the account (view, invitation,
-/// withdrawal, message) waits `latency_ms` before it reaches the simulated network, as a slow
-/// provider would: to see what a timeout, a retry, or a process that dies mid-call does to
-/// your outreach. 0 makes it fast again.
+/// withdrawal, message) waits, as with a slow provider: to see what a timeout, a retry, or a
+/// process that dies mid-call does to your outreach.
 #[action(
     scope = "write",
     idempotent,
@@ -566,6 +573,7 @@ outreach_runtime::prelude::example!(sandbox_set_latency,
         "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R",
         "status": "connected",
         "latency_ms": 2000,
+        "inmail_credits": null,
         "updated_at": "2026-11-23T18:22:30.064Z"
     }
 );
@@ -574,6 +582,74 @@ outreach_runtime::prelude::parity!(sandbox_set_latency, write,
     ok: {"latency_ms": 0, "sender_id": "$status_sender"},
     fails: {
         "latency_ms": 60001,
+        "sender_id": "snd_x"
+    } => INVALID_REQUEST
+);
+
+/// The input of `sandbox_set_inmail_credits`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetInmailCreditsInput {
+    /// `snd_...`
+    pub sender_id: String,
+    /// InMails it can still send; null: no InMail at all.
+    #[schemars(range(min = 0, max = 10_000))]
+    pub credits: Option<i64>,
+}
+
+/// Sandbox: set a sender account's InMail credits.
+///
+/// Each InMail spends one; at 0 the network refuses with `insufficient_credits`, and with null
+/// (the default) with `not_allowed_inmail`.
+///
+/// Test helper (outside production only). An `inmail` step refused so finishes its enrollment
+/// with that reason.
+#[action(
+    scope = "write",
+    idempotent,
+    test_helper,
+    http = "POST /sandbox/senders/{sender_id}/inmail-credits"
+)]
+pub async fn sandbox_set_inmail_credits(
+    ctx: Ctx,
+    input: SetInmailCreditsInput,
+) -> Result<SandboxAccount, ApiError> {
+    if let Some(credits) = input.credits
+        && !(0..=10_000).contains(&credits)
+    {
+        return Err(ApiError::invalid_request(format!(
+            "`credits` must be 0 to 10,000 (or null); got {credits}."
+        )));
+    }
+    let now = ctx.now_ms();
+    let mut tx = ctx.tx().await?;
+    let sender_id = &sender_of(&mut tx, ctx.workspace_id(), &input.sender_id).await?;
+    let account = crate::network::sandbox::set_inmail_credits(
+        &mut tx,
+        ctx.workspace_id(),
+        sender_id,
+        input.credits,
+        now,
+    )
+    .await?;
+    SandboxAccount::from_row(sender_id, &account)
+}
+
+outreach_runtime::prelude::example!(sandbox_set_inmail_credits,
+    request: {"sender_id": "snd_4kP9c2LwQx7VnB3mZt1R", "credits": 25},
+    response: {
+        "sender_id": "snd_4kP9c2LwQx7VnB3mZt1R",
+        "status": "connected",
+        "latency_ms": 0,
+        "inmail_credits": 25,
+        "updated_at": "2026-11-23T18:22:30.064Z"
+    }
+);
+
+outreach_runtime::prelude::parity!(sandbox_set_inmail_credits, write,
+    ok: {"credits": 5, "sender_id": "$status_sender"},
+    fails: {
+        "credits": -1,
         "sender_id": "snd_x"
     } => INVALID_REQUEST
 );
@@ -614,9 +690,9 @@ impl SandboxLogEntry {
 /// The input of `list_sandbox_log`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct ListSandboxLogInput {
-    /// Only calls of this sender.
+    /// `snd_...`
     pub sender_id: Option<String>,
-    /// Only calls about this prospect (`prs_...`).
+    /// `prs_...`
     pub prospect_id: Option<String>,
     /// Only calls of this kind.
     pub kind: Option<OutboundKind>,
@@ -663,10 +739,12 @@ pub async fn log_page(
 
 /// Sandbox: list what the network received.
 ///
-/// Test helper (outside production only). Every call the sandbox network received from this
-/// workspace's senders, oldest first: when, which sender, which prospect and profile, the kind
-/// (`profile_view`, `invitation`, `withdrawal`, `message`), the text, and the outcome (`ok` or the
-/// refusal's code). Filter by `sender_id`, `prospect_id`, `kind`; paged with `limit` and `offset`.
+/// Every call from this workspace's senders, oldest first, with its outcome.
+///
+/// The outcome is `ok` or the refusal's code.
+///
+/// Test helper (outside production only). Each call says when, which sender, which prospect and
+/// profile, the kind (`profile_view`, `invitation`, `withdrawal`, `message`) and the text.
 #[action(scope = "read", test_helper, http = "GET /sandbox/log")]
 pub async fn list_sandbox_log(
     ctx: Ctx,

@@ -131,15 +131,15 @@ impl JsonSchema for ValuePoints {
 
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
-            "description": "A criterion entry: a word or phrase and the points a match earns, as `{\"value\": \"cto\", \"points\": 30}` or as a bare string (`\"cto\"`) that earns the default 10 points. Matched case-insensitively on whole words; punctuation counts as a space (`vp sales` matches `VP, Sales`; `cto` does not match `director`).",
+            "description": "An entry: `{\"value\": \"cto\", \"points\": 30}`, or a bare string worth 10 points. Matches whole words, in any case.\n\nPunctuation counts as a space (`vp sales` matches `VP, Sales`; `cto` does not match `director`).",
             "anyOf": [
                 {"type": "string", "maxLength": MAX_KEYWORD_CHARS, "pattern": KEYWORD_PATTERN},
                 {
                     "type": "object",
                     "additionalProperties": false,
                     "properties": {
-                        "value": {"description": "A word or phrase, 1 to 100 characters, with a letter or a digit.", "type": "string", "maxLength": MAX_KEYWORD_CHARS, "pattern": KEYWORD_PATTERN},
-                        "points": {"description": "The points a match earns.", "type": "integer", "minimum": 1, "maximum": 100}
+                        "value": {"description": "A word or phrase with a letter or a digit.", "type": "string", "maxLength": MAX_KEYWORD_CHARS, "pattern": KEYWORD_PATTERN},
+                        "points": {"type": "integer", "minimum": 1, "maximum": 100}
                     },
                     "required": ["value", "points"]
                 }
@@ -148,20 +148,19 @@ impl JsonSchema for ValuePoints {
     }
 }
 
-/// A range of company sizes (employees, both ends included) and the points it earns.
+/// Employees, both ends included.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(remote = "Self", deny_unknown_fields)]
 #[schemars(rename = "SizeRange", extend("not" = {"properties": {"min": {"type": "null"}, "max": {"type": "null"}}}))]
 pub struct SizeRange {
-    /// The fewest employees; omit for no lower bound.
+    /// Omit for no lower bound.
     #[serde(default)]
     #[schemars(range(min = 0))]
     pub min: Option<i64>,
-    /// The most employees; omit for no upper bound. At least one of `min` and `max` is required.
+    /// Omit for no upper bound; `min` or `max` is required.
     #[serde(default)]
     #[schemars(range(min = 0))]
     pub max: Option<i64>,
-    /// The points a size in the range earns: 1 to 100.
     #[schemars(range(min = 1, max = 100))]
     pub points: i64,
 }
@@ -223,18 +222,18 @@ impl<'de> Deserialize<'de> for TitleCriteria {
     }
 }
 
-/// The object form of [`TitleCriteria`], for its schema.
+// The object form of [`TitleCriteria`], for its schema.
 #[derive(JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 struct TitleCriteriaObject {
-    /// Title entries that earn points (e.g. `cto` 30, `vp engineering` 25).
+    // Title entries that earn points (e.g. `cto` 30, `vp engineering` 25).
     #[serde(default)]
     #[schemars(length(max = 100))]
     include: Vec<ValuePoints>,
-    /// Title keywords that cancel the title points without disqualifying (e.g. `assistant`,
-    /// `intern`: "Assistant to the CTO" earns nothing for `cto`). To disqualify, use the gate
-    /// `excluded_title_keywords`.
+    /// Cancel the title points without disqualifying (`excluded_title_keywords` disqualifies).
+    ///
+    /// E.g. `assistant`, `intern`: "Assistant to the CTO" earns nothing for `cto`.
     #[serde(default)]
     #[schemars(length(max = 100), inner(length(max = MAX_KEYWORD_CHARS), regex(pattern = KEYWORD_PATTERN)))]
     exclude: Vec<String>,
@@ -250,7 +249,7 @@ impl JsonSchema for TitleCriteria {
         let mut list = Vec::<ValuePoints>::json_schema(generator);
         list.insert("maxItems".into(), MAX_ENTRIES.into());
         schemars::json_schema!({
-            "description": "Title criteria: `{\"include\": [...], \"exclude\": [...]}`, or a bare list of entries that earn points (the same as `include`).",
+            "description": "`{\"include\": [...], \"exclude\": [...]}`, or a bare list: the `include` entries.",
             "anyOf": [object, list]
         })
     }
@@ -264,31 +263,28 @@ impl JsonSchema for TitleCriteria {
 #[serde(remote = "Self", deny_unknown_fields)]
 #[schemars(rename = "Criteria")]
 pub struct Criteria {
-    /// Matched against the prospect's `title`.
+    // Each group is matched against the prospect's field of the same name: `title`, `seniority`
+    // (e.g. `vp`, `director`, `c-level`), `department`, `company_industry` (`software` matches
+    // `Computer Software`), `company_size`.
     #[serde(default)]
     pub titles: TitleCriteria,
-    /// Matched against the prospect's `seniority` (e.g. `vp`, `director`, `c-level`).
     #[serde(default)]
     #[schemars(length(max = 100))]
     pub seniorities: Vec<ValuePoints>,
-    /// Matched against the prospect's `department`.
     #[serde(default)]
     #[schemars(length(max = 100))]
     pub departments: Vec<ValuePoints>,
-    /// Matched against the prospect's `company_industry` (`software` matches `Computer
-    /// Software`).
     #[serde(default)]
     #[schemars(length(max = 100))]
     pub industries: Vec<ValuePoints>,
-    /// Matched against the prospect's `company_size`.
     #[serde(default)]
     #[schemars(length(max = 100))]
     pub company_sizes: Vec<SizeRange>,
-    /// Matched against the prospect's `location`, then `country`.
+    /// Matches `location`, else `country`.
     #[serde(default)]
     #[schemars(length(max = 100))]
     pub locations: Vec<ValuePoints>,
-    /// Matched against the prospect's `title`, `headline`, `company_name` and `company_industry`.
+    /// Matches `title`, `headline`, `company_name` and `company_industry`.
     #[serde(default)]
     #[schemars(length(max = 100))]
     pub keywords: Vec<ValuePoints>,
@@ -300,21 +296,22 @@ object_only!(
     serialize
 );
 
-/// Gates: any one that fails disqualifies the prospect (score 0, tier `disqualified`).
+/// Any failed gate disqualifies (score 0, tier `disqualified`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(remote = "Self", deny_unknown_fields)]
 #[schemars(rename = "Gates")]
 pub struct Gates {
-    /// Industries to leave out, matched on whole words of `company_industry` (e.g. `gambling`).
+    /// Whole words of `company_industry` (e.g. `gambling`).
     #[serde(default)]
     #[schemars(length(max = 100), inner(length(max = MAX_KEYWORD_CHARS), regex(pattern = KEYWORD_PATTERN)))]
     pub excluded_industries: Vec<String>,
-    /// Company domains to leave out (e.g. customers, competitors); `acme.com` also covers
-    /// `eu.acme.com`. Stored normalised (lowercase, no scheme, no `www.`).
+    /// `acme.com` also covers `eu.acme.com`.
+    ///
+    /// E.g. customers, competitors. Stored normalised (lowercase, no scheme, no `www.`).
     #[serde(default)]
     #[schemars(length(max = 100), inner(regex(pattern = crate::common::DOMAIN)))]
     pub excluded_domains: Vec<String>,
-    /// Title keywords that disqualify, matched on whole words of `title` (e.g. `student`).
+    /// Whole words of `title` (e.g. `student`).
     #[serde(default)]
     #[schemars(length(max = 100), inner(length(max = MAX_KEYWORD_CHARS), regex(pattern = KEYWORD_PATTERN)))]
     pub excluded_title_keywords: Vec<String>,
@@ -347,13 +344,10 @@ impl Default for Tiers {
 #[serde(remote = "Self", deny_unknown_fields)]
 #[schemars(rename = "TiersInput")]
 pub struct TiersInput {
-    /// The lowest score of tier `a` (default 80).
     #[schemars(range(min = 0, max = 100))]
     pub a: Option<i64>,
-    /// The lowest score of tier `b` (default 60).
     #[schemars(range(min = 0, max = 100))]
     pub b: Option<i64>,
-    /// The lowest score of tier `c` (default 40); lower scores are tier `d`.
     #[schemars(range(min = 0, max = 100))]
     pub c: Option<i64>,
 }
@@ -671,29 +665,27 @@ async fn name_conflict(ctx: &Ctx, error: sqlx::Error, name: &str) -> ApiError {
 /// The input of `create_targeting`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateTargetingInput {
-    /// Unique in the workspace; 1 to 100 characters.
     #[schemars(length(min = 1, max = 100), regex(pattern = crate::common::NOT_BLANK))]
     pub name: String,
-    /// What the profile is for; up to 2000 characters.
     #[schemars(length(max = 2000))]
     pub description: Option<String>,
-    /// The criteria that earn points; at least one entry.
+    /// At least one entry in all.
     pub criteria: Criteria,
-    /// The gates that disqualify; none by default.
     #[serde(default)]
     pub gates: Gates,
-    /// Tier thresholds (default `a` 80, `b` 60, `c` 40).
+    /// The lowest score of each tier, `a` > `b` > `c` (default 80, 60, 40); below `c` is `d`.
     #[serde(default)]
     pub tiers: TiersInput,
 }
 
 /// Create a targeting (an ideal-customer profile).
 ///
-/// A targeting scores prospects from 0 to 100: each criterion group earns the points of its best
-/// matching entry, and the score is the points earned over the points available, rounded half up.
-/// Gates disqualify. Tiers `a`, `b`, `c` start at their thresholds; lower scores are `d`. The name
-/// must be unique in the workspace (409 `conflict` with `existing_id`). Starts at version 1. Costs
-/// nothing.
+/// Each criterion group earns the points of its best matching entry; the score (0 to 100) is the
+/// points earned over the points available. A name another targeting has is a 409 `conflict`
+/// whose `existing_id` names it.
+///
+/// The score is rounded half up. Gates disqualify. Tiers `a`, `b`, `c` start at their thresholds;
+/// lower scores are `d`. Starts at version 1.
 #[action(scope = "write", idempotent, http = "POST /targetings")]
 pub async fn create_targeting(
     ctx: Ctx,
@@ -719,7 +711,7 @@ pub async fn create_targeting(
     .bind(tiers.b)
     .bind(tiers.c)
     .bind(ctx.now_ms())
-    .execute(ctx.db().pool())
+    .execute(ctx.db().writes())
     .await;
     if let Err(error) = inserted {
         return Err(name_conflict(&ctx, error, &name).await);
@@ -780,13 +772,11 @@ outreach_runtime::prelude::parity!(create_targeting, write,
 /// The input of `get_targeting` and `delete_targeting`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TargetingId {
-    /// The targeting's id (`tgt_...`).
+    /// `tgt_...`
     pub id: String,
 }
 
 /// Get a targeting by id.
-///
-/// Returns its criteria, gates, tier thresholds and current version. Costs nothing.
 #[action(scope = "read", http = "GET /targetings/{id}")]
 pub async fn get_targeting(ctx: Ctx, input: TargetingId) -> Result<Targeting, ApiError> {
     fetch(ctx.db().pool(), ctx.workspace_id(), &input.id).await
@@ -831,9 +821,6 @@ pub struct ListTargetingsInput {
 }
 
 /// List targetings, newest first.
-///
-/// Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while
-/// `has_more`. Costs nothing.
 #[action(scope = "read", http = "GET /targetings")]
 pub async fn list_targetings(
     ctx: Ctx,
@@ -902,29 +889,29 @@ outreach_runtime::prelude::parity!(list_targetings, read,
 /// The input of `update_targeting`: only the fields given change.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct UpdateTargetingInput {
-    /// The targeting's id (`tgt_...`).
+    /// `tgt_...`
     pub id: String,
-    /// A new name, unique in the workspace.
     #[schemars(length(min = 1, max = 100), regex(pattern = crate::common::NOT_BLANK))]
     pub name: Option<String>,
-    /// A new description; `null` clears it.
+    /// `null` clears it.
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     pub description: Option<Option<String>>,
     /// Replaces all the criteria.
     pub criteria: Option<Criteria>,
     /// Replaces all the gates.
     pub gates: Option<Gates>,
-    /// Changes the thresholds given; the others keep their values.
+    /// Changes the thresholds given (`a` > `b` > `c`); the others keep their values.
     pub tiers: Option<TiersInput>,
 }
 
 /// Update a targeting.
 ///
-/// Only the fields given change: `criteria` and `gates` replace the whole group, `tiers` changes
-/// the thresholds given. Every change bumps `version` by one (an update that changes nothing
-/// keeps it); scores already given keep the version that produced them. A name another targeting
-/// has is a 409 `conflict`; so is a change made by another request at the same time (retry).
-/// Costs nothing.
+/// Only the fields given change; `criteria` and `gates` replace the whole group. A name another
+/// targeting has is a 409 `conflict`; so is a change made by another request at once (retry).
+///
+/// `tiers` changes the thresholds given. Every change bumps `version` by one (an update that
+/// changes nothing keeps it); scores already given keep the version that produced them.
 #[action(scope = "write", idempotent, http = "PATCH /targetings/{id}")]
 pub async fn update_targeting(
     ctx: Ctx,
@@ -972,7 +959,7 @@ pub async fn update_targeting(
     .bind(next.tiers.b)
     .bind(next.tiers.c)
     .bind(ctx.now_ms())
-    .execute(ctx.db().pool())
+    .execute(ctx.db().writes())
     .await;
     match updated {
         Ok(result) if result.rows_affected() == 1 => {
@@ -1029,8 +1016,10 @@ outreach_runtime::prelude::parity!(update_targeting, write,
 
 /// Delete a targeting.
 ///
-/// Removes the targeting for good; lists that used it as their default lose their default.
-/// Scoring runs and prospects scored with it keep its id and version as a record. Costs nothing.
+/// Lists that used it as their default lose it; scores made with it keep its id and version.
+///
+/// Removed for good. Scoring runs and prospects scored with it keep its id and version as a
+/// record.
 #[action(scope = "write", idempotent, http = "DELETE /targetings/{id}")]
 pub async fn delete_targeting(ctx: Ctx, input: TargetingId) -> Result<Deleted, ApiError> {
     let targeting = fetch(ctx.db().pool(), ctx.workspace_id(), &input.id).await?;

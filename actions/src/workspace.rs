@@ -53,9 +53,12 @@ pub struct Caller {
 
 /// Show the workspace and the caller.
 ///
+/// Call it first: the workspace (environment, credit balance, sending terms) and the caller's role
+/// and effective scopes.
+///
 /// Returns the workspace (id, name, environment, creation time, whether the sending terms are
 /// accepted, credits balance) and the caller: the person, their role, the credential used and
-/// its effective scopes. Call it first to check a credential. Costs nothing.
+/// its effective scopes.
 #[action(scope = "read", http = "GET /workspace")]
 pub async fn get_workspace(ctx: Ctx, _input: GetWorkspaceInput) -> Result<WorkspaceView, ApiError> {
     // Authentication read the workspace with the credential on this very request.

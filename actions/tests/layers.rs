@@ -25,8 +25,9 @@ const LAYERS: Layers = &[
     // webhook deliveries), credits, the
     // workspace, the one lock rule
     // every writer of outreach state follows, each enrollment's step job, and the follow-up jobs
-    // a low module enqueues for a higher one's derived state, and which network the configuration
-    // names.
+    // a low module enqueues for a higher one's derived state, which network the configuration
+    // names, the MCP prompts, the confirmations and the MCP apps (text naming tools, which
+    // imports no module).
     &[
         "common",
         "deliveries",
@@ -38,6 +39,9 @@ const LAYERS: Layers = &[
         "step_jobs",
         "followups",
         "provider",
+        "prompts",
+        "confirmations",
+        "apps",
     ],
     // The workspace's webhook endpoints, which receive its events.
     &["webhooks"],

@@ -117,6 +117,67 @@ async fn insert_rows(
     Ok(())
 }
 
+/// The sequence the enrollments run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// One `view_profile` step (the phase's long-standing measure).
+    ViewProfile,
+    /// One `connection_request` step with a note: the straight line of the issue-27 comparison.
+    Invitation,
+    /// A `profile_has` condition (skip competitors: it does not hold, so it goes on at once) to a
+    /// `connection_request` step with two A/B variants: a branch and a variant for every enrollment.
+    Branching,
+}
+
+impl Shape {
+    fn name(self) -> &'static str {
+        match self {
+            Self::ViewProfile => "view_profile",
+            Self::Invitation => "invitation",
+            Self::Branching => "branching",
+        }
+    }
+
+    fn steps(self) -> Value {
+        match self {
+            Self::ViewProfile => json!([{"type": "view_profile"}]),
+            Self::Invitation => {
+                json!([{"type": "connection_request", "note": "Hi {{first_name}}, glad to connect."}])
+            }
+            Self::Branching => json!([
+                {"type": "condition", "condition": {"kind": "profile_has", "field": "headline", "contains": "competitor"},
+                 "then_step": "finish", "else_step": "s2"},
+                {"type": "connection_request", "variants": [
+                    {"note": "Hi {{first_name}}, glad to connect (A)."},
+                    {"note": "Hi {{first_name}}, glad to connect (B)."}]},
+            ]),
+        }
+    }
+
+    /// The approved texts of an enrollment, as `approve_outreach` stores them.
+    fn texts(self) -> String {
+        match self {
+            Self::ViewProfile => "[]".into(),
+            Self::Invitation => json!([{"step_index": 0, "type": "connection_request",
+                                        "text": "Hi Ada, glad to connect."}])
+            .to_string(),
+            Self::Branching => json!([
+                {"step_index": 1, "type": "connection_request", "variant": "a", "text": "Hi Ada, glad to connect (A)."},
+                {"step_index": 1, "type": "connection_request", "variant": "b", "text": "Hi Ada, glad to connect (B)."},
+            ])
+            .to_string(),
+        }
+    }
+
+    /// Steps each enrollment has decided once the drain is over.
+    fn steps_per_enrollment(self) -> usize {
+        match self {
+            Self::Branching => 2,
+            _ => 1,
+        }
+    }
+}
+
 /// A database for one backend: its URL for the server and the CLI.
 struct Backend {
     name: &'static str,
@@ -147,15 +208,65 @@ pub async fn run(bin: &Path, dir: &Path, enrollments: usize) -> anyhow::Result<(
     }
     let mut report = String::new();
     for backend in &backends {
-        report.push_str(&scheduler(bin, dir, backend, enrollments).await?);
+        report.push_str(
+            &scheduler(bin, dir, backend, enrollments, Shape::ViewProfile)
+                .await?
+                .0,
+        );
     }
+    // Issue 27: branches and variants against the straight line, each on a fresh database of
+    // its backend, one after the other in this run.
+    let mut shapes = String::from(
+        "### Branches and variants against the straight line (issue 27)\n\n\
+         | Backend | straight (1 invitation): steps/s | branching (condition + 2 variants): steps/s | ratio |\n|---|---|---|---|\n",
+    );
+    let mut shape_backends = Vec::new();
+    for backend in &backends {
+        let mut rates = Vec::new();
+        for shape in [Shape::Invitation, Shape::Branching] {
+            let fresh = match backend.name {
+                "SQLite" => Backend {
+                    name: backend.name,
+                    url: format!(
+                        "sqlite://{}",
+                        dir.join(format!("scheduler-{}.db", shape.name())).display()
+                    ),
+                },
+                _ => Backend {
+                    name: backend.name,
+                    url: fresh_postgres(
+                        &std::env::var("BENCH_POSTGRES_URL")?,
+                        &format!("bench_sched_{}_{}", shape.name(), std::process::id()),
+                    )
+                    .await?,
+                },
+            };
+            let (text, rate) = scheduler(bin, dir, &fresh, enrollments, shape).await?;
+            report.push_str(&text);
+            rates.push(rate);
+            shape_backends.push(fresh);
+        }
+        shapes.push_str(&format!(
+            "| {} | {:.0} | {:.0} | **{:.2}** |\n",
+            backend.name,
+            rates[0],
+            rates[1],
+            rates[1] / rates[0]
+        ));
+    }
+    report.push_str(&shapes);
+    report.push('\n');
     for backend in &claim_backends {
         report.push_str(&claim(bin, backend).await?);
     }
     println!("\n{report}");
     if let Ok(admin_url) = std::env::var("BENCH_POSTGRES_URL") {
         let mut conn = AnyConnection::connect(&admin_url).await?;
-        for backend in backends.iter().chain(&claim_backends) {
+        for backend in backends
+            .iter()
+            .chain(&claim_backends)
+            .chain(&shape_backends)
+        {
             if let Some((_, name)) = backend.url.rsplit_once('/')
                 && backend.name == "PostgreSQL"
             {
@@ -319,16 +430,19 @@ async fn service_now(conn: &mut AnyConnection) -> anyhow::Result<i64> {
     Ok(now_ms()? + offset.unwrap_or(0))
 }
 
+/// One drain and follow on `backend`; answers the report and the steps decided per second.
 async fn scheduler(
     bin: &Path,
     dir: &Path,
     backend: &Backend,
     enrollments: usize,
-) -> anyhow::Result<String> {
+    shape: Shape,
+) -> anyhow::Result<(String, f64)> {
     let url = backend.url.as_str();
     println!(
-        "» scheduler on {}: {enrollments} enrollments due at once",
-        backend.name
+        "» scheduler on {} ({}): {enrollments} enrollments due at once",
+        backend.name,
+        shape.name()
     );
     migrate(bin, url).await?;
     let created = service::admin(
@@ -366,7 +480,7 @@ async fn scheduler(
     )
     .await?;
     let key = key["key"].as_str().context("no key")?.to_owned();
-    let log = dir.join(format!("scheduler-{}.log", backend.name));
+    let log = dir.join(format!("scheduler-{}-{}.log", backend.name, shape.name()));
 
     // The sender and the sequence through the API, as a user makes them.
     let server = start(bin, url, &log).await?;
@@ -377,7 +491,8 @@ async fn scheduler(
         &key,
         json!({"name": "Bench sender", "timezone": "UTC", "working_hours": {
             "monday": all_day, "tuesday": all_day, "wednesday": all_day, "thursday": all_day,
-            "friday": all_day, "saturday": all_day, "sunday": all_day}}),
+            "friday": all_day, "saturday": all_day, "sunday": all_day},
+            "limits": {"connection_requests_per_day": 40, "connection_requests_per_week": 200}}),
     )
     .await?;
     let sender_id = sender["id"].as_str().context("no sender id")?.to_owned();
@@ -385,7 +500,7 @@ async fn scheduler(
         server.addr,
         "/api/v1/sequences",
         &key,
-        json!({"name": "Bench sequence", "sender_ids": [sender_id], "steps": [{"type": "view_profile"}]}),
+        json!({"name": "Bench sequence", "sender_ids": [sender_id], "steps": shape.steps()}),
     )
     .await?;
     let sequence_id = sequence["id"]
@@ -475,7 +590,7 @@ async fn scheduler(
             Val::Text(prospect),
             Val::Text(sender.clone()),
             Val::Text("approved".into()),
-            Val::Text("[]".into()),
+            Val::Text(shape.texts()),
             Val::Text("bench".into()),
             Val::Int(now),
             Val::Text("bench".into()),
@@ -589,14 +704,24 @@ async fn scheduler(
     let started = Instant::now();
     let server = start(bin, url, &log).await?;
     let cpu_before = procfs::cpu_time(server.pid)?;
+    // A step is decided once it was sent, given a slot in its sender's queue, or put off past
+    // the drain by a limit; a view is decided by its job's first run.
+    let undecided = match shape {
+        Shape::ViewProfile => {
+            "select count(*) from jobs where kind = 'outreach_step' and state = 'available' and updated_at <= $1"
+        }
+        Shape::Invitation => {
+            "select count(*) from enrollments where invited_at is null and slot_at is null \
+             and next_step_at <= $1 + 3600000"
+        }
+        Shape::Branching => {
+            "select count(*) from enrollments where step_index = 0 or (invited_at is null \
+             and slot_at is null and next_step_at <= $1 + 3600000)"
+        }
+    };
     let drained = loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
-        let unrun = count(
-            &mut conn,
-            "select count(*) from jobs where kind = 'outreach_step' and state = 'available' and updated_at <= $1",
-            Some(now),
-        )
-        .await?;
+        let unrun = count(&mut conn, undecided, Some(now)).await?;
         let running = count(
             &mut conn,
             "select count(*) from jobs where state = 'running'",
@@ -628,10 +753,11 @@ async fn scheduler(
         None,
     )
     .await?;
-    let rate = enrollments as f64 / drained.as_secs_f64();
+    let decided = enrollments * shape.steps_per_enrollment();
+    let rate = decided as f64 / drained.as_secs_f64();
     let runs_rate = claimed as f64 / drained.as_secs_f64();
     println!(
-        "  drain: {enrollments} steps decided in {:.1} s = {rate:.0} steps/s ({sent} sent, {queued} queued); {claimed} runs ({runs_rate:.0}/s: {completed} completed, {snoozed} snoozed), {events} enrollments finished; server CPU {:.0} µs/step",
+        "  drain: {decided} steps decided in {:.1} s = {rate:.0} steps/s ({sent} sent, {queued} queued); {claimed} runs ({runs_rate:.0}/s: {completed} completed, {snoozed} snoozed), {events} enrollments finished; server CPU {:.0} µs/step",
         drained.as_secs_f64(),
         drain_cpu.as_secs_f64() * 1e6 / enrollments as f64
     );
@@ -678,16 +804,17 @@ async fn scheduler(
     } else {
         String::new()
     };
-    Ok(format!(
-        "### {} ({senders} senders, {enrollments} enrollments)\n\n\
-         - drain: {enrollments} due steps decided in {:.1} s = **{rate:.0} steps/s**{aim}: {sent} sent, {queued} queued behind their \
+    let report = format!(
+        "### {} ({senders} senders, {enrollments} enrollments, {})\n\n\
+         - drain: {decided} due steps decided in {:.1} s = **{rate:.0} steps/s**{aim}: {sent} sent, {queued} queued behind their \
            sender; {claimed} job runs ({runs_rate:.0}/s; {completed} completed, {snoozed} snoozed); server CPU {:.0} µs per step\n\
          - follow ({:.0} s wall, test clock +90 s x {advances}): {follow_sent} sends = **{:.1} sends/s**, {follow_runs} runs = {:.0} runs/s \
            ({:.1} runs per send)\n\
          - server peak RSS {:.1} MiB (aim < 100 MiB: {}), RSS at the end {:.1} MiB\n\n",
         backend.name,
+        shape.name(),
         drained.as_secs_f64(),
-        drain_cpu.as_secs_f64() * 1e6 / enrollments as f64,
+        drain_cpu.as_secs_f64() * 1e6 / decided as f64,
         followed.as_secs_f64(),
         follow_sent as f64 / followed.as_secs_f64(),
         follow_runs as f64 / followed.as_secs_f64(),
@@ -699,7 +826,8 @@ async fn scheduler(
             "MISSED"
         },
         rss_kib as f64 / 1024.0,
-    ))
+    );
+    Ok((report, rate))
 }
 
 /// The claim query over `CLAIM_ROWS` jobs, 1% of them available and due.

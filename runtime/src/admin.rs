@@ -373,7 +373,7 @@ pub async fn create_key(
     .bind(expires_at)
     .bind(&person_id)
     .bind(now)
-    .execute(db.pool())
+    .execute(db.writes())
     .await?;
     Ok(CreatedKey {
         id,
@@ -402,8 +402,23 @@ pub async fn revoke_key(db: &Db, clock: &Clock, key_id: &str) -> anyhow::Result<
     sqlx::query("update api_keys set revoked_at = $1 where id = $2 and revoked_at is null")
         .bind(clock.now_ms())
         .bind(key_id)
-        .execute(db.pool())
+        .execute(db.writes())
         .await?;
+    Ok(())
+}
+
+/// Marks an API key as made for an unattended agent (or not): the MCP face never asks its person
+/// to confirm a call (see `crate::confirmations`). Refused for an unknown or revoked key.
+pub async fn set_unattended(db: &Db, key_id: &str, unattended: bool) -> anyhow::Result<()> {
+    let done =
+        sqlx::query("update api_keys set unattended = $1 where id = $2 and revoked_at is null")
+            .bind(i64::from(unattended))
+            .bind(key_id)
+            .execute(db.writes())
+            .await?;
+    if done.rows_affected() == 0 {
+        bail!("no live key `{key_id}`");
+    }
     Ok(())
 }
 
@@ -432,7 +447,7 @@ pub async fn accept_terms(
         .bind(clock.now_ms())
         .bind(&person_id)
         .bind(workspace_id)
-        .execute(db.pool())
+        .execute(db.writes())
         .await?;
     Ok(())
 }

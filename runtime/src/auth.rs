@@ -140,13 +140,13 @@ const PRINCIPAL_COLUMNS: &str = "p.email, m.role, w.terms_accepted_at, w.name, w
                                  w.credits_balance";
 
 /// An API key with its person, membership and workspace, in one query. The columns after the
-/// shared ones: `expires_at`, `revoked_at`.
+/// shared ones: `expires_at`, `revoked_at`, `unattended`.
 fn api_key_sql() -> &'static str {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     SQL.get_or_init(|| {
         format!(
             "select k.id, k.name, k.scopes, k.last_used_at, k.workspace_id, k.person_id, \
-                    {PRINCIPAL_COLUMNS}, k.expires_at, k.revoked_at \
+                    {PRINCIPAL_COLUMNS}, k.expires_at, k.revoked_at, k.unattended \
              from api_keys k \
              join people p on p.id = k.person_id \
              join workspaces w on w.id = k.workspace_id \
@@ -195,6 +195,8 @@ struct CredentialRow {
     revoked_at: Option<i64>,
     grant_revoked_at: Option<i64>,
     resource: Option<String>,
+    /// An API key made for an unattended agent: never asked to confirm (`crate::confirmations`).
+    unattended: bool,
 }
 
 /// Reads a credential row by position from either driver's row type.
@@ -219,6 +221,12 @@ macro_rules! credential_row {
             revoked_at: row.$get(13)?,
             grant_revoked_at: if oauth { row.$get(14)? } else { None },
             resource: if oauth { row.$get(15)? } else { None },
+            unattended: if oauth {
+                false
+            } else {
+                let unattended: i64 = row.$get(14)?;
+                unattended != 0
+            },
         }
     }};
 }
@@ -386,6 +394,7 @@ fn principal_from_row(
         granted,
         effective: granted.min(role.scope_cap(terms_accepted)),
         terms_accepted,
+        unattended: row.unattended,
         workspace: WorkspaceSnapshot {
             name: row.workspace_name,
             created_at: row.workspace_created_at,
@@ -408,7 +417,7 @@ fn record_last_use(state: &AppState, kind: CredentialKind, id: String, now: i64)
         let result = sqlx::query(sql)
             .bind(now)
             .bind(&id)
-            .execute(db.pool())
+            .execute(db.writes())
             .await;
         if let Err(error) = result {
             tracing::warn!(id, %error, "could not record the last use of a credential");
@@ -455,6 +464,7 @@ pub async fn session_principal(
         granted: Scope::Send,
         effective: role.scope_cap(terms_accepted),
         terms_accepted,
+        unattended: false,
         workspace: WorkspaceSnapshot {
             name: row.try_get("name")?,
             created_at: row.try_get("created_at")?,

@@ -46,9 +46,13 @@ impl Clock {
     }
 
     /// Takes the offset read from the database (a shared test clock only; ignored otherwise).
+    /// The stored offset only grows, so the larger of what this clock holds and what it is given
+    /// is kept: requests that read the row at once may set what they read in any order, and one
+    /// that read it before a move must not take this clock back in time (a gate that let a call
+    /// through at the later time would see the sender's last call noted at an earlier one).
     pub fn set_shared_offset_ms(&self, ms: i64) {
         if self.shared {
-            self.shared_offset_ms.store(ms, Ordering::Relaxed);
+            self.shared_offset_ms.fetch_max(ms, Ordering::Relaxed);
         }
     }
 
@@ -296,5 +300,17 @@ mod tests {
         let before = shared.now_ms();
         shared.set_shared_offset_ms(86_400_000);
         assert!(shared.now_ms() - before >= 86_400_000);
+    }
+
+    /// Two readers of the stored offset may set what they read in either order: the one that
+    /// read it before a move never takes the clock back.
+    #[test]
+    fn a_stale_read_of_the_offset_never_takes_the_clock_back() {
+        let shared = Clock::shared();
+        shared.set_shared_offset_ms(300_000);
+        let moved = shared.now_ms();
+        shared.set_shared_offset_ms(60_000);
+        assert!(shared.now_ms() >= moved);
+        assert_eq!(shared.shared_offset_ms(), 300_000);
     }
 }

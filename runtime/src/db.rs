@@ -158,6 +158,19 @@ impl Db {
         }
     }
 
+    /// Where a write of one statement outside a transaction goes: on a SQLite file, the writing
+    /// connection of [`Db::begin_write`], for the reason given there (on the reading pool such a
+    /// write polls for the lock and can starve for the whole `busy_timeout` while this process's
+    /// transactions follow one another: a lease renewal that starves loses its lease); the pool
+    /// otherwise. Never call it while holding a [`Db::begin_write`] transaction: that would wait
+    /// for itself.
+    pub fn writes(&self) -> &AnyPool {
+        match (self.backend, &self.writer) {
+            (Backend::Sqlite, Some(writer)) => writer,
+            _ => &self.pool,
+        }
+    }
+
     pub fn backend(&self) -> Backend {
         self.backend
     }

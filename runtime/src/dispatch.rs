@@ -93,12 +93,34 @@ impl Dispatcher {
         idempotency_key: Option<String>,
         request_id: Arc<str>,
     ) -> Result<Reply, ApiError> {
+        self.dispatch_fields(principal, action, input, idempotency_key, request_id, None)
+            .await
+    }
+
+    /// [`Dispatcher::dispatch`], with a page's items cut down to `fields` (an MCP call's
+    /// `fields`, checked by `Action::chosen_fields`) before the page is held to its bound.
+    pub async fn dispatch_fields(
+        &self,
+        principal: Arc<Principal>,
+        action: &Action,
+        input: Value,
+        idempotency_key: Option<String>,
+        request_id: Arc<str>,
+        fields: Option<Vec<String>>,
+    ) -> Result<Reply, ApiError> {
         // A shared test clock (`--test-clock`) takes the offset another instance may have moved;
         // one small query, and none at all on a normal clock.
         self.clock.sync(&self.db).await?;
         if action.def.price.is_none() && !action.def.idempotent {
             return self
-                .run_pipeline(principal, action, input, idempotency_key, request_id)
+                .run_pipeline(
+                    principal,
+                    action,
+                    input,
+                    idempotency_key,
+                    request_id,
+                    fields,
+                )
                 .await;
         }
         let this = self.clone();
@@ -109,8 +131,15 @@ impl Dispatcher {
                     "action `{name}` vanished from the registry"
                 )));
             };
-            this.run_pipeline(principal, action, input, idempotency_key, request_id)
-                .await
+            this.run_pipeline(
+                principal,
+                action,
+                input,
+                idempotency_key,
+                request_id,
+                fields,
+            )
+            .await
         })
         .await
         .unwrap_or_else(|error| {
@@ -127,6 +156,7 @@ impl Dispatcher {
         input: Value,
         idempotency_key: Option<String>,
         request_id: Arc<str>,
+        item_fields: Option<Vec<String>>,
     ) -> Result<Reply, ApiError> {
         let def = action.def;
         let Value::Object(mut fields) = input else {
@@ -207,6 +237,7 @@ impl Dispatcher {
                     decoded,
                     estimate,
                     (key.as_ref(), fingerprint.as_deref()),
+                    item_fields.as_deref(),
                     &mut claim,
                     &mut heartbeat,
                 )
@@ -245,6 +276,7 @@ impl Dispatcher {
         decoded: ErasedInput,
         estimate: bool,
         (key, fingerprint): (Option<&idempotency::Key>, Option<&str>),
+        item_fields: Option<&[String]>,
         claim: &mut Option<Claim>,
         heartbeat: &mut Option<Heartbeat>,
     ) -> Result<Reply, ApiError> {
@@ -303,10 +335,14 @@ impl Dispatcher {
         };
         let status = action.success_status();
         // A page too large for an assistant's context is cut short (see `paging`), before an
-        // idempotent call stores it, so a replay answers the same.
-        let answer = (def.call)(ctx.clone(), decoded, plan)
-            .await
-            .map(paging::within_bound);
+        // idempotent call stores it, so a replay answers the same; counted after its items are
+        // cut down to the fields asked for.
+        let answer = (def.call)(ctx.clone(), decoded, plan).await.map(|body| {
+            paging::within_bound(match item_fields {
+                Some(fields) => paging::only_fields(body, fields),
+                None => body,
+            })
+        });
         let outcome = match answer {
             Ok(body) => commit(&ctx, action, claim.as_ref(), status, &body)
                 .await

@@ -3,8 +3,8 @@
 //!
 //! Two checks replay them on both faces: the workspace's parity test (`tests/api/parity.rs`: REST
 //! and MCP answer alike) and the TypeScript SDK check in CI (`.ci/mcp_ts_check.mjs`: every tool's
-//! success and refusal through the official SDK, which validates each result against the tool's
-//! `outputSchema`). Neither names an action, so adding one means its file and its test; a test
+//! success and refusal through the official SDK, each result validated against its REST
+//! operation's response in the OpenAPI document). Neither names an action, so adding one means its file and its test; a test
 //! fails for an action without a fixture, and `tests/golden/parity_fixtures.json`, which the
 //! TypeScript check reads, is this registry written out.
 //!
@@ -169,6 +169,10 @@ pub const WORLD: &[(&str, &str)] = &[
     (
         "dnc_entry",
         "a do-not-contact entry of the domain `world-<number>.example`",
+    ),
+    (
+        "variants",
+        "a draft sequence whose step `s2`, a message, has A/B variants `a` and `b`",
     ),
 ];
 

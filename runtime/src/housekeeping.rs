@@ -92,8 +92,10 @@ pub async fn purge(state: &AppState) -> Result<u64, ApiError> {
     let now = state.clock.now_ms();
     let mut purged = idempotency::purge(&state.db, &state.clock).await?;
     purged += jobs::purge(&state.db, &state.clock).await?;
-    let statements: [(&str, i64); 5] = [
+    let statements: [(&str, i64); 6] = [
         ("delete from web_sessions where expires_at < $1", now),
+        // The MCP face's questions nobody answered in time (`crate::confirmations`).
+        ("delete from mcp_confirmations where expires_at < $1", now),
         (
             "update web_sessions set flash = null, flash_expires_at = null \
              where flash_expires_at <= $1",
@@ -115,7 +117,7 @@ pub async fn purge(state: &AppState) -> Result<u64, ApiError> {
     for (sql, before) in statements {
         purged += sqlx::query(sql)
             .bind(before)
-            .execute(state.db.pool())
+            .execute(state.db.writes())
             .await?
             .rows_affected();
     }

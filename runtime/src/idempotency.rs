@@ -212,7 +212,7 @@ pub async fn claim(
         .bind(now)
         .bind(&token)
         .bind(now + LEASE_MS)
-        .execute(db.pool())
+        .execute(db.writes())
         .await?;
         if inserted.rows_affected() == 1 {
             return Ok(Claimed::Run(Claim { key, token }));
@@ -237,7 +237,7 @@ pub async fn claim(
                 &key,
             )
             .bind(created_at)
-            .execute(db.pool())
+            .execute(db.writes())
             .await?;
             continue;
         }
@@ -263,7 +263,7 @@ pub async fn claim(
         .bind(now + LEASE_MS)
         .bind(holder.unwrap_or_default())
         .bind(now)
-        .execute(db.pool())
+        .execute(db.writes())
         .await?;
         if taken.rows_affected() == 1 {
             tracing::info!(
@@ -302,7 +302,7 @@ impl Claim {
         )
         .bind(&self.token)
         .bind(clock.now_ms() + LEASE_MS)
-        .execute(db.pool())
+        .execute(db.writes())
         .await?;
         Ok(())
     }
@@ -344,7 +344,7 @@ impl Claim {
             &self.key,
         )
         .bind(&self.token)
-        .execute(db.pool())
+        .execute(db.writes())
         .await?;
         Ok(())
     }
@@ -354,7 +354,7 @@ impl Claim {
 pub async fn purge(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
     let result = sqlx::query("delete from idempotency_records where created_at < $1")
         .bind(clock.now_ms() - WINDOW_MS)
-        .execute(db.pool())
+        .execute(db.writes())
         .await?;
     Ok(result.rows_affected())
 }

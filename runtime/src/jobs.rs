@@ -956,7 +956,7 @@ pub async fn renew(db: &Db, id: &str, token: &str) -> Result<(), ApiError> {
         .bind(id)
         .bind(token)
         .bind(lease_now_ms() + lease::LEASE_MS)
-        .execute(db.pool())
+        .execute(db.writes())
         .await?;
     Ok(())
 }
@@ -974,7 +974,7 @@ pub async fn rescue(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
         .bind(lease_now_ms())
         .bind(clock.now_ms())
         .bind("its worker stopped renewing the lease (it crashed, hung or was stopped)")
-        .execute(db.pool())
+        .execute(db.writes())
         .await?;
     Ok(done.rows_affected())
 }
@@ -991,7 +991,7 @@ pub async fn purge(db: &Db, clock: &Clock) -> Result<u64, ApiError> {
     )
     .bind(now - DAY_MS)
     .bind(now - 7 * DAY_MS)
-    .execute(db.pool())
+    .execute(db.writes())
     .await?;
     Ok(done.rows_affected())
 }

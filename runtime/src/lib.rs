@@ -23,7 +23,10 @@
 //! 4. `registry`: every action, collected and validated; `callbacks`: the routes a provider
 //!    calls back, which are not actions; `tasks`: which of them start work
 //!    that goes on after the call (MCP tasks); `toolsets`: the resource tags and the toolsets an
-//!    MCP client picks from; `recovery`: what a dead process held, given back.
+//!    MCP client picks from; `prompts`: the workflows an MCP client is offered as prompts;
+//!    `confirmations`: the calls an MCP client asks its person to confirm first; `apps`: the
+//!    HTML views an MCP host draws for a tool's result (MCP Apps);
+//!    `recovery`: what a dead process held, given back.
 //! 5. `state`, `request_id`, `rpc`: what every request shares, its id, and an MCP tool call read
 //!    once for every layer that looks inside it.
 //! 6. `auth`, `session`: who is calling, by bearer credential or by browser cookie; `rate_limit`:
@@ -65,7 +68,10 @@ pub mod ctx;
 pub mod jobs;
 pub mod worker;
 
+pub mod apps;
 pub mod callbacks;
+pub mod confirmations;
+pub mod prompts;
 pub mod registry;
 pub mod retry;
 pub mod tasks;

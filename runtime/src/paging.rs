@@ -31,11 +31,13 @@ pub const MAX_PAGE_BYTES: usize = 100 * 1024;
 /// The paging fields of a list action's input.
 #[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema)]
 pub struct PageParams {
-    /// How many items to return: 1 to 200, default 25.
+    // How many items to return: the bounds and the default are the schema's.
     #[serde(default, deserialize_with = "limit_in_range")]
     #[schemars(range(min = 1, max = 200), default = "default_limit")]
     pub limit: Option<u32>,
-    /// How many items to skip: default 0. Use the previous page's `next_offset`.
+    /// The previous page's `next_offset`.
+    ///
+    /// Follow it while the page `has_more`.
     #[serde(default, deserialize_with = "offset_not_negative")]
     #[schemars(range(min = 0), default = "default_offset")]
     pub offset: Option<u64>,
@@ -372,7 +374,7 @@ fn from_nearer_end(total: i64, offset: i64, limit: i64) -> (bool, i64, i64) {
 }
 
 /// The keys of a serialised [`Page`], in the order it writes them.
-const PAGE_KEYS: [&str; 6] = [
+pub const PAGE_KEYS: [&str; 6] = [
     "count",
     "has_more",
     "items",
@@ -395,10 +397,8 @@ pub fn within_bound(body: JsonBody) -> JsonBody {
         return body;
     };
     let offset = page.get("offset").and_then(serde_json::Value::as_u64);
-    let is_page =
-        page.len() == PAGE_KEYS.len() && PAGE_KEYS.iter().all(|key| page.contains_key(*key));
     let (true, Some(offset), Some(serde_json::Value::Array(mut items))) =
-        (is_page, offset, page.remove("items"))
+        (is_page(&page), offset, page.remove("items"))
     else {
         return body;
     };
@@ -426,9 +426,55 @@ pub fn within_bound(body: JsonBody) -> JsonBody {
     JsonBody::of(&serde_json::Value::Object(page)).unwrap_or(body)
 }
 
+fn is_page(object: &serde_json::Map<String, serde_json::Value>) -> bool {
+    object.len() == PAGE_KEYS.len() && PAGE_KEYS.iter().all(|key| object.contains_key(*key))
+}
+
+/// A page's answer whose items keep only `fields` and their `id`: an MCP client's `fields`, so an
+/// assistant can ask for names and ids only (see `Action::chosen_fields`). Any other answer is
+/// returned as it is. Run before [`within_bound`], so the bound counts what is sent.
+pub fn only_fields(body: JsonBody, fields: &[String]) -> JsonBody {
+    let Ok(serde_json::Value::Object(mut page)) =
+        serde_json::from_slice::<serde_json::Value>(body.bytes())
+    else {
+        return body;
+    };
+    if !is_page(&page) {
+        return body;
+    }
+    if let Some(serde_json::Value::Array(items)) = page.get_mut("items") {
+        for item in items.iter_mut() {
+            if let serde_json::Value::Object(item) = item {
+                item.retain(|key, _| key == "id" || fields.iter().any(|field| field == key));
+            }
+        }
+    }
+    JsonBody::of(&serde_json::Value::Object(page)).unwrap_or(body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_fields_asked_for_and_the_id_are_kept() {
+        let items = [
+            serde_json::json!({"id": "a", "name": "Ann", "notes": "long"}),
+            serde_json::json!({"id": "b", "name": "Bob", "notes": "longer"}),
+        ];
+        let body = only_fields(page_of(&items, 0), &["name".to_owned()]);
+        let page = body.to_value();
+        assert_eq!(
+            page["items"],
+            serde_json::json!([{"id": "a", "name": "Ann"}, {"id": "b", "name": "Bob"}])
+        );
+        assert_eq!(page["count"], 2);
+        let other = JsonBody::of(&serde_json::json!({"id": "a", "notes": "x"})).unwrap();
+        assert_eq!(
+            only_fields(other, &["name".to_owned()]).to_value(),
+            serde_json::json!({"id": "a", "notes": "x"})
+        );
+    }
 
     #[test]
     fn pages_past_the_middle_are_read_from_the_other_end() {

@@ -56,6 +56,9 @@ pub struct Principal {
     /// What the credential may do now; `None` only if the cap leaves nothing (never below read).
     pub effective: Scope,
     pub terms_accepted: bool,
+    /// An API key made for an unattended agent (`outreach admin key create --unattended`): the
+    /// MCP face never asks its person to confirm (see `crate::confirmations`).
+    pub unattended: bool,
     /// The workspace as this request's authentication read it, so that an action showing it
     /// needs no second query.
     pub workspace: WorkspaceSnapshot,

@@ -32,6 +32,10 @@ pub const ESTIMATE_FIELD: &str = "estimate_only";
 /// The MCP argument that carries an idempotency key (REST uses the `Idempotency-Key` header).
 pub const IDEMPOTENCY_FIELD: &str = "idempotency_key";
 
+/// The MCP argument of a list tool that names which fields each item carries (see
+/// [`Action::chosen_fields`]).
+pub const FIELDS_FIELD: &str = "fields";
+
 /// What an idempotency key does, said once for the MCP argument and the REST header.
 pub const IDEMPOTENCY_KEY_DESCRIPTION: &str = "A key of your choice (1 to 255 printable characters). A retry with the same key and \
     the same arguments within 24 hours returns the first result and spends nothing again.";
@@ -167,6 +171,8 @@ pub struct Action {
     pub route: Option<Route>,
     /// The input field that makes a call a preview needing only `read`, if declared.
     pub preview: Option<&'static PreviewField>,
+    /// The fields of each item, when the output is a page: what the MCP tool's `fields` may name.
+    pub item_fields: Option<Vec<String>>,
 }
 
 /// A parsed REST route.
@@ -205,6 +211,51 @@ impl Action {
     /// The MCP tool name.
     pub fn tool_name(&self) -> String {
         format!("service_{}", self.def.name)
+    }
+
+    /// The item fields an MCP call's `fields` argument names, checked: a non-empty list of this
+    /// page's item fields. A 400 naming the field otherwise, or naming `fields` itself when the
+    /// tool answers no page.
+    pub fn chosen_fields(&self, value: Value) -> Result<Vec<String>, ApiError> {
+        let Some(known) = &self.item_fields else {
+            return Err(ApiError::invalid_request(format!(
+                "Unknown field `{FIELDS_FIELD}`: `{}` answers no list of items.",
+                self.tool_name()
+            )));
+        };
+        let listed = || {
+            known
+                .iter()
+                .map(|field| format!("`{field}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let invalid = || {
+            ApiError::invalid_request(format!(
+                "Invalid field `{FIELDS_FIELD}`: expected a non-empty list of item fields, some of {}.",
+                listed()
+            ))
+        };
+        let Value::Array(values) = value else {
+            return Err(invalid());
+        };
+        if values.is_empty() {
+            return Err(invalid());
+        }
+        let mut chosen = Vec::with_capacity(values.len());
+        for value in values {
+            let Value::String(field) = value else {
+                return Err(invalid());
+            };
+            if !known.contains(&field) {
+                return Err(ApiError::invalid_request(format!(
+                    "Unknown field `{field}` in `{FIELDS_FIELD}`: the items have {}.",
+                    listed()
+                )));
+            }
+            chosen.push(field);
+        }
+        Ok(chosen)
     }
 
     /// A read action changes nothing; it is the one kind that takes `GET` and `readOnlyHint`.
@@ -418,6 +469,31 @@ fn validate(def: &'static ActionDef) -> Result<Action, String> {
             }),
         );
     }
+    let item_fields = page_item_fields(&output_schema);
+    if let Some(fields) = &item_fields {
+        // The example names two of this page's own fields, so it is one a call may copy.
+        let example: Vec<&str> = fields
+            .iter()
+            .map(String::as_str)
+            .filter(|field| *field != "id")
+            .take(2)
+            .collect();
+        add_property(
+            &mut mcp_input_schema,
+            FIELDS_FIELD,
+            json!({
+                "type": "array",
+                "items": {"type": "string", "enum": fields},
+                "minItems": 1,
+                "uniqueItems": true,
+                "description": format!(
+                    "Only these fields of each item (`id` always comes), for a smaller page: e.g. \
+                     {}. Default: every field.",
+                    json!(example)
+                ),
+            }),
+        );
+    }
     let route = def
         .http
         .map(|http| parse_route(name, http, &input_fields))
@@ -445,7 +521,30 @@ fn validate(def: &'static ActionDef) -> Result<Action, String> {
         input_fields,
         route,
         preview,
+        item_fields,
     })
+}
+
+/// The property names of a page's items, when `output` is a page (see `paging::PAGE_KEYS`) whose
+/// items are objects with properties.
+fn page_item_fields(output: &Map<String, Value>) -> Option<Vec<String>> {
+    let properties = output.get("properties")?.as_object()?;
+    let is_page = properties.len() == crate::paging::PAGE_KEYS.len()
+        && crate::paging::PAGE_KEYS
+            .iter()
+            .all(|key| properties.contains_key(*key));
+    if !is_page {
+        return None;
+    }
+    let fields: Vec<String> = properties
+        .get("items")?
+        .get("items")?
+        .get("properties")?
+        .as_object()?
+        .keys()
+        .cloned()
+        .collect();
+    (!fields.is_empty()).then_some(fields)
 }
 
 /// The input object schema of `def` as `generator` makes it, with what the framework adds: strict
@@ -462,7 +561,7 @@ pub fn input_object(
     // Inputs are strict: a misspelt field is an error, not silently ignored.
     input_schema.insert("additionalProperties".into(), Value::Bool(false));
     if let Some(Value::Object(properties)) = input_schema.get("properties") {
-        for reserved in [ESTIMATE_FIELD, IDEMPOTENCY_FIELD] {
+        for reserved in [ESTIMATE_FIELD, IDEMPOTENCY_FIELD, FIELDS_FIELD] {
             if properties.contains_key(reserved) {
                 return Err(format!(
                     "action `{name}`: the input field `{reserved}` is reserved for the framework; rename it"
@@ -477,8 +576,9 @@ pub fn input_object(
             json!({
                 "type": "boolean",
                 "default": false,
-                "description": "Only price the request: spend nothing, do nothing, and return the price, its breakdown, \
-                    the balance and whether it is sufficient. Needs only the `read` scope."
+                "description": "Only price the call; needs only the `read` scope.\n\n\
+                    Nothing is done or spent. The answer holds the price, its breakdown, the balance \
+                    and whether it is sufficient."
             }),
         );
     }

@@ -133,7 +133,7 @@ pub async fn start(
     .bind(ids::new_secret(""))
     .bind(now)
     .bind(now + SESSION_LIFETIME_MS)
-    .execute(state.db.pool())
+    .execute(state.db.writes())
     .await?;
     Ok(jar.add(cookie(state, SESSION_COOKIE, value, SESSION_LIFETIME_MS)))
 }
@@ -143,7 +143,7 @@ pub async fn end(state: &AppState, jar: CookieJar) -> Result<CookieJar, ApiError
     if let Some(value) = jar.get(SESSION_COOKIE).map(|c| c.value().to_owned()) {
         sqlx::query("delete from web_sessions where token_hash = $1")
             .bind(ids::hash_secret(&value))
-            .execute(state.db.pool())
+            .execute(state.db.writes())
             .await?;
     }
     Ok(jar.add(cookie(state, SESSION_COOKIE, String::new(), 0)))
@@ -158,7 +158,7 @@ pub async fn set_workspace(
     sqlx::query("update web_sessions set workspace_id = $1 where id = $2")
         .bind(workspace_id)
         .bind(&session.id)
-        .execute(state.db.pool())
+        .execute(state.db.writes())
         .await?;
     Ok(())
 }
@@ -172,7 +172,7 @@ pub async fn set_flash(state: &AppState, session: &Session, value: &str) -> Resu
         .bind(value)
         .bind(now + FLASH_LIFETIME_MS)
         .bind(&session.id)
-        .execute(state.db.pool())
+        .execute(state.db.writes())
         .await?;
     Ok(())
 }
@@ -209,7 +209,7 @@ pub async fn take_flash(
     )
     .bind(&session.id)
     .bind(&flash)
-    .execute(state.db.pool())
+    .execute(state.db.writes())
     .await?;
     clear_expired_flashes(state, now).await?;
     let live = expires_at.is_some_and(|at| at > now);
@@ -224,7 +224,7 @@ async fn clear_expired_flashes(state: &AppState, now: i64) -> Result<(), ApiErro
          where flash is not null and (flash_expires_at is null or flash_expires_at <= $1)",
     )
     .bind(now)
-    .execute(state.db.pool())
+    .execute(state.db.writes())
     .await?;
     Ok(())
 }

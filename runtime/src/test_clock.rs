@@ -111,7 +111,7 @@ pub async fn hold_play(db: &Db, clock: &Clock) -> Result<PlayLease, ApiError> {
         .bind(&token)
         .bind(now + LEASE_MS)
         .bind(now)
-        .execute(db.pool())
+        .execute(db.writes())
         .await?;
         if taken.rows_affected() == 1 {
             break;
@@ -135,7 +135,7 @@ pub async fn hold_play(db: &Db, clock: &Clock) -> Result<PlayLease, ApiError> {
                 )
                 .bind(lease_now_ms() + LEASE_MS)
                 .bind(&token)
-                .execute(db.pool())
+                .execute(db.writes())
                 .await?;
                 Ok(())
             }
@@ -155,7 +155,7 @@ impl PlayLease {
             "update test_clock set played_by = null, played_until = null where id = 1 and played_by = $1",
         )
         .bind(&self.token)
-        .execute(self.db.pool())
+        .execute(self.db.writes())
         .await?;
         Ok(())
     }

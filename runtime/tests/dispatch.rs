@@ -207,6 +207,7 @@ async fn fixture(balance: i64) -> Fixture {
         granted: Scope::Write,
         effective: Scope::Write,
         terms_accepted: false,
+        unattended: false,
         workspace: WorkspaceSnapshot {
             name: "Fake".into(),
             created_at: 0,

@@ -39,9 +39,18 @@ const LAYERS: Layers = &[
     // What an action receives; durable jobs, what their handlers receive, and the loop that
     // runs them.
     &["ctx", "jobs", "worker"],
-    // Every action, collected and validated, the long calls among them, and the toolsets their
-    // resource tags belong to; the routes a provider calls back.
-    &["registry", "tasks", "toolsets", "callbacks"],
+    // Every action, collected and validated, the long calls among them, the toolsets their
+    // resource tags belong to, the prompts that walk them, the calls that ask first and the
+    // views an MCP host draws for their results; the routes a provider calls back.
+    &[
+        "registry",
+        "tasks",
+        "toolsets",
+        "prompts",
+        "confirmations",
+        "apps",
+        "callbacks",
+    ],
     // What a dead process held, given back (the domain registers its own recoveries).
     &["recovery"],
     // What every request shares, its id, and an MCP tool call read once for every layer.

@@ -84,8 +84,9 @@ async fn admin_commands_print_one_json_object_and_the_key_works() {
         keys.iter()
             .copied()
             .collect::<std::collections::BTreeSet<_>>(),
-        ["expires_at", "id", "key", "prefix", "scopes"].into()
+        ["expires_at", "id", "key", "prefix", "scopes", "unattended"].into()
     );
+    assert_eq!(key["unattended"], json!(false));
     assert!(field(&key, "id").starts_with("key_"));
     let value = field(&key, "key");
     assert!(value.starts_with("pk_test_"), "{value}");
@@ -115,11 +116,30 @@ async fn admin_commands_print_one_json_object_and_the_key_works() {
             "read",
             "--expires-at",
             "2099-01-01T00:00:00Z",
+            "--unattended",
         ],
     )
     .await;
     assert_eq!(expiring["expires_at"], json!("2099-01-01T00:00:00.000Z"));
     assert_eq!(expiring["scopes"], json!(["read"]));
+    assert_eq!(expiring["unattended"], json!(true));
+    let expiring_id = field(&expiring, "id");
+    let person_again = admin_ok(
+        &database,
+        &[
+            "key",
+            "set-unattended",
+            "--id",
+            &expiring_id,
+            "--unattended",
+            "false",
+        ],
+    )
+    .await;
+    assert_eq!(
+        person_again,
+        json!({"id": expiring_id, "unattended": false})
+    );
 
     // The key the CLI made works against the server, and a revoke from the CLI takes effect.
     let server = serve(&database).await;

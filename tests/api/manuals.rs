@@ -297,18 +297,24 @@ fn every_documented_curl_that_sends_a_body_names_its_content_type() {
     );
 }
 
+/// The table of docs/connecting.md that starts with `header`, its lines as written.
+fn connecting_table(header: &str) -> String {
+    let text = fs::read_to_string(repository().join("docs/connecting.md")).expect("read the docs");
+    let start = text
+        .find(header)
+        .unwrap_or_else(|| panic!("no table `{header}` in docs/connecting.md"));
+    text[start..]
+        .lines()
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
 /// The toolsets table of docs/connecting.md names every declared toolset once, with whether a
 /// connection that names none is shown it.
 #[test]
 fn the_toolsets_table_names_every_toolset_and_its_default() {
-    let text = fs::read_to_string(repository().join("docs/connecting.md")).expect("read the docs");
-    let header = "| toolset | tools for | shown by default |";
-    let start = text.find(header).expect("the toolsets table");
-    let table: String = text[start..]
-        .lines()
-        .take_while(|line| line.starts_with('|'))
-        .map(|line| format!("{line}\n"))
-        .collect();
+    let table = connecting_table("| toolset | tools for | shown by default |");
     let mut documented: Vec<(String, bool)> = table_rows(&table)
         .iter()
         .map(|row| {
@@ -323,4 +329,82 @@ fn the_toolsets_table_names_every_toolset_and_its_default() {
         .collect();
     declared.sort();
     assert_eq!(documented, declared, "docs/connecting.md's toolsets table");
+}
+
+/// A row of the prompts table: the name, the arguments (name, required) and the scopes.
+type PromptRow = (String, Vec<(String, bool)>, String);
+
+/// The prompts table of docs/connecting.md is the declared prompts: each name, its arguments in
+/// order (required ones in bold, defaults of the short ones in brackets are prose, not checked),
+/// and the scopes it is listed for.
+#[test]
+fn the_prompts_table_is_the_declared_prompts() {
+    let table = connecting_table("| prompt | arguments (required in bold) | listed for |");
+    let code_words = |cell: &str| -> Vec<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    };
+    let documented: Vec<PromptRow> = table_rows(&table)
+        .iter()
+        .map(|row| {
+            let name = first_code_word(&row[0]).expect("a prompt name in backquotes");
+            let arguments = row[1]
+                .split(", ")
+                .filter_map(|part| {
+                    let word = code_words(part).into_iter().next()?;
+                    Some((word, part.starts_with("**")))
+                })
+                .collect();
+            (name, arguments, row[2].clone())
+        })
+        .collect();
+    let declared: Vec<PromptRow> = outreach_runtime::prompts::prompts()
+        .iter()
+        .map(|prompt| {
+            let arguments = prompt
+                .arguments
+                .iter()
+                .map(|argument| (argument.name.to_owned(), argument.required()))
+                .collect();
+            let listed = match prompt.scope {
+                outreach_runtime::Scope::Read => "every scope".to_owned(),
+                scope => outreach_runtime::Scope::ALL
+                    .iter()
+                    .filter(|other| **other >= scope)
+                    .map(|other| format!("`{other}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            (prompt.name.to_owned(), arguments, listed)
+        })
+        .collect();
+    assert_eq!(documented, declared, "docs/connecting.md's prompts table");
+}
+
+/// The confirmations table of docs/connecting.md names the tools that ask first, each once: the
+/// registered confirmations, then the priced tools' row.
+#[test]
+fn the_confirmations_table_names_the_tools_that_ask() {
+    let table = connecting_table("| tool | what the message says |");
+    let documented: BTreeSet<String> = table_rows(&table)
+        .iter()
+        .filter_map(|row| first_code_word(&row[0]))
+        .collect();
+    let registered: BTreeSet<String> = outreach_runtime::confirmations::all()
+        .map(|confirmation| format!("service_{}", confirmation.action))
+        .collect();
+    assert_eq!(
+        documented, registered,
+        "docs/connecting.md's confirmations table"
+    );
+    assert!(
+        table.contains(&format!(
+            "priced tool whose estimate is {} credits or more",
+            outreach_runtime::confirmations::CREDITS_THRESHOLD
+        )),
+        "the table names the threshold"
+    );
 }

@@ -71,16 +71,64 @@ async fn tools_are_named_after_the_actions_with_annotations_and_schemas() {
         let annotations = tool["annotations"]
             .as_object()
             .unwrap_or_else(|| panic!("{name} has no annotations"));
+        // A hint the list leaves out has the spec's default (not read-only, destructive, not
+        // idempotent, open world).
+        let hint = |key: &str, default: bool| {
+            annotations
+                .get(key)
+                .map_or(default, |value| value.as_bool().expect("a boolean hint"))
+        };
         let read_only = action.def.scope.as_str() == "read" && action.def.price.is_none();
         assert_eq!(
-            annotations.get("readOnlyHint"),
-            Some(&json!(read_only)),
+            hint("readOnlyHint", false),
+            read_only,
             "{name}: {annotations:?}"
         );
-        assert!(
-            annotations.contains_key("openWorldHint"),
+        assert_eq!(
+            hint("openWorldHint", true),
+            action.def.scope.as_str() == "send",
             "{name}: {annotations:?}"
         );
+        // What reaches people or spends asks for a key in its own words (issue 28, item 5).
+        let reaches = action.def.scope.as_str() == "send"
+            && outreach_runtime::confirmations::of(action.name()).is_some();
+        let spends = action.def.price.is_some();
+        if action.def.idempotent && (reaches || spends) {
+            let description = tool["description"].as_str().expect("a description");
+            assert!(
+                description.contains("pass an `idempotency_key`"),
+                "{name}: {description}"
+            );
+        }
+        let sends = action.def.scope.as_str() == "send";
+        if sends {
+            // What reaches people says so in so many words.
+            assert_eq!(
+                annotations.get("openWorldHint"),
+                Some(&json!(true)),
+                "{name}"
+            );
+            assert_eq!(
+                annotations.get("destructiveHint"),
+                Some(&json!(true)),
+                "{name}"
+            );
+        }
+        for (key, default) in [
+            ("readOnlyHint", false),
+            ("destructiveHint", true),
+            ("idempotentHint", false),
+            ("openWorldHint", true),
+        ] {
+            if sends && matches!(key, "destructiveHint" | "openWorldHint") {
+                continue;
+            }
+            assert_ne!(
+                annotations.get(key),
+                Some(&json!(default)),
+                "{name}: a default hint is left out"
+            );
+        }
         assert!(
             annotations
                 .get("title")
@@ -94,13 +142,13 @@ async fn tools_are_named_after_the_actions_with_annotations_and_schemas() {
                 || name.starts_with("service_remove_")
                 || action.def.scope.as_str() == "send";
             assert_eq!(
-                annotations.get("destructiveHint"),
-                Some(&json!(destructive)),
+                hint("destructiveHint", true),
+                destructive,
                 "{name}: {annotations:?}"
             );
             assert_eq!(
-                annotations.get("idempotentHint"),
-                Some(&json!(action.def.idempotent)),
+                hint("idempotentHint", false),
+                action.def.idempotent,
                 "{name}: {annotations:?}"
             );
         }
@@ -112,37 +160,105 @@ async fn tools_are_named_after_the_actions_with_annotations_and_schemas() {
             "{name}: inputs are strict"
         );
         assert_eq!(
-            tool["inputSchema"].as_object(),
-            Some(&mcp::input_schema(action)),
+            spelled_out(&tools, &tool["inputSchema"]),
+            Value::Object(mcp::input_schema(action)),
             "{name}: the registry's input schema, trimmed for the MCP face"
         );
         let mut without_key = action.mcp_input_schema.as_ref().clone();
+        let mut no_properties = Map::new();
+        let properties = without_key
+            .get_mut("properties")
+            .and_then(Value::as_object_mut)
+            .unwrap_or(&mut no_properties);
         if action.def.idempotent {
-            let properties = without_key
-                .get_mut("properties")
-                .and_then(Value::as_object_mut)
-                .expect("properties");
             assert!(
                 properties.remove("idempotency_key").is_some(),
                 "{name}: an idempotent tool takes `idempotency_key`"
             );
         }
         assert_eq!(
+            properties.remove("fields").is_some(),
+            action.item_fields.is_some(),
+            "{name}: a tool that answers a page takes `fields`, and only such a tool"
+        );
+        assert_eq!(
             &without_key,
             action.input_schema.as_ref(),
-            "{name}: the MCP input is the REST input (plus `idempotency_key`)"
+            "{name}: the MCP input is the REST input (plus `idempotency_key` and `fields`)"
         );
         assert_eq!(
-            tool["outputSchema"]["type"],
-            json!("object"),
-            "{name} has no object outputSchema"
+            type_lists(&tool["inputSchema"]),
+            Vec::<String>::new(),
+            "{name}: a `type` list is less portable than `anyOf` (the Inspector warns on it)"
         );
-        assert_eq!(
-            tool["outputSchema"].as_object(),
-            Some(&mcp::output_schema(action)),
-            "{name}: the registry's output schema, loosened for the MCP face"
+        assert!(
+            tool.get("outputSchema").is_none(),
+            "{name}: answers are described by the OpenAPI document, not the tool list"
         );
     }
+}
+
+/// Where a schema spells a `type` as a list, as JSON pointers.
+fn type_lists(schema: &Value) -> Vec<String> {
+    fn walk(value: &Value, at: &str, found: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                if map.get("type").is_some_and(Value::is_array) {
+                    found.push(at.to_owned());
+                }
+                for (key, child) in map {
+                    walk(child, &format!("{at}/{key}"), found);
+                }
+            }
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    walk(item, &format!("{at}/{index}"), found);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    walk(schema, "", &mut found);
+    found
+}
+
+/// A tool's input schema with every property that points at a shape another listed tool spells
+/// out ("The same shape as `criteria` of `service_create_targeting`.") replaced by that shape,
+/// its own description kept. Panics on a pointer at a tool or a field the list does not hold.
+fn spelled_out(tools: &[Value], schema: &Value) -> Value {
+    let mut schema = schema.clone();
+    let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) else {
+        return schema;
+    };
+    for property in properties.values_mut() {
+        let Some(description) = property["description"].as_str() else {
+            continue;
+        };
+        let Some((own, pointer)) = description.rsplit_once("The same shape as `") else {
+            continue;
+        };
+        let (field, rest) = pointer.split_once("` of `").expect("a field and a tool");
+        let owner = rest.trim_end_matches("`.");
+        let listed = tools
+            .iter()
+            .find(|tool| tool["name"] == owner)
+            .unwrap_or_else(|| panic!("`{owner}` is not in the list"));
+        let mut shape = listed["inputSchema"]["properties"][field].clone();
+        assert!(shape.is_object(), "`{owner}` has no field `{field}`");
+        let own = own.trim_end();
+        let shape = shape.as_object_mut().expect("an object");
+        shape.remove("description");
+        if !own.is_empty() {
+            shape.insert("description".to_owned(), json!(own));
+        }
+        shape.remove("default");
+        if let Some(default) = property.get("default") {
+            shape.insert("default".to_owned(), default.clone());
+        }
+        *property = Value::Object(shape.clone());
+    }
+    schema
 }
 
 /// Writes a document schema the way the tool has it: every `$ref` to a component replaced by the
@@ -280,14 +396,23 @@ async fn each_tool_input_schema_is_its_openapi_operations_input() {
                 .find(|tool| tool["name"] == json!(tool_name))
                 .unwrap_or_else(|| panic!("no tool {tool_name}"));
             let (properties, required) = input_from_operation(&document, operation);
-            let mut tool_properties = tool["inputSchema"]["properties"]
-                .as_object()
+            // The schema before the MCP face trims it (the first test checks the trimming).
+            let action = app
+                .registry
+                .by_tool_name(tool_name)
+                .expect("the tool's action");
+            let mut tool_properties = action
+                .mcp_input_schema
+                .get("properties")
+                .and_then(Value::as_object)
                 .cloned()
                 .unwrap_or_default();
             if operation["x-idempotent"] == json!(true) {
                 // REST carries the key in the `Idempotency-Key` header instead.
                 tool_properties.remove("idempotency_key");
             }
+            // An assistant's way to keep a page small; REST answers whole items.
+            tool_properties.remove("fields");
             assert_eq!(
                 bare(&Value::Object(properties)),
                 bare(&Value::Object(tool_properties)),
@@ -300,30 +425,6 @@ async fn each_tool_input_schema_is_its_openapi_operations_input() {
                 .map(|name| name.as_str().expect("name").to_owned())
                 .collect();
             assert_eq!(required, tool_required, "{method} {path}: required fields");
-            let success = operation["responses"]
-                .as_object()
-                .expect("responses")
-                .iter()
-                .find(|(status, _)| status.starts_with('2'));
-            let (_, success) =
-                success.unwrap_or_else(|| panic!("{method} {path} has no success response"));
-            let top_level = |schema: &Value| -> Vec<String> {
-                schema["properties"]
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                    .map(|(name, _)| name.clone())
-                    .filter(|name| name != "replayed")
-                    .collect()
-            };
-            assert_eq!(
-                top_level(&inline(
-                    &document,
-                    &success["content"]["application/json"]["schema"]
-                )),
-                top_level(&tool["outputSchema"]),
-                "{method} {path}: the output schema's fields"
-            );
             assert_eq!(
                 operation["x-required-scope"],
                 json!(
@@ -579,7 +680,7 @@ async fn a_tool_error_carries_no_structured_content_and_names_the_field() {
 /// state the email and profile URL shapes, is the largest at some 9,600), so a new
 /// tool must be as lean as the ones before it.
 #[tokio::test]
-async fn tools_list_stays_within_its_budget_per_tool() {
+async fn tools_list_of_every_tool_fits_in_90_kb() {
     let app = spawn_app().await;
     let send = crate::sequences::send_key(&app).await;
     let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
@@ -599,20 +700,26 @@ async fn tools_list_stays_within_its_budget_per_tool() {
         .as_array()
         .expect("tools")
         .clone();
-    let average = body.len() / tools.len().max(1);
+    let result = serde_json::from_slice::<Value>(&body).expect("JSON")["result"].to_string();
+    let average = result.len() / tools.len().max(1);
     println!(
-        "tools/list: {} bytes for {} tools, {average} on average",
-        body.len(),
-        tools.len()
+        "tools/list, every toolset, send key: {} tools in {} bytes ({average} on average)",
+        tools.len(),
+        result.len(),
     );
+    // Issue 28's budget for the whole set: under 90 KB, counted as 90,000 bytes of the result.
     assert!(
-        average <= 2_400,
-        "tools/list averages {average} bytes per tool"
+        result.len() <= 90_000,
+        "tools/list of every tool is {} bytes; the budget is 90,000",
+        result.len()
     );
-    for tool in &tools {
-        let size = tool.to_string().len();
-        assert!(size <= 10_000, "{} is {size} bytes", tool["name"]);
-    }
+    let largest = tools
+        .iter()
+        .map(|tool| (tool.to_string().len(), tool["name"].to_string()))
+        .max()
+        .expect("a tool");
+    println!("the largest tool: {} at {} bytes", largest.1, largest.0);
+    assert!(largest.0 <= 6_000, "{} is {} bytes", largest.1, largest.0);
 }
 
 /// Every tool's description is at most 600 characters (the detail is in its fields'

@@ -15,7 +15,7 @@ use crate::outreach::settle;
 
 /// The two ways a client frames its requests.
 #[derive(Debug, Clone, Copy)]
-enum Lifecycle {
+pub enum Lifecycle {
     /// After an `initialize` handshake: the version in a header, capabilities in `_meta`.
     Initialize,
     /// 2026-07-28: version, client and capabilities in every request's `_meta`, and the
@@ -30,13 +30,13 @@ fn tasks() -> Option<Value> {
 }
 
 /// What came back: the content type and the body's text.
-struct Answer {
+pub struct Answer {
     content_type: String,
     text: String,
 }
 
 impl Answer {
-    fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         assert!(
             self.content_type.starts_with("application/json"),
             "{}: {}",
@@ -62,7 +62,7 @@ impl Answer {
     }
 }
 
-async fn rpc(
+pub async fn rpc(
     app: &TestApp,
     key: &str,
     lifecycle: Lifecycle,

@@ -196,12 +196,9 @@ async fn filters_page_over_the_matching_prospects_only() {
     assert_eq!(second["has_more"], json!(false));
 }
 
-/// A page whose answer would pass 100 KB (25,000 tokens, what MCP hosts take) is cut short with
-/// `has_more` and `next_offset`, on both faces alike; walking it still visits every prospect
-/// once, and no page is empty.
-#[tokio::test]
-async fn a_page_too_large_for_an_assistant_is_cut_short_and_walks_to_the_end() {
-    let app = spawn_app().await;
+/// Sixty prospects of some 3 KB each (`P00` to `P59`), so that 200 of them pass a page's bound;
+/// their ids.
+async fn sixty_large_prospects(app: &TestApp) -> HashSet<String> {
     let long = |what: &str| format!("{what} {}", "x".repeat(480));
     let mut created = HashSet::new();
     for index in 0..60 {
@@ -218,6 +215,16 @@ async fn a_page_too_large_for_an_assistant_is_cut_short_and_walks_to_the_end() {
             .await;
         created.insert(prospect["id"].as_str().expect("id").to_owned());
     }
+    created
+}
+
+/// A page whose answer would pass 100 KB (25,000 tokens, what MCP hosts take) is cut short with
+/// `has_more` and `next_offset`, on both faces alike; walking it still visits every prospect
+/// once, and no page is empty.
+#[tokio::test]
+async fn a_page_too_large_for_an_assistant_is_cut_short_and_walks_to_the_end() {
+    let app = spawn_app().await;
+    let created = sixty_large_prospects(&app).await;
 
     let mut seen = HashSet::new();
     let mut offset = 0;
@@ -263,4 +270,153 @@ async fn a_page_too_large_for_an_assistant_is_cut_short_and_walks_to_the_end() {
     assert!(!is_error);
     assert_eq!(mcp, rest);
     assert_eq!(rest["has_more"], json!(true));
+}
+
+/// An MCP list call's `fields` keeps only those fields of each item (and `id`), and the page's
+/// bound counts what is sent: names and ids of 60 large prospects fit in one page that would be
+/// cut short whole. REST, which takes no `fields`, answers whole items.
+#[tokio::test]
+async fn an_assistant_asks_for_some_fields_and_gets_those_in_a_fuller_page() {
+    let app = spawn_app().await;
+    sixty_large_prospects(&app).await;
+    let (is_error, whole) = app
+        .mcp_call(&app.key, "service_list_prospects", json!({"limit": 200}))
+        .await;
+    assert!(!is_error, "{whole}");
+    assert_eq!(whole["has_more"], json!(true), "the whole page is cut");
+
+    let (is_error, page) = app
+        .mcp_call(
+            &app.key,
+            "service_list_prospects",
+            json!({"limit": 200, "fields": ["first_name", "full_name"]}),
+        )
+        .await;
+    assert!(!is_error, "{page}");
+    assert_eq!(page["count"], json!(60));
+    assert_eq!(page["has_more"], json!(false));
+    assert_eq!(page["next_offset"], Value::Null);
+    let items = page["items"].as_array().expect("items");
+    let ids: HashSet<&str> = items
+        .iter()
+        .map(|item| item["id"].as_str().expect("an id"))
+        .collect();
+    assert_eq!(ids.len(), 60);
+    for item in items {
+        let mut keys: Vec<&str> = item
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["first_name", "full_name", "id"], "{item}");
+    }
+    assert_eq!(items[0]["first_name"], json!("P59"));
+}
+
+/// `fields` naming what an item does not have, not a list, empty, or on a tool that answers no
+/// page is a tool error `invalid_request` naming it; REST takes no `fields` at all.
+#[tokio::test]
+async fn fields_that_are_not_the_items_are_refused_by_name() {
+    let app = spawn_app().await;
+    let cases = [
+        (
+            "service_list_prospects",
+            json!({"fields": ["full_name", "salary"]}),
+            "Unknown field `salary` in `fields`: the items have",
+        ),
+        (
+            "service_list_prospects",
+            json!({"fields": []}),
+            "Invalid field `fields`: expected a non-empty list",
+        ),
+        (
+            "service_list_prospects",
+            json!({"fields": "full_name"}),
+            "Invalid field `fields`",
+        ),
+        (
+            "service_get_workspace",
+            json!({"fields": ["name"]}),
+            "Unknown field `fields`: `service_get_workspace` answers no list of items.",
+        ),
+    ];
+    for (tool, arguments, sentence) in cases {
+        let (is_error, body) = app.mcp_call(&app.key, tool, arguments.clone()).await;
+        assert!(is_error, "{tool} {arguments}: {body}");
+        assert_eq!(body["code"], json!("invalid_request"), "{body}");
+        let message = body["error"].as_str().expect("a sentence");
+        assert!(message.contains(sentence), "{tool} {arguments}: {message}");
+    }
+    let response = app.get("/prospects?fields=full_name", &app.key).await;
+    let body = response.expect(400);
+    assert!(
+        body["error"]
+            .as_str()
+            .expect("a sentence")
+            .contains("Unknown field `fields`"),
+        "{body}"
+    );
+}
+
+/// The dashboard is no page, but it is held to the same bound: a workspace with hundreds of
+/// live sequences gets the most active that fit in 100 KB, and `left_out` counts the rest.
+#[tokio::test]
+async fn the_dashboard_stays_within_the_bound_and_says_what_it_left_out() {
+    let app = spawn_app().await;
+    const SEQUENCES: usize = 300;
+    for index in 0..SEQUENCES {
+        // A long name makes each entry about 400 bytes, so 300 of them pass 100 KB.
+        let name = format!("{index:03} {}", "long sequence name ".repeat(10));
+        app.post_json(
+            "/sequences",
+            &app.key,
+            json!({"name": name, "steps": crate::sequences::steps(), "sender_ids": []}),
+        )
+        .await
+        .expect(201);
+    }
+    // Only sequences past their draft are on the dashboard.
+    sqlx::query("update sequences set status = 'stopped' where workspace_id = $1")
+        .bind(&app.workspace_id)
+        .execute(app.db.pool())
+        .await
+        .expect("stop them");
+
+    let dashboard = app
+        .get("/dashboard?period=30d", &app.key)
+        .await
+        .expect(200)
+        .clone();
+    let bytes = dashboard.to_string().len();
+    let shown = dashboard["outreach"]["by_sequence"]
+        .as_array()
+        .expect("by_sequence")
+        .len();
+    let left_out = dashboard["left_out"]["sequences"]
+        .as_u64()
+        .expect("a count") as usize;
+    println!("dashboard: {bytes} bytes, {shown} sequences shown, {left_out} left out");
+    assert!(bytes <= 100 * 1024, "{bytes} bytes");
+    assert!(
+        left_out > 0 && shown > 0,
+        "{shown} shown, {left_out} left out"
+    );
+    assert_eq!(
+        shown + left_out,
+        SEQUENCES,
+        "every sequence shown or counted"
+    );
+
+    // The MCP tool answers the same, within the bound too.
+    let (failed, tool) = app
+        .mcp_call(&app.key, "service_get_dashboard", json!({"period": "30d"}))
+        .await;
+    assert!(!failed, "{tool}");
+    assert_eq!(
+        tool["left_out"], dashboard["left_out"],
+        "{}",
+        tool["left_out"]
+    );
 }

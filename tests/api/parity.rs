@@ -69,6 +69,8 @@ struct World {
     /// A webhook endpoint taking `sequence.paused`, at a loopback port nothing answers.
     webhook_endpoint: String,
     dnc_entry: String,
+    /// A draft sequence whose second step (`s2`) has A/B variants `a` and `b`.
+    variants: String,
 }
 
 /// The prospect each world holds. It has no profile URL and no email (each is unique in a
@@ -264,6 +266,18 @@ impl World {
             .as_str()
             .expect("a do-not-contact entry")
             .to_owned();
+        let variants = app
+            .post_json(
+                "/sequences",
+                key,
+                json!({"name": format!("Variants {tag}"), "steps": [
+                    {"type": "connection_request"},
+                    {"type": "message", "delay_hours": 24, "variants": [
+                        {"text": "Hi {{first_name|there}}, A."}, {"text": "Hi {{first_name|there}}, B."}]}
+                ]}),
+            )
+            .await;
+        let variants = id_of(&variants, "sequence with variants");
         let paused_event = app.get("/events?type=sequence.paused&limit=200", key).await;
         let event = paused_event.expect(200)["items"]
             .as_array()
@@ -328,6 +342,7 @@ impl World {
             event,
             webhook_endpoint,
             dnc_entry,
+            variants,
         }
     }
 
@@ -364,6 +379,7 @@ impl World {
             "event" => text(&self.event),
             "webhook_endpoint" => text(&self.webhook_endpoint),
             "dnc_entry" => text(&self.dnc_entry),
+            "variants" => text(&self.variants),
             _ => None,
         }
     }
@@ -377,6 +393,9 @@ impl World {
     /// This world's ids and tag, with the symbols they stand for in a comparison.
     fn symbols(&self) -> Vec<(&str, &'static str)> {
         vec![
+            // Before `world-<n>-`, which it contains (its suffix is the first reachable one of
+            // its world, so two worlds' may differ).
+            (self.profile_url.as_str(), "<profile_url>"),
             (self.agent.as_str(), "<agent>"),
             (self.runner.as_str(), "<runner>"),
             (self.reachable_slug.as_str(), "world-<n>-"),
@@ -384,6 +403,7 @@ impl World {
             (self.event.as_str(), "<event>"),
             (self.webhook_endpoint.as_str(), "<webhook endpoint>"),
             (self.dnc_entry.as_str(), "<dnc entry>"),
+            (self.variants.as_str(), "<variants>"),
             (self.conversation.as_str(), "<conversation>"),
             (self.spare_sender.as_str(), "<spare sender>"),
             (self.pending_sender.as_str(), "<pending sender>"),
@@ -391,7 +411,6 @@ impl World {
             (self.connected_sender.as_str(), "<connected sender>"),
             (self.status_sender.as_str(), "<status sender>"),
             (self.contact.as_str(), "<contact>"),
-            (self.profile_url.as_str(), "<profile_url>"),
             (self.prospect.as_str(), "<prospect>"),
             (self.targeting.as_str(), "<targeting>"),
             (self.list.as_str(), "<list>"),

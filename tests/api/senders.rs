@@ -81,11 +81,13 @@ async fn a_sender_is_created_read_listed_updated_and_deleted() {
     assert_eq!(created["working_hours"]["sunday"], json!([]));
     assert_eq!(
         created["limits"],
-        json!({"connection_requests_per_day": 20, "connection_requests_per_week": 100, "messages_per_day": 50, "profile_views_per_day": 80})
+        json!({"connection_requests_per_day": 20, "connection_requests_per_week": 100, "messages_per_day": 50,
+               "profile_views_per_day": 80, "inmails_per_day": 10})
     );
     assert_eq!(
         created["effective_limits"],
-        json!({"connection_requests_per_day": 5, "connection_requests_per_week": 25, "messages_per_day": 12, "profile_views_per_day": 20}),
+        json!({"connection_requests_per_day": 5, "connection_requests_per_week": 25, "messages_per_day": 12,
+               "profile_views_per_day": 20, "inmails_per_day": 2}),
         "a new account starts its warm-up at a quarter"
     );
     let created_at = ms(created["created_at"].as_str().unwrap_or_default());
@@ -277,7 +279,8 @@ async fn usage_limits_and_sending_status_follow_the_clock() {
         json!({
             "name": "Ada",
             "timezone": "Europe/Berlin",
-            "limits": {"connection_requests_per_day": 2, "connection_requests_per_week": 3, "messages_per_day": 8, "profile_views_per_day": 0},
+            "limits": {"connection_requests_per_day": 2, "connection_requests_per_week": 3, "messages_per_day": 8, "profile_views_per_day": 0,
+                       "inmails_per_day": 0},
         }),
     )
     .await);
@@ -285,7 +288,8 @@ async fn usage_limits_and_sending_status_follow_the_clock() {
     let status = get(&app, &sender).await;
     assert_eq!(
         status["effective_limits"],
-        json!({"connection_requests_per_day": 1, "connection_requests_per_week": 1, "messages_per_day": 2, "profile_views_per_day": 0}),
+        json!({"connection_requests_per_day": 1, "connection_requests_per_week": 1, "messages_per_day": 2, "profile_views_per_day": 0,
+               "inmails_per_day": 0}),
         "warm-up: a quarter of each, but at least 1 where the limit is not 0"
     );
     assert_eq!(status["sending_status"]["state"], json!("sending"));

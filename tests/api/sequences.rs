@@ -176,7 +176,7 @@ async fn a_sequence_goes_draft_active_paused_active_stopped_with_send_and_says_i
     let body = edited.expect(200);
     assert_eq!(
         body["steps"],
-        json!([{"type": "connection_request", "delay_hours": 0, "note": null, "text": null}])
+        json!([{"key": "s1", "type": "connection_request", "delay_hours": 0, "note": null, "text": null}])
     );
     assert_eq!(body["settings"]["stop_on_reply"], json!(false));
     assert_eq!(body["settings"]["skip_if_contacted_within_days"], json!(30));
@@ -294,6 +294,13 @@ async fn bad_steps_senders_and_settings_are_400s_that_name_the_problem_and_chang
         (
             json!({"name": "L", "steps": [{"type": "connection_request"}, {"type": "message", "text": long_text}]}),
             &["`steps[1].text`", "8001 characters", "8000"],
+        ),
+        (
+            // Nine messages of 8,000 characters each are fine one by one, too much together.
+            json!({"name": "B", "steps": std::iter::once(json!({"type": "connection_request"}))
+                .chain((0..9).map(|_| json!({"type": "message", "text": "z".repeat(8000)})))
+                .collect::<Vec<_>>()}),
+            &["`steps`", "bytes of JSON", "65536"],
         ),
         (
             json!({"name": "D", "steps": [{"type": "view_profile", "delay_hours": 5000}]}),

@@ -131,6 +131,11 @@ async fn a_connection_that_names_no_toolset_gets_the_default_ones_within_forty_t
         "{} tools in the default set",
         tools.len()
     );
+    // Issue 28's budget for the default set: at most 40 KB, counted as 40,000 bytes.
+    assert!(
+        bytes <= 40_000,
+        "the default set's tools/list is {bytes} bytes; the budget is 40,000"
+    );
     // The same list, in the same order, every time.
     assert_eq!(
         names(&app.mcp_tools_at("/api/mcp", &send, &[]).await),
@@ -146,6 +151,9 @@ async fn a_connection_that_names_no_toolset_gets_the_default_ones_within_forty_t
         .as_str()
         .expect("instructions");
     for needed in [
+        "`idempotency_key` makes a retry safe",
+        "`next_offset`",
+        "`fields` keeps only",
         "?toolsets=",
         "X-MCP-Toolsets",
         "/api/mcp/readonly",

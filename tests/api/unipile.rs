@@ -956,6 +956,7 @@ fn the_error_table_in_the_manual_is_the_adapters() {
             "invite" => Op::Invite,
             "withdraw" => Op::Withdraw,
             "message" => Op::Message,
+            "inmail" => Op::Inmail,
             "view" => Op::View,
             "any" => Op::Read,
             other => panic!("unknown call `{other}` in {line}"),

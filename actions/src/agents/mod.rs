@@ -41,27 +41,24 @@ pub const MAX_PROSPECTS_PER_RUN: i64 = 1000;
 outreach_runtime::prelude::text_enum! {
     /// What an agent's runs do.
     pub enum AgentKind {
-        /// Selects prospects matching the targeting, scores them, adds those at or above
-        /// `min_tier` to the list and proposes them for the sequence. Needs `targeting_id`,
-        /// `list_id` and `sequence_id`.
+        /// Scores the targeting's matches, adds those at or above `min_tier` to the list and
+        /// proposes them for the sequence. Needs `targeting_id`, `list_id`, `sequence_id`.
         Prospector => "prospector",
-        /// Renders the sequence's templates for the list's prospects and stores the drafts for
-        /// approval. Needs `list_id` and `sequence_id`.
+        /// Drafts the sequence's texts for the list's prospects, for approval. Needs `list_id`,
+        /// `sequence_id`.
         Writer => "writer",
-        /// Classifies new inbound replies, marks unsubscribes do-not-contact and proposes reply
-        /// drafts for approval. Needs nothing.
+        /// Classifies new replies, marks unsubscribes do-not-contact, drafts answers for
+        /// approval.
         InboxTriage => "inbox_triage",
     }
 }
 
 outreach_runtime::prelude::text_enum! {
-    /// Whether a person reviews what the agent's runs propose.
+    /// Whether a person approves what a run proposes.
     pub enum AgentMode {
-        /// Everything a run proposes waits in the approval queue (the default).
+        /// Proposals wait in the approval queue (the default).
         Review => "review",
-        /// A run started by a caller holding `send` approves its proposals itself; started by
-        /// anyone else, it behaves as `review`. An `inbox_triage` agent's reply drafts wait for a
-        /// person in either mode: it never sends.
+        /// Runs started with `send` approve their own proposals; `inbox_triage` never sends.
         Autonomous => "autonomous",
     }
 }
@@ -98,12 +95,16 @@ pub struct Agent {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReplyTemplates {
-    /// The reply to a positive answer; default: "Thanks, {{first_name|there}}! Glad to hear it.
-    /// Would a short call next week work for you?"
+    /// To a positive answer.
+    ///
+    /// Default: "Thanks, {{first_name|there}}! Glad to hear it. Would a short call next week work
+    /// for you?"
     #[schemars(length(min = 1, max = 8000), regex(pattern = crate::common::NOT_BLANK))]
     pub positive: Option<String>,
-    /// The reply to a question; default: "Thanks for asking, {{first_name|there}}. Happy to
-    /// explain: would a short call be easiest, or shall I answer here?"
+    /// To a question.
+    ///
+    /// Default: "Thanks for asking, {{first_name|there}}. Happy to explain: would a short call be
+    /// easiest, or shall I answer here?"
     #[schemars(length(min = 1, max = 8000), regex(pattern = crate::common::NOT_BLANK))]
     pub question: Option<String>,
 }
@@ -313,40 +314,41 @@ async fn check_agent(
     {"required": ["kind"], "properties": {"kind": {"const": "prospector"}, "sequence_id": {"type": "null"}}}
 ]}))]
 pub struct CreateAgentInput {
-    /// 1 to 200 characters.
     #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: String,
     pub kind: AgentKind,
-    /// `review` (the default) or `autonomous`.
     pub mode: Option<AgentMode>,
     /// Default `true`.
     pub enabled: Option<bool>,
-    /// The targeting (`tgt_...`); a `prospector` needs one.
+    /// `tgt_...`
     pub targeting_id: Option<String>,
-    /// The list (`lst_...`); a `prospector` and a `writer` need one.
+    /// `lst_...`
     pub list_id: Option<String>,
-    /// The sequence (`seq_...`); a `prospector` and a `writer` need one.
+    /// `seq_...`
     pub sequence_id: Option<String>,
-    /// The lowest tier a prospector keeps; default `c`.
+    /// The lowest tier a `prospector` keeps; default `c`.
     #[schemars(extend("not" = {"const": "disqualified"}))]
     pub min_tier: Option<Tier>,
-    /// 1 to 1000; default 50.
+    /// Default 50.
     #[schemars(range(min = 1, max = 1000))]
     pub max_prospects_per_run: Option<i64>,
-    /// The most credits one run may reserve; absent for no cap.
+    /// The most credits a run may reserve; default: no cap.
     #[schemars(range(min = 0))]
     pub max_credits_per_run: Option<i64>,
-    /// `inbox_triage` only: the replies it drafts, by classification.
+    /// `inbox_triage` only: reply drafts, with `{{first_name|there}}` placeholders.
+    ///
+    /// A classification left out gets its default.
     pub templates: Option<ReplyTemplates>,
 }
 
 /// Create an agent.
 ///
-/// Saves a configuration that `run_agent` executes: its `kind`, inputs and per-run limits. A
-/// `prospector` needs `targeting_id`, `list_id` and `sequence_id`; a `writer` needs `list_id` and
-/// `sequence_id`; an `inbox_triage` needs none. A missing input is a 400 naming it; a reference to
-/// nothing in this workspace is a 404 naming it. Mode `review` (the default) means nothing a run
-/// proposes is sent before a person approves it. Costs nothing.
+/// Saves what `run_agent` executes. A missing input the `kind` needs is a 400, a reference to
+/// nothing in this workspace a 404, each naming it.
+///
+/// A `prospector` needs `targeting_id`, `list_id` and `sequence_id`; a `writer` needs `list_id`
+/// and `sequence_id`; an `inbox_triage` needs none. Mode `review` (the default) means nothing a
+/// run proposes is sent before a person approves it.
 #[action(scope = "write", idempotent, http = "POST /agents")]
 pub async fn create_agent(ctx: Ctx, input: CreateAgentInput) -> Result<Agent, ApiError> {
     let now = ctx.now_ms();
@@ -440,13 +442,11 @@ outreach_runtime::prelude::parity!(create_agent, write,
 /// The input of `get_agent` and `delete_agent`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AgentId {
-    /// The agent's id (`agt_...`).
+    /// `agt_...`
     pub id: String,
 }
 
 /// Get an agent by id.
-///
-/// Returns its kind, mode, inputs and per-run limits. Costs nothing.
 #[action(scope = "read", http = "GET /agents/{id}")]
 pub async fn get_agent(ctx: Ctx, input: AgentId) -> Result<Agent, ApiError> {
     let mut conn = ctx.db().pool().acquire().await?;
@@ -488,9 +488,6 @@ pub struct ListAgentsInput {
 }
 
 /// List agents, newest first.
-///
-/// Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while
-/// `has_more`. Filter by `kind`. Costs nothing.
 #[action(scope = "read", http = "GET /agents")]
 pub async fn list_agents(ctx: Ctx, input: ListAgentsInput) -> Result<Page<Agent>, ApiError> {
     let kind = input.kind.map(AgentKind::as_str);
@@ -548,41 +545,46 @@ outreach_runtime::prelude::parity!(list_agents, read,
 /// credit cap.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct UpdateAgentInput {
-    /// The agent's id (`agt_...`).
+    /// `agt_...`
     pub id: String,
     #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: Option<String>,
     pub mode: Option<AgentMode>,
     pub enabled: Option<bool>,
-    /// A new targeting; `null` clears it (a `prospector` cannot be without one).
+    /// `tgt_...`
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     pub targeting_id: Option<Option<String>>,
-    /// A new list; `null` clears it.
+    /// `lst_...`
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     pub list_id: Option<Option<String>>,
-    /// A new sequence; `null` clears it.
+    /// `seq_...`
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     pub sequence_id: Option<Option<String>>,
     #[schemars(extend("not" = {"const": "disqualified"}))]
     pub min_tier: Option<Tier>,
     #[schemars(range(min = 1, max = 1000))]
     pub max_prospects_per_run: Option<i64>,
-    /// A new credit cap; `null` removes it.
+    /// `null` removes the cap.
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(range(min = 0))]
     pub max_credits_per_run: Option<Option<i64>>,
-    /// New reply templates (`inbox_triage`); `null` returns to the defaults.
+    /// `null` returns to the defaults.
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     pub templates: Option<Option<ReplyTemplates>>,
 }
 
 /// Update an agent.
 ///
-/// Changes its name, mode, enabled flag, inputs or limits; fields left out keep their value and
-/// `null` clears a reference or the credit cap. Its kind cannot change (create another agent).
-/// The result is checked like `create_agent`: a kind left without an input it needs is a 400
-/// naming it, a reference to nothing in this workspace a 404. A run already started keeps the
-/// settings it started with. Costs nothing.
+/// Fields left out keep their value; `null` clears a reference or the credit cap. Checked like
+/// `create_agent`; the kind cannot change.
+///
+/// A kind left without an input it needs is a 400 naming it, a reference to nothing in this
+/// workspace a 404. A run already started keeps the settings it started with.
 #[action(scope = "write", idempotent, http = "PATCH /agents/{id}")]
 pub async fn update_agent(ctx: Ctx, input: UpdateAgentInput) -> Result<Agent, ApiError> {
     IdKind::Agent.check(&input.id)?;
@@ -669,10 +671,11 @@ outreach_runtime::prelude::parity!(update_agent, write,
 
 /// Delete an agent.
 ///
-/// Removes the agent. Its runs stay readable (`get_run`, `list_runs`), and what they added (list
-/// members, proposals, approved enrollments) stays. An agent with a `queued` or `running` run is a
-/// 409 `invalid_state` naming the run: cancel it (`cancel_run`) or let it finish first. Costs
-/// nothing.
+/// Its runs and what they added stay. An agent with a `queued` or `running` run is a 409
+/// `invalid_state`: cancel the run (`cancel_run`) or let it finish first.
+///
+/// Its runs stay readable (`get_run`, `list_runs`), and what they added (list members, proposals,
+/// approved enrollments) stays. The refusal names the run.
 #[action(scope = "write", idempotent, http = "DELETE /agents/{id}")]
 pub async fn delete_agent(ctx: Ctx, input: AgentId) -> Result<Deleted, ApiError> {
     IdKind::Agent.check(&input.id)?;

@@ -349,14 +349,12 @@ pub(crate) async fn proposals_decided(
 /// The input of `run_agent`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunAgentInput {
-    /// The agent's id (`agt_...`).
+    /// `agt_...`
     pub id: String,
-    /// Process at most this many prospects this time: 1 to the agent's `max_prospects_per_run`
-    /// (its default).
+    /// At most the agent's `max_prospects_per_run`, the default.
     #[schemars(range(min = 1, max = 1000))]
     pub max_prospects: Option<i64>,
-    /// `writer` only: draft for these prospects (1 to 1000 `prs_...` ids) instead of the agent's
-    /// list.
+    /// `writer` only: these `prs_...` ids instead of its list.
     #[schemars(length(min = 1, max = 1000))]
     pub prospect_ids: Option<Vec<String>>,
 }
@@ -473,12 +471,13 @@ async fn price_run(ctx: &Ctx, input: &RunAgentInput) -> Result<Priced<RunPlan>, 
 
 /// Run an agent: select, score and draft, and propose the results for approval.
 ///
-/// Returns the run `queued`; then `running`, and `awaiting_approval`, `succeeded` or
-/// `failed` (see `get_run`; stop it with `cancel_run`). A `prospector` finds and proposes
-/// prospects, a `writer` drafts texts, an `inbox_triage` reads replies and drafts answers.
-/// **Nothing is sent before a person approves it**, unless the agent is `autonomous` and the
-/// caller holds `send`. Costs one `agent_run.prospect` unit per prospect run, reserved at
-/// the start (`estimate_only` prices it). Honours `Idempotency-Key`.
+/// **Nothing is sent before a person approves it**, unless the agent is `autonomous` and the caller
+/// holds `send`. Costs one `agent_run.prospect` unit per prospect, reserved at the start;
+/// `estimate_only` prices it. Poll `get_run`.
+///
+/// Returns the run `queued`, then `running`, and `awaiting_approval`, `succeeded` or `failed`; stop
+/// it with `cancel_run`. A `prospector` proposes prospects, a `writer` drafts texts, an
+/// `inbox_triage` drafts answers to replies.
 #[action(scope = "write", credits = price_run, idempotent, http = "POST /agents/{id}/run")]
 pub async fn run_agent(ctx: Ctx, _input: RunAgentInput, plan: RunPlan) -> Result<Run, ApiError> {
     let RunPlan {
@@ -635,15 +634,16 @@ outreach_runtime::prelude::parity!(run_agent, write,
 /// The input of `get_run` and `cancel_run`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunId {
-    /// The run's id (`run_...`).
+    /// `run_...`
     pub id: String,
 }
 
 /// Get an agent run by id.
 ///
+/// Poll it after `run_agent` until it is no longer `queued` or `running`.
+///
 /// Returns its status, progress (`processed` of `total`), what it reserved and charged, how many
-/// of its proposals still wait for a person, and its log. Poll it after `run_agent` until the
-/// status is `awaiting_approval`, `succeeded`, `failed` or `canceled`. Costs nothing.
+/// of its proposals still wait for a person, and its log.
 #[action(scope = "read", http = "GET /runs/{id}")]
 pub async fn get_run(ctx: Ctx, input: RunId) -> Result<Run, ApiError> {
     let mut conn = ctx.db().pool().acquire().await?;
@@ -705,7 +705,7 @@ outreach_runtime::prelude::parity!(get_run, read,
 /// The input of `list_runs`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListRunsInput {
-    /// Only runs of this agent (`agt_...`).
+    /// `agt_...`
     pub agent_id: Option<String>,
     /// Only runs in this status.
     pub status: Option<AgentRunStatus>,
@@ -715,9 +715,7 @@ pub struct ListRunsInput {
 
 /// List agent runs, newest first.
 ///
-/// Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while `has_more`.
-/// Filter by `agent_id` and `status`. Each run comes with its last 5 log entries (`get_run` has
-/// them all). Costs nothing.
+/// Each run with its last 5 log entries (`get_run` has them all).
 #[action(scope = "read", http = "GET /runs")]
 pub async fn list_runs(ctx: Ctx, input: ListRunsInput) -> Result<Page<Run>, ApiError> {
     let mut filter = String::from("workspace_id = $1");
@@ -817,12 +815,13 @@ outreach_runtime::prelude::parity!(list_runs, read,
 
 /// Cancel an agent run.
 ///
-/// A `queued` run is canceled before it starts, and its whole reservation is released. A
-/// `running` run does no batch after this one (a batch in flight, ten prospects at most, finishes
-/// first); what it processed is charged and the rest released at once, in this call, and its
-/// proposals so far stay in the approval queue for a person to decide. A run whose work is done (`awaiting_approval`, `succeeded`, `failed`, `canceled`)
-/// is a 409 `invalid_state`: reject its proposals with `reject_outreach` and `run_id` instead.
-/// Costs nothing.
+/// A `queued` run releases its whole reservation; a `running` one stops after its current batch,
+/// charging what it processed. A run whose work is done is a 409 `invalid_state`: reject its
+/// proposals with `reject_outreach` and `run_id` instead.
+///
+/// A batch in flight (ten prospects at most) finishes first; the rest of the reservation is
+/// released at once, in this call, and the proposals so far stay in the approval queue for a
+/// person to decide. Done means `awaiting_approval`, `succeeded`, `failed` or `canceled`.
 #[action(scope = "write", idempotent, http = "POST /runs/{id}/cancel")]
 pub async fn cancel_run(ctx: Ctx, input: RunId) -> Result<Run, ApiError> {
     IdKind::Run.check(&input.id)?;

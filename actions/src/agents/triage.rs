@@ -360,6 +360,8 @@ async fn propose_reply(
     let texts = [RenderedText {
         step_index: 0,
         kind: StepType::Message,
+        variant: None,
+        subject: None,
         text,
         drafted_by: Some(DraftedBy::Template),
         fallback_reason: None,

@@ -151,7 +151,14 @@ pub(crate) async fn draft_ahead(
             let step = usize::try_from(rendered.step_index)
                 .ok()
                 .and_then(|index| sequence.steps.get(index));
-            let Some((template, limit)) = step.and_then(|step| step.template()) else {
+            // A/B variants are the author's words, compared as written: the model drafts only
+            // steps without variants.
+            if rendered.variant.is_some() {
+                continue;
+            }
+            let Some((template, limit)) =
+                step.and_then(|step| step.template_of(rendered.variant.as_deref()))
+            else {
                 continue;
             };
             let draft = work
@@ -215,7 +222,7 @@ pub(crate) async fn process(
                 },
                 None => RenderedText {
                     drafted_by: Some(DraftedBy::Template),
-                    fallback_reason: work.drafter.is_configured().then(|| {
+                    fallback_reason: (work.drafter.is_configured() && rendered.variant.is_none()).then(|| {
                         "the model's draft was not ready for this batch (the sequence or the prospect changed while it was drafted, or drafting ahead failed); the template was used"
                             .to_owned()
                     }),

@@ -32,18 +32,21 @@ use outreach_runtime::prelude::{ApiError, Clock, Ctx, ErrorCode, Timestamp, acti
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[schemars(extend("not" = {"anyOf": [{"required": ["sequence_id", "run_id"], "properties": {"sequence_id": {"not": {"type": "null"}}, "run_id": {"not": {"type": "null"}}}}, {"properties": {"ids": {"type": "null"}, "sequence_id": {"type": "null"}, "run_id": {"type": "null"}}}]}))]
 pub struct DecideInput {
-    /// Item ids (`apr_...`), 1 to 1000. With `sequence_id` or `run_id` too, every item must be of
-    /// that sequence or run. An unknown id is a 404, one of another sequence or run a 400, an item
-    /// already decided or an agent's proposal past its 72-hour expiry a 409; nothing is decided
-    /// then.
+    /// `apr_...`
+    ///
+    /// With `sequence_id` or `run_id` too, every item must be of that sequence or run. An unknown
+    /// id is a 404, one of another sequence or run a 400, an item already decided or an agent's
+    /// proposal past its 72-hour expiry a 409; nothing is decided then.
     #[schemars(length(min = 1, max = 1000))]
     pub ids: Option<Vec<String>>,
-    /// Every pending item of this sequence (`seq_...`), when `ids` is not given.
+    /// Every pending item of this sequence (`seq_...`).
     pub sequence_id: Option<String>,
-    /// Every pending item this agent run (`run_...`) proposed, when `ids` is not given.
+    /// Every pending item this agent run (`run_...`) proposed.
     pub run_id: Option<String>,
-    /// Return what would happen without changing anything (the enrollments, the replies and the
-    /// first send time per sender); needs only `read`. Default false.
+    /// Preview only; needs only `read`.
+    ///
+    /// Answers what would happen, changing nothing. The answer names the enrollments, the replies
+    /// and the first send time per sender.
     #[serde(default)]
     pub dry_run: bool,
 }
@@ -333,12 +336,15 @@ pub struct ApproveOutcome {
     pub not_approved: Vec<NotApproved>,
 }
 
-/// Approve outreach to people: their sequence steps, or the replies drafted for them, may now be sent.
+/// Approve outreach: the sequence steps or drafted replies of these items may now be sent.
 ///
-/// This reaches real people, within each sender's hours, limits and pacing, never in a burst.
-/// Preview with `dry_run: true` (needs only `read`; changes nothing). Name the items by `ids`, a
-/// `sequence_id` or a `run_id`. All or nothing: an unknown, foreign, decided or expired item refuses
-/// the whole call, naming the ids. Costs nothing.
+/// Reaches real people, paced by each sender's hours and limits; preview with `dry_run: true`.
+/// Name the items by `ids`, a `sequence_id` or a `run_id` (with both, each id must be of it). All
+/// or nothing: an unknown, decided or expired item refuses the call.
+///
+/// Name the items by `ids`, a `sequence_id` or a `run_id`. An unknown, foreign, decided or expired
+/// item refuses the whole call, naming the ids. The preview needs only the `read` scope and changes
+/// nothing. Sends go out paced, never in a burst.
 #[action(scope = "send", idempotent, http = "POST /approvals/approve")]
 pub async fn approve_outreach(ctx: Ctx, input: DecideInput) -> Result<ApproveOutcome, ApiError> {
     let now = ctx.now_ms();
@@ -492,7 +498,7 @@ async fn plan_sequences(
             SequencePlan {
                 load,
                 next_step_at: now + delay_ms,
-                first_kind: first.map(|step| step.kind.quota_kind()),
+                first_kind: first.and_then(|step| step.kind.quota_kind()),
             },
         );
     }
@@ -833,11 +839,13 @@ pub struct RejectOutcome {
 
 /// Reject outreach: nothing of these items is ever sent.
 ///
+/// All or nothing, as in `approve_outreach`; `dry_run` previews. The prospects may join another
+/// sequence later.
+///
 /// Takes item `ids` (1 to 1000), a `sequence_id` (all its pending items) or a `run_id` (all pending
 /// items an agent run proposed). Each item becomes `rejected`; an enrollment finishes with exit
-/// reason `rejected` and the prospect can be added to another sequence later; a drafted reply is
-/// dropped. All or nothing, like `approve_outreach`; `dry_run` shows what would be rejected and
-/// needs only the `read` scope. Costs nothing.
+/// reason `rejected`; a drafted reply is dropped. The `dry_run` preview needs only the `read`
+/// scope.
 #[action(scope = "write", idempotent, http = "POST /approvals/reject")]
 pub async fn reject_outreach(ctx: Ctx, input: DecideInput) -> Result<RejectOutcome, ApiError> {
     let workspace_id = ctx.workspace_id();

@@ -273,15 +273,15 @@ pub(crate) async fn insert_pending(
 /// The input of `list_approvals`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListApprovalsInput {
-    /// Only items of this sequence (`seq_...`).
+    /// `seq_...`
     pub sequence_id: Option<String>,
-    /// Only items of this kind.
+    /// An `enrollment` in a sequence, or a drafted `reply`.
     pub kind: Option<ApprovalKind>,
-    /// Only items proposed by this agent run (`run_...`).
+    /// Proposed by this agent run (`run_...`).
     pub run_id: Option<String>,
-    /// Only items proposed by runs of this agent (`agt_...`).
+    /// Proposed by this agent's runs (`agt_...`).
     pub agent_id: Option<String>,
-    /// Only items in this status; default `pending`.
+    /// Default `pending`.
     pub status: Option<ApprovalStatus>,
     #[serde(flatten)]
     pub page: PageParams,
@@ -289,11 +289,13 @@ pub struct ListApprovalsInput {
 
 /// List the approval queue, newest first.
 ///
-/// Shows what waits for a person before it reaches the network (`status` defaults to `pending`):
-/// each item names the prospect (with name, title, company, profile), the sequence and sender, the
-/// texts the prospect would receive, and who proposed it (with `run_id` and `agent_id` when an agent
-/// run did). Filter by `sequence_id`, `kind`, `run_id` and `agent_id`. Paged
-/// with `limit` (1 to 200, default 25) and `offset`. Costs nothing.
+/// Each item shows the prospect, the texts they would get, and who proposed it.
+///
+/// What waits for a person before it reaches the network; `status` defaults to `pending`. Each item
+/// names the prospect (with name, title, company, profile), the sequence and sender, the texts the
+/// prospect would receive, and who proposed it (with `run_id` and `agent_id` when an agent run
+/// did). Filter by `sequence_id`, `kind`, `run_id` and `agent_id`. Paged with `limit` (1 to 200,
+/// default 25) and `offset`.
 #[action(scope = "read", http = "GET /approvals")]
 pub async fn list_approvals(
     ctx: Ctx,
@@ -444,14 +446,13 @@ pub(crate) async fn fetch(
 /// The input of `get_approval`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ApprovalId {
-    /// The item's id (`apr_...`).
+    /// `apr_...`
     pub id: String,
 }
 
 /// Get an approval item by id.
 ///
-/// Returns the item with its prospect, texts, who proposed it and why, and its status. Costs
-/// nothing.
+/// With its prospect, texts, status, and who proposed it and why.
 #[action(scope = "read", http = "GET /approvals/{id}")]
 pub async fn get_approval(ctx: Ctx, input: ApprovalId) -> Result<ApprovalItem, ApiError> {
     let mut conn = ctx.db().pool().acquire().await?;
@@ -522,10 +523,17 @@ outreach_runtime::prelude::parity!(get_approval, read,
 /// One text of a draft to replace.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+// The list field that holds it describes it; a tool shows no line per item.
+#[schemars(description = "")]
 pub struct TextEdit {
-    /// Which text: its `step_index` in the item's `texts` (0 for a reply).
+    /// As in the item's `texts`; 0 for a reply.
     pub step_index: u32,
-    /// The new text, plain or a template (`Hi {{first_name|there}}`) rendered for the prospect.
+    /// On an A/B step, as in the item's `texts`.
+    #[serde(default)]
+    pub variant: Option<String>,
+    /// Plain, or a template (`Hi {{first_name|there}}`).
+    ///
+    /// A template is rendered for the prospect.
     #[schemars(length(min = 1), regex(pattern = crate::common::NOT_BLANK))]
     pub text: String,
 }
@@ -533,27 +541,28 @@ pub struct TextEdit {
 /// The input of `update_approval`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct UpdateApprovalInput {
-    /// The item's id (`apr_...`).
+    /// `apr_...`
     pub id: String,
-    /// The texts to replace, each named by its `step_index`; the others stay.
+    /// The others stay.
     #[schemars(length(min = 1, max = 20))]
     pub texts: Vec<TextEdit>,
 }
 
 /// Edit a draft before it is decided.
 ///
-/// Replaces texts of a `pending` item, each named by its `step_index`; what is approved is exactly
-/// what is sent. A text may use variables (`{{first_name|there}}`), filled for the prospect; rendered,
-/// it must be 1 to 300 characters for a connection note and 1 to 8,000 for a message or reply. An
-/// unknown variable is a 400; an item already decided or expired a 409 `invalid_state`. Sends
-/// nothing. Costs nothing.
+/// Only a `pending` item; what is approved is exactly what is sent. Rendered, a note holds at most
+/// 300 characters, a message or reply 8,000.
+///
+/// Replaces texts of the item, each named by its `step_index`. A text may use variables
+/// (`{{first_name|there}}`), filled for the prospect. An unknown variable is a 400; an item already
+/// decided or expired a 409 `invalid_state`. Sends nothing.
 #[action(scope = "write", idempotent, http = "PATCH /approvals/{id}")]
 pub async fn update_approval(
     ctx: Ctx,
     input: UpdateApprovalInput,
 ) -> Result<ApprovalItem, ApiError> {
     use crate::sequences::templates::Template;
-    use crate::sequences::{MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, StepType};
+    use crate::sequences::{MAX_INMAIL_CHARS, MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, StepType};
 
     IdKind::Approval.check(&input.id)?;
     if input.texts.is_empty() {
@@ -588,13 +597,37 @@ pub async fn update_approval(
     let mut seen = std::collections::HashSet::new();
     for (index, edit) in input.texts.iter().enumerate() {
         let field = format!("`texts[{index}].text`");
-        if !seen.insert(edit.step_index) {
+        let variant = edit.variant.as_deref();
+        let named = match variant {
+            Some(variant) => format!("step {} variant `{variant}`", edit.step_index),
+            None => format!("step {}", edit.step_index),
+        };
+        if !seen.insert((edit.step_index, variant)) {
             return Err(ApiError::invalid_request(format!(
-                "`texts` names step {} twice; give each text once.",
-                edit.step_index
+                "`texts` names {named} twice; give each text once."
             )));
         }
-        let Some(slot) = texts.iter_mut().find(|t| t.step_index == edit.step_index) else {
+        let Some(slot) = texts
+            .iter_mut()
+            .find(|t| t.step_index == edit.step_index && t.variant.as_deref() == variant)
+        else {
+            if item.texts.iter().any(|t| t.step_index == edit.step_index) {
+                let variants: Vec<String> = item
+                    .texts
+                    .iter()
+                    .filter(|t| t.step_index == edit.step_index)
+                    .map(|t| {
+                        t.variant
+                            .as_deref()
+                            .map_or("(none)".into(), |v| format!("`{v}`"))
+                    })
+                    .collect();
+                return Err(ApiError::invalid_request(format!(
+                    "`texts[{index}].variant` does not name a text of step {}: its variants are {}.",
+                    edit.step_index,
+                    variants.join(", ")
+                )));
+            }
             let known: Vec<String> = texts.iter().map(|t| t.step_index.to_string()).collect();
             return Err(ApiError::invalid_request(format!(
                 "`texts[{index}].step_index` is {}, but this item has no text for that step; its texts are for steps {}.",
@@ -613,6 +646,7 @@ pub async fn update_approval(
         let rendered = rendered.trim().to_owned();
         let limit = match slot.kind {
             StepType::ConnectionRequest => MAX_NOTE_CHARS,
+            StepType::Inmail => MAX_INMAIL_CHARS,
             _ => MAX_MESSAGE_CHARS,
         };
         let chars = rendered.chars().count();

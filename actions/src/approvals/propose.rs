@@ -57,12 +57,12 @@ outreach_runtime::prelude::text_enum! {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(extend("not" = {"anyOf": [{"required": ["list_id", "prospect_ids"], "properties": {"list_id": {"not": {"type": "null"}}, "prospect_ids": {"not": {"type": "null"}}}}, {"properties": {"list_id": {"type": "null"}, "prospect_ids": {"type": "null"}}}]}))]
 pub struct AddToSequenceInput {
-    /// The sequence (`seq_...`), in `draft`, `active` or `paused`.
+    /// `seq_...`, with steps, in `draft`, `active` or `paused`.
     pub sequence_id: String,
-    /// 1 to 1000 prospect ids (`prs_...`); or give `list_id`.
+    /// `prs_...`; or `list_id`.
     #[schemars(length(min = 1, max = 1000))]
     pub prospect_ids: Option<Vec<String>>,
-    /// Every member of this list (`lst_...`, at most 10,000); or give `prospect_ids`.
+    /// `lst_...`: every member, at most 10,000.
     pub list_id: Option<String>,
 }
 
@@ -102,11 +102,12 @@ pub struct AddedToSequence {
 
 /// Add prospects to a sequence, awaiting approval.
 ///
+/// Nothing is sent until each is approved (`approve_outreach`); those not enrolled come back in
+/// `skipped`, with the reason.
+///
 /// Takes `prospect_ids` (1 to 1000) or a `list_id`. Each prospect becomes an enrollment
-/// `awaiting_approval` with an item in the approval queue showing the texts rendered for them;
-/// nothing is sent until a person approves it (`approve_outreach`). Prospects not enrolled are
-/// listed in `skipped`, each with its reason. The sequence must be `draft`, `active` or `paused`
-/// and have steps. Costs nothing.
+/// `awaiting_approval` with an item in the approval queue showing the texts rendered for them. The
+/// sequence must be `draft`, `active` or `paused` and have steps.
 #[action(
     scope = "write",
     idempotent,

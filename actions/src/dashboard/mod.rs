@@ -13,7 +13,7 @@ pub mod webhooks;
 
 use crate::prospects::Tier;
 use outreach_runtime::prelude::credits::TransactionKind;
-use outreach_runtime::prelude::{ApiError, Ctx, Timestamp, action};
+use outreach_runtime::prelude::{ApiError, Ctx, MAX_PAGE_BYTES, Timestamp, action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -29,8 +29,7 @@ pub use crate::common::Period;
 /// The input of `get_dashboard`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetDashboardInput {
-    /// `24h`, `7d`, `30d` (default), `90d`, `365d` or `all`: the window of the "new", import,
-    /// scoring and spending figures. Totals and tiers are always current.
+    /// The window of the "new", import, scoring and spending figures; totals are always current.
     #[serde(default)]
     pub period: Period,
 }
@@ -50,6 +49,54 @@ pub struct Dashboard {
     pub agents: agents::AgentFigures,
     /// The webhook endpoints, and their deliveries that succeeded or failed in the period.
     pub webhooks: webhooks::WebhookFigures,
+    /// How many entries of `outreach.by_sequence`, `agents.by_agent` and `outreach.by_sender`
+    /// were left out to keep the answer within 100 KB, each list's last first (the sequences
+    /// with the fewest invitations, the agents that spent least, the newest senders); zero
+    /// otherwise. `get_sequence_stats` gives any sequence's figures.
+    pub left_out: LeftOut,
+}
+
+/// Entries of the dashboard's lists left out to keep it within its bound.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct LeftOut {
+    pub sequences: i64,
+    pub agents: i64,
+    pub senders: i64,
+}
+
+/// Holds the dashboard's answer to [`MAX_PAGE_BYTES`], the bound of every tool result (a host
+/// refuses a longer one): a workspace with many sequences, each with figures per step and
+/// variant, would otherwise grow without end. The lists lose their last entries (the least
+/// active sequences and agents; the newest senders), sequences first (they are the largest), then
+/// agents, then senders.
+fn within_bound(mut dashboard: Dashboard) -> Result<Dashboard, ApiError> {
+    fn bytes(value: &impl Serialize) -> Result<usize, ApiError> {
+        Ok(serde_json::to_vec(value).map_err(ApiError::internal)?.len())
+    }
+    loop {
+        let total = bytes(&dashboard)?;
+        if total <= MAX_PAGE_BYTES {
+            return Ok(dashboard);
+        }
+        // Drop what covers the excess, counting each entry with the comma before it; then
+        // measure again, since a count in `left_out` may have grown by a digit.
+        let mut over = total - MAX_PAGE_BYTES;
+        while over > 0 {
+            let left = if let Some(last) = dashboard.outreach.by_sequence.pop() {
+                dashboard.left_out.sequences += 1;
+                bytes(&last)?
+            } else if let Some(last) = dashboard.agents.by_agent.pop() {
+                dashboard.left_out.agents += 1;
+                bytes(&last)?
+            } else if let Some(last) = dashboard.outreach.by_sender.pop() {
+                dashboard.left_out.senders += 1;
+                bytes(&last)?
+            } else {
+                return Ok(dashboard);
+            };
+            over = over.saturating_sub(left + 1);
+        }
+    }
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -137,12 +184,14 @@ const SPEND_SOURCES: [&str; 5] = [
 
 /// Show the workspace's dashboard.
 ///
+/// Prospects, lists, imports, scoring, credits, outreach rates per sequence and sender, the
+/// approval queue, agent runs and webhook deliveries.
+///
 /// Prospects (total, new, by tier), lists, imports, scoring runs, credits (balance, granted,
 /// spent by source), outreach (invitations sent and accepted, messages, replies and their rates,
 /// per sequence and per sender with its usage against its limits), the approval queue now
 /// (waiting, from agents, oldest, by age), agent runs, and webhook deliveries (succeeded and
-/// failed in the period, pending now). `period` is `24h`, `7d`, `30d` (default), `90d`, `365d` or
-/// `all`. Costs nothing.
+/// failed in the period, pending now).
 #[action(scope = "read", http = "GET /dashboard")]
 pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboard, ApiError> {
     let now = ctx.now_ms();
@@ -287,7 +336,9 @@ pub async fn get_dashboard(ctx: Ctx, input: GetDashboardInput) -> Result<Dashboa
         approvals,
         agents,
         webhooks,
+        left_out: LeftOut::default(),
     })
+    .and_then(within_bound)
 }
 
 outreach_runtime::prelude::example!(get_dashboard,
@@ -334,6 +385,7 @@ outreach_runtime::prelude::example!(get_dashboard,
             ]
         },
         "imports": {"count": 1, "rows_created": 1},
+        "left_out": {"agents": 0, "senders": 0, "sequences": 0},
         "lists": {"new": 1, "total": 1},
         "outreach": {
             "invitations_sent": 42,
@@ -372,7 +424,8 @@ outreach_runtime::prelude::example!(get_dashboard,
                         "connection_requests_per_day": {"used": 4, "limit": 20, "available_again_at": null},
                         "connection_requests_per_week": {"used": 42, "limit": 100, "available_again_at": null},
                         "messages_per_day": {"used": 3, "limit": 50, "available_again_at": null},
-                        "profile_views_per_day": {"used": 5, "limit": 80, "available_again_at": null}
+                        "profile_views_per_day": {"used": 5, "limit": 80, "available_again_at": null},
+                        "inmails_per_day": {"used": 0, "limit": 10, "available_again_at": null}
                     }
                 }
             ]

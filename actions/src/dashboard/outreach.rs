@@ -23,7 +23,8 @@ pub struct OutreachFigures {
     pub invitations_accepted: i64,
     /// `invitations_accepted / invitations_sent`, 0 to 1; null when none were sent.
     pub acceptance_rate: Option<f64>,
-    /// Messages the network received in the period (sequence steps and replies by people).
+    /// Messages the network received in the period (sequence steps, InMails included, and
+    /// replies by people).
     pub messages_sent: i64,
     /// Profile views in the period.
     pub profile_views: i64,
@@ -76,7 +77,7 @@ fn count(row: &AnyRow, column: &str) -> Result<i64, ApiError> {
 
 // Sums are cast to bigint: PostgreSQL sums bigints into numeric.
 const SENT_BY_KIND: &str = "cast(coalesce(sum(case when i.kind = 'invitation' then 1 else 0 end), 0) as bigint) as invitations, \
-    cast(coalesce(sum(case when i.kind = 'message' then 1 else 0 end), 0) as bigint) as messages, \
+    cast(coalesce(sum(case when i.kind in ('message', 'inmail') then 1 else 0 end), 0) as bigint) as messages, \
     cast(coalesce(sum(case when i.kind = 'profile_view' then 1 else 0 end), 0) as bigint) as views";
 
 /// The outreach figures of `workspace_id` since `since` (epoch ms), as of `now`.
@@ -87,7 +88,7 @@ pub async fn figures(
     now: i64,
 ) -> Result<OutreachFigures, ApiError> {
     let sent = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "select {SENT_BY_KIND}, count(distinct case when i.kind = 'message' then i.prospect_id end) as messaged \
+        "select {SENT_BY_KIND}, count(distinct case when i.kind in ('message', 'inmail') then i.prospect_id end) as messaged \
          from outbound_intents i where i.workspace_id = $1 and i.status = 'sent' and i.completed_at >= $2"
     )))
     .bind(workspace_id)
@@ -116,9 +117,9 @@ pub async fn figures(
          (select count(*) from enrollments e where e.sequence_id = s.id and e.invited_at >= $2) as invited, \
          (select count(*) from enrollments e where e.sequence_id = s.id and e.invited_at >= $2 and e.accepted_at is not null) as accepted, \
          (select count(*) from outbound_intents i join enrollments e on e.id = i.enrollment_id \
-            where e.sequence_id = s.id and i.kind = 'message' and i.status = 'sent' and i.completed_at >= $2) as messages, \
+            where e.sequence_id = s.id and i.kind in ('message', 'inmail') and i.status = 'sent' and i.completed_at >= $2) as messages, \
          (select count(distinct i.enrollment_id) from outbound_intents i join enrollments e on e.id = i.enrollment_id \
-            where e.sequence_id = s.id and i.kind = 'message' and i.status = 'sent' and i.completed_at >= $2) as messaged, \
+            where e.sequence_id = s.id and i.kind in ('message', 'inmail') and i.status = 'sent' and i.completed_at >= $2) as messaged, \
          (select count(*) from enrollments e where e.sequence_id = s.id and e.exit_reason = 'replied' and e.updated_at >= $2) as replied \
          from sequences s where s.workspace_id = $1 and s.status <> 'draft' order by invited desc, s.created_at, s.id",
     )

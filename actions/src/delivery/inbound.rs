@@ -21,6 +21,7 @@ use crate::enrollments::{self, EnrollmentEventKind, record_event};
 use crate::events::{self, EventType};
 use crate::network::{InboundEvent, Network, NetworkProvider, network_for};
 use crate::person_lock::PersonTx;
+use crate::sequences::StepType;
 
 /// How often the network is polled (service time).
 pub const POLL_EVERY_MS: i64 = 5 * 60 * 1000;
@@ -199,7 +200,7 @@ async fn accepted(
     .await?;
     // The enrollments of this sender that sent their invitation and wait for it.
     let waiting = sqlx::query(
-        "select id, sequence_id, step_index, status from enrollments where workspace_id = $1 and prospect_id = $2 \
+        "select id, sequence_id, step_index, status, condition_until from enrollments where workspace_id = $1 and prospect_id = $2 \
          and sender_id = $3 and invited_at is not null and accepted_at is null \
          and status in ('scheduled', 'active', 'paused')",
     )
@@ -213,13 +214,19 @@ async fn accepted(
         let sequence_id: String = row.try_get("sequence_id")?;
         let step_index: i64 = row.try_get("step_index")?;
         let status: String = row.try_get("status")?;
+        let waiting_on_condition = row.try_get::<Option<i64>, _>("condition_until")?.is_some();
         let sequence = crate::sequences::fetch_row(conn, workspace_id, &sequence_id).await?;
-        let delay = usize::try_from(step_index)
+        let step = usize::try_from(step_index)
             .ok()
-            .and_then(|index| sequence.steps.get(index))
-            .map_or(0, |step| i64::from(step.delay_hours));
-        let next_at = at_ms + delay * HOUR_MS;
-        enrollments::mark_accepted(conn, &id, at_ms, Some(next_at)).await?;
+            .and_then(|index| sequence.steps.get(index));
+        // A step that waited for the acceptance is due its delay after it. A condition is
+        // decided when it comes due (at once, if it is waiting for this), and an InMail goes at
+        // its own time: neither moves.
+        let next_at = match step.map(|step| step.kind) {
+            Some(StepType::Condition | StepType::Inmail) => None,
+            _ => Some(at_ms + step.map_or(0, |s| i64::from(s.delay_hours)) * HOUR_MS),
+        };
+        enrollments::mark_accepted(conn, &id, at_ms, next_at).await?;
         record_event(
             conn,
             workspace_id,
@@ -231,7 +238,11 @@ async fn accepted(
             None,
         )
         .await?;
-        if status != "paused" {
+        if waiting_on_condition {
+            enrollments::wake_condition(conn, clock, workspace_id, &id, at_ms).await?;
+        } else if let Some(next_at) = next_at
+            && status != "paused"
+        {
             crate::step_jobs::schedule(conn, clock, workspace_id, &id, next_at).await?;
         }
     }
@@ -406,6 +417,8 @@ async fn replied(
             events::record(conn, workspace_id, now, EventType::EnrollmentReplied, data).await?;
         }
         if !settings.stop_on_reply {
+            // A `replied` condition waiting for this is decided now.
+            enrollments::wake_condition(conn, clock, workspace_id, &id, at_ms).await?;
             continue;
         }
         enrollments::finish_replied(conn, &id, now).await?;

@@ -48,6 +48,8 @@ pub struct Intent {
     pub usage_id: Option<String>,
     pub sender_id: String,
     pub prospect_id: String,
+    /// The A/B variant of the step it sends, if the step has variants.
+    pub variant: Option<String>,
 }
 
 /// What a new intent is about.
@@ -62,6 +64,7 @@ pub struct NewIntent<'a> {
     pub step_index: Option<i64>,
     pub message_id: Option<&'a str>,
     pub text: Option<&'a str>,
+    pub variant: Option<&'a str>,
     pub usage_id: Option<&'a str>,
 }
 
@@ -72,10 +75,11 @@ fn from_row(row: &sqlx::any::AnyRow) -> Result<Intent, ApiError> {
         usage_id: row.try_get("usage_id")?,
         sender_id: row.try_get("sender_id")?,
         prospect_id: row.try_get("prospect_id")?,
+        variant: row.try_get("variant")?,
     })
 }
 
-const INTENT_COLUMNS: &str = "id, status, usage_id, sender_id, prospect_id";
+const INTENT_COLUMNS: &str = "id, status, usage_id, sender_id, prospect_id, variant";
 
 /// The intent of an enrollment's step, if one was written.
 pub async fn of_step(
@@ -116,8 +120,8 @@ pub async fn insert(
     let id = ids::new_id("int");
     sqlx::query(
         "insert into outbound_intents (id, workspace_id, sender_id, prospect_id, kind, enrollment_id, step_index, \
-         message_id, text, usage_id, status, created_at) \
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11)",
+         message_id, text, variant, usage_id, status, created_at) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12)",
     )
     .bind(&id)
     .bind(intent.workspace_id)
@@ -128,6 +132,7 @@ pub async fn insert(
     .bind(intent.step_index)
     .bind(intent.message_id)
     .bind(intent.text)
+    .bind(intent.variant)
     .bind(intent.usage_id)
     .bind(now_ms)
     .execute(conn)

@@ -34,6 +34,7 @@
 //! a run that lost its lease commits nothing. The one lock rule every writer of outreach state
 //! follows is in [`crate::person_lock`]; each enrollment's step job is in [`crate::step_jobs`].
 
+pub mod branches;
 pub mod inbound;
 pub mod intents;
 pub mod replies;
@@ -54,7 +55,7 @@ use crate::network::{
 };
 use crate::person_lock::{self, PersonTx};
 use crate::senders::{self, GAP_MS, QuotaKind, SenderRow, SenderStatus, next_window};
-use crate::sequences::{self, RenderedText, SequenceStatus, Step, StepType};
+use crate::sequences::{self, Flow, Next, RenderedText, SequenceStatus, Step, StepType};
 use crate::step_jobs::{StepJob, locks_rows_one_by_one, step_job, step_key};
 use intents::{IntentStatus, NewIntent};
 
@@ -80,6 +81,8 @@ struct EnrollmentRow {
     slot_at: Option<i64>,
     invited_at: Option<i64>,
     accepted_at: Option<i64>,
+    replied_at: Option<i64>,
+    condition_until: Option<i64>,
 }
 
 /// The workspace and the person of an enrollment, or `None` once it is deleted: what its run
@@ -96,22 +99,26 @@ async fn owner_of(
         .transpose()
 }
 
+/// The columns of [`EnrollmentRow`], as `e.`.
+const ENROLLMENT_ROW_COLUMNS: &str = "e.id, e.workspace_id, e.sequence_id, e.prospect_id, e.sender_id, e.status, \
+     e.step_index, e.next_step_at, e.slot_at, e.invited_at, e.accepted_at, e.replied_at, e.condition_until";
+
 /// Reads the enrollment, or `None` once it is deleted. The caller holds its person's lock.
 async fn load_enrollment(
     conn: &mut PersonTx<'_>,
     id: &str,
 ) -> Result<Option<EnrollmentRow>, ApiError> {
-    let row = sqlx::query(
-        "select id, workspace_id, sequence_id, prospect_id, sender_id, status, step_index, next_step_at, \
-         slot_at, invited_at, accepted_at from enrollments where id = $1",
-    )
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "select {ENROLLMENT_ROW_COLUMNS} from enrollments e where e.id = $1"
+    )))
     .bind(id)
     .fetch_optional(&mut **conn)
     .await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    Ok(Some(EnrollmentRow {
+    row.as_ref().map(enrollment_row).transpose()
+}
+
+fn enrollment_row(row: &sqlx::any::AnyRow) -> Result<EnrollmentRow, ApiError> {
+    Ok(EnrollmentRow {
         id: row.try_get("id")?,
         workspace_id: row.try_get("workspace_id")?,
         sequence_id: row.try_get("sequence_id")?,
@@ -123,7 +130,9 @@ async fn load_enrollment(
         slot_at: row.try_get("slot_at")?,
         invited_at: row.try_get("invited_at")?,
         accepted_at: row.try_get("accepted_at")?,
-    }))
+        replied_at: row.try_get("replied_at")?,
+        condition_until: row.try_get("condition_until")?,
+    })
 }
 
 /// What the executor reads of a prospect.
@@ -243,6 +252,9 @@ fn network_kind(kind: StepType) -> OutboundKind {
         StepType::ViewProfile => OutboundKind::ProfileView,
         StepType::ConnectionRequest => OutboundKind::Invitation,
         StepType::Message => OutboundKind::Message,
+        StepType::Inmail => OutboundKind::Inmail,
+        // Never called for a condition, which reaches no network.
+        StepType::Condition => OutboundKind::ProfileView,
     }
 }
 
@@ -251,6 +263,10 @@ fn network_kind(kind: StepType) -> OutboundKind {
 enum Plan {
     /// Nothing to send now; the job's outcome.
     Outcome(JobOutcome),
+    /// A condition was decided and its enrollment moved on to a step that is due now: the run
+    /// commits and goes on with it (so a sender's first run sends, and its next queues the
+    /// sender's other due steps and conditions together, as in a sequence without branches).
+    Decided,
     /// An earlier call of this step whose outcome is unknown: ask the network first.
     Settle(Box<Unsettled>),
     /// Call the network with this intent (fresh, or sent again after the network had no record
@@ -262,8 +278,16 @@ enum Plan {
 struct StepWork {
     enrollment: EnrollmentRow,
     step: Step,
-    text: Option<String>,
+    text: StepText,
     sender_id: String,
+}
+
+/// The approved text a step sends (none for a view), with its A/B variant and an InMail's subject.
+#[derive(Debug, Clone, Default)]
+struct StepText {
+    text: Option<String>,
+    subject: Option<String>,
+    variant: Option<String>,
 }
 
 /// A network call about to be made for a step, and what it needs.
@@ -285,10 +309,12 @@ struct Unsettled {
 async fn run_step(job: JobCtx) -> JobResult {
     let payload: StepJob = job.args()?;
     // Settling an unknown outcome ends the run, or leaves the intent `unsent`; the step is then
-    // prepared again and goes through the gate like any other (so this loops at most twice).
+    // prepared again and goes through the gate like any other (so this loops at most twice,
+    // and once more per condition decided on the way: a sequence has at most 20 steps).
     loop {
         match prepare(&job, &payload.enrollment_id).await? {
             Plan::Outcome(outcome) => return Ok(outcome),
+            Plan::Decided => job.commit().await?,
             Plan::Settle(unsettled) => {
                 if let Some(outcome) = settle_unknown(&job, *unsettled).await? {
                     return Ok(outcome);
@@ -327,11 +353,23 @@ async fn call_network(job: &JobCtx, call: Call) -> JobResult {
             provider_id: String::new(),
             at_ms: viewed.at_ms,
         }),
-        StepType::ConnectionRequest => network.invite(to, work.text.as_deref()).await,
+        // A note-less variant's approved text is empty: no note.
+        StepType::ConnectionRequest => {
+            let note = work.text.text.as_deref().filter(|note| !note.is_empty());
+            network.invite(to, note).await
+        }
         StepType::Message => {
             network
-                .send_message(to, work.text.as_deref().unwrap_or(""))
+                .send_message(to, work.text.text.as_deref().unwrap_or(""))
                 .await
+        }
+        StepType::Inmail => {
+            let subject = work.text.subject.as_deref().unwrap_or("");
+            let text = work.text.text.as_deref().unwrap_or("");
+            network.send_inmail(to, subject, text).await
+        }
+        StepType::Condition => {
+            return Err(JobError::discard("a condition step reached the network"));
         }
     };
     if let Err(NetworkError::Transient(cause)) = &result {
@@ -430,6 +468,8 @@ fn outcome_of(record: OutboundRecord) -> Result<Sent, NetworkError> {
             "account_disconnected" => NetworkError::AccountDisconnected,
             "account_restricted" => NetworkError::AccountRestricted,
             "network_limit_exceeded" => NetworkError::LimitExceeded { retry_at_ms: None },
+            "not_allowed_inmail" => NetworkError::NotAllowedInmail,
+            "insufficient_inmail_credits" => NetworkError::InsufficientCredits,
             other => NetworkError::Transient(format!("the network logged `{other}`")),
         })
     }
@@ -483,8 +523,24 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
     if let Some(at) = enrollment.next_step_at.filter(|at| *at > now) {
         return Ok(Plan::Outcome(JobOutcome::Snooze { until_ms: at }));
     }
-    // Waiting for an acceptance, and the deadline has come: ask the network once more, then exit.
-    if enrollment.invited_at.is_some() && enrollment.accepted_at.is_none() {
+    let Some(step) = sequence.steps.get(index).cloned() else {
+        finish(&mut tx, &enrollment, "completed_steps", now).await?;
+        return Ok(Plan::Outcome(JobOutcome::Done));
+    };
+    // Waiting for an acceptance: until its deadline (the invitation's time and the sequence's
+    // `exit_after_days_without_acceptance`; an acceptance before it moves the step), then ask the
+    // network once more, and exit. A condition asks about the acceptance itself, and an InMail
+    // needs none.
+    if waits_for_acceptance(&step)
+        && let Some(invited_at) = enrollment.invited_at
+        && enrollment.accepted_at.is_none()
+    {
+        let deadline =
+            invited_at + i64::from(sequence.settings.exit_after_days_without_acceptance) * DAY_MS;
+        if now < deadline {
+            wait_until(&mut tx, &enrollment.id, Wait::until(deadline)).await?;
+            return Ok(Plan::Outcome(JobOutcome::Snooze { until_ms: deadline }));
+        }
         let accepted = acceptance_came(job, &mut tx, &enrollment).await?;
         if !accepted {
             finish(&mut tx, &enrollment, "not_accepted", now).await?;
@@ -492,16 +548,20 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
         }
         enrollments::mark_accepted(&mut tx, &enrollment.id, now, None).await?;
     }
-    let Some(step) = sequence.steps.get(index).cloned() else {
-        finish(&mut tx, &enrollment, "completed_steps", now).await?;
-        return Ok(Plan::Outcome(JobOutcome::Done));
-    };
     let Some(person) = load_person(&mut tx, &enrollment.prospect_id).await? else {
         return Ok(Plan::Outcome(JobOutcome::Done));
     };
     if person.do_not_contact {
         finish(&mut tx, &enrollment, "do_not_contact", now).await?;
         return Ok(Plan::Outcome(JobOutcome::Done));
+    }
+    if step.kind == StepType::Condition {
+        let outcome =
+            branches::decide_in_run(job, &mut tx, &enrollment, &sequence, index, now).await?;
+        return Ok(match outcome {
+            JobOutcome::Snooze { until_ms } if until_ms <= now => Plan::Decided,
+            outcome => Plan::Outcome(outcome),
+        });
     }
     let (Some(sender_id), Some(profile_url)) =
         (enrollment.sender_id.clone(), person.profile_url.clone())
@@ -525,6 +585,20 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
         }
     };
 
+    // A step that sends a text sends the approved one, or nothing: one the sequence gained after
+    // the approval (edited while paused) was never approved for this person. A step sent again
+    // after the network had no record of it keeps its variant.
+    let variant = unsent.as_ref().and_then(|intent| intent.variant.clone());
+    let text = text_of(&mut tx, &enrollment, &step, variant.as_deref()).await?;
+    let unapproved = match step.kind {
+        StepType::Message => text.text.is_none(),
+        StepType::Inmail => text.text.is_none() || text.subject.is_none(),
+        _ => false,
+    };
+    if unapproved {
+        finish(&mut tx, &enrollment, "not_approved", now).await?;
+        return Ok(Plan::Outcome(JobOutcome::Done));
+    }
     let prospect_zone = if sequence.schedule.respect_prospect_timezone {
         person
             .timezone
@@ -544,7 +618,9 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
         Some(&enrollment.id),
         &sender,
         prospect_zone.as_ref(),
-        step.kind.quota_kind(),
+        step.kind
+            .quota_kind()
+            .ok_or_else(|| JobError::discard("a step that sends nothing reached the gate"))?,
         turn,
         now,
     )
@@ -558,13 +634,12 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
             }));
         }
     };
-    let text = text_of(&mut tx, &enrollment, &step).await?;
     let intent_id = match unsent {
         // The network had no record of the earlier call: the same intent goes again, with the
         // unit the gate took now.
-        Some(intent_id) => {
-            intents::rearm(&mut tx, &intent_id, &usage_id).await?;
-            intent_id
+        Some(intent) => {
+            intents::rearm(&mut tx, &intent.id, &usage_id).await?;
+            intent.id
         }
         None => {
             intents::insert(
@@ -577,7 +652,8 @@ async fn prepare(job: &JobCtx, enrollment_id: &str) -> Result<Plan, JobError> {
                     enrollment_id: Some(&enrollment.id),
                     step_index: Some(enrollment.step_index),
                     message_id: None,
-                    text: text.as_deref(),
+                    text: text.text.as_deref(),
+                    variant: text.variant.as_deref(),
                     usage_id: Some(&usage_id),
                 },
                 now,
@@ -607,7 +683,7 @@ async fn earlier_call(
     tx: &mut AnyConnection,
     enrollment: EnrollmentRow,
     index: usize,
-) -> Result<Result<(EnrollmentRow, Option<String>), Plan>, JobError> {
+) -> Result<Result<(EnrollmentRow, Option<intents::Intent>), Plan>, JobError> {
     let unsent = match intents::of_step(tx, &enrollment.id, enrollment.step_index).await? {
         Some(intent) if intent.status.outcome_unknown() => {
             let sequence =
@@ -618,7 +694,7 @@ async fn earlier_call(
                     intent.id
                 )));
             };
-            let text = text_of(tx, &enrollment, &step).await?;
+            let text = text_of(tx, &enrollment, &step, intent.variant.as_deref()).await?;
             let sender_id = intent.sender_id.clone();
             return Ok(Err(Plan::Settle(Box::new(Unsettled {
                 work: StepWork {
@@ -630,7 +706,7 @@ async fn earlier_call(
                 intent,
             }))));
         }
-        Some(intent) if intent.status == IntentStatus::Unsent => Some(intent.id),
+        Some(intent) if intent.status == IntentStatus::Unsent => Some(intent),
         Some(intent) => {
             return Err(JobError::discard(format!(
                 "step {index} already has a completed intent `{}`",
@@ -861,8 +937,8 @@ async fn queue_due_steps(
     }
     let held_people = others.people().to_vec();
     let held = crate::lists::placeholders(4, held_people.len());
-    let mut again = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "select e.id from enrollments e \
+    let mut again = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "select {ENROLLMENT_ROW_COLUMNS} from enrollments e \
          join sequences s on s.id = e.sequence_id and s.status = 'active' \
          where e.sender_id = $1 and e.slot_at is null and e.status in ('scheduled', 'active') \
          and e.next_step_at <= $3 and not (e.invited_at is not null and e.accepted_at is null) \
@@ -875,7 +951,57 @@ async fn queue_due_steps(
     for person in &held_people {
         again = again.bind(person.as_str());
     }
-    let due: Vec<String> = again.fetch_all(&mut *others).await?;
+    let rows = again.fetch_all(&mut *others).await?;
+    // A condition reaches no network and takes no slot: those due are decided here, together
+    // (but a `connected` one that needs the network's word, left to its own run), and the step
+    // each goes to is queued with the others when it is due now.
+    let mut sequences_of: std::collections::HashMap<String, sequences::Sequence> =
+        Default::default();
+    let mut due = Vec::with_capacity(rows.len());
+    for row in rows {
+        let id: String = row.try_get("id")?;
+        let sequence_id: String = row.try_get("sequence_id")?;
+        if !sequences_of.contains_key(&sequence_id) {
+            let workspace_id: String = row.try_get("workspace_id")?;
+            let sequence = sequences::fetch_row(&mut others, &workspace_id, &sequence_id).await?;
+            sequences_of.insert(sequence_id.clone(), sequence);
+        }
+        let sequence = &sequences_of[&sequence_id];
+        let index = usize::try_from(row.try_get::<i64, _>("step_index")?).unwrap_or(usize::MAX);
+        if sequence
+            .steps
+            .get(index)
+            .is_none_or(|step| step.kind.sends())
+        {
+            due.push(id);
+            continue;
+        }
+        let enrollment = enrollment_row(&row)?;
+        let key = step_key(&id);
+        let decided =
+            branches::decide(&mut others, &enrollment, sequence, index, now, None).await?;
+        match decided {
+            Some(branches::Decision {
+                outcome: JobOutcome::Snooze { until_ms },
+                next,
+            }) => {
+                let sends_now = until_ms <= now
+                    && next
+                        .and_then(|i| sequence.steps.get(i))
+                        .is_some_and(|step| step.kind.sends());
+                if sends_now {
+                    due.push(id);
+                } else {
+                    jobs::move_due_unique(&mut others, clock, StepJob::KIND, &key, now, until_ms)
+                        .await?;
+                }
+            }
+            Some(_) => {
+                jobs::cancel_unique(&mut others, clock, StepJob::KIND, &key).await?;
+            }
+            None => {}
+        }
+    }
     let mut slot = after;
     for enrollment_id in &due {
         let at = slot + jitter();
@@ -985,20 +1111,51 @@ pub(crate) async fn account_refusal(
     }))
 }
 
-/// The approved text of a step (a note or a message), if it has one.
+/// The approved text of a step (a note, a message, an InMail), if it has one. On a step with A/B
+/// variants: the text of `variant` when the step's intent already has one (a call settled or
+/// sent again keeps its variant), otherwise of the variant the enrollment is given among the
+/// approved ones ([`sequences::variants::assign`]).
 async fn text_of(
     conn: &mut AnyConnection,
     enrollment: &EnrollmentRow,
     step: &Step,
-) -> Result<Option<String>, ApiError> {
-    if step.kind == StepType::ViewProfile {
-        return Ok(None);
+    variant: Option<&str>,
+) -> Result<StepText, ApiError> {
+    if matches!(step.kind, StepType::ViewProfile | StepType::Condition) {
+        return Ok(StepText::default());
     }
-    let texts = approved_texts(conn, &enrollment.workspace_id, &enrollment.id).await?;
-    Ok(texts
+    let texts: Vec<RenderedText> = approved_texts(conn, &enrollment.workspace_id, &enrollment.id)
+        .await?
         .into_iter()
-        .find(|text| i64::from(text.step_index) == enrollment.step_index)
-        .map(|text| text.text))
+        .filter(|text| i64::from(text.step_index) == enrollment.step_index)
+        .collect();
+    let approved = |key: &str| texts.iter().any(|t| t.variant.as_deref() == Some(key));
+    let chosen = match variant {
+        Some(variant) => Some(variant.to_owned()),
+        None if step.variants.is_some() => {
+            // Among the live variants with an approved text; if the step's variants changed
+            // since the approval so that none is, among what was approved.
+            sequences::variants::assign(&enrollment.id, step, approved)
+                .map(str::to_owned)
+                .or_else(|| texts.first().and_then(|t| t.variant.clone()))
+        }
+        None => None,
+    };
+    let text = texts
+        .into_iter()
+        .find(|text| chosen.is_none() || text.variant == chosen);
+    Ok(StepText {
+        variant: text.as_ref().and(chosen),
+        subject: text.as_ref().and_then(|t| t.subject.clone()),
+        text: text.map(|t| t.text),
+    })
+}
+
+/// Whether an enrollment invited and not yet accepted waits for the acceptance before `step`
+/// (until its deadline, then finishes `not_accepted`): every step but a condition, which asks
+/// about the acceptance itself, and an InMail, which needs none.
+fn waits_for_acceptance(step: &Step) -> bool {
+    !matches!(step.kind, StepType::Condition | StepType::Inmail)
 }
 
 /// Step 4 of the module header: what came of the call, in the job's second transaction. The call
@@ -1035,7 +1192,10 @@ async fn apply_outcome(
         text,
         sender_id,
     } = work;
-    let (step, text, sender_id) = (step, text.as_deref(), sender_id.as_str());
+    let variant = text.variant.as_deref();
+    let (step, text, sender_id) = (step, text.text.as_deref(), sender_id.as_str());
+    // Its first step to reach the person (a condition before it reached no one).
+    let first = !enrollments::any_sent(tx, &enrollment.id).await?;
     let now = job.now_ms();
     let step_index = enrollment.step_index;
     let sent_at = match result {
@@ -1061,8 +1221,8 @@ async fn apply_outcome(
                 )
                 .await?;
                 enrollments::mark_accepted(tx, &enrollment.id, now, None).await?;
-                started_if_first(tx, enrollment, sender_id, now).await?;
-                return advance(tx, job, enrollment, step, now, false).await;
+                started_if_first(tx, enrollment, sender_id, first, now).await?;
+                return advance(tx, job, enrollment, now, false).await;
             }
             // Refusals for the account: the intent is forgotten, the sender paused or marked,
             // the step waits.
@@ -1084,49 +1244,58 @@ async fn apply_outcome(
             }
             // Refusals for the person: the enrollment fails with the network's words.
             intents::complete(tx, intent_id, IntentStatus::Failed, code, now).await?;
-            record_event(
+            record_step_event(
                 tx,
-                &enrollment.workspace_id,
-                &enrollment.id,
+                enrollment,
                 now,
-                step.kind.into(),
-                Some(step_index),
-                text,
-                Some(code),
+                (step.kind, Some(step_index)),
+                (text, variant),
+                code,
             )
             .await?;
             let refused = match step.kind {
                 StepType::ConnectionRequest => Some(EventType::ConnectionRequestFailed),
-                StepType::Message => Some(EventType::MessageFailed),
-                StepType::ViewProfile => None,
+                StepType::Message | StepType::Inmail => Some(EventType::MessageFailed),
+                StepType::ViewProfile | StepType::Condition => None,
             };
             if let Some(refused) = refused {
                 let mut data = step_event_data(enrollment, sender_id);
                 data["error"] = Value::from(ApiError::from(error.clone()).message);
                 events::record(tx, &enrollment.workspace_id, now, refused, data).await?;
             }
-            fail(tx, enrollment, &error, now).await?;
+            // An InMail the account cannot send (no premium plan, no credits left) finishes the
+            // enrollment with that reason: the person was not refused, the account was.
+            let account_cannot = match error {
+                NetworkError::NotAllowedInmail => Some(enrollments::ExitReason::NotAllowedInmail),
+                NetworkError::InsufficientCredits => {
+                    Some(enrollments::ExitReason::InsufficientCredits)
+                }
+                _ => None,
+            };
+            if let Some(reason) = account_cannot {
+                finish(tx, enrollment, reason.as_str(), now).await?;
+            } else {
+                fail(tx, enrollment, &error, now).await?;
+            }
             return Ok(JobOutcome::Done);
         }
     };
     intents::complete(tx, intent_id, IntentStatus::Sent, "sent", now).await?;
-    record_event(
+    record_step_event(
         tx,
-        &enrollment.workspace_id,
-        &enrollment.id,
+        enrollment,
         sent_at,
-        step.kind.into(),
-        Some(step_index),
-        text,
-        Some("sent"),
+        (step.kind, Some(step_index)),
+        (text, variant),
+        "sent",
     )
     .await?;
-    started_if_first(tx, enrollment, sender_id, now).await?;
+    started_if_first(tx, enrollment, sender_id, first, now).await?;
     let performed = match step.kind {
         StepType::ViewProfile => Some(EventType::ProfileViewed),
         StepType::ConnectionRequest => Some(EventType::ConnectionRequested),
         // `message.sent` is the conversation's, with the message's id.
-        StepType::Message => None,
+        StepType::Message | StepType::Inmail | StepType::Condition => None,
     };
     if let Some(performed) = performed {
         let data = step_event_data(enrollment, sender_id);
@@ -1135,7 +1304,7 @@ async fn apply_outcome(
     if step.kind != StepType::ViewProfile {
         crate::prospects::note_contacted(tx, &enrollment.prospect_id, sent_at).await?;
     }
-    if step.kind == StepType::Message {
+    if matches!(step.kind, StepType::Message | StepType::Inmail) {
         crate::conversations::record_outbound(
             tx,
             &crate::conversations::Outbound {
@@ -1160,17 +1329,39 @@ async fn apply_outcome(
         crate::prospects::mark_invitation_pending(tx, &enrollment.prospect_id, &enrollment.id)
             .await?;
     }
-    advance(tx, job, enrollment, step, sent_at, invited).await
+    advance(tx, job, enrollment, sent_at, invited).await
 }
 
-/// `enrollment.started`, when the step just done was the enrollment's first.
+/// The history entry of a step that reached the network: `(kind, step)`, `(text, variant)`.
+async fn record_step_event(
+    tx: &mut PersonTx<'_>,
+    enrollment: &EnrollmentRow,
+    at: i64,
+    (kind, step_index): (StepType, Option<i64>),
+    (text, variant): (Option<&str>, Option<&str>),
+    outcome: &str,
+) -> Result<(), ApiError> {
+    enrollments::record_step_event(
+        tx,
+        &enrollment.workspace_id,
+        &enrollment.id,
+        at,
+        (kind.into(), step_index),
+        (text, variant),
+        Some(outcome),
+    )
+    .await
+}
+
+/// `enrollment.started`, when the step just done was the enrollment's `first` to reach the person.
 async fn started_if_first(
     tx: &mut PersonTx<'_>,
     enrollment: &EnrollmentRow,
     sender_id: &str,
+    first: bool,
     now: i64,
 ) -> Result<(), ApiError> {
-    if enrollment.step_index != 0 {
+    if !first {
         return Ok(());
     }
     let data = step_event_data(enrollment, sender_id);
@@ -1205,23 +1396,24 @@ async fn advance(
     tx: &mut PersonTx<'_>,
     job: &JobCtx,
     enrollment: &EnrollmentRow,
-    _step: &Step,
     done_at: i64,
     invited: bool,
 ) -> Result<JobOutcome, ApiError> {
     let now = job.now_ms();
     let sequence =
         sequences::fetch_row(tx, &enrollment.workspace_id, &enrollment.sequence_id).await?;
-    let next_index = enrollment.step_index + 1;
-    let Some(next) = usize::try_from(next_index)
-        .ok()
-        .and_then(|index| sequence.steps.get(index))
-    else {
-        enrollments::set_step_index(tx, &enrollment.id, next_index).await?;
+    let index = usize::try_from(enrollment.step_index).unwrap_or(usize::MAX);
+    let Next::Step(next_index) = Flow::new(&sequence.steps).after(index) else {
+        // Past every step: the index no step has.
+        let past = i64::try_from(sequence.steps.len()).unwrap_or(i64::MAX);
+        enrollments::set_step_index(tx, &enrollment.id, past).await?;
         finish(tx, enrollment, "completed_steps", now).await?;
         return Ok(JobOutcome::Done);
     };
-    let waits_for_acceptance = invited && enrollment.accepted_at.is_none();
+    let next = &sequence.steps[next_index];
+    let next_index = i64::try_from(next_index).unwrap_or(i64::MAX);
+    let waits_for_acceptance =
+        invited && enrollment.accepted_at.is_none() && waits_for_acceptance(next);
     let next_at = if waits_for_acceptance {
         // The acceptance moves it to `accepted_at + delay`; without one, this is the deadline.
         done_at + i64::from(sequence.settings.exit_after_days_without_acceptance) * DAY_MS

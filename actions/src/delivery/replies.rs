@@ -27,20 +27,22 @@ pub const MAX_REPLY_CHARS: usize = 8_000;
 /// The input of `reply_to_conversation`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ReplyInput {
-    /// The conversation's id (`cnv_...`).
+    /// `cnv_...`
     pub id: String,
-    /// What to send: 1 to 8,000 characters.
     #[schemars(length(min = 1, max = 8000), regex(pattern = crate::common::NOT_BLANK))]
     pub text: String,
 }
 
 /// Reply in a conversation.
 ///
-/// Queues a message from the conversation's sender to the prospect, sent inside the sender's working
-/// hours and limits (`messages_per_day`). Returns the message, `queued` with `at` its due time; it
-/// becomes `sent`, or `failed` with the network's error (`list_messages`). This reaches a real
-/// person. A disconnected sender or a do-not-contact prospect is a 409 `invalid_state`. Costs
-/// nothing.
+/// Answers the message `queued`; it is sent within the sender's hours and limits, then `sent` or
+/// `failed` (`list_messages`). A do-not-contact prospect or a disconnected sender is a 409
+/// `invalid_state`.
+///
+/// The message goes from the conversation's sender to the prospect. Returns the message, `queued`
+/// with `at` its due time; it becomes `sent`, or `failed` with the network's error
+/// (`list_messages`). The limit is the sender's `messages_per_day`. A disconnected sender or a
+/// do-not-contact prospect is a 409 `invalid_state`.
 #[action(scope = "send", idempotent, http = "POST /conversations/{id}/messages")]
 pub async fn reply_to_conversation(
     ctx: Ctx,
@@ -435,6 +437,7 @@ async fn arm(
                     step_index: None,
                     message_id: Some(message_id),
                     text: Some(&reply.text),
+                    variant: None,
                     usage_id: Some(usage_id),
                 },
                 now,

@@ -214,7 +214,7 @@ async fn bound(
 ) -> Result<Option<Bound>, ApiError> {
     let row = sqlx::query(
         "select s.workspace_id, s.provider_account_id, y.messages_after, y.relations_checked_at, \
-         (exists (select 1 from outbound_intents i where i.sender_id = s.id and i.kind = 'message' and i.created_at > $2) \
+         (exists (select 1 from outbound_intents i where i.sender_id = s.id and i.kind in ('message', 'inmail') and i.created_at > $2) \
           or exists (select 1 from enrollments e where e.sender_id = s.id and e.accepted_at is not null \
                      and e.status in ('scheduled', 'active', 'paused'))) as live \
          from senders s left join unipile_sync y on y.sender_id = s.id \

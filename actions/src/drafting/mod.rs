@@ -255,7 +255,8 @@ fn chat_request<'a>(model: &'a str, request: &DraftRequest<'_>) -> ChatRequest<'
 fn instructions(request: &DraftRequest<'_>) -> String {
     let what = match request.step_kind {
         StepType::ConnectionRequest => "the note sent with a connection request",
-        StepType::Message | StepType::ViewProfile => "a message",
+        StepType::Inmail => "an InMail (its body; the subject is the template's)",
+        StepType::Message | StepType::ViewProfile | StepType::Condition => "a message",
     };
     format!(
         "You write {what} on a professional network, from the sender to the person described \

@@ -52,11 +52,12 @@ price_item! {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OnDuplicate {
-    /// Leave the prospect as it is (the default).
+    // Leave the prospect as it is (the default).
     #[default]
     Skip,
-    /// Write the row's non-empty values over the prospect's; add its tags and custom fields. The
-    /// profile URL and email are only filled in where the prospect has none.
+    // Write the row's non-empty values over the prospect's; add its tags and custom fields. The
+    // profile URL and email are only filled in where the prospect has none. (Said in the
+    // `on_duplicate` field's description: variant docs would make the schema a longer `oneOf`.)
     Update,
 }
 
@@ -76,8 +77,7 @@ impl OnDuplicate {
     }
 }
 
-/// One JSON row: prospect fields by name, all optional. A row needs a name, a `profile_url` or an
-/// `email` to be imported.
+/// Prospect fields by name; a row needs a name, a `profile_url` or an `email`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportRow {
@@ -85,7 +85,9 @@ pub struct ImportRow {
     pub first_name: Option<String>,
     #[schemars(length(max = 500))]
     pub last_name: Option<String>,
-    /// Split into `first_name` and `last_name` when those are not given (`Jane Doe`, `Doe, Jane`).
+    /// Split into first and last name when those are not given.
+    ///
+    /// `Jane Doe` or `Doe, Jane`.
     #[schemars(length(max = 500))]
     pub full_name: Option<String>,
     #[schemars(length(max = 500))]
@@ -98,7 +100,7 @@ pub struct ImportRow {
     pub department: Option<String>,
     #[schemars(length(max = 500))]
     pub company_name: Option<String>,
-    /// A domain such as `acme.com`; a URL is reduced to its host.
+    /// E.g. `acme.com`; a URL is reduced to its host.
     #[schemars(regex(pattern = crate::common::OPTIONAL_DOMAIN), length(max = 500))]
     pub company_domain: Option<String>,
     #[schemars(length(max = 500))]
@@ -111,19 +113,22 @@ pub struct ImportRow {
     pub country: Option<String>,
     #[schemars(length(max = 500))]
     pub timezone: Option<String>,
-    /// The person's profile page; normalised, and how rows are matched to existing prospects.
     #[schemars(regex(pattern = crate::common::PROFILE_URL), length(max = 500))]
     pub profile_url: Option<String>,
-    /// Matched to existing prospects when the profile URL does not match.
     #[schemars(regex(pattern = crate::common::EMAIL), length(max = 500))]
     pub email: Option<String>,
     #[schemars(length(max = 500))]
     pub phone: Option<String>,
-    /// Up to 50 tags of up to 64 characters (more entries refuse the import, as the schema says).
+    /// Each at most 64 characters.
+    ///
+    /// More than 50 refuse the import, as the schema says; a longer tag makes the row invalid.
     #[serde(default)]
     #[schemars(length(max = 50))]
     pub tags: Vec<String>,
-    /// Fields of any JSON value, keyed by name: at most 50 keys (more refuse the import, as the schema says) of 1 to 100 characters, each value at most 10,000 characters of JSON text, and 64 KB of JSON in all; a row over those limits is invalid and reported.
+    /// Each value at most 10,000 characters of JSON, 64 KB in all; keys 1 to 100 characters.
+    ///
+    /// More than 50 keys refuse the import, as the schema says; a row over the other limits is
+    /// invalid and reported.
     #[serde(default)]
     #[schemars(extend("maxProperties" = 50))]
     pub custom_fields: BTreeMap<String, Value>,
@@ -138,8 +143,11 @@ pub struct ImportRow {
 #[schemars(extend("minProperties" = 1))]
 #[schemars(extend("not" = {"anyOf": [{"required": ["csv", "rows"], "properties": {"csv": {"not": {"type": "null"}}, "rows": {"not": {"type": "null"}}}}, {"required": ["list_id", "list_name"], "properties": {"list_id": {"not": {"type": "null"}}, "list_name": {"not": {"type": "null"}}}}, {"required": ["rows", "mapping"], "properties": {"rows": {"not": {"type": "null"}}, "mapping": {"not": {"type": "null"}}}}, {"properties": {"csv": {"type": "null"}, "rows": {"type": "null"}}}]}))]
 pub struct ImportInput {
-    /// CSV text with a header row, comma-separated, values with commas or line breaks in double
-    /// quotes. Common headers are recognised without regard to case, spaces or punctuation:
+    /// CSV text with a header row. Common headers (also of Apollo, Sales Navigator, HeyReach,
+    /// lemlist and LinkedIn exports) are recognised; other columns go into `custom_fields`.
+    ///
+    /// Comma-separated, values with commas or line breaks in double quotes. Common headers are
+    /// recognised without regard to case, spaces or punctuation:
     /// First Name, Last Name, Full Name or Name (split into first and last), Company or
     /// Organization, Title or Job Title or Position, LinkedIn URL or Profile URL, Email or Email
     /// Address, Phone, Location, Country, Industry, Company Domain or Website, Company Size or
@@ -153,22 +161,32 @@ pub struct ImportInput {
     /// whole body (`Content-Type: text/csv`) or a `multipart/form-data` part named `file`.
     #[schemars(regex(pattern = crate::common::NOT_BLANK))]
     pub csv: Option<String>,
-    /// For `csv`: where columns go, overriding the recognised headers. Keys are CSV headers; values
-    /// are prospect field names (`first_name`, ..., `full_name`, `tags`), `custom_fields.<name>`,
-    /// or null to ignore the column.
+    /// For `csv`: header to prospect field (e.g. `title`, `custom_fields.<name>`), or null to skip
+    /// the column.
+    ///
+    /// Overrides the recognised headers. Keys are CSV headers; values are prospect field names
+    /// (`first_name`, ..., `full_name`, `tags`), `custom_fields.<name>`, or null to ignore the
+    /// column.
     #[schemars(extend("maxProperties" = 1000))]
     pub mapping: Option<BTreeMap<String, Option<String>>>,
-    /// Instead of `csv`: up to 100,000 objects of prospect fields. Row 1 is `rows[0]`.
+    /// Instead of `csv`: up to 100,000 rows.
+    ///
+    /// Row 1 is `rows[0]`.
     #[schemars(with = "Option<Vec<ImportRow>>")]
     #[schemars(length(min = 1))]
     pub rows: Option<Vec<Value>>,
-    /// What to do with rows that match an existing prospect (by profile URL, then email) or an
-    /// earlier row: `skip` (default) or `update`.
+    /// For a row matching a prospect (by profile URL, then email) or an earlier row: `update`
+    /// writes its non-empty values over the prospect's.
+    ///
+    /// `skip` leaves the prospect as it is. `update` also adds the row's tags and custom fields;
+    /// the profile URL and email are only filled in where the prospect has none.
     #[serde(default)]
     pub on_duplicate: OnDuplicate,
-    /// Add every imported row's prospect (created, updated or duplicate) to this list (`lst_...`).
+    /// Put every row's prospect on this list (`lst_...`).
+    ///
+    /// Created, updated or duplicate.
     pub list_id: Option<String>,
-    /// Like `list_id`, by name: the list of that name, made if there is none.
+    /// Or a list by name, made if there is none.
     #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub list_name: Option<String>,
 }
@@ -318,12 +336,14 @@ async fn price_import(ctx: &Ctx, input: &ImportInput) -> Result<Priced<ImportPla
 
 /// Import prospects from CSV text or JSON rows.
 ///
-/// Send `csv` or `rows`. Rows are normalised like `create_prospect`; invalid ones are skipped and
-/// reported (the first 100). A row matching a prospect or an earlier row follows `on_duplicate`;
-/// `list_id` or `list_name` puts the rows' prospects on a list. Atomic: the prospects and the spend
-/// commit together. Costs one `import.prospect` unit (1 credit by default) per prospect created;
-/// `estimate_only: true` prices it with `read` alone. At most 100,000 rows and 16 MiB. Send an
-/// `Idempotency-Key` to retry safely.
+/// Send `csv` or `rows` (at most 100,000 rows, 16 MiB); invalid rows are skipped and reported.
+/// Costs one `import.prospect` unit (1 credit by default) per prospect created; `estimate_only`
+/// prices it.
+///
+/// Send an `Idempotency-Key` to retry safely. Rows are normalised like `create_prospect`; the
+/// first 100 invalid ones are reported. A row matching a prospect or an earlier row follows
+/// `on_duplicate`; `list_id` or `list_name` puts the rows' prospects on a list. Atomic: the
+/// prospects and the spend commit together. `estimate_only: true` needs only the `read` scope.
 #[action(scope = "write", credits = price_import, idempotent, http = "POST /imports")]
 pub async fn import_prospects(
     ctx: Ctx,
@@ -651,15 +671,11 @@ impl Import {
 /// The input of `get_import`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ImportId {
-    /// The import's id (`imp_...`).
+    /// `imp_...`
     pub id: String,
 }
 
 /// Get an import by id.
-///
-/// Returns the outcome of a finished import: its counts (rows, created, updated, duplicates,
-/// invalid), the reasons for the first 100 invalid rows, the list it filled and the credits it
-/// spent. Costs nothing.
 #[action(scope = "read", http = "GET /imports/{id}")]
 pub async fn get_import(ctx: Ctx, input: ImportId) -> Result<Import, ApiError> {
     IdKind::Import.check(&input.id)?;
@@ -707,9 +723,6 @@ pub struct ListImportsInput {
 }
 
 /// List imports, newest first.
-///
-/// Each import shows its counts, errors, list and credits spent. Paged with `limit` (1 to 200,
-/// default 25) and `offset`; follow `next_offset` while `has_more`. Costs nothing.
 #[action(scope = "read", http = "GET /imports")]
 pub async fn list_imports(ctx: Ctx, input: ListImportsInput) -> Result<Page<Import>, ApiError> {
     paged(

@@ -187,22 +187,20 @@ async fn name_conflict(ctx: &Ctx, error: sqlx::Error, name: &str) -> ApiError {
 /// The input of `create_list`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateListInput {
-    /// 1 to 200 characters, unique in the workspace.
     #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: String,
-    /// Up to 2000 characters.
     #[schemars(length(max = 2000))]
     pub description: Option<String>,
-    /// The targeting (`tgt_...`) `process_list` uses when none is given; it must exist.
+    /// `tgt_...`: what `process_list` scores against by default.
     pub default_targeting_id: Option<String>,
 }
 
 /// Create a list.
 ///
-/// Makes an empty list; add prospects with `add_prospects_to_list` or by importing into it. The name
-/// must be unique in the workspace: a second list of the same name is a 409 `conflict` whose
-/// `existing_id` names the first. A `default_targeting_id` that names no targeting is a 404. Costs
-/// nothing.
+/// Makes an empty list. A name another list has is a 409 `conflict` whose `existing_id` names it.
+///
+/// Add prospects with `add_prospects_to_list` or by importing into it. A `default_targeting_id`
+/// that names no targeting is a 404.
 #[action(scope = "write", idempotent, http = "POST /lists")]
 pub async fn create_list(ctx: Ctx, input: CreateListInput) -> Result<List, ApiError> {
     let name = check_name(&input.name)?;
@@ -263,13 +261,11 @@ outreach_runtime::prelude::parity!(create_list, write,
 /// The input of `get_list` and `delete_list`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListId {
-    /// The list's id (`lst_...`).
+    /// `lst_...`
     pub id: String,
 }
 
 /// Get a list by id.
-///
-/// Returns the list with its size (how many prospects it holds) and processing status. Costs nothing.
 #[action(scope = "read", http = "GET /lists/{id}")]
 pub async fn get_list(ctx: Ctx, input: ListId) -> Result<List, ApiError> {
     fetch_pooled(&ctx, &input.id).await
@@ -298,16 +294,13 @@ outreach_runtime::prelude::parity!(get_list, read,
 /// The input of `list_lists`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListListsInput {
-    /// Only lists whose name contains this text (case-insensitive).
+    /// Text in the name (any case).
     pub q: Option<String>,
     #[serde(flatten)]
     pub page: PageParams,
 }
 
 /// List lists, newest first.
-///
-/// Each list shows its size and processing status. Paged with `limit` (1 to 200, default 25) and
-/// `offset`; follow `next_offset` while `has_more`. Filter by name with `q`. Costs nothing.
 #[action(scope = "read", http = "GET /lists")]
 pub async fn list_lists(ctx: Ctx, input: ListListsInput) -> Result<Page<List>, ApiError> {
     let mut filter = String::from("workspace_id = $1");
@@ -365,25 +358,26 @@ outreach_runtime::prelude::parity!(list_lists, read,
 /// The input of `update_list`: only the fields given change; `null` clears a field.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct UpdateListInput {
-    /// The list's id (`lst_...`).
+    /// `lst_...`
     pub id: String,
-    /// A new name, unique in the workspace.
     #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: Option<String>,
-    /// A new description; `null` clears it.
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     pub description: Option<Option<String>>,
-    /// A new default targeting (it must exist); `null` clears it.
+    /// `tgt_...`
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     pub default_targeting_id: Option<Option<String>>,
 }
 
 /// Update a list.
 ///
-/// Changes the name, the description or the default targeting; fields left out keep their value and
-/// `null` clears one. A name another list has is a 409 `conflict`; a targeting that does not exist is
-/// a 404. Members are changed with `add_prospects_to_list` and `remove_prospects_from_list`. Costs
-/// nothing.
+/// Fields left out keep their value; `null` clears one. A name another list has is a 409
+/// `conflict`.
+///
+/// A targeting that does not exist is a 404. Members are changed with `add_prospects_to_list` and
+/// `remove_prospects_from_list`.
 #[action(scope = "write", idempotent, http = "PATCH /lists/{id}")]
 pub async fn update_list(ctx: Ctx, input: UpdateListInput) -> Result<List, ApiError> {
     check_list_id(&input.id)?;
@@ -456,7 +450,7 @@ outreach_runtime::prelude::parity!(update_list, write,
 
 /// Delete a list.
 ///
-/// Removes the list and its memberships for good; the prospects themselves stay. Costs nothing.
+/// The prospects in it stay.
 #[action(scope = "write", idempotent, http = "DELETE /lists/{id}")]
 pub async fn delete_list(ctx: Ctx, input: ListId) -> Result<Deleted, ApiError> {
     check_list_id(&input.id)?;
@@ -494,9 +488,11 @@ outreach_runtime::prelude::parity!(delete_list, write,
 /// The input of `add_prospects_to_list` and `remove_prospects_from_list`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListMembersInput {
-    /// The list's id (`lst_...`).
+    /// `lst_...`
     pub id: String,
-    /// 1 to 1000 prospect ids (`prs_...`); repeats count once.
+    /// `prs_...`
+    ///
+    /// Repeats count once.
     #[schemars(length(min = 1, max = 1000))]
     pub prospect_ids: Vec<String>,
 }
@@ -579,9 +575,10 @@ pub struct ProspectsAdded {
 
 /// Add prospects to a list.
 ///
-/// Takes 1 to 1000 prospect ids. Prospects already in the list stay as they are and are counted in
-/// `already_in_list`; ids that name no prospect of this workspace are returned in `unknown_ids`, not
-/// dropped silently. A list that is being processed still accepts members. Costs nothing.
+/// Members already in it are counted in `already_in_list`; ids of no prospect are answered in
+/// `unknown_ids`.
+///
+/// A list that is being processed still accepts members.
 #[action(scope = "write", idempotent, http = "POST /lists/{id}/prospects")]
 pub async fn add_prospects_to_list(
     ctx: Ctx,
@@ -693,8 +690,7 @@ pub struct ProspectsRemoved {
 
 /// Remove prospects from a list.
 ///
-/// Takes 1 to 1000 prospect ids and removes them from the list; the prospects themselves stay. Ids
-/// that were not members are returned in `not_in_list`. Costs nothing.
+/// The prospects stay; ids that were not members are answered in `not_in_list`.
 #[action(
     scope = "write",
     idempotent,
@@ -784,16 +780,13 @@ outreach_runtime::prelude::parity!(remove_prospects_from_list, write,
 /// The input of `list_list_prospects`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListListProspectsInput {
-    /// The list's id (`lst_...`).
+    /// `lst_...`
     pub id: String,
     #[serde(flatten)]
     pub page: PageParams,
 }
 
 /// List the prospects of a list, most recently added first.
-///
-/// Returns full prospects, paged with `limit` (1 to 200, default 25) and `offset`; follow
-/// `next_offset` while `has_more`. Costs nothing.
 #[action(scope = "read", http = "GET /lists/{id}/prospects")]
 pub async fn list_list_prospects(
     ctx: Ctx,

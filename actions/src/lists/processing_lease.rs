@@ -36,7 +36,7 @@ pub async fn take(db: &Db, mark: &Mark<'_>, lease_until: i64, now: i64) -> Resul
     .bind(now)
     .bind(mark.seen_token)
     .bind(ProcessingStatus::Processing.as_str())
-    .execute(db.pool())
+    .execute(db.writes())
     .await?;
     Ok(marked.rows_affected() == 1)
 }
@@ -52,7 +52,7 @@ pub async fn renew(db: &Db, mark: &Mark<'_>, lease_until: i64) -> Result<(), Api
     .bind(mark.token)
     .bind(lease_until)
     .bind(ProcessingStatus::Processing.as_str())
-    .execute(db.pool())
+    .execute(db.writes())
     .await?;
     Ok(())
 }
@@ -75,7 +75,7 @@ pub async fn give_back(
     .bind(seen_status)
     .bind(seen_updated_at)
     .bind(mark.seen_token)
-    .execute(db.pool())
+    .execute(db.writes())
     .await?;
     Ok(())
 }
@@ -91,7 +91,7 @@ pub async fn fail(db: &Db, mark: &Mark<'_>, now: i64) -> Result<(), ApiError> {
     .bind(mark.token)
     .bind(now)
     .bind(ProcessingStatus::Failed.as_str())
-    .execute(db.pool())
+    .execute(db.writes())
     .await?;
     Ok(())
 }
@@ -132,7 +132,7 @@ pub async fn recover_lapsed(db: &Db, now: i64) -> Result<u64, ApiError> {
     .bind(now)
     .bind(ProcessingStatus::Failed.as_str())
     .bind(ProcessingStatus::Processing.as_str())
-    .execute(db.pool())
+    .execute(db.writes())
     .await?;
     Ok(recovered.rows_affected())
 }

@@ -50,6 +50,8 @@ error_codes! {
     pub ACCOUNT_RESTRICTED = ("account_restricted", 409, "the network: the sender's account is restricted by the network");
     pub NETWORK_UNAVAILABLE = ("network_unavailable", 503, "the network failed for a moment; retry later");
     pub NETWORK_REJECTED = ("network_rejected", 422, "the network rejected the request as invalid (its words are in the message)");
+    pub NOT_ALLOWED_INMAIL = ("not_allowed_inmail", 422, "the network: the account cannot send InMail (no premium plan), or the person does not take InMail");
+    pub INSUFFICIENT_INMAIL_CREDITS = ("insufficient_inmail_credits", 422, "the network: the account has no InMail credits left");
 }
 
 /// The longest invitation note the network takes (200 on free accounts; we hold every account to
@@ -57,6 +59,9 @@ error_codes! {
 pub const MAX_NOTE_CHARS: usize = 300;
 /// The longest message the network takes.
 pub const MAX_MESSAGE_CHARS: usize = 8_000;
+/// The longest InMail body and subject the network takes.
+pub const MAX_INMAIL_CHARS: usize = 1_900;
+pub const MAX_SUBJECT_CHARS: usize = 200;
 
 /// A sender's account on the network: the workspace it belongs to and the sender's id.
 #[derive(Debug, Clone, Copy)]
@@ -116,6 +121,8 @@ text_enum! {
         Withdrawal => "withdrawal",
         /// A message was sent.
         Message => "message",
+        /// An InMail was sent.
+        Inmail => "inmail",
     }
 }
 
@@ -203,6 +210,10 @@ pub enum NetworkError {
     NeedsReauth,
     /// The network restricted the account.
     AccountRestricted,
+    /// The account cannot send InMail (no premium plan), or the person does not take InMail.
+    NotAllowedInmail,
+    /// The account has no InMail credits left.
+    InsufficientCredits,
     /// The network refused the request as invalid, with its words; sending it again would fail
     /// the same way.
     Rejected(String),
@@ -224,6 +235,8 @@ impl NetworkError {
             Self::TooLong { .. } => TEXT_TOO_LONG,
             Self::AccountDisconnected | Self::NeedsReauth => ACCOUNT_DISCONNECTED,
             Self::Rejected(_) => NETWORK_REJECTED,
+            Self::NotAllowedInmail => NOT_ALLOWED_INMAIL,
+            Self::InsufficientCredits => INSUFFICIENT_INMAIL_CREDITS,
             Self::AccountRestricted => ACCOUNT_RESTRICTED,
             Self::Transient(_) => NETWORK_UNAVAILABLE,
         }
@@ -280,6 +293,12 @@ impl From<NetworkError> for ApiError {
             }
             NetworkError::Unreachable => {
                 "The network refused: the person cannot be reached (the profile is blocked, deleted or restricted).".to_owned()
+            }
+            NetworkError::NotAllowedInmail => {
+                "The network refused: this sender's account cannot send InMail (it needs a premium plan), or the person does not take InMail.".to_owned()
+            }
+            NetworkError::InsufficientCredits => {
+                "The network refused: this sender's account has no InMail credits left.".to_owned()
             }
             NetworkError::TooLong { limit } => {
                 format!("The network refused: the text is longer than {limit} characters.")
@@ -343,6 +362,16 @@ pub trait NetworkProvider: Send + Sync {
     fn send_message(
         &self,
         to: Outbound<'_>,
+        text: &str,
+    ) -> impl Future<Output = Result<Sent, NetworkError>> + Send;
+
+    /// Sends an InMail (a `subject` of at most [`MAX_SUBJECT_CHARS`], a body of at most
+    /// [`MAX_INMAIL_CHARS`]) to someone who need not be a connection; it spends one of the
+    /// account's InMail credits.
+    fn send_inmail(
+        &self,
+        to: Outbound<'_>,
+        subject: &str,
         text: &str,
     ) -> impl Future<Output = Result<Sent, NetworkError>> + Send;
 
@@ -453,6 +482,18 @@ impl NetworkProvider for Network {
         match self {
             Self::Sandbox(sandbox) => sandbox.send_message(to, text).await,
             Self::Unipile(unipile) => unipile.send_message(to, text).await,
+        }
+    }
+
+    async fn send_inmail(
+        &self,
+        to: Outbound<'_>,
+        subject: &str,
+        text: &str,
+    ) -> Result<Sent, NetworkError> {
+        match self {
+            Self::Sandbox(sandbox) => sandbox.send_inmail(to, subject, text).await,
+            Self::Unipile(unipile) => unipile.send_inmail(to, subject, text).await,
         }
     }
 

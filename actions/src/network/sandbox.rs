@@ -737,24 +737,130 @@ async fn message_in(
         Some(to.intent),
     )
     .await?;
-    // The person answers the first message only, once, if their fate says so.
-    if found.reply_at.is_none()
-        && found.reply_text.is_none()
-        && let (Some(after), Some(reply)) = (fate.replies_after_ms, fate.reply_text)
-    {
-        sqlx::query(
-            "update sandbox_connections set reply_at = $4, reply_text = $5 \
-             where workspace_id = $1 and sender_id = $2 and profile_url = $3",
-        )
-        .bind(to.account.workspace_id)
-        .bind(to.account.sender_id)
-        .bind(to.profile_url)
-        .bind(now + after)
-        .bind(reply)
-        .execute(&mut *conn)
-        .await?;
+    if found.reply_at.is_none() && found.reply_text.is_none() {
+        reply_later(conn, to, fate, now).await?;
     }
     Ok(Some(message.provider_message_id))
+}
+
+/// The person answers the sender's first message (or InMail) only, once, if their fate says so:
+/// the reply's time and text go on their relation, for polling to deliver.
+async fn reply_later(
+    conn: &mut sqlx::AnyConnection,
+    to: &Outbound<'_>,
+    fate: &Fate,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    let (Some(after), Some(reply)) = (fate.replies_after_ms, fate.reply_text) else {
+        return Ok(());
+    };
+    sqlx::query(
+        "update sandbox_connections set reply_at = $4, reply_text = $5 \
+         where workspace_id = $1 and sender_id = $2 and profile_url = $3",
+    )
+    .bind(to.account.workspace_id)
+    .bind(to.account.sender_id)
+    .bind(to.profile_url)
+    .bind(now + after)
+    .bind(reply)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// An InMail: it needs the account's InMail credits (a sandbox account has none until
+/// [`set_inmail_credits`] gives it some: null is an account that cannot send InMail at all), and
+/// spends one. The person need not be a connection; one who replies to messages replies to it
+/// as to a first message, when the sender had written to them before through no other channel.
+async fn inmail_in(
+    conn: &mut sqlx::AnyConnection,
+    to: &Outbound<'_>,
+    subject: &str,
+    text: &str,
+    fate: &Fate,
+    now: i64,
+) -> Result<Option<String>, NetworkError> {
+    if text.chars().count() > crate::network::MAX_INMAIL_CHARS {
+        return Err(NetworkError::TooLong {
+            limit: crate::network::MAX_INMAIL_CHARS,
+        });
+    }
+    if subject.chars().count() > crate::network::MAX_SUBJECT_CHARS {
+        return Err(NetworkError::TooLong {
+            limit: crate::network::MAX_SUBJECT_CHARS,
+        });
+    }
+    let credits: Option<i64> = sqlx::query_scalar(
+        "select inmail_credits from sandbox_accounts where workspace_id = $1 and sender_id = $2",
+    )
+    .bind(to.account.workspace_id)
+    .bind(to.account.sender_id)
+    .fetch_optional(&mut *conn)
+    .await?
+    .flatten();
+    match credits {
+        None => return Err(NetworkError::NotAllowedInmail),
+        Some(credits) if credits <= 0 => return Err(NetworkError::InsufficientCredits),
+        Some(_) => {}
+    }
+    if fate.unreachable {
+        return Err(NetworkError::Unreachable);
+    }
+    sqlx::query(
+        "update sandbox_accounts set inmail_credits = inmail_credits - 1, updated_at = $3          where workspace_id = $1 and sender_id = $2",
+    )
+    .bind(to.account.workspace_id)
+    .bind(to.account.sender_id)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    let message = insert_message(
+        conn,
+        to.account.workspace_id,
+        to.account.sender_id,
+        to.profile_url,
+        ChatDirection::Outbound,
+        &format!("{subject}\n\n{text}"),
+        now,
+        Some(to.intent),
+    )
+    .await?;
+    let found = relation(
+        conn,
+        to.account.workspace_id,
+        to.account.sender_id,
+        to.profile_url,
+    )
+    .await?;
+    if found.is_none() {
+        put_relation(conn, to, "none", None, None, None, None, now).await?;
+    }
+    if found.is_none_or(|found| found.reply_at.is_none() && found.reply_text.is_none()) {
+        reply_later(conn, to, fate, now).await?;
+    }
+    Ok(Some(message.provider_message_id))
+}
+
+/// Gives a sandbox account `credits` InMail credits (`None`: an account that cannot send InMail).
+pub(crate) async fn set_inmail_credits(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    sender_id: &str,
+    credits: Option<i64>,
+    now_ms: i64,
+) -> Result<AnyRow, ApiError> {
+    Ok(sqlx::query(
+        "insert into sandbox_accounts (workspace_id, sender_id, status, inmail_credits, updated_at) \
+         values ($1, $2, 'connected', $3, $4) \
+         on conflict (workspace_id, sender_id) do update set inmail_credits = excluded.inmail_credits, updated_at = excluded.updated_at \
+         returning status, latency_ms, inmail_credits, updated_at",
+    )
+    .bind(workspace_id)
+    .bind(sender_id)
+    .bind(credits)
+    .bind(now_ms)
+    .fetch_one(conn)
+    .await?)
 }
 
 impl NetworkProvider for Sandbox {
@@ -801,6 +907,21 @@ impl NetworkProvider for Sandbox {
             Err(error) => Err(error),
         };
         Self::finish(tx, &to, (OutboundKind::Message, Some(text)), decided, now).await
+    }
+
+    async fn send_inmail(
+        &self,
+        to: Outbound<'_>,
+        subject: &str,
+        text: &str,
+    ) -> Result<Sent, NetworkError> {
+        let fate = fate(self.seed, to.profile_url);
+        let (mut tx, now, usable) = self.begin(to.account).await?;
+        let decided = match usable {
+            Ok(()) => inmail_in(&mut tx, &to, subject, text, &fate, now).await,
+            Err(error) => Err(error),
+        };
+        Self::finish(tx, &to, (OutboundKind::Inmail, Some(text)), decided, now).await
     }
 
     async fn connection_state(
@@ -949,7 +1070,7 @@ pub(crate) async fn set_account_status(
     Ok(sqlx::query(
         "insert into sandbox_accounts (workspace_id, sender_id, status, updated_at) values ($1, $2, $3, $4) \
          on conflict (workspace_id, sender_id) do update set status = excluded.status, updated_at = excluded.updated_at \
-         returning status, latency_ms, updated_at",
+         returning status, latency_ms, inmail_credits, updated_at",
     )
     .bind(workspace_id)
     .bind(sender_id)
@@ -972,7 +1093,7 @@ pub(crate) async fn set_account_latency(
         "insert into sandbox_accounts (workspace_id, sender_id, status, latency_ms, updated_at) \
          values ($1, $2, 'connected', $3, $4) \
          on conflict (workspace_id, sender_id) do update set latency_ms = excluded.latency_ms, updated_at = excluded.updated_at \
-         returning status, latency_ms, updated_at",
+         returning status, latency_ms, inmail_credits, updated_at",
     )
     .bind(workspace_id)
     .bind(sender_id)

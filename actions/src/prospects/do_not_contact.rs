@@ -498,18 +498,20 @@ async fn fetch_entries(
 
 // ----- actions -----
 
-/// One entry to add.
+// One entry to add.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "DoNotContactEntryInput")]
 pub struct EntryInput {
-    /// `profile_url`, `email` or `domain`.
+    /// A `domain` covers everyone at the company.
     pub kind: EntryKind,
-    /// The profile URL (as a prospect's `profile_url`), email address (as `email`) or company
-    /// domain (as `company_domain`; a URL on the domain is reduced to it), as `kind` says.
+    /// A profile URL, email or company domain, as `kind` says.
+    ///
+    /// Compared with a prospect's `profile_url`, `email` and `company_domain`, normalised as they
+    /// are; a URL on a domain is reduced to the domain.
     #[schemars(length(min = 1, max = 2000), regex(pattern = crate::common::NOT_BLANK))]
     pub value: String,
-    /// Why (at most 500 characters): "customer", "asked to stop", "competitor".
+    /// E.g. "customer", "asked to stop", "competitor".
     #[schemars(length(max = 500))]
     pub reason: Option<String>,
 }
@@ -517,7 +519,7 @@ pub struct EntryInput {
 /// The input of `add_do_not_contact`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AddDoNotContactInput {
-    /// 1 to 1000 entries; repeats and entries already on the list are folded.
+    /// Repeats and entries already listed are folded.
     #[schemars(length(min = 1, max = 1000))]
     pub entries: Vec<EntryInput>,
 }
@@ -537,10 +539,12 @@ pub struct DoNotContactAdded {
 
 /// Add people or companies to the do-not-contact list.
 ///
+/// Nobody listed is enrolled, approved or sent anything; matching prospects are flagged at once.
+/// One bad value refuses the whole call.
+///
 /// Takes 1 to 1000 entries, each a `profile_url`, `email` or company `domain` with an optional
-/// `reason`. Nobody on the list is enrolled, approved or sent anything: matching prospects are
-/// marked do-not-contact at once, and a step that comes due for one finishes its enrollment
-/// without sending. A bad value refuses the whole call, naming it; nothing is saved.
+/// `reason`. A step that comes due for a listed prospect finishes its enrollment without
+/// sending. The refusal names the bad value; nothing is saved.
 #[action(scope = "write", idempotent, http = "POST /do-not-contact")]
 pub async fn add_do_not_contact(
     ctx: Ctx,
@@ -607,8 +611,6 @@ pub struct ListDoNotContactInput {
 }
 
 /// List the do-not-contact list, newest first.
-///
-/// Paged (`limit`, `offset`); `kind` keeps one kind of entry (`profile_url`, `email`, `domain`).
 #[action(scope = "read", http = "GET /do-not-contact")]
 pub async fn list_do_not_contact(
     ctx: Ctx,
@@ -656,7 +658,7 @@ outreach_runtime::prelude::parity!(list_do_not_contact, read,
 /// The input of `remove_do_not_contact`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RemoveDoNotContactInput {
-    /// The entry (`dnc_...`).
+    /// `dnc_...`
     pub id: String,
 }
 
@@ -671,8 +673,8 @@ pub struct DoNotContactRemoved {
 
 /// Remove an entry from the do-not-contact list.
 ///
-/// The prospects it matched that no other entry matches may be contacted again (their
-/// `do_not_contact` flag is cleared); nothing is sent to them until a person approves it.
+/// Prospects no other entry matches lose their `do_not_contact` flag; nothing is sent to them
+/// before a person approves it.
 #[action(scope = "write", idempotent, http = "DELETE /do-not-contact/{id}")]
 pub async fn remove_do_not_contact(
     ctx: Ctx,
@@ -758,14 +760,16 @@ outreach_runtime::prelude::parity!(remove_do_not_contact, write,
 /// The input of `import_do_not_contact`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ImportDoNotContactInput {
-    /// CSV text with a header row. Columns used: `profile_url` (or LinkedIn URL, Profile URL,
-    /// LinkedIn Profile), `email` (or Email Address), `domain` (or Company Domain, Website), and `reason`;
-    /// headers are matched without regard to case, spaces or punctuation, and other columns are
-    /// ignored. Each non-empty value of a row becomes an entry. Over REST the file can also be
-    /// the whole body (`Content-Type: text/csv`) or a `multipart/form-data` part named `file`.
+    /// CSV text with a header row; common synonyms of the column names are recognised.
+    ///
+    /// Columns used: `profile_url` (or LinkedIn URL, Profile URL, LinkedIn Profile), `email` (or
+    /// Email Address), `domain` (or Company Domain, Website), and `reason`; headers are matched
+    /// without regard to case, spaces or punctuation, and other columns are ignored. Each
+    /// non-empty value of a row becomes an entry. Over REST the file can also be the whole body
+    /// (`Content-Type: text/csv`) or a `multipart/form-data` part named `file`.
     #[schemars(regex(pattern = crate::common::NOT_BLANK))]
     pub csv: String,
-    /// The reason of rows without a `reason` column value (at most 500 characters).
+    /// For rows with no `reason` value.
     #[schemars(length(max = 500))]
     pub reason: Option<String>,
 }
@@ -816,10 +820,11 @@ fn column_of(header: &str) -> Option<&'static str> {
 
 /// Import a do-not-contact list from CSV.
 ///
-/// A file upload as `import_prospects` takes it: a header row naming a `profile_url`, `email` or
-/// `domain` column (and optionally `reason`). Each value becomes an entry; repeats and values
-/// already listed are folded. Rows with a bad value are refused and reported with why; the rest
-/// are added. A file without a usable column is refused whole, naming the columns it has.
+/// Needs a `profile_url`, `email` or `domain` column (optionally `reason`); each value becomes an
+/// entry. Rows with a bad value are refused and reported with why; the rest are added.
+///
+/// A file upload as `import_prospects` takes it. Repeats and values already listed are folded. A
+/// file without a usable column is refused whole, naming the columns it has.
 #[action(scope = "write", idempotent, http = "POST /do-not-contact/imports")]
 pub async fn import_do_not_contact(
     ctx: Ctx,

@@ -436,7 +436,7 @@ pub struct CreateProspectInput {
     pub department: Option<String>,
     #[schemars(length(max = 500))]
     pub company_name: Option<String>,
-    /// A domain such as `acme.com`; a URL is reduced to its host.
+    /// E.g. `acme.com`; a URL is reduced to its host.
     #[schemars(regex(pattern = crate::common::OPTIONAL_DOMAIN), length(max = 500))]
     pub company_domain: Option<String>,
     #[schemars(length(max = 500))]
@@ -449,18 +449,19 @@ pub struct CreateProspectInput {
     pub country: Option<String>,
     #[schemars(length(max = 500))]
     pub timezone: Option<String>,
-    /// The person's profile page; stored normalised and unique in the workspace.
+    /// The person's profile page (e.g. on LinkedIn), stored normalised.
     #[schemars(regex(pattern = crate::common::PROFILE_URL), length(max = 500))]
     pub profile_url: Option<String>,
     #[schemars(regex(pattern = crate::common::EMAIL), length(max = 500))]
     pub email: Option<String>,
     #[schemars(length(max = 500))]
     pub phone: Option<String>,
-    /// Up to 50 tags of up to 64 characters.
     #[serde(default)]
     #[schemars(length(max = 50), inner(length(min = 1, max = 64), regex(pattern = crate::common::NOT_BLANK)))]
     pub tags: Vec<String>,
-    /// Fields of any JSON value, keyed by name: at most 50 keys of 1 to 100 characters, each value at most 10,000 characters of JSON text, and 64 KB of JSON in all (more is a 400 naming the field).
+    /// Each value at most 10,000 characters of JSON text, 64 KB in all.
+    ///
+    /// At most 50 keys of 1 to 100 characters; more is a 400 naming the field.
     #[serde(default)]
     #[schemars(extend("maxProperties" = 50, "propertyNames" = {"minLength": 1, "maxLength": 100, "pattern": crate::common::NOT_BLANK}))]
     pub custom_fields: BTreeMap<String, Value>,
@@ -498,10 +499,11 @@ impl CreateProspectInput {
 
 /// Create a prospect.
 ///
-/// Needs at least a name, a `profile_url` or an `email`. The profile URL is normalised (scheme,
-/// `www.`, query and trailing slash removed, lowercased) and must be unique in the workspace, and
-/// so must the email (as imports match them): a duplicate is a 409 `conflict` whose
-/// `existing_id` names the prospect that has it. Costs nothing.
+/// Needs a name, a `profile_url` or an `email`. A `profile_url` or `email` another prospect has
+/// is a 409 `conflict` whose `existing_id` names it.
+///
+/// The profile URL is normalised (scheme, `www.`, query and trailing slash removed, lowercased)
+/// before it is compared; emails are unique too, as imports match prospects by them.
 #[action(scope = "write", idempotent, http = "POST /prospects")]
 pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Prospect, ApiError> {
     let fields = input.into_fields()?;
@@ -688,13 +690,11 @@ pub(crate) async fn fetch_in(
 /// The input of `get_prospect` and `delete_prospect`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ProspectId {
-    /// The prospect's id (`prs_...`).
+    /// `prs_...`
     pub id: String,
 }
 
 /// Get a prospect by id.
-///
-/// Returns every field of the prospect, including its latest score and tier. Costs nothing.
 #[action(scope = "read", http = "GET /prospects/{id}")]
 pub async fn get_prospect(ctx: Ctx, input: ProspectId) -> Result<Prospect, ApiError> {
     fetch(&ctx, &input.id).await
@@ -743,33 +743,34 @@ outreach_runtime::prelude::parity!(get_prospect, read,
 /// The input of `list_prospects`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListProspectsInput {
-    /// Only prospects whose name, company, title, email or profile URL contains this text
-    /// (case-insensitive).
+    /// Text in the name, company, title, email or profile URL (any case).
     pub q: Option<String>,
-    /// Only prospects with this tag (exact match).
+    /// An exact tag.
     pub tag: Option<String>,
-    /// Only the prospect with this email (compared lowercased): an exact lookup.
+    /// Exact lookup (any case).
     #[schemars(regex(pattern = crate::common::EMAIL))]
     pub email: Option<String>,
-    /// Only the prospect with this profile, normalised like on create
-    /// (`https://www.linkedin.com/in/Jane-Doe/` finds `linkedin.com/in/jane-doe`): an exact lookup.
+    /// Exact lookup, normalised as on create.
+    ///
+    /// `https://www.linkedin.com/in/Jane-Doe/` finds `linkedin.com/in/jane-doe`.
     #[schemars(regex(pattern = crate::common::PROFILE_URL))]
     pub profile_url: Option<String>,
-    /// Only prospects of this tier (`a`, `b`, `c`, `d`, `disqualified`); unscored prospects have none.
+    /// Unscored prospects have none.
     pub tier: Option<Tier>,
-    /// Only prospects scored at least this much (0 to 100); unscored prospects are left out.
+    /// The lowest score; leaves out the unscored.
     #[schemars(range(min = 0, max = 100))]
     pub min_score: Option<i64>,
-    /// Only prospects scored at most this much (0 to 100); unscored prospects are left out.
+    /// The highest score; leaves out the unscored.
     #[schemars(range(min = 0, max = 100))]
     pub max_score: Option<i64>,
-    /// Only members of this list (`lst_...`).
+    /// Members of this list (`lst_...`).
     pub list_id: Option<String>,
-    /// The order: `created_at` (the default), `updated_at` or `score` (unscored prospects last);
-    /// the id breaks ties.
+    /// Default `created_at`; `score` puts the unscored last.
+    ///
+    /// The id breaks ties.
     #[serde(default)]
     pub sort: ProspectSort,
-    /// `desc` (the default: newest or highest first) or `asc`.
+    /// Default `desc`: newest or highest first.
     #[serde(default)]
     pub order: SortOrder,
     #[serde(flatten)]
@@ -797,11 +798,12 @@ pub enum SortOrder {
 
 /// List and find prospects, newest first.
 ///
-/// Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while `has_more`.
-/// Find one person with `email` or `profile_url` (exact, normalised like on create); filter with
-/// `q` (name, company, title, email or profile URL contains), `tag`, `tier`, `min_score` and
-/// `max_score` (0 to 100), and `list_id`; all filters combine. Sort with `sort` (`created_at`,
-/// `updated_at`, `score`) and `order` (`desc` or `asc`). Costs nothing.
+/// Find one person with `email` or `profile_url`; the filters combine.
+///
+/// Paged with `limit` and `offset`; follow `next_offset` while `has_more`. Filter with `q` (name,
+/// company, title, email or profile URL contains), `tag`, `tier`, `min_score` and `max_score` (0
+/// to 100), and `list_id`. Sort with `sort` (`created_at`, `updated_at`, `score`) and `order`
+/// (`desc` or `asc`).
 #[action(scope = "read", http = "GET /prospects")]
 pub async fn list_prospects(
     ctx: Ctx,
@@ -1000,59 +1002,77 @@ async fn email_conflict(
 /// The input of `update_prospect`: only the fields given change; `null` clears a field.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct UpdateProspectInput {
-    /// The prospect's id (`prs_...`).
+    /// `prs_...`
     pub id: String,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(length(max = 500))]
     pub first_name: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(length(max = 500))]
     pub last_name: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(length(max = 500))]
     pub headline: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(length(max = 500))]
     pub title: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(length(max = 500))]
     pub seniority: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(length(max = 500))]
     pub department: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(length(max = 500))]
     pub company_name: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(regex(pattern = crate::common::OPTIONAL_DOMAIN), length(max = 500))]
     pub company_domain: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(length(max = 500))]
     pub company_industry: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     pub company_size: Option<Option<u32>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(length(max = 500))]
     pub location: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(length(max = 500))]
     pub country: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(length(max = 500))]
     pub timezone: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(regex(pattern = crate::common::PROFILE_URL), length(max = 500))]
     pub profile_url: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(regex(pattern = crate::common::EMAIL), length(max = 500))]
     pub email: Option<Option<String>>,
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     #[schemars(length(max = 500))]
     pub phone: Option<Option<String>>,
-    /// Replaces the tags.
+    /// Replaces every tag.
     #[schemars(length(max = 50), inner(length(min = 1, max = 64), regex(pattern = crate::common::NOT_BLANK)))]
     pub tags: Option<Vec<String>>,
-    /// Replaces the custom fields: at most 50 keys of 1 to 100 characters, each value at most 10,000 characters of JSON text, and 64 KB of JSON in all (more is a 400 naming the field).
+    /// Replaces them all; each value at most 10,000 characters of JSON, 64 KB in all.
+    ///
+    /// At most 50 keys of 1 to 100 characters; more is a 400 naming the field.
     #[schemars(extend("maxProperties" = 50, "propertyNames" = {"minLength": 1, "maxLength": 100, "pattern": crate::common::NOT_BLANK}))]
     pub custom_fields: Option<BTreeMap<String, Value>>,
     pub do_not_contact: Option<bool>,
@@ -1072,9 +1092,8 @@ fn apply(
 
 /// Update a prospect.
 ///
-/// Only the fields given change; `null` clears a field; `tags` and `custom_fields` replace the
-/// whole value. The prospect must keep a name, a profile URL or an email. A profile URL already
-/// used by another prospect is a 409 `conflict`. Costs nothing.
+/// Fields left out keep their value; `null` clears one. It must keep a name, a `profile_url` or an
+/// `email`; one another prospect has is a 409 `conflict`.
 #[action(scope = "write", idempotent, http = "PATCH /prospects/{id}")]
 pub async fn update_prospect(ctx: Ctx, input: UpdateProspectInput) -> Result<Prospect, ApiError> {
     // The person is locked and read in the transaction that writes: two updates at once take
@@ -1231,8 +1250,6 @@ outreach_runtime::prelude::parity!(update_prospect, write,
 );
 
 /// Delete a prospect.
-///
-/// Removes the prospect and its tags for good. Costs nothing.
 #[action(scope = "write", idempotent, http = "DELETE /prospects/{id}")]
 pub async fn delete_prospect(ctx: Ctx, input: ProspectId) -> Result<Deleted, ApiError> {
     let prospect = fetch(&ctx, &input.id).await?;

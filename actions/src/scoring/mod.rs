@@ -127,12 +127,14 @@ impl ScoringRun {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(extend("not" = {"anyOf": [{"required": ["list_id", "prospect_ids"], "properties": {"list_id": {"not": {"type": "null"}}, "prospect_ids": {"not": {"type": "null"}}}}, {"properties": {"list_id": {"type": "null"}, "prospect_ids": {"type": "null"}}}]}))]
 pub struct StartScoringRunInput {
-    /// Score every prospect of this list (`lst_...`). Give `list_id` or `prospect_ids`, not both.
+    /// `lst_...`; or `prospect_ids`, not both.
     pub list_id: Option<String>,
-    /// Score these prospects (`prs_...`): 1 to 10,000 ids; a repeated id is scored once.
+    /// `prs_...`
+    ///
+    /// A repeated id is scored once.
     #[schemars(length(min = 1, max = 10000))]
     pub prospect_ids: Option<Vec<String>>,
-    /// The targeting to score against (`tgt_...`).
+    /// `tgt_...`
     pub targeting_id: String,
 }
 
@@ -207,11 +209,12 @@ async fn price_scoring(
 
 /// Score prospects against a targeting.
 ///
-/// Scores a list's members (`list_id`) or up to 10,000 `prospect_ids` and returns the run with its
-/// counts by tier. Each prospect gets a score (0 to 100) and a tier, with what matched and what was
-/// missing (`list_scoring_results`), kept as its latest. The run, the scores and the spend are
-/// written together within the request. Costs one `scoring.prospect` unit (1 credit by default) per
-/// prospect; `estimate_only` prices it. Honours `Idempotency-Key`.
+/// Scores a list's members or `prospect_ids`; each keeps its score and tier as its latest. Costs
+/// one `scoring.prospect` unit (1 credit by default) per prospect; `estimate_only` prices it.
+///
+/// Returns the run with its counts by tier. Each score (0 to 100) comes with what matched and
+/// what was missing (`list_scoring_results`). The run, the scores and the spend are written
+/// together within the request. Honours `Idempotency-Key`.
 #[action(scope = "write", credits = price_scoring, idempotent, http = "POST /scoring-runs")]
 pub async fn start_scoring_run(
     ctx: Ctx,
@@ -273,14 +276,11 @@ async fn fetch_run(ctx: &Ctx, id: &str) -> Result<ScoringRun, ApiError> {
 /// The input of `get_scoring_run`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ScoringRunId {
-    /// The run's id (`scr_...`).
+    /// `scr_...`
     pub id: String,
 }
 
 /// Get a scoring run by id.
-///
-/// Returns the run's targeting and version, its list (if any), the prospects scored in all and
-/// by tier, the credits it spent and its times. Costs nothing.
 #[action(scope = "read", http = "GET /scoring-runs/{id}")]
 pub async fn get_scoring_run(ctx: Ctx, input: ScoringRunId) -> Result<ScoringRun, ApiError> {
     fetch_run(&ctx, &input.id).await
@@ -310,18 +310,15 @@ outreach_runtime::prelude::parity!(get_scoring_run, read,
 /// The input of `list_scoring_runs`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListScoringRunsInput {
-    /// Only runs against this targeting.
+    /// `tgt_...`
     pub targeting_id: Option<String>,
-    /// Only runs over this list.
+    /// `lst_...`
     pub list_id: Option<String>,
     #[serde(flatten)]
     pub page: PageParams,
 }
 
 /// List scoring runs, newest first.
-///
-/// Filter with `targeting_id` and `list_id`. Paged with `limit` (1 to 200, default 25) and
-/// `offset`; follow `next_offset` while `has_more`. Costs nothing.
 #[action(scope = "read", http = "GET /scoring-runs")]
 pub async fn list_scoring_runs(
     ctx: Ctx,
@@ -437,9 +434,8 @@ impl ScoringResult {
 /// The input of `list_scoring_results`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListScoringResultsInput {
-    /// The run's id (`scr_...`).
+    /// `scr_...`
     pub id: String,
-    /// Only results of this tier.
     pub tier: Option<Tier>,
     #[serde(flatten)]
     pub page: PageParams,
@@ -447,10 +443,10 @@ pub struct ListScoringResultsInput {
 
 /// List the results of a scoring run, best first.
 ///
-/// One result per prospect scored: score, tier, the criteria matched with their points, the gates
-/// failed and the data missing. Ordered by score (highest first), then prospect id; filter with
-/// `tier`. Paged with `limit` (1 to 200, default 25) and `offset`. A prospect deleted since the
-/// run has no result. Costs nothing.
+/// Per prospect: score, tier, criteria matched, gates failed, data missing.
+///
+/// Ordered by score (highest first), then prospect id. A prospect deleted since the run has no
+/// result.
 #[action(scope = "read", http = "GET /scoring-runs/{id}/results")]
 pub async fn list_scoring_results(
     ctx: Ctx,

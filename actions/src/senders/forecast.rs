@@ -67,10 +67,11 @@ pub async fn earliest_call(
     }
     let usage = limits::usage(conn, sender, now).await?;
     // Per kind, when all of its limits have room again (`None`: never by itself).
-    let mut free_at: [(QuotaKind, Option<i64>); 3] = [
+    let mut free_at: [(QuotaKind, Option<i64>); 4] = [
         (QuotaKind::ConnectionRequest, Some(now)),
         (QuotaKind::Message, Some(now)),
         (QuotaKind::ProfileView, Some(now)),
+        (QuotaKind::Inmail, Some(now)),
     ];
     for (limit_kind, _, limit) in usage.by_kind() {
         if limit.used < i64::from(limit.limit) {

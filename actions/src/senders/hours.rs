@@ -30,11 +30,12 @@ const DAY_MS: i64 = 86_400_000;
 /// One working window of a day, in the sender's local time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+// The list field that holds it describes it; a tool shows no line per item.
+#[schemars(description = "")]
 pub struct Window {
-    /// `HH:MM`, 24-hour local time, from `00:00` to `23:59`.
     #[schemars(regex(pattern = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"))]
     pub start: String,
-    /// `HH:MM`, after `start`; `24:00` ends the window at midnight.
+    /// After `start`; `24:00` is midnight.
     #[schemars(regex(pattern = r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"))]
     pub end: String,
 }

@@ -40,6 +40,14 @@ pub struct Limits {
     pub messages_per_day: u32,
     /// Profile views per local day (default 80, at most 150).
     pub profile_views_per_day: u32,
+    /// InMails per local day (default 10, at most 25); each also spends an InMail credit of the
+    /// account on the network.
+    #[serde(default = "default_inmails_per_day")]
+    pub inmails_per_day: u32,
+}
+
+fn default_inmails_per_day() -> u32 {
+    DEFAULT_LIMITS.inmails_per_day
 }
 
 /// The field's conservative defaults.
@@ -48,6 +56,7 @@ pub const DEFAULT_LIMITS: Limits = Limits {
     connection_requests_per_week: 100,
     messages_per_day: 50,
     profile_views_per_day: 80,
+    inmails_per_day: 10,
 };
 
 /// The hard ceiling no override passes.
@@ -56,28 +65,34 @@ pub const CEILING: Limits = Limits {
     connection_requests_per_week: 200,
     messages_per_day: 150,
     profile_views_per_day: 150,
+    inmails_per_day: 25,
 };
 
-/// Limits to set; each one left out keeps its value (the default on create).
+/// A limit left out keeps its value (its default on create).
+///
+/// The maximums are the ceiling no override passes.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsInput {
-    /// 0 to 40; default 20.
+    /// Default 20.
     #[schemars(range(max = 40))]
     pub connection_requests_per_day: Option<u32>,
-    /// 0 to 200 per rolling 7 days; default 100.
+    /// Per rolling 7 days; default 100.
     #[schemars(range(max = 200))]
     pub connection_requests_per_week: Option<u32>,
-    /// 0 to 150; default 50.
+    /// Default 50.
     #[schemars(range(max = 150))]
     pub messages_per_day: Option<u32>,
-    /// 0 to 150; default 80.
+    /// Default 80.
     #[schemars(range(max = 150))]
     pub profile_views_per_day: Option<u32>,
+    /// Default 10.
+    #[schemars(range(max = 25))]
+    pub inmails_per_day: Option<u32>,
 }
 
 impl Limits {
-    fn fields(self) -> [(&'static str, u32); 4] {
+    fn fields(self) -> [(&'static str, u32); 5] {
         [
             (
                 "connection_requests_per_day",
@@ -89,6 +104,7 @@ impl Limits {
             ),
             ("messages_per_day", self.messages_per_day),
             ("profile_views_per_day", self.profile_views_per_day),
+            ("inmails_per_day", self.inmails_per_day),
         ]
     }
 
@@ -98,6 +114,7 @@ impl Limits {
             connection_requests_per_week: f(self.connection_requests_per_week),
             messages_per_day: f(self.messages_per_day),
             profile_views_per_day: f(self.profile_views_per_day),
+            inmails_per_day: f(self.inmails_per_day),
         }
     }
 
@@ -114,6 +131,7 @@ impl Limits {
             profile_views_per_day: input
                 .profile_views_per_day
                 .unwrap_or(self.profile_views_per_day),
+            inmails_per_day: input.inmails_per_day.unwrap_or(self.inmails_per_day),
         };
         for ((field, value), (_, ceiling)) in limits.fields().into_iter().zip(CEILING.fields()) {
             if value > ceiling {
@@ -164,6 +182,8 @@ outreach_runtime::prelude::text_enum! {
         Message => "message",
         /// A visit to a person's profile.
         ProfileView => "profile_view",
+        /// An InMail to someone who need not be a connection.
+        Inmail => "inmail",
     }
 }
 
@@ -201,11 +221,12 @@ pub struct Usage {
     pub connection_requests_per_week: LimitUsage,
     pub messages_per_day: LimitUsage,
     pub profile_views_per_day: LimitUsage,
+    pub inmails_per_day: LimitUsage,
 }
 
 impl Usage {
     /// Each limit with the kind it counts.
-    pub fn by_kind(&self) -> [(QuotaKind, &'static str, &LimitUsage); 4] {
+    pub fn by_kind(&self) -> [(QuotaKind, &'static str, &LimitUsage); 5] {
         [
             (
                 QuotaKind::ConnectionRequest,
@@ -227,6 +248,7 @@ impl Usage {
                 "profile_views_per_day",
                 &self.profile_views_per_day,
             ),
+            (QuotaKind::Inmail, "inmails_per_day", &self.inmails_per_day),
         ]
     }
 }
@@ -252,8 +274,8 @@ pub async fn usage(
     .bind(day_start)
     .fetch_all(&mut *conn)
     .await?;
-    let mut today = [0i64; 3];
-    let mut week = [0i64; 3];
+    let mut today = [0i64; 4];
+    let mut week = [0i64; 4];
     for row in &rows {
         let kind = QuotaKind::from_db(&row.try_get::<String, _>("kind")?)?;
         let index = kind_index(kind);
@@ -295,6 +317,10 @@ pub async fn usage(
             today[kind_index(QuotaKind::ProfileView)],
             effective.profile_views_per_day,
         ),
+        inmails_per_day: daily(
+            today[kind_index(QuotaKind::Inmail)],
+            effective.inmails_per_day,
+        ),
     })
 }
 
@@ -303,6 +329,7 @@ fn kind_index(kind: QuotaKind) -> usize {
         QuotaKind::ConnectionRequest => 0,
         QuotaKind::Message => 1,
         QuotaKind::ProfileView => 2,
+        QuotaKind::Inmail => 3,
     }
 }
 
@@ -583,6 +610,7 @@ mod tests {
             connection_requests_per_week: 0,
             messages_per_day: 2,
             profile_views_per_day: 3,
+            inmails_per_day: 0,
         };
         let ramped = tiny.effective(created, created);
         assert_eq!(

@@ -612,26 +612,27 @@ fn check_zone(name: &str) -> Result<String, ApiError> {
 /// The input of `create_sender`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateSenderInput {
-    /// 1 to 200 characters, for people (`Ada's account`).
     #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: String,
-    /// IANA time zone of the account's owner (`Europe/Berlin`); hours and days are counted in it.
+    /// IANA zone (`Europe/Berlin`); hours and days count in it.
     pub timezone: String,
-    /// Local windows per weekday, `{"monday": [{"start": "09:00", "end": "17:30"}]}`; at most 4
-    /// a day, not overlapping; a day left out is a day off. Default: Monday to Friday 09:00-17:00.
+    /// Local windows per weekday, not overlapping; a day left out is off. Default: Mon-Fri
+    /// 09:00-17:00.
+    ///
+    /// For example `{"monday": [{"start": "09:00", "end": "17:30"}]}`; at most 4 windows a day.
     pub working_hours: Option<WorkingHours>,
-    /// Overrides of the default limits; none may pass the ceiling.
     pub limits: Option<LimitsInput>,
 }
 
 /// Create a sender account.
 ///
-/// Adds a network account that sequences send from, with its time zone, working hours and limits
-/// (conservative defaults; over the ceiling is a 400). `connected` at once on the sandbox
-/// network; on Unipile `pending` until its owner signs in through `connect_sender`'s link. For 14
-/// days a warm-up ramp lowers every limit, from a quarter on day one. A bad zone or window is a
-/// 400; production without a network is 503 `network_not_configured`; nothing is made. Costs
-/// nothing.
+/// On Unipile it is `pending` until its owner signs in (`connect_sender`); the sandbox connects
+/// at once. Limits ramp up over 14 days.
+///
+/// A sender is the network account sequences send from. The 14-day warm-up starts every limit at a
+/// quarter on day one. Limits have conservative defaults; over the ceiling is a 400, as is a bad
+/// zone or window; production without a network is 503 `network_not_configured`. Nothing is made
+/// then.
 #[action(scope = "write", idempotent, http = "POST /senders")]
 pub async fn create_sender(ctx: Ctx, input: CreateSenderInput) -> Result<Sender, ApiError> {
     let name = check_name(&input.name)?;
@@ -692,14 +693,16 @@ outreach_runtime::prelude::example!(create_sender,
             "connection_requests_per_day": 6,
             "connection_requests_per_week": 25,
             "messages_per_day": 12,
-            "profile_views_per_day": 20
+            "profile_views_per_day": 20,
+            "inmails_per_day": 2
         },
         "id": "snd_RWGJgtR51Eoiiw6ri5tT",
         "limits": {
             "connection_requests_per_day": 25,
             "connection_requests_per_week": 100,
             "messages_per_day": 50,
-            "profile_views_per_day": 80
+            "profile_views_per_day": 80,
+            "inmails_per_day": 10
         },
         "name": "Ada Lovelace (sales)",
         "pause_reason": null,
@@ -720,7 +723,8 @@ outreach_runtime::prelude::example!(create_sender,
             "connection_requests_per_week": {"available_again_at": null, "limit": 25, "used": 0},
             "local_day": "2026-11-23",
             "messages_per_day": {"available_again_at": null, "limit": 12, "used": 0},
-            "profile_views_per_day": {"available_again_at": null, "limit": 20, "used": 0}
+            "profile_views_per_day": {"available_again_at": null, "limit": 20, "used": 0},
+            "inmails_per_day": {"available_again_at": null, "limit": 2, "used": 0}
         },
         "warmup_ends_at": "2026-12-07T18:22:30.073Z",
         "working_hours": {
@@ -751,16 +755,18 @@ outreach_runtime::prelude::parity!(create_sender, write,
 /// The input of `get_sender` and `delete_sender`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SenderId {
-    /// The sender's id (`snd_...`).
+    /// `snd_...`
     pub id: String,
 }
 
 /// Get a sender account.
 ///
-/// Returns the sender with its limits, the warm-up (`effective_limits`, `warmup_ends_at`), usage
-/// today in its time zone and over the rolling 7 days against each limit, and `sending_status`:
-/// whether it sends now and, if not, why (outside hours, limit reached, paused after a provider
-/// limit signal, not connected) and when it resumes. Costs nothing.
+/// With limits, usage and `sending_status`: whether it sends now, and if not why and until when.
+///
+/// The warm-up shows as `effective_limits` and `warmup_ends_at`; usage counts today in the
+/// sender's time zone and over the rolling 7 days, against each limit. A sender may not be
+/// sending because it is outside its hours, a limit is reached, it is paused after a provider
+/// limit signal, or it is not connected.
 #[action(scope = "read", http = "GET /senders/{id}")]
 pub async fn get_sender(ctx: Ctx, input: SenderId) -> Result<Sender, ApiError> {
     let mut conn = ctx.db().pool().acquire().await?;
@@ -790,14 +796,16 @@ outreach_runtime::prelude::example!(get_sender,
             "connection_requests_per_day": 6,
             "connection_requests_per_week": 25,
             "messages_per_day": 12,
-            "profile_views_per_day": 20
+            "profile_views_per_day": 20,
+            "inmails_per_day": 2
         },
         "id": "snd_RWGJgtR51Eoiiw6ri5tT",
         "limits": {
             "connection_requests_per_day": 25,
             "connection_requests_per_week": 100,
             "messages_per_day": 50,
-            "profile_views_per_day": 80
+            "profile_views_per_day": 80,
+            "inmails_per_day": 10
         },
         "name": "Ada Lovelace (sales)",
         "pause_reason": null,
@@ -818,7 +826,8 @@ outreach_runtime::prelude::example!(get_sender,
             "connection_requests_per_week": {"available_again_at": null, "limit": 25, "used": 1},
             "local_day": "2026-11-23",
             "messages_per_day": {"available_again_at": null, "limit": 12, "used": 0},
-            "profile_views_per_day": {"available_again_at": null, "limit": 20, "used": 1}
+            "profile_views_per_day": {"available_again_at": null, "limit": 20, "used": 1},
+            "inmails_per_day": {"available_again_at": null, "limit": 2, "used": 0}
         },
         "warmup_ends_at": "2026-12-07T18:22:30.073Z",
         "working_hours": {
@@ -841,7 +850,7 @@ outreach_runtime::prelude::parity!(get_sender, read,
 /// The input of `list_senders`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListSendersInput {
-    /// Only senders whose account has this status.
+    /// Only this account status.
     pub status: Option<SenderStatus>,
     #[serde(flatten)]
     pub page: PageParams,
@@ -849,9 +858,10 @@ pub struct ListSendersInput {
 
 /// List sender accounts, newest first.
 ///
-/// Each sender is shown as `get_sender` shows it (usage and sending status included). Filter by
-/// account `status`. Paged with `limit` (1 to 200, default 25) and `offset`; follow `next_offset`
-/// while `has_more`. Costs nothing.
+/// Each as `get_sender` shows it.
+///
+/// Filter by account `status`. Paged with `limit` (1 to 200, default 25) and `offset`; follow
+/// `next_offset` while `has_more`.
 #[action(scope = "read", http = "GET /senders")]
 pub async fn list_senders(ctx: Ctx, input: ListSendersInput) -> Result<Page<Sender>, ApiError> {
     let mut filter = String::from("workspace_id = $1 and deleted_at is null");
@@ -911,14 +921,16 @@ outreach_runtime::prelude::example!(list_senders,
                     "connection_requests_per_day": 6,
                     "connection_requests_per_week": 25,
                     "messages_per_day": 12,
-                    "profile_views_per_day": 20
+                    "profile_views_per_day": 20,
+                    "inmails_per_day": 2
                 },
                 "id": "snd_RWGJgtR51Eoiiw6ri5tT",
                 "limits": {
                     "connection_requests_per_day": 25,
                     "connection_requests_per_week": 100,
                     "messages_per_day": 50,
-                    "profile_views_per_day": 80
+                    "profile_views_per_day": 80,
+                    "inmails_per_day": 10
                 },
                 "name": "Ada Lovelace (sales)",
                 "pause_reason": null,
@@ -939,7 +951,8 @@ outreach_runtime::prelude::example!(list_senders,
                     "connection_requests_per_week": {"available_again_at": null, "limit": 25, "used": 1},
                     "local_day": "2026-11-23",
                     "messages_per_day": {"available_again_at": null, "limit": 12, "used": 0},
-                    "profile_views_per_day": {"available_again_at": null, "limit": 20, "used": 1}
+                    "profile_views_per_day": {"available_again_at": null, "limit": 20, "used": 1},
+                    "inmails_per_day": {"available_again_at": null, "limit": 2, "used": 0}
                 },
                 "warmup_ends_at": "2026-12-07T18:22:30.073Z",
                 "working_hours": {
@@ -967,24 +980,26 @@ outreach_runtime::prelude::parity!(list_senders, read,
 /// The input of `update_sender`: only the fields given change.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct UpdateSenderInput {
-    /// The sender's id (`snd_...`).
+    /// `snd_...`
     pub id: String,
-    /// A new name.
     #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: Option<String>,
-    /// A new IANA time zone; hours, days and today's usage are counted in it from now on.
+    /// IANA zone.
+    ///
+    /// Hours, days and today's usage count in it from now on.
     pub timezone: Option<String>,
-    /// New working hours: replaces all seven days (a day left out becomes a day off).
+    /// Replaces all seven days: a day left out becomes a day off.
     pub working_hours: Option<WorkingHours>,
-    /// Limits to change; the ones left out keep their value. None may pass the ceiling.
     pub limits: Option<LimitsInput>,
 }
 
 /// Update a sender account.
 ///
+/// Only the fields given change.
+///
 /// Changes the name, time zone, working hours (all seven days at once) or some limits (the others
 /// keep theirs), with `create_sender`'s checks: bad input is a 400 and nothing changes. The
-/// warm-up counts from creation; the account's status is the network's to set. Costs nothing.
+/// warm-up counts from creation; the account's status is the network's to set.
 #[action(scope = "write", idempotent, http = "PATCH /senders/{id}")]
 pub async fn update_sender(ctx: Ctx, input: UpdateSenderInput) -> Result<Sender, ApiError> {
     IdKind::Sender.check(&input.id)?;
@@ -1030,14 +1045,16 @@ outreach_runtime::prelude::example!(update_sender,
             "connection_requests_per_day": 6,
             "connection_requests_per_week": 25,
             "messages_per_day": 15,
-            "profile_views_per_day": 20
+            "profile_views_per_day": 20,
+            "inmails_per_day": 2
         },
         "id": "snd_RWGJgtR51Eoiiw6ri5tT",
         "limits": {
             "connection_requests_per_day": 25,
             "connection_requests_per_week": 100,
             "messages_per_day": 60,
-            "profile_views_per_day": 80
+            "profile_views_per_day": 80,
+            "inmails_per_day": 10
         },
         "name": "Ada Lovelace (sales)",
         "pause_reason": null,
@@ -1058,7 +1075,8 @@ outreach_runtime::prelude::example!(update_sender,
             "connection_requests_per_week": {"available_again_at": null, "limit": 25, "used": 1},
             "local_day": "2026-11-23",
             "messages_per_day": {"available_again_at": null, "limit": 15, "used": 0},
-            "profile_views_per_day": {"available_again_at": null, "limit": 20, "used": 1}
+            "profile_views_per_day": {"available_again_at": null, "limit": 20, "used": 1},
+            "inmails_per_day": {"available_again_at": null, "limit": 2, "used": 0}
         },
         "warmup_ends_at": "2026-12-07T18:22:30.073Z",
         "working_hours": {
@@ -1080,10 +1098,11 @@ outreach_runtime::prelude::parity!(update_sender, write,
 
 /// Delete a sender account.
 ///
+/// Refused while live enrollments send from it: stop them or let them finish.
+///
 /// The sender disappears from every action and sends nothing more; what it already did stays in
-/// the dashboard's figures. A sender that live enrollments (awaiting approval, scheduled, active or
-/// paused) still send from is a 409 `invalid_state` naming them: stop them or let them finish
-/// first. Costs nothing.
+/// the dashboard's figures. Live enrollments are those awaiting approval, scheduled, active or
+/// paused; the refusal is a 409 `invalid_state` naming them.
 #[action(scope = "write", idempotent, http = "DELETE /senders/{id}")]
 pub async fn delete_sender(ctx: Ctx, input: SenderId) -> Result<Deleted, ApiError> {
     IdKind::Sender.check(&input.id)?;

@@ -11,18 +11,19 @@ use crate::common::json_text;
 /// The input of `clone_sequence`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CloneSequenceInput {
-    /// The sequence to copy (`seq_...`), in any status.
+    /// `seq_...`
     pub id: String,
-    /// The copy's name (1 to 200 characters); default: the original's with ` (copy)` after it.
+    /// Default: the original's, then ` (copy)`.
     #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: Option<String>,
 }
 
 /// Copy a sequence into a new draft.
 ///
-/// The copy has the original's steps, schedule, settings and senders, and no enrollments; it is
-/// a `draft` whatever the original's status, so nothing is sent until it is activated and people
-/// are added and approved. Costs nothing.
+/// With its steps, schedule, settings and senders; no enrollments.
+///
+/// The original may be in any status. The copy is a `draft` whatever the original's status, so
+/// nothing is sent until it is activated and people are added and approved.
 #[action(scope = "write", idempotent, http = "POST /sequences/{id}/clone")]
 pub async fn clone_sequence(ctx: Ctx, input: CloneSequenceInput) -> Result<Sequence, ApiError> {
     let now = ctx.now_ms();

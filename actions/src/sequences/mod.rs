@@ -10,7 +10,9 @@
 pub mod clone;
 pub mod states;
 pub mod stats;
+pub mod steps;
 pub mod templates;
+pub mod variants;
 
 use std::collections::{HashMap, HashSet};
 
@@ -28,7 +30,11 @@ use crate::person_lock::PersonTx;
 use crate::prospects::Prospect;
 use outreach_runtime::prelude::{ApiError, Ctx, ErrorCode, Page, PageParams, Timestamp, action};
 use outreach_runtime::prelude::{JobArgs, JobCtx, JobOutcome, JobResult, ids, paged};
-use templates::{Template, TemplateError};
+pub use steps::{
+    Condition, ConditionKind, DraftedBy, FINISH, Flow, MAX_DELAY_HOURS, MAX_INMAIL_CHARS,
+    MAX_MESSAGE_CHARS, MAX_NOTE_CHARS, MAX_STEPS, MAX_SUBJECT_CHARS, Next, ProfileField,
+    RenderProblem, RenderedText, Step, StepType, Variant, check_steps, render_steps,
+};
 
 outreach_runtime::prelude::resource_tag!(
     "sequences",
@@ -37,14 +43,7 @@ outreach_runtime::prelude::resource_tag!(
 );
 
 pub const MAX_NAME_CHARS: usize = 200;
-pub const MAX_STEPS: usize = 20;
 pub const MAX_SENDERS: usize = 20;
-/// A connection request's note, as the network allows it.
-pub const MAX_NOTE_CHARS: usize = 300;
-/// A message's text, as the network allows it.
-pub const MAX_MESSAGE_CHARS: usize = 8000;
-/// Ninety days: a longer wait is almost surely a unit mistake.
-pub const MAX_DELAY_HOURS: u32 = 2160;
 
 outreach_runtime::prelude::text_enum! {
     /// Where a sequence is in its life.
@@ -62,69 +61,13 @@ outreach_runtime::prelude::text_enum! {
     }
 }
 
-outreach_runtime::prelude::text_enum! {
-    /// What a step does on the network.
-    pub enum StepType {
-        /// Visit the person's profile.
-        ViewProfile => "view_profile",
-        /// Send an invitation, with an optional `note` of at most 300 characters.
-        ConnectionRequest => "connection_request",
-        /// Send a message (`text`, at most 8,000 characters); only first-degree connections receive messages.
-        Message => "message",
-    }
-}
-
-impl StepType {
-    /// What the step counts against among the sender's limits.
-    pub fn quota_kind(self) -> crate::senders::QuotaKind {
-        use crate::senders::QuotaKind;
-        match self {
-            Self::ViewProfile => QuotaKind::ProfileView,
-            Self::ConnectionRequest => QuotaKind::ConnectionRequest,
-            Self::Message => QuotaKind::Message,
-        }
-    }
-}
-
-/// One step of a sequence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[schemars(rename = "SequenceStep")]
-pub struct Step {
-    /// `view_profile`, `connection_request` or `message`.
-    #[serde(rename = "type")]
-    pub kind: StepType,
-    /// Hours to wait before this step: after approval for the first step, after the previous step
-    /// otherwise. 0 to 2160; default 0.
-    #[serde(default)]
-    #[schemars(range(max = 2160))]
-    pub delay_hours: u32,
-    /// A connection request's note (a template, at most 300 characters once rendered); optional.
-    #[serde(default)]
-    #[schemars(length(max = 300))]
-    pub note: Option<String>,
-    /// A message's text (a template, at most 8,000 characters once rendered); required on a message.
-    #[serde(default)]
-    #[schemars(length(max = 8000))]
-    pub text: Option<String>,
-}
-
-impl Step {
-    /// The step's template text and its limit, if it has one.
-    pub fn template(&self) -> Option<(&str, usize)> {
-        match self.kind {
-            StepType::ViewProfile => None,
-            StepType::ConnectionRequest => self.note.as_deref().map(|note| (note, MAX_NOTE_CHARS)),
-            StepType::Message => self.text.as_deref().map(|text| (text, MAX_MESSAGE_CHARS)),
-        }
-    }
-}
-
 /// When a sequence sends.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "SequenceSchedule")]
 pub struct Schedule {
+    /// Also keep to the prospect's working day, in their time zone when known.
+    ///
     /// Send only when the sender's working hours overlap the prospect's working day in the
     /// prospect's time zone (when it is known). Default false: the sender's hours alone.
     #[serde(default)]
@@ -168,22 +111,25 @@ impl Default for Settings {
     }
 }
 
-/// Settings to change; fields left out keep their value (or the default, on create).
+/// A setting left out keeps its value.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "SequenceSettingsInput")]
 pub struct SettingsInput {
     /// Default true.
     pub stop_on_reply: Option<bool>,
-    /// 1 to 180; default 21.
+    /// Default 21.
     #[schemars(range(min = 1, max = 180))]
     pub exit_after_days_without_acceptance: Option<u32>,
     /// Default true.
     pub skip_if_in_other_live_sequence: Option<bool>,
-    /// 0 (off) to 365; default 30.
+    /// 0 is off; default 30.
     #[schemars(range(max = 365))]
     pub skip_if_contacted_within_days: Option<u32>,
-    /// 1 to 90; default 7.
+    /// Hold after an out-of-office reply that names no return day; default 7.
+    ///
+    /// An out-of-office reply holds the enrollment until the return day it names; when it names
+    /// none, for this many days.
     #[schemars(range(min = 1, max = 90))]
     pub out_of_office_hold_days: Option<u32>,
 }
@@ -296,7 +242,12 @@ impl Sequence {
             id: row.try_get("id")?,
             name: row.try_get("name")?,
             status: SequenceStatus::from_db(&row.try_get::<String, _>("status")?)?,
-            steps: serde_json::from_str(&json("steps")?).map_err(ApiError::internal)?,
+            steps: {
+                let mut steps: Vec<Step> =
+                    serde_json::from_str(&json("steps")?).map_err(ApiError::internal)?;
+                steps::fill_keys(&mut steps);
+                steps
+            },
             sender_ids: Vec::new(),
             schedule: serde_json::from_str(&json("schedule")?).map_err(ApiError::internal)?,
             settings: serde_json::from_str(&json("settings")?).map_err(ApiError::internal)?,
@@ -424,9 +375,11 @@ async fn next_sends(
             continue;
         };
         let step_index: i64 = row.try_get("step_index")?;
+        // A condition sends nothing: it is no next send.
         let Some(step) = usize::try_from(step_index)
             .ok()
             .and_then(|i| sequence.steps.get(i))
+            .filter(|step| step.kind.sends())
         else {
             continue;
         };
@@ -450,7 +403,7 @@ async fn next_sends(
                 crate::senders::earliest_call(
                     conn,
                     sender,
-                    Some(step.kind.quota_kind()),
+                    step.kind.quota_kind(),
                     zone.as_ref(),
                     due,
                     now,
@@ -606,94 +559,6 @@ fn check_name(name: &str) -> Result<String, ApiError> {
     Ok(name.to_owned())
 }
 
-/// Checks and normalises a step list: shapes, limits, templates and the order rule.
-pub fn check_steps(steps: Vec<Step>) -> Result<Vec<Step>, ApiError> {
-    if steps.len() > MAX_STEPS {
-        return Err(ApiError::invalid_request(format!(
-            "`steps` holds {} steps; a sequence has at most {MAX_STEPS}.",
-            steps.len()
-        )));
-    }
-    let mut invited = false;
-    let mut checked = Vec::with_capacity(steps.len());
-    for (index, mut step) in steps.into_iter().enumerate() {
-        let at = |field: &str| format!("`steps[{index}].{field}`");
-        if step.delay_hours > MAX_DELAY_HOURS {
-            return Err(ApiError::invalid_request(format!(
-                "{} is {}; it must be between 0 and {MAX_DELAY_HOURS} (90 days).",
-                at("delay_hours"),
-                step.delay_hours
-            )));
-        }
-        let kind = step.kind;
-        if kind != StepType::ConnectionRequest && step.note.is_some() {
-            return Err(ApiError::invalid_request(format!(
-                "{} is only for a `connection_request` step; step {index} is a `{kind}`.",
-                at("note")
-            )));
-        }
-        if kind != StepType::Message && step.text.is_some() {
-            return Err(ApiError::invalid_request(format!(
-                "{} is only for a `message` step; step {index} is a `{kind}` (a connection request takes a `note`).",
-                at("text")
-            )));
-        }
-        match kind {
-            StepType::ViewProfile => {}
-            StepType::ConnectionRequest => {
-                invited = true;
-                step.note = step
-                    .note
-                    .map(|note| note.trim().to_owned())
-                    .filter(|note| !note.is_empty());
-                if let Some(note) = &step.note {
-                    check_template(
-                        note,
-                        MAX_NOTE_CHARS,
-                        &at("note"),
-                        "a connection request note",
-                    )?;
-                }
-            }
-            StepType::Message => {
-                let text = step
-                    .text
-                    .as_deref()
-                    .map(str::trim)
-                    .filter(|text| !text.is_empty())
-                    .ok_or_else(|| {
-                        ApiError::invalid_request(format!(
-                            "{} is required and must not be empty on a `message` step.",
-                            at("text")
-                        ))
-                    })?
-                    .to_owned();
-                if !invited {
-                    return Err(ApiError::invalid_request(format!(
-                        "`steps[{index}]` is a message before any `connection_request` step; messages reach only first-degree connections, so put a `connection_request` step before it."
-                    )));
-                }
-                check_template(&text, MAX_MESSAGE_CHARS, &at("text"), "a message")?;
-                step.text = Some(text);
-            }
-        }
-        checked.push(step);
-    }
-    Ok(checked)
-}
-
-fn check_template(text: &str, limit: usize, field: &str, what: &str) -> Result<(), ApiError> {
-    let chars = text.chars().count();
-    if chars > limit {
-        return Err(ApiError::invalid_request(format!(
-            "{field} is {chars} characters; {what} holds at most {limit}."
-        )));
-    }
-    Template::parse(text)
-        .map(|_| ())
-        .map_err(|error: TemplateError| ApiError::invalid_request(error.sentence(field)))
-}
-
 /// Checks that every sender exists in the workspace; returns them without repeats, in order.
 async fn check_senders(
     conn: &mut sqlx::AnyConnection,
@@ -781,16 +646,19 @@ async fn write_senders(
 /// The input of `create_sequence`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateSequenceInput {
-    /// 1 to 200 characters.
     #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: String,
-    /// Up to 20 steps, each `{"type", "delay_hours", "note" | "text"}`. Notes and texts are
-    /// templates: `{{first_name}}`, `{{company_name}}`, any prospect field or `{{custom.<key>}}`,
-    /// with a fallback after a bar: `{{first_name|there}}`.
+    /// Notes, texts and subjects are templates: `{{first_name|there}}` is a prospect field (or
+    /// `{{custom.<key>}}`) with a fallback.
+    ///
+    /// Each step is `{"type", "delay_hours", "note" | "text"}`. A template names any prospect
+    /// field (`{{first_name}}`, `{{company_name}}`) or a custom one (`{{custom.<key>}}`), with a
+    /// fallback after a bar: `{{first_name|there}}`. The steps hold at most 64 KB of JSON in all
+    /// (more is a 400).
     #[serde(default)]
     #[schemars(length(max = 20))]
     pub steps: Vec<Step>,
-    /// Senders (`snd_...`) of this workspace to send from; enrollments are spread over them.
+    /// `snd_...`; enrollments are spread over them.
     #[serde(default)]
     #[schemars(length(max = 20))]
     pub sender_ids: Vec<String>,
@@ -802,10 +670,13 @@ pub struct CreateSequenceInput {
 
 /// Create a sequence, in `draft`.
 ///
+/// Sends nothing until `activate_sequence`. A `message` needs a `connection_request` before it;
+/// an unknown template variable or sender is a 400 naming it.
+///
 /// Checks every step: a note holds at most 300 characters, a message's text 1 to 8,000, a message
 /// needs a `connection_request` before it (messages reach only first-degree connections), and a
 /// template naming an unknown variable is a 400 naming it and the step. Unknown senders are a 400
-/// naming them. Nothing is sent until `activate_sequence`. Costs nothing.
+/// naming them.
 #[action(scope = "write", idempotent, http = "POST /sequences")]
 pub async fn create_sequence(ctx: Ctx, input: CreateSequenceInput) -> Result<Sequence, ApiError> {
     let name = check_name(&input.name)?;
@@ -849,9 +720,26 @@ outreach_runtime::prelude::example!(create_sequence,
                 "type": "connection_request"
             },
             {
-                "delay_hours": 72,
-                "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
-                "type": "message"
+                "condition": {"kind": "connected", "within_days": 7},
+                "else_step": "inmail",
+                "then_step": "thanks",
+                "type": "condition"
+            },
+            {
+                "delay_hours": 4,
+                "key": "thanks",
+                "next_step": "finish",
+                "type": "message",
+                "variants": [
+                    {"text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?"},
+                    {"text": "Glad we are connected, {{first_name}}. Worth a 15-minute call?", "weight": 2}
+                ]
+            },
+            {
+                "key": "inmail",
+                "subject": "Sales teams at {{company_name|your company}}",
+                "text": "Hi {{first_name|there}}, I sent an invitation last week; in case InMail suits you better: would a short call be useful?",
+                "type": "inmail"
             }
         ]
     },
@@ -885,18 +773,43 @@ outreach_runtime::prelude::example!(create_sequence,
         },
         "status": "draft",
         "steps": [
-            {"delay_hours": 0, "note": null, "text": null, "type": "view_profile"},
+            {"delay_hours": 0, "key": "s1", "note": null, "text": null, "type": "view_profile"},
             {
                 "delay_hours": 24,
+                "key": "s2",
                 "note": "Hi {{first_name|there}}, I work with sales teams like {{company_name}}'s and would like to connect.",
                 "text": null,
                 "type": "connection_request"
             },
             {
-                "delay_hours": 72,
+                "condition": {"kind": "connected", "within_days": 7},
+                "delay_hours": 0,
+                "else_step": "inmail",
+                "key": "s3",
                 "note": null,
-                "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?",
-                "type": "message"
+                "text": null,
+                "then_step": "thanks",
+                "type": "condition"
+            },
+            {
+                "delay_hours": 4,
+                "key": "thanks",
+                "next_step": "finish",
+                "note": null,
+                "text": null,
+                "type": "message",
+                "variants": [
+                    {"enabled": true, "key": "a", "text": "Thanks for connecting, {{first_name}}! Would a short call next week be useful?", "weight": 1},
+                    {"enabled": true, "key": "b", "text": "Glad we are connected, {{first_name}}. Worth a 15-minute call?", "weight": 2}
+                ]
+            },
+            {
+                "delay_hours": 0,
+                "key": "inmail",
+                "note": null,
+                "subject": "Sales teams at {{company_name|your company}}",
+                "text": "Hi {{first_name|there}}, I sent an invitation last week; in case InMail suits you better: would a short call be useful?",
+                "type": "inmail"
             }
         ],
         "updated_at": "2026-11-23T21:19:40.394Z"
@@ -932,14 +845,16 @@ outreach_runtime::prelude::parity!(create_sequence, write,
 /// The input of actions that name one sequence.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SequenceId {
-    /// The sequence's id (`seq_...`).
+    /// `seq_...`
     pub id: String,
 }
 
 /// Get a sequence by id.
 ///
+/// With enrollment counts per status and whether it is sending now.
+///
 /// Returns its steps, senders, schedule and settings, how many enrollments are in each status, and
-/// whether it is sending now (why not, and when the next step is due). Costs nothing.
+/// whether it is sending now (why not, and when the next step is due).
 #[action(scope = "read", http = "GET /sequences/{id}")]
 pub async fn get_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
     let mut conn = ctx.db().pool().acquire().await?;
@@ -1008,7 +923,7 @@ outreach_runtime::prelude::parity!(get_sequence, timed_read,
 /// The input of `list_sequences`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListSequencesInput {
-    /// Only sequences in this status.
+    /// Only this status.
     pub status: Option<SequenceStatus>,
     #[serde(flatten)]
     pub page: PageParams,
@@ -1016,8 +931,10 @@ pub struct ListSequencesInput {
 
 /// List sequences, newest first.
 ///
-/// Each shows its status, steps, senders and enrollment counts. Filter by `status`. Paged with
-/// `limit` (1 to 200, default 25) and `offset`; follow `next_offset` while `has_more`. Costs nothing.
+/// Each with its steps, senders and enrollment counts.
+///
+/// Filter by `status`. Paged with `limit` (1 to 200, default 25) and `offset`; follow
+/// `next_offset` while `has_more`.
 #[action(scope = "read", http = "GET /sequences")]
 pub async fn list_sequences(
     ctx: Ctx,
@@ -1108,31 +1025,31 @@ outreach_runtime::prelude::parity!(list_sequences, timed_read,
 /// The input of `update_sequence`: only the fields given change.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct UpdateSequenceInput {
-    /// The sequence's id (`seq_...`).
+    /// `seq_...`
     pub id: String,
-    /// A new name; may change in any status.
     #[schemars(length(min = 1, max = 200), regex(pattern = crate::common::NOT_BLANK))]
     pub name: Option<String>,
-    /// The new step list, replacing the old one (draft or paused only).
+    /// Replaces every step.
     #[schemars(length(max = 20))]
     pub steps: Option<Vec<Step>>,
-    /// The new senders, replacing the old ones (draft or paused only).
+    /// Replaces every sender (`snd_...`).
     #[schemars(length(max = 20))]
     pub sender_ids: Option<Vec<String>>,
-    /// The new schedule (draft or paused only).
     pub schedule: Option<Schedule>,
-    /// Settings to change; fields left out keep their value (draft or paused only).
     pub settings: Option<SettingsInput>,
 }
 
 /// Update a sequence.
 ///
-/// The name may change in any status; steps, senders, schedule and settings only in `draft` and
-/// `paused` (otherwise 409 `invalid_state` naming the status: pause the sequence first). Steps are
-/// checked as on create. The texts of items waiting in the approval queue are rendered again with the
-/// new steps; if they no longer render for some prospect (too long, a value missing), the update is
-/// a 400 naming them and nothing changes. A sender that still has live enrollments in this sequence
-/// cannot be removed (409). Costs nothing.
+/// The name changes in any status, the rest only in `draft` or `paused`. Waiting approval texts
+/// are rendered again; one that fails refuses the update.
+///
+/// Steps, senders, schedule and settings change only in `draft` and `paused` (otherwise 409
+/// `invalid_state` naming the status: pause the sequence first). Steps are checked as on create.
+/// The texts of items waiting in the approval queue are rendered again with the new steps; if they
+/// no longer render for some prospect (too long, a value missing), the update is a 400 naming them
+/// and nothing changes. A sender that still has live enrollments in this sequence cannot be
+/// removed (409).
 #[action(scope = "write", idempotent, http = "PATCH /sequences/{id}")]
 pub async fn update_sequence(ctx: Ctx, input: UpdateSequenceInput) -> Result<Sequence, ApiError> {
     let name = input.name.as_deref().map(check_name).transpose()?;
@@ -1349,9 +1266,10 @@ async fn rerender_pending(
 
 /// Delete a draft sequence.
 ///
-/// Removes the sequence with its enrollments and their approval items. Only a `draft` can be
-/// deleted (nothing of it was sent); any other status is a 409 `invalid_state`: stop it instead.
-/// Costs nothing.
+/// With its enrollments and approval items; stop a non-draft instead.
+///
+/// Only a `draft` can be deleted (nothing of it was sent); any other status is a 409
+/// `invalid_state`.
 #[action(scope = "write", idempotent, http = "DELETE /sequences/{id}")]
 pub async fn delete_sequence(ctx: Ctx, input: SequenceId) -> Result<Deleted, ApiError> {
     let workspace_id = ctx.workspace_id();
@@ -1399,120 +1317,6 @@ outreach_runtime::prelude::parity!(delete_sequence, write,
     ok: {"id": "$draft"},
     fails: {"id": "$active"} => INVALID_STATE
 );
-
-outreach_runtime::prelude::text_enum! {
-    /// Who wrote a draft's text.
-    pub enum DraftedBy {
-        /// The drafting model; its text passed the checks a rendered template passes.
-        Llm => "llm",
-        /// The step's template, rendered for the prospect: no model is configured, or the model's
-        /// answer could not be used.
-        Template => "template",
-    }
-}
-
-/// The history entry of a performed step.
-impl From<StepType> for crate::enrollments::EnrollmentEventKind {
-    fn from(step: StepType) -> Self {
-        match step {
-            StepType::ViewProfile => Self::ViewProfile,
-            StepType::ConnectionRequest => Self::ConnectionRequest,
-            StepType::Message => Self::Message,
-        }
-    }
-}
-
-/// A prospect's rendered text of one step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct RenderedText {
-    /// The step's index (0-based).
-    pub step_index: u32,
-    /// The step's type.
-    #[serde(rename = "type")]
-    pub kind: StepType,
-    /// The note or message as the prospect would receive it.
-    pub text: String,
-    /// Who wrote it, on an agent's draft: `llm` (the drafting model) or `template`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drafted_by: Option<DraftedBy>,
-    /// Why the template was used although a drafting model is configured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fallback_reason: Option<String>,
-}
-
-/// Why a prospect's texts cannot be rendered.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RenderProblem {
-    /// A variable without a value and without a fallback.
-    MissingValue { step_index: usize, variable: String },
-    /// The rendered text is over its step's limit.
-    TooLong {
-        step_index: usize,
-        chars: usize,
-        limit: usize,
-    },
-}
-
-impl RenderProblem {
-    pub fn sentence(&self) -> String {
-        match self {
-            RenderProblem::MissingValue {
-                step_index,
-                variable,
-            } => format!(
-                "step {step_index} uses `{{{{{variable}}}}}`, which this prospect has no value for; add a fallback (`{{{{{variable}|...}}}}`) or fill the field"
-            ),
-            RenderProblem::TooLong {
-                step_index,
-                chars,
-                limit,
-            } => format!(
-                "step {step_index} renders to {chars} characters for this prospect; its limit is {limit}"
-            ),
-        }
-    }
-}
-
-/// Renders every step's note or text for one prospect; the first problem is reported.
-pub fn render_steps(
-    steps: &[Step],
-    prospect: &Prospect,
-) -> Result<Vec<RenderedText>, RenderProblem> {
-    let mut texts = Vec::new();
-    for (index, step) in steps.iter().enumerate() {
-        let Some((template, limit)) = step.template() else {
-            continue;
-        };
-        // Stored steps were parsed when written; a failure here would be a stored bad row.
-        let Ok(template) = Template::parse(template) else {
-            continue;
-        };
-        let text =
-            template
-                .render_for(prospect)
-                .map_err(|missing| RenderProblem::MissingValue {
-                    step_index: index,
-                    variable: missing.0,
-                })?;
-        let chars = text.chars().count();
-        if chars > limit {
-            return Err(RenderProblem::TooLong {
-                step_index: index,
-                chars,
-                limit,
-            });
-        }
-        texts.push(RenderedText {
-            step_index: u32::try_from(index).unwrap_or(u32::MAX),
-            kind: step.kind,
-            text,
-            drafted_by: None,
-            fallback_reason: None,
-        });
-    }
-    Ok(texts)
-}
-
 /// Completes an active sequence once none of its enrollments is live any more: every approved
 /// person went through its steps or left it. (Adding people is for `draft`, `active` and
 /// `paused` sequences; a completed one is done.)
@@ -1565,97 +1369,8 @@ async fn complete_when_ended(job: JobCtx) -> JobResult {
 outreach_runtime::prelude::job!(SequenceEnded::KIND, complete_when_ended);
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-
-    fn step(kind: StepType, note: Option<&str>, text: Option<&str>) -> Step {
-        Step {
-            kind,
-            delay_hours: 0,
-            note: note.map(str::to_owned),
-            text: text.map(str::to_owned),
-        }
-    }
-
-    #[test]
-    fn a_message_needs_a_connection_request_before_it() {
-        let error = check_steps(vec![
-            step(StepType::ViewProfile, None, None),
-            step(StepType::Message, None, Some("Hi")),
-        ])
-        .err()
-        .map(|e| e.message)
-        .unwrap_or_default();
-        assert!(error.contains("`steps[1]`"), "{error}");
-        assert!(
-            check_steps(vec![
-                step(StepType::ConnectionRequest, None, None),
-                step(StepType::Message, None, Some("Hi {{first_name|there}}")),
-            ])
-            .is_ok()
-        );
-    }
-
-    #[test]
-    fn notes_texts_and_templates_are_checked_naming_the_step() {
-        let long = "x".repeat(301);
-        let message = |steps| {
-            check_steps(steps)
-                .err()
-                .map(|e| e.message)
-                .unwrap_or_default()
-        };
-        assert!(
-            message(vec![step(StepType::ConnectionRequest, Some(&long), None)])
-                .contains("`steps[0].note` is 301 characters")
-        );
-        assert!(
-            message(vec![
-                step(StepType::ConnectionRequest, None, None),
-                step(StepType::Message, None, Some("  "))
-            ])
-            .contains("`steps[1].text` is required")
-        );
-        assert!(
-            message(vec![step(
-                StepType::ConnectionRequest,
-                Some("Hi {{nickname}}"),
-                None
-            )])
-            .contains("`{{nickname}}`")
-        );
-        assert!(
-            message(vec![step(StepType::ViewProfile, Some("hi"), None)])
-                .contains("`steps[0].note` is only for")
-        );
-        // An empty note is no note.
-        let steps = check_steps(vec![step(StepType::ConnectionRequest, Some("  "), None)]);
-        assert_eq!(steps.ok().map(|s| s[0].note.clone()), Some(None));
-    }
-
-    #[test]
-    fn rendering_reports_the_step_over_its_limit() {
-        let prospect = blank_prospect();
-        let mut long = blank_prospect();
-        long.company_name = Some("y".repeat(400));
-        let steps = vec![step(
-            StepType::ConnectionRequest,
-            Some("At {{company_name|your company}}"),
-            None,
-        )];
-        assert_eq!(
-            render_steps(&steps, &prospect).map(|t| t[0].text.clone()),
-            Ok("At your company".to_owned())
-        );
-        assert_eq!(
-            render_steps(&steps, &long),
-            Err(RenderProblem::TooLong {
-                step_index: 0,
-                chars: 403,
-                limit: 300
-            })
-        );
-    }
 
     pub(crate) fn blank_prospect() -> Prospect {
         use crate::prospects::ProspectSource;

@@ -223,10 +223,12 @@ async fn transition(ctx: &Ctx, id: &str, transition: Transition) -> Result<Seque
 
 /// Start a draft sequence: approved enrollments begin to receive its steps.
 ///
-/// Real invitations and messages go from its senders, but only to enrollments approved in the
-/// approval queue (`approve_outreach`). A preflight refuses with 409 `invalid_state` and every
-/// reason (no steps, no senders, a sender not `connected`). Only a `draft` can be activated; a paused
-/// one is resumed. Costs nothing.
+/// Only enrollments approved with `approve_outreach` are sent to. Only a `draft` (a paused one is
+/// resumed with `resume_sequence`); it needs steps and `connected` senders.
+///
+/// Real invitations and messages go from its senders. A preflight refuses with 409 `invalid_state`
+/// and every reason (no steps, no senders, a sender not `connected`). A paused sequence is resumed
+/// instead (`resume_sequence`).
 #[action(scope = "send", idempotent, http = "POST /sequences/{id}/activate")]
 pub async fn activate_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
     // Nothing could ever be sent (production without a network): refused before anything
@@ -288,8 +290,10 @@ outreach_runtime::prelude::parity!(activate_sequence, write,
 
 /// Pause an active sequence: no step of it is sent until it is resumed.
 ///
-/// Takes effect before the next step of each enrollment; a step already being sent finishes.
-/// Enrollments keep their place. Only an `active` sequence can be paused. Costs nothing.
+/// Enrollments keep their place; a step already being sent finishes.
+///
+/// Only an `active` sequence can be paused. Takes effect before the next step of each
+/// enrollment.
 #[action(scope = "send", idempotent, http = "POST /sequences/{id}/pause")]
 pub async fn pause_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
     transition(&ctx, &input.id, Transition::Pause).await
@@ -352,8 +356,8 @@ outreach_runtime::prelude::parity!(pause_sequence, write,
 
 /// Resume a paused sequence: its approved enrollments receive their next steps again.
 ///
-/// Sends to real people again. Runs the same preflight as `activate_sequence`. Steps that fell due
-/// while paused go out as the senders' hours and limits allow. Costs nothing.
+/// With `activate_sequence`'s preflight. Steps that fell due while paused go out as hours and
+/// limits allow.
 #[action(scope = "send", idempotent, http = "POST /sequences/{id}/resume")]
 pub async fn resume_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
     transition(&ctx, &input.id, Transition::Resume).await
@@ -412,9 +416,10 @@ outreach_runtime::prelude::parity!(resume_sequence, write,
 
 /// Stop a sequence for good.
 ///
-/// Every live enrollment finishes with exit reason `stopped` and pending approval items expire;
-/// nothing more is sent. It cannot be undone. Allowed from `active` and `paused` (a draft is
-/// deleted instead). Costs nothing.
+/// Cannot be undone; pending approval items expire. From `active` or `paused` only.
+///
+/// Every live enrollment finishes with exit reason `stopped`; nothing more is sent. A draft is
+/// deleted instead (`delete_sequence`).
 #[action(scope = "send", idempotent, http = "POST /sequences/{id}/stop")]
 pub async fn stop_sequence(ctx: Ctx, input: SequenceId) -> Result<Sequence, ApiError> {
     transition(&ctx, &input.id, Transition::Stop).await

@@ -19,11 +19,11 @@ pub const MAX_REPLAY_DAYS: i64 = KEPT_DAYS;
 /// The input of `list_webhook_deliveries`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListWebhookDeliveriesInput {
-    /// The endpoint's id (`whe_...`).
+    /// `whe_...`
     pub endpoint_id: String,
     /// Only deliveries in this state.
     pub status: Option<DeliveryStatus>,
-    /// Only the deliveries of this event (`evt_...`).
+    /// `evt_...`
     pub event_id: Option<String>,
     #[serde(flatten)]
     pub page: PageParams,
@@ -31,9 +31,11 @@ pub struct ListWebhookDeliveriesInput {
 
 /// List an endpoint's deliveries, newest first.
 ///
-/// Each event sent (or to send) to the endpoint: its `status` (`pending`, `succeeded`, `failed`),
-/// attempts made, the last answer's status, duration and first 1 KB, and when the next attempt
-/// is due. Filter by `status` or `event_id`; paged. Costs nothing.
+/// Per event sent (or to send): its `status`, attempts, the last answer and the next attempt's
+/// time.
+///
+/// The status is `pending`, `succeeded` or `failed`; the last answer's status, duration and first
+/// 1 KB are kept.
 #[action(
     scope = "read",
     http = "GET /webhook-endpoints/{endpoint_id}/deliveries"
@@ -118,17 +120,18 @@ fn check_enabled(endpoint: &WebhookEndpoint, what: &str) -> Result<(), ApiError>
 /// The input of `redeliver_event`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RedeliverEventInput {
-    /// The endpoint's id (`whe_...`).
+    /// `whe_...`
     pub endpoint_id: String,
-    /// The event's id (`evt_...`).
+    /// `evt_...`
     pub event_id: String,
 }
 
 /// Send one event to one endpoint again, now.
 ///
-/// Queues a new delivery of the event (with the same `webhook-id`), whether or not it was
-/// delivered before; answers it as `pending`. The endpoint must be enabled and take the event's
-/// type. Costs nothing.
+/// Queues a new delivery (same `webhook-id`), delivered before or not. The endpoint must be enabled
+/// and take the event's type.
+///
+/// Answers the delivery as `pending`.
 #[action(
     scope = "write",
     idempotent,
@@ -206,11 +209,11 @@ outreach_runtime::prelude::parity!(redeliver_event, write,
 /// The input of `replay_webhook_endpoint`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ReplayWebhookEndpointInput {
-    /// The endpoint's id (`whe_...`).
+    /// `whe_...`
     pub id: String,
-    /// The events from this time on (RFC 3339).
+    /// Inclusive.
     pub since: Timestamp,
-    /// The events before this time (RFC 3339); default now. At most 30 days after `since`.
+    /// Exclusive; default now, at most 30 days after `since`.
     pub until: Option<Timestamp>,
 }
 
@@ -225,9 +228,11 @@ pub struct Replayed {
 
 /// Send an endpoint every event of its types in a time range again.
 ///
-/// Queues a new delivery of each (oldest first), delivered or not before: for a receiver that
-/// lost data or was down. The range is at most 30 days (events are kept that long); the endpoint
-/// must be enabled. Costs nothing.
+/// Queues a new delivery of each, oldest first, delivered before or not. The endpoint must be
+/// enabled.
+///
+/// For a receiver that lost data or was down. The range is at most 30 days, as events are kept
+/// that long.
 #[action(
     scope = "write",
     idempotent,
@@ -317,9 +322,11 @@ pub struct TestDelivery {
 
 /// Send a test message to a webhook endpoint now.
 ///
-/// POSTs a signed `webhook.test` message (its own id, not an event of the workspace, not
-/// retried) and answers what came back: check a receiver's URL and signature check before real
-/// events reach it. Works on a disabled endpoint too. Costs nothing.
+/// POSTs a signed `webhook.test` message (not retried) and answers what came back. Works on a
+/// disabled endpoint too.
+///
+/// The message has its own id, not an event of the workspace: check a receiver's URL and
+/// signature check before real events reach it.
 #[action(
     scope = "write",
     idempotent,

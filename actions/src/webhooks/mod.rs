@@ -281,25 +281,28 @@ pub(crate) async fn note_outcome(
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhookEndpointInput {
-    /// Where deliveries are POSTed: `https` (in development and test also `http`, and loopback);
-    /// its host must not be or resolve to a private, link-local or (but in those) loopback address.
+    /// `https`, on a host that is not private or link-local.
+    ///
+    /// In development and test also `http`, and loopback; the host must not be or resolve to a
+    /// private, link-local or (but in those) loopback address.
     #[schemars(length(min = 1, max = 2000), regex(pattern = address::URL_PATTERN))]
     pub url: String,
-    /// The event types it receives; absent or empty: every type.
+    /// Absent or empty: every type.
     #[schemars(schema_with = "event_types_schema")]
     #[serde(default)]
     pub event_types: Option<Vec<EventType>>,
-    /// Up to 500 characters.
     #[schemars(length(max = 500))]
     pub description: Option<String>,
 }
 
 /// Create a webhook endpoint.
 ///
-/// The workspace's events (of `event_types`, or all) are POSTed to `url` as they happen, signed
-/// to Standard Webhooks 1.0 (`webhook-id`, `webhook-timestamp`, `webhook-signature`) with the
-/// `secret` answered here and never again. Failed deliveries are retried 7 times over about 28
-/// hours. At most 16 endpoints. Costs nothing.
+/// Events are POSTed to `url` as they happen, signed to Standard Webhooks 1.0 with the `secret`
+/// answered here and never again. At most 16 endpoints.
+///
+/// The events are the workspace's, of `event_types` or all; the signature headers are
+/// `webhook-id`, `webhook-timestamp` and `webhook-signature`. Failed deliveries are retried 7
+/// times over about 28 hours.
 #[action(scope = "write", http = "POST /webhook-endpoints")]
 pub async fn create_webhook_endpoint(
     ctx: Ctx,
@@ -379,14 +382,15 @@ outreach_runtime::prelude::parity!(create_webhook_endpoint, write,
 /// `rotate_webhook_secret` and `test_webhook_endpoint`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct WebhookEndpointId {
-    /// The endpoint's id (`whe_...`).
+    /// `whe_...`
     pub id: String,
 }
 
 /// Get a webhook endpoint by id.
 ///
-/// Its URL, types, whether it is enabled and why not. The secret is never shown again (rotate
-/// it for a new one). Costs nothing.
+/// Never its secret: rotate it for a new one.
+///
+/// Its URL, types, whether it is enabled and why not.
 #[action(scope = "read", http = "GET /webhook-endpoints/{id}")]
 pub async fn get_webhook_endpoint(
     ctx: Ctx,
@@ -423,8 +427,6 @@ pub struct ListWebhookEndpointsInput {
 }
 
 /// List webhook endpoints, newest first.
-///
-/// Paged with `limit` and `offset`. Costs nothing.
 #[action(scope = "read", http = "GET /webhook-endpoints")]
 pub async fn list_webhook_endpoints(
     ctx: Ctx,
@@ -474,28 +476,31 @@ outreach_runtime::prelude::parity!(list_webhook_endpoints, read,
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateWebhookEndpointInput {
-    /// The endpoint's id (`whe_...`).
+    /// `whe_...`
     pub id: String,
-    /// A new URL, checked as at creation.
+    /// Checked as at creation.
     #[schemars(length(min = 1, max = 2000), regex(pattern = address::URL_PATTERN))]
     pub url: Option<String>,
-    /// The event types it receives; empty: every type.
+    /// Empty: every type.
     #[schemars(schema_with = "event_types_schema")]
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     pub event_types: Option<Option<Vec<EventType>>>,
-    /// A new description; empty or `null` clears it.
+    /// Empty or `null` clears it.
     #[schemars(length(max = 500))]
     #[serde(default, deserialize_with = "crate::common::patch")]
+    #[schemars(extend("x-null-clears" = true))]
     pub description: Option<Option<String>>,
-    /// `false` stops deliveries (the pending ones fail); `true` resumes them from now on.
+    /// `false` fails the pending deliveries; `true` delivers from now on.
     pub enabled: Option<bool>,
 }
 
 /// Update a webhook endpoint.
 ///
+/// Enabling clears `disabled_reason`; replay what it missed with `replay_webhook_endpoint`.
+///
 /// Changes its `url`, `event_types`, `description`, or `enabled`. Disabling fails its pending
-/// deliveries; enabling clears `disabled_reason` and delivers what happens from then on (replay
-/// the rest with `replay_webhook_endpoint`). Costs nothing.
+/// deliveries; enabling delivers what happens from then on.
 #[action(scope = "write", idempotent, http = "PATCH /webhook-endpoints/{id}")]
 pub async fn update_webhook_endpoint(
     ctx: Ctx,
@@ -584,7 +589,7 @@ outreach_runtime::prelude::parity!(update_webhook_endpoint, write,
 
 /// Delete a webhook endpoint.
 ///
-/// It receives nothing more, and its deliveries are forgotten. Costs nothing.
+/// Its deliveries are forgotten.
 #[action(scope = "write", idempotent, http = "DELETE /webhook-endpoints/{id}")]
 pub async fn delete_webhook_endpoint(
     ctx: Ctx,
@@ -619,8 +624,10 @@ outreach_runtime::prelude::parity!(delete_webhook_endpoint, write,
 
 /// Rotate a webhook endpoint's signing secret.
 ///
-/// Answers the new `secret` (once). For 24 hours the old secret signs beside it (two signatures
-/// in `webhook-signature`), so receivers can switch without losing a delivery. Costs nothing.
+/// Answers the new `secret` once; the old one keeps signing beside it for 24 hours.
+///
+/// Two signatures in `webhook-signature` meanwhile, so receivers can switch without losing a
+/// delivery.
 #[action(scope = "write", http = "POST /webhook-endpoints/{id}/rotate-secret")]
 pub async fn rotate_webhook_secret(
     ctx: Ctx,

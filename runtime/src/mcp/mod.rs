@@ -19,6 +19,9 @@
 //! for progress instead ([`tasks`]); `tasks/get`, `tasks/update` and `tasks/cancel` dispatch the
 //! registration's actions like any call.
 //!
+//! An action the domain gives an HTML view (`crate::apps`, the MCP Apps extension) has its tool
+//! point at it, and the view is served as a resource to whoever may call the tool ([`apps`]).
+//!
 //! Two things happen at the HTTP level, before rmcp: an OAuth client calling a tool beyond its
 //! grant gets HTTP 403 with the `insufficient_scope` challenge (the MCP authorization spec's
 //! step-up signal, which an API key client would not act on, so keys keep the in-band tool
@@ -35,9 +38,10 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    GetTaskParams, GetTaskResult, Implementation, ListToolsResult, MetaObject,
-    PaginatedRequestParams, RequestMetaObject, ServerCapabilities, ServerConfig, Tool,
-    UpdateTaskParams,
+    GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation,
+    ListPromptsResult, ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject, ServerCapabilities,
+    ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::transport::StreamableHttpServerConfig;
 use rmcp::transport::StreamableHttpService;
@@ -45,14 +49,17 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, service::RequestContext};
 use serde_json::Value;
 
+mod apps;
+mod confirm;
 mod fast;
 mod guard;
+mod prompt;
 mod selection;
 mod tasks;
 mod tools;
 
 pub use guard::host_matches;
-pub use tools::{input_schema, output_schema, tool_description, tools};
+pub use tools::{input_schema, tool_description, tools};
 
 use selection::Selection;
 use tools::offered;
@@ -61,7 +68,7 @@ use crate::auth::{self, CredentialKind, Principal};
 use crate::dispatch::Dispatcher;
 use crate::error::ApiError;
 use crate::json::JsonBody;
-use crate::registry::{ESTIMATE_FIELD, IDEMPOTENCY_FIELD, Registry};
+use crate::registry::{ESTIMATE_FIELD, FIELDS_FIELD, IDEMPOTENCY_FIELD, Registry};
 use crate::request_id::{RequestId, request_id};
 use crate::rpc::ToolCall;
 use crate::scope::Scope;
@@ -130,7 +137,12 @@ pub struct McpFace {
 
 impl ServerHandler for McpFace {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder().enable_tools().build();
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_prompts()
+            .enable_resources()
+            .enable_tools()
+            .build();
+        apps::declare(&mut capabilities);
         // The Tasks extension, when some action is a long call (SEP-2663 has no per-tool marker:
         // the server decides per call).
         let capabilities = if self.state.registry.tasks().is_empty() {
@@ -160,6 +172,44 @@ impl ServerHandler for McpFace {
         Ok(ListToolsResult::with_all_items(self.offered(parts)?))
     }
 
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let (scope, _) = self.view(context.extensions.get())?;
+        Ok(ListPromptsResult::with_all_items(
+            crate::prompts::offered(scope).map(prompt::listed).collect(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let (scope, _) = self.view(context.extensions.get())?;
+        prompt::rendered(scope, &request).map(GetPromptResponse::from)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let (scope, selection) = self.view(context.extensions.get())?;
+        Ok(apps::listed(&self.state.registry, scope, selection))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let (scope, _) = self.view(context.extensions.get())?;
+        apps::read(&self.state.registry, scope, &request.uri).map(ReadResourceResponse::from)
+    }
+
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.state
             .tools
@@ -186,6 +236,9 @@ impl ServerHandler for McpFace {
             }
             _ => None,
         };
+        if let Some(answer) = self.confirm_first(&request, &context).await? {
+            return Ok(answer);
+        }
         self.call(request, parts, tasks::Asked { tasks, progress })
             .await
     }
@@ -247,9 +300,10 @@ fn instructions_text() -> String {
          Only the tools your credential's scopes allow are listed. This connection lists the \
          toolsets you asked for, or by default {}. The others are {}: ask for them with \
          `?toolsets=<name>,<name>` (or `all`) on the MCP URL or an `X-MCP-Toolsets` header. \
-         `/api/mcp/readonly` lists only the tools that change nothing.",
+         `/api/mcp/readonly` lists only the tools that change nothing. {}",
         listed(true),
-        listed(false)
+        listed(false),
+        tools::SHARED_ARGUMENTS_TEXT,
     )
 }
 
@@ -426,13 +480,21 @@ impl McpFace {
                 return Ok(CallAnswer::Response(error_result(&error.body()).into()));
             }
         };
+        let fields = match arguments.remove(FIELDS_FIELD) {
+            None | Some(Value::Null) => None,
+            Some(value) => match action.chosen_fields(value) {
+                Ok(fields) => Some(fields),
+                Err(error) => return Ok(CallAnswer::Response(error_result(&error.body()).into())),
+            },
+        };
         let result = match Dispatcher::from_ref(&self.state)
-            .dispatch(
+            .dispatch_fields(
                 principal.clone(),
                 action,
                 Value::Object(arguments),
                 idempotency_key,
                 request_id.clone(),
+                fields,
             )
             .await
         {
@@ -512,8 +574,9 @@ pub(super) enum CallAnswer {
 }
 
 /// A failed call: `isError` with the `{error, code, ...}` body as JSON text, and no
-/// `structuredContent`, which clients validate against the tool's `outputSchema` (the official
-/// TypeScript SDK does even for errors, and throws instead of showing the sentence).
+/// `structuredContent`, which a client would validate against a tool's `outputSchema` if it had
+/// one (the official TypeScript SDK does even for errors, and throws instead of showing the
+/// sentence).
 fn error_result(body: &Value) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(body.to_string())])
 }
@@ -522,8 +585,8 @@ fn error_result(body: &Value) -> CallToolResult {
 pub const REPLAYED_META: &str = "idempotent_replayed";
 
 /// A successful call's output as its tool result. A replayed answer says so twice:
-/// `"replayed": true` in `structuredContent` (the output schemas of idempotent tools declare
-/// it; see [`tools`]) for the model, and `_meta.idempotent_replayed` for the host, beside the
+/// `"replayed": true` in `structuredContent` for the model (the REST answer says it in a header
+/// instead), and `_meta.idempotent_replayed` for the host, beside the
 /// stored body unchanged otherwise.
 fn success_result(output: Value, replayed: bool) -> CallToolResult {
     let result = CallToolResult::structured(mark_replayed(output, replayed));

@@ -29,7 +29,7 @@
 //! error of the request itself, and "a tool call that returned `isError: true`" is
 //! `completed`. The call that started the work succeeded; work that failed later is a tool
 //! result flagged `isError` (its `structuredContent` is still the output, which matches the
-//! tool's output schema and names the error), under `completed`. Work stopped by a person is
+//! operation's response schema and names the error), under `completed`. Work stopped by a person is
 //! `cancelled`, with no result. A `tasks/cancel` that the domain refuses (the work already
 //! ended: `invalid_state`) is a `-32602` error carrying the sentence: the 2025-11-25 tasks spec
 //! required exactly that for a task in a terminal status, and SEP-2663 names `-32602` as the

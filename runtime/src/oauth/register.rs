@@ -81,7 +81,7 @@ async fn register_client(
     .bind(json!(validated.redirect_uris).to_string())
     .bind(Value::Object(metadata.clone()).to_string())
     .bind(now)
-    .execute(state.db.pool())
+    .execute(state.db.writes())
     .await?;
     metadata.insert("client_id".into(), json!(client_id));
     metadata.insert("client_id_issued_at".into(), json!(issued_at));

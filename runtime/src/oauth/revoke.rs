@@ -69,7 +69,7 @@ async fn revoke_token(
         )
         .bind(state.clock.now_ms())
         .bind(ids::hash_secret(token))
-        .execute(state.db.pool())
+        .execute(state.db.writes())
         .await?;
     }
     Ok(())

@@ -226,7 +226,7 @@ pub async fn submit(
     sqlx::query("delete from sign_in_failures where subject = $1 or attempt = $2")
         .bind(&account)
         .bind(&attempt)
-        .execute(state.db.pool())
+        .execute(state.db.writes())
         .await?;
     // A new session on every sign-in: a session value planted before sign-in is never promoted.
     let jar = session::end(&state, jar).await?;
@@ -267,7 +267,7 @@ pub async fn check_current_password(
         sqlx::query("delete from sign_in_failures where subject = $1 or attempt = $2")
             .bind(&account)
             .bind(&attempt)
-            .execute(state.db.pool())
+            .execute(state.db.writes())
             .await?;
     }
     Ok(Ok(verified))

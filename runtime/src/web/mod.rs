@@ -30,6 +30,8 @@ use crate::scope::Role;
 use crate::session::{self, Session};
 use crate::state::AppState;
 
+mod acting;
+mod approvals;
 mod apps;
 mod assets;
 mod credits;
@@ -48,6 +50,10 @@ pub fn routes(state: Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/login", get(login::show).post(login::submit))
         .route("/logout", post(login::logout))
         .route("/settings", get(settings_home))
+        .route("/approvals", get(approvals::show))
+        .route("/approvals/{item_id}/approve", post(approvals::approve))
+        .route("/approvals/{item_id}/reject", post(approvals::reject))
+        .route("/approvals/{item_id}/edit", post(approvals::edit))
         .route("/settings/workspace", post(login::switch_workspace))
         .route("/settings/api", get(keys::show))
         .route("/settings/api/keys", post(keys::create))
@@ -540,6 +546,31 @@ pub async fn signed_in_form(
     let form = FormData::parse(body);
     let signed = signed_in(state, headers, next).await?;
     signed.check_csrf(&form)?;
+    Ok((signed, form))
+}
+
+/// [`signed_in_form`] for a page whose forms act in the workspace they were shown for (their
+/// `workspace_id` field): a POST after the person switched workspace in another tab is refused,
+/// a `409` that leads back to `page`, rather than applied to the other one.
+pub async fn signed_in_workspace_form(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+    page: &str,
+) -> Result<(SignedIn, FormData), PageError> {
+    let (signed, form) = signed_in_form(state, headers, body, page).await?;
+    if form.get("workspace_id") != signed.workspace_id {
+        return Err(PageError::message(
+            StatusCode::CONFLICT,
+            "Workspace changed",
+            format!(
+                "This form was shown for another workspace than the one you are in now \
+                 ({}), so nothing was changed. Reload the page and try again.",
+                signed.workspace_name
+            ),
+        )
+        .back_to(page));
+    }
     Ok((signed, form))
 }
 

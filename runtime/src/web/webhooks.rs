@@ -23,17 +23,15 @@ use std::sync::Arc;
 use askama::Template;
 use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{FromRef, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use super::acting::Caller;
 use super::keys::ConfirmPage;
 use super::{FormData, Nav, PageError, SignedIn, display_time, render, see_other};
-use crate::auth::{self, Principal};
-use crate::dispatch::Dispatcher;
 use crate::error::ApiError;
 use crate::request_id::RequestId;
 use crate::session;
@@ -165,78 +163,6 @@ impl WebhooksPage {
     }
 }
 
-/// What one page request needs to call actions: the person as a principal (read once per
-/// request) and the request's id.
-struct Caller<'a> {
-    state: &'a Arc<AppState>,
-    signed: &'a SignedIn,
-    principal: Arc<Principal>,
-    request_id: Arc<str>,
-}
-
-impl<'a> Caller<'a> {
-    async fn new(
-        state: &'a Arc<AppState>,
-        signed: &'a SignedIn,
-        id: Option<Extension<RequestId>>,
-    ) -> Result<Self, PageError> {
-        let principal = auth::session_principal(state, &signed.session, &signed.workspace_id)
-            .await?
-            .ok_or_else(|| PageError::forbidden("You are no longer a member of this workspace."))?;
-        Ok(Self {
-            state,
-            signed,
-            principal: Arc::new(principal),
-            request_id: id.map_or_else(|| Arc::from("web"), |Extension(RequestId(id))| id),
-        })
-    }
-
-    /// Runs `action` on `input` as the signed-in person and reads its answer as `T`. The outer
-    /// error is a page (a fault, an answer of another shape); the inner one the action's own
-    /// refusal, to show.
-    async fn call<T: DeserializeOwned>(
-        &self,
-        action: &str,
-        input: Value,
-    ) -> Result<Result<T, ApiError>, PageError> {
-        let Some(action_def) = self.state.registry.get(action) else {
-            return Err(
-                ApiError::internal(format!("the action `{action}` is not registered")).into(),
-            );
-        };
-        let reply = Dispatcher::from_ref(self.state)
-            .dispatch(
-                self.principal.clone(),
-                action_def,
-                input,
-                None,
-                self.request_id.clone(),
-            )
-            .await;
-        match reply {
-            Ok(reply) => serde_json::from_slice(reply.body.bytes())
-                .map(Ok)
-                .map_err(|error| {
-                    ApiError::internal(format!("`{action}` answered an unexpected shape: {error}"))
-                        .into()
-                }),
-            Err(error) if error.status().is_client_error() => Ok(Err(error)),
-            Err(error) => Err(error.into()),
-        }
-    }
-
-    /// Like [`Self::call`], with a refusal shown as a message page.
-    async fn call_or_refuse<T: DeserializeOwned>(
-        &self,
-        action: &str,
-        input: Value,
-    ) -> Result<T, PageError> {
-        self.call(action, input).await?.map_err(|error| {
-            PageError::message(error.status(), "Not done", error.message).back_to(PAGE)
-        })
-    }
-}
-
 /// The event types an endpoint may take: the enum in `create_webhook_endpoint`'s input schema.
 fn event_types(state: &AppState) -> Vec<String> {
     let Some(action) = state.registry.get("create_webhook_endpoint") else {
@@ -289,7 +215,7 @@ fn delivery_row(delivery: Delivery) -> DeliveryRow {
 async fn endpoint_rows(caller: &Caller<'_>) -> Result<Vec<EndpointRow>, PageError> {
     // The cap is 16 endpoints, so one page of 100 holds them all.
     let listed: Listed<Endpoint> = caller
-        .call_or_refuse("list_webhook_endpoints", json!({"limit": 100}))
+        .call_or_refuse(PAGE, "list_webhook_endpoints", json!({"limit": 100}))
         .await?;
     let mut rows = Vec::with_capacity(listed.items.len());
     for endpoint in listed.items {
@@ -408,20 +334,8 @@ async fn posted(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<(SignedIn, FormData), PageError> {
-    let (signed, form) = super::signed_in_form(state, headers, body, PAGE).await?;
+    let (signed, form) = super::signed_in_workspace_form(state, headers, body, PAGE).await?;
     managers_only(&signed)?;
-    if form.get("workspace_id") != signed.workspace_id {
-        return Err(PageError::message(
-            StatusCode::CONFLICT,
-            "Workspace changed",
-            format!(
-                "This form was shown for another workspace than the one you are in now \
-                 ({}), so nothing was changed. Reload the page and try again.",
-                signed.workspace_name
-            ),
-        )
-        .back_to(PAGE));
-    }
     Ok((signed, form))
 }
 
@@ -482,7 +396,7 @@ pub async fn rotate(
     let (signed, _) = posted(&state, &headers, &body).await?;
     let caller = Caller::new(&state, &signed, id).await?;
     let rotated: WithSecret = caller
-        .call_or_refuse("rotate_webhook_secret", json!({"id": endpoint_id}))
+        .call_or_refuse(PAGE, "rotate_webhook_secret", json!({"id": endpoint_id}))
         .await?;
     let extras = Extras {
         new_secret: Some(rotated),
@@ -502,7 +416,7 @@ pub async fn test(
     let (signed, _) = posted(&state, &headers, &body).await?;
     let caller = Caller::new(&state, &signed, id).await?;
     let mut outcome: TestOutcome = caller
-        .call_or_refuse("test_webhook_endpoint", json!({"id": endpoint_id}))
+        .call_or_refuse(PAGE, "test_webhook_endpoint", json!({"id": endpoint_id}))
         .await?;
     outcome.endpoint_id = endpoint_id;
     let kept = serde_json::to_string(&outcome).map_err(ApiError::internal)?;
@@ -534,6 +448,7 @@ pub async fn set_enabled(
     let caller = Caller::new(&state, &signed, id).await?;
     let _: Endpoint = caller
         .call_or_refuse(
+            PAGE,
             "update_webhook_endpoint",
             json!({"id": endpoint_id, "enabled": enabled}),
         )
@@ -553,7 +468,7 @@ pub async fn confirm_delete(
     managers_only(&signed)?;
     let caller = Caller::new(&state, &signed, id).await?;
     let endpoint: Endpoint = caller
-        .call_or_refuse("get_webhook_endpoint", json!({"id": endpoint_id}))
+        .call_or_refuse(PAGE, "get_webhook_endpoint", json!({"id": endpoint_id}))
         .await?;
     Ok(render(
         StatusCode::OK,
@@ -583,7 +498,7 @@ pub async fn delete(
     let (signed, _) = posted(&state, &headers, &body).await?;
     let caller = Caller::new(&state, &signed, id).await?;
     let _: Value = caller
-        .call_or_refuse("delete_webhook_endpoint", json!({"id": endpoint_id}))
+        .call_or_refuse(PAGE, "delete_webhook_endpoint", json!({"id": endpoint_id}))
         .await?;
     Ok(see_other(PAGE))
 }

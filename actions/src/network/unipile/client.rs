@@ -69,6 +69,8 @@ pub enum Op {
     Withdraw,
     /// Sending a message (a new chat or an existing one).
     Message,
+    /// Sending an InMail (a new chat with `linkedin[inmail]`).
+    Inmail,
 }
 
 /// The engine's error for a Unipile failure of `op` (the table in docs/unipile.md). `now_ms` dates
@@ -103,10 +105,10 @@ pub fn classify(failure: &Failure, op: Op, now_ms: i64) -> NetworkError {
         (404, _) if op == Op::Withdraw => NetworkError::NotInvited,
         (404, _) => NetworkError::Unreachable,
         (400 | 422, "too_many_characters") => NetworkError::TooLong {
-            limit: if op == Op::Invite {
-                MAX_NOTE_CHARS
-            } else {
-                MAX_MESSAGE_CHARS
+            limit: match op {
+                Op::Invite => MAX_NOTE_CHARS,
+                Op::Inmail => crate::network::MAX_INMAIL_CHARS,
+                _ => MAX_MESSAGE_CHARS,
             },
         },
         (422, "no_connection_with_recipient") => NetworkError::NotConnected,
@@ -115,10 +117,14 @@ pub fn classify(failure: &Failure, op: Op, now_ms: i64) -> NetworkError {
             "blocked_recipient"
             | "user_unreachable"
             | "cannot_invite_attendee"
-            | "not_allowed_inmail"
             | "cant_send_message"
             | "recipient_cannot_be_reached",
         ) => NetworkError::Unreachable,
+        (422, "not_allowed_inmail") if op == Op::Inmail => NetworkError::NotAllowedInmail,
+        (402 | 422, "insufficient_credits") if op == Op::Inmail => {
+            NetworkError::InsufficientCredits
+        }
+        (422, "not_allowed_inmail") => NetworkError::Unreachable,
         (422, "cannot_resend_yet") => NetworkError::CannotResendYet {
             retry_at_ms: now_ms + RESEND_AFTER_MS,
         },

@@ -37,7 +37,7 @@ pub const NOTIFY_PATH: &str = "/api/v1/network/unipile/notify";
 /// The input of `connect_sender`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ConnectSenderInput {
-    /// The sender's id (`snd_...`).
+    /// `snd_...`
     pub id: String,
 }
 
@@ -59,11 +59,12 @@ pub struct ConnectLink {
 
 /// Connect a sender's network account.
 ///
-/// Answers the page where the account's owner signs in: Unipile's hosted sign-in, valid for an
-/// hour, of `kind` `create` for a `pending` sender and `reconnect` for one that lost its session.
-/// When the sign-in ends the sender becomes `connected`. On the sandbox network the sender is
-/// connected at once and `url` is null. 409 `sender_already_connected` on Unipile for a sender
-/// that works; 503 `network_not_configured` in production without a network. Costs nothing.
+/// Answers a sign-in `url` for the owner, valid an hour; the sandbox connects at once.
+///
+/// The sender becomes `connected` when its owner finishes signing in; on the sandbox `url` is
+/// null. The page is Unipile's hosted sign-in, of `kind` `create` for a `pending` sender and
+/// `reconnect` for one that lost its session. 409 `sender_already_connected` on Unipile for a
+/// sender that works; 503 `network_not_configured` in production without a network.
 #[action(scope = "write", idempotent, http = "POST /senders/{id}/connect")]
 pub async fn connect_sender(ctx: Ctx, input: ConnectSenderInput) -> Result<ConnectLink, ApiError> {
     let network = network_for(ctx.config(), ctx.db(), ctx.clock())?;

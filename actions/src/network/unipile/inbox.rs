@@ -533,7 +533,7 @@ async fn purge(db: &outreach_runtime::prelude::Db, now_ms: i64) -> Result<u64, A
     Ok(
         sqlx::query("delete from unipile_inbox where status <> 'received' and received_at < $1")
             .bind(now_ms - KEPT_MS)
-            .execute(db.pool())
+            .execute(db.writes())
             .await?
             .rows_affected(),
     )

@@ -110,6 +110,42 @@ impl Unipile {
         })
     }
 
+    /// Starts a chat with the person (`POST /chats` with `fields`, the attendee and the text among
+    /// them), remembers it, and answers the message it sent. Unipile may start a chat and not say
+    /// which message it sent: then the outcome is asked (the chat's messages since the intent)
+    /// before anything is sent again.
+    async fn start_chat(
+        &self,
+        to: &Outbound<'_>,
+        provider_id: &str,
+        fields: &[(&str, &str)],
+        op: Op,
+    ) -> Result<Sent, NetworkError> {
+        let sender_id = to.account.sender_id;
+        let answer = match self.client.post_form("/chats", fields).await {
+            Ok(answer) => answer,
+            Err(failure) => return Err(self.fail(failure, op, sender_id).await),
+        };
+        let chat_id = answer.get("chat_id").and_then(Value::as_str);
+        if chat_id.is_some() {
+            self.remember(sender_id, to.profile_url, provider_id, None, Some(chat_id))
+                .await?;
+        }
+        match answer.get("message_id").and_then(Value::as_str) {
+            Some(id) => Ok(Sent {
+                provider_id: id.to_owned(),
+                at_ms: self.now(),
+            }),
+            None => Err(self
+                .fail(
+                    Failure::NoAnswer("a chat started without a `message_id`".into()),
+                    op,
+                    sender_id,
+                )
+                .await),
+        }
+    }
+
     /// Remembers Unipile's id of a person for a sender; `invitation` and `chat` are written when
     /// given (`Some(None)` clears one).
     async fn remember(
@@ -755,41 +791,46 @@ impl NetworkProvider for Unipile {
             }
         }
         let provider_id = self.resolve(&account_id, sender_id, to.profile_url).await?;
-        let answer = match self
-            .client
-            .post_form(
-                "/chats",
-                &[
-                    ("account_id", account_id.as_str()),
-                    ("attendees_ids", provider_id.as_str()),
-                    ("text", text),
-                ],
-            )
+        let fields = [
+            ("account_id", account_id.as_str()),
+            ("attendees_ids", provider_id.as_str()),
+            ("text", text),
+        ];
+        self.start_chat(&to, &provider_id, &fields, Op::Message)
             .await
-        {
-            Ok(answer) => answer,
-            Err(failure) => return Err(self.fail(failure, Op::Message, sender_id).await),
-        };
-        let chat_id = answer.get("chat_id").and_then(Value::as_str);
-        if chat_id.is_some() {
-            self.remember(sender_id, to.profile_url, &provider_id, None, Some(chat_id))
-                .await?;
+    }
+
+    async fn send_inmail(
+        &self,
+        to: Outbound<'_>,
+        subject: &str,
+        text: &str,
+    ) -> Result<Sent, NetworkError> {
+        if text.chars().count() > crate::network::MAX_INMAIL_CHARS {
+            return Err(NetworkError::TooLong {
+                limit: crate::network::MAX_INMAIL_CHARS,
+            });
         }
-        match answer.get("message_id").and_then(Value::as_str) {
-            Some(id) => Ok(Sent {
-                provider_id: id.to_owned(),
-                at_ms: self.now(),
-            }),
-            // Unipile may start a chat and not say which message it sent: the outcome is asked
-            // (the chat's messages since the intent) before anything is sent again.
-            None => Err(self
-                .fail(
-                    Failure::NoAnswer("a chat started without a `message_id`".into()),
-                    Op::Message,
-                    sender_id,
-                )
-                .await),
+        if subject.chars().count() > crate::network::MAX_SUBJECT_CHARS {
+            return Err(NetworkError::TooLong {
+                limit: crate::network::MAX_SUBJECT_CHARS,
+            });
         }
+        let sender_id = to.account.sender_id;
+        let account_id = self.account_id(to.account).await?;
+        let provider_id = self.resolve(&account_id, sender_id, to.profile_url).await?;
+        // Unipile's "start a chat" with its InMail switch: the classic API, a subject, one
+        // attendee who need not be a connection.
+        let fields = [
+            ("account_id", account_id.as_str()),
+            ("attendees_ids", provider_id.as_str()),
+            ("subject", subject),
+            ("text", text),
+            ("linkedin[api]", "classic"),
+            ("linkedin[inmail]", "true"),
+        ];
+        self.start_chat(&to, &provider_id, &fields, Op::Inmail)
+            .await
     }
 
     async fn list_messages(
@@ -912,7 +953,9 @@ impl NetworkProvider for Unipile {
                     .any(|item| names(item, RELATION_ID_FIELDS, &provider_id, &public));
                 Ok(if related { done(kind, None, now) } else { None })
             }
-            OutboundKind::Message => {
+            // An InMail opens a chat of its own: it is found among the person's chats' messages
+            // by its text, as a message is.
+            OutboundKind::Message | OutboundKind::Inmail => {
                 let text = text.unwrap_or_default();
                 let provider_id = self.resolve(&account_id, sender_id, &profile_url).await?;
                 let chat_id = self.known(sender_id, &profile_url).await?.chat_id;

@@ -1,0 +1,3 @@
+-- An API key made for an unattended agent: the MCP face never asks its person to confirm a call
+-- (see the runtime's `confirmations`). 0 or 1.
+alter table api_keys add column unattended integer not null default 0;
