@@ -582,9 +582,12 @@ fn drafting_model() -> anyhow::Result<Option<DraftingModel>> {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    init_tracing(cli.log_format == "json");
+    let log = init_tracing(cli.log_format == "json");
     let json_output = matches!(&cli.command, Command::Admin(args) if args.json);
-    match run(cli).await {
+    let outcome = run(cli).await;
+    // Writes out the lines still buffered, before the last word below and before exiting.
+    drop(log);
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             if json_output {
@@ -607,14 +610,28 @@ async fn main() -> std::process::ExitCode {
 /// name clipped, so rmcp speaks only of its own errors by default.
 const DEFAULT_LOG_FILTER: &str = "info,sqlx=warn,rmcp=error";
 
-fn init_tracing(json: bool) {
+/// Lines the log may hold before a request that logs waits for the writer to catch up: a few
+/// seconds of a busy server's access lines, small enough to be written out within the second the
+/// guard waits at exit.
+const LOG_BUFFERED_LINES: usize = 16_384;
+
+/// Installs the log. Lines go to stderr from a thread of their own (`tracing_appender`'s
+/// non-blocking writer), so a request's access line costs a hand-off, not a `write(2)` on the
+/// request's path. It never drops a line: when the buffer is full, the next line waits. The
+/// returned guard writes out what is buffered when it is dropped, at the end of `main`.
+fn init_tracing(json: bool) -> tracing_appender::non_blocking::WorkerGuard {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter =
         EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .buffered_lines_limit(LOG_BUFFERED_LINES)
+        .thread_name("outreach-log")
+        .finish(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(writer);
     if json {
         builder.json().init();
     } else if std::io::stderr().is_terminal() {
@@ -627,6 +644,7 @@ fn init_tracing(json: bool) {
             .fmt_fields(log_fields::PlainFields)
             .init();
     }
+    guard
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -742,6 +760,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(%local, %base_url, "listening");
     serve(state, listener, shutdown).await?;
     db.close().await;
+    tracing::info!("stopped");
     Ok(())
 }
 
@@ -775,6 +794,7 @@ async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     tracing::info!(workers, "job worker started");
     work(state, shutdown).await?;
     db.close().await;
+    tracing::info!("stopped");
     Ok(())
 }
 

@@ -278,3 +278,90 @@ async fn json_logs_have_one_access_line_per_request_with_the_route_template() {
     assert!(path.len() < 400 && path.contains("truncated"), "{line}");
     child.kill().await.ok();
 }
+
+/// The access log is written by a thread of its own, off the request's path; a server told to
+/// stop writes out every line it still holds before it exits, so none is lost.
+#[tokio::test]
+async fn every_access_line_is_written_before_a_stopped_server_exits() {
+    const REQUESTS: usize = 600;
+    let database = TestDatabase::create().await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let log_path = dir.path().join("server.log");
+    let log = std::fs::File::create(&log_path).expect("create the log file");
+    let mut child = outreach()
+        .args(["serve", "--addr", "127.0.0.1:0", "--log-format", "json"])
+        .args(["--database-url", database.url()])
+        .args(["--rate-limit", "1000000", "--rate-limit-burst", "1000000"])
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("start outreach serve");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let base_url = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = stdout.next_line().await.expect("read stdout") {
+            if let Some(rest) = line.strip_prefix("REST:") {
+                return rest.trim().to_owned();
+            }
+        }
+        panic!("serve exited before printing its address");
+    })
+    .await
+    .expect("serve prints its address");
+    tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+
+    let client = reqwest::Client::new();
+    // Eight connections at a time (a client gets at most 128), each sending its share.
+    let mut sent = tokio::task::JoinSet::new();
+    for first in 0..8 {
+        let client = client.clone();
+        let base_url = base_url.clone();
+        sent.spawn(async move {
+            for n in (first..REQUESTS).step_by(8) {
+                let response = client
+                    .get(format!("{base_url}/lists/lst_log{n}"))
+                    .bearer_auth("sk_test_unknown")
+                    .send()
+                    .await
+                    .expect("request");
+                assert_eq!(response.status().as_u16(), 401);
+            }
+        });
+    }
+    while let Some(done) = sent.join_next().await {
+        done.expect("a request task");
+    }
+    // Stopped at once, with the last lines perhaps still buffered.
+    let pid = child.id().expect("a running server").to_string();
+    let killed = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .expect("run kill");
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("exits after SIGTERM")
+        .expect("wait");
+    assert!(status.success(), "{status}");
+
+    let text = std::fs::read_to_string(&log_path).expect("read the log");
+    let mut logged = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let value: Value = serde_json::from_str(line)
+            .unwrap_or_else(|_| panic!("a log line that is not JSON: {line}"));
+        let fields = &value["fields"];
+        if fields["message"] == "request" && fields["route"] == "/api/v1/lists/{id}" {
+            assert_eq!(fields["status"], 401, "{line}");
+            logged.insert(fields["path"].as_str().expect("a path").to_owned());
+        }
+    }
+    assert_eq!(
+        logged.len(),
+        REQUESTS,
+        "one access line per request, none lost"
+    );
+    // The line logged just before the process exits is there too.
+    let last: Value = serde_json::from_str(text.lines().last().expect("a line")).expect("JSON");
+    assert_eq!(last["fields"]["message"], "stopped", "{last}");
+}
