@@ -14,7 +14,9 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use sqlx::Row as _;
 use sqlx::any::AnyRow;
+use sqlx::postgres::PgRow;
 
+use crate::batched_reads;
 use crate::config::Config;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids;
@@ -143,36 +145,63 @@ const PRINCIPAL_COLUMNS: &str = "p.email, m.role, w.terms_accepted_at, w.name, w
 /// shared ones: `expires_at`, `revoked_at`, `unattended`.
 fn api_key_sql() -> &'static str {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| api_key_query("", "k.key_hash = $1"))
+}
+
+/// [`api_key_sql`] for many keys at once, for PostgreSQL's [`batched_reads`]: the hashes as `$1`,
+/// each row's last.
+fn api_key_batch_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     SQL.get_or_init(|| {
-        format!(
-            "select k.id, k.name, k.scopes, k.last_used_at, k.workspace_id, k.person_id, \
-                    {PRINCIPAL_COLUMNS}, k.expires_at, k.revoked_at, k.unattended \
-             from api_keys k \
-             join people p on p.id = k.person_id \
-             join workspaces w on w.id = k.workspace_id \
-             left join memberships m on m.workspace_id = k.workspace_id and m.person_id = k.person_id \
-             where k.key_hash = $1 and k.environment = $2"
+        api_key_query(
+            &format!(", k.key_hash as {}", batched_reads::KEY_COLUMN),
+            "k.key_hash = any($1)",
         )
     })
+}
+
+fn api_key_query(key_column: &str, key_is: &str) -> String {
+    format!(
+        "select k.id, k.name, k.scopes, k.last_used_at, k.workspace_id, k.person_id, \
+                {PRINCIPAL_COLUMNS}, k.expires_at, k.revoked_at, k.unattended{key_column} \
+         from api_keys k \
+         join people p on p.id = k.person_id \
+         join workspaces w on w.id = k.workspace_id \
+         left join memberships m on m.workspace_id = k.workspace_id and m.person_id = k.person_id \
+         where {key_is} and k.environment = $2"
+    )
 }
 
 /// An OAuth access token with its grant, person, membership and workspace. The columns after
 /// the shared ones: `expires_at`, the token's `revoked_at`, the grant's `revoked_at`, `resource`.
 fn oauth_token_sql() -> &'static str {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| oauth_token_query("", "t.token_hash = $1"))
+}
+
+/// [`oauth_token_sql`] for many tokens at once (see [`api_key_batch_sql`]).
+fn oauth_token_batch_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     SQL.get_or_init(|| {
-        format!(
-            "select g.id, g.client_name, coalesce(t.scopes, g.scopes), g.last_used_at, \
-                    g.workspace_id, g.person_id, {PRINCIPAL_COLUMNS}, \
-                    t.expires_at, t.revoked_at, g.revoked_at, g.resource \
-             from oauth_tokens t \
-             join oauth_grants g on g.id = t.grant_id \
-             join people p on p.id = g.person_id \
-             join workspaces w on w.id = g.workspace_id \
-             left join memberships m on m.workspace_id = g.workspace_id and m.person_id = g.person_id \
-             where t.token_hash = $1 and t.kind = 'access'"
+        oauth_token_query(
+            &format!(", t.token_hash as {}", batched_reads::KEY_COLUMN),
+            "t.token_hash = any($1)",
         )
     })
+}
+
+fn oauth_token_query(key_column: &str, key_is: &str) -> String {
+    format!(
+        "select g.id, g.client_name, coalesce(t.scopes, g.scopes), g.last_used_at, \
+                g.workspace_id, g.person_id, {PRINCIPAL_COLUMNS}, \
+                t.expires_at, t.revoked_at, g.revoked_at, g.resource{key_column} \
+         from oauth_tokens t \
+         join oauth_grants g on g.id = t.grant_id \
+         join people p on p.id = g.person_id \
+         join workspaces w on w.id = g.workspace_id \
+         left join memberships m on m.workspace_id = g.workspace_id and m.person_id = g.person_id \
+         where {key_is} and t.kind = 'access'"
+    )
 }
 
 /// One credential's row, typed: what both queries return, however they were run.
@@ -232,7 +261,8 @@ macro_rules! credential_row {
 }
 
 /// Reads a credential by its hash: on the calling thread where the database allows it (SQLite
-/// on a file, see [`crate::db`]), else through the pool. Either way it is read afresh.
+/// on a file, see [`crate::db`]), in a batch on PostgreSQL (see [`batched_reads`]), else
+/// through the pool. Either way it is read afresh.
 async fn read_credential(
     state: &AppState,
     kind: CredentialKind,
@@ -259,6 +289,30 @@ async fn read_credential(
     });
     if let Some(row) = in_place {
         return Ok(row?);
+    }
+    if let Some(reads) = state.db.batched_reads() {
+        let row = match environment {
+            Some(environment) => {
+                let decode =
+                    |row: &PgRow| Ok(credential_row!(row, try_get, CredentialKind::ApiKey));
+                reads
+                    .read(
+                        api_key_batch_sql(),
+                        vec![environment.to_owned()],
+                        hash,
+                        decode,
+                    )
+                    .await?
+            }
+            None => {
+                let decode =
+                    |row: &PgRow| Ok(credential_row!(row, try_get, CredentialKind::OauthToken));
+                reads
+                    .read(oauth_token_batch_sql(), Vec::new(), hash, decode)
+                    .await?
+            }
+        };
+        return Ok(row);
     }
     let mut query = sqlx::query(sql).bind(hash);
     if let Some(environment) = environment {

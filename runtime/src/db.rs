@@ -21,6 +21,9 @@
 //! into an `AnyRow`. [`Db::read_blocking`] runs a longer read on the same query-only connections,
 //! on tokio's blocking threads (one hand-off per page, not per row, and no runtime worker is held
 //! up by a slow filter), reading each value once, straight into its Rust type.
+//!
+//! On PostgreSQL the pool pings every connection it takes back, a second round trip per query;
+//! the credential read every request makes goes through [`crate::batched_reads`] instead.
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -29,8 +32,11 @@ use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
+use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{AnyPool, Connection as _, Executor};
+
+use crate::batched_reads::BatchedReads;
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
@@ -67,6 +73,8 @@ pub struct Db {
     /// SQLite on a file only: the one connection this process's write transactions run on, one
     /// after the other (see [`Db::begin_write`]).
     writer: Option<AnyPool>,
+    /// PostgreSQL only: the lanes [`Db::batched_reads`] reads with.
+    batched: Option<Arc<BatchedReads>>,
 }
 
 impl Db {
@@ -117,11 +125,19 @@ impl Db {
             Backend::Sqlite if !is_memory(url) => Some(sqlite_pool(1, options).await?),
             _ => None,
         };
+        let batched = match backend {
+            Backend::Postgres => {
+                let options = PgConnectOptions::from_str(url)?;
+                Some(Arc::new(BatchedReads::start(&options)))
+            }
+            Backend::Sqlite => None,
+        };
         Ok(Self {
             pool,
             backend,
             in_place,
             writer,
+            batched,
         })
     }
 
@@ -217,7 +233,16 @@ impl Db {
         }
     }
 
+    /// The batched one-row lookups of [`crate::batched_reads`], on PostgreSQL; `None` on SQLite,
+    /// where [`Db::read_in_place`] does that job.
+    pub fn batched_reads(&self) -> Option<&BatchedReads> {
+        self.batched.as_deref()
+    }
+
     pub async fn close(&self) {
+        if let Some(batched) = &self.batched {
+            batched.close();
+        }
         self.pool.close().await;
     }
 }

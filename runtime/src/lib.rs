@@ -13,9 +13,10 @@
 //! only from its own layer or below, never from above, and there are no cycles (`tests/layers.rs`
 //! checks both and holds the same list):
 //!
-//! 1. `clock`, `ids`, `json`, `error`, `scope`, `columns`, `paging`, `db`, `schema`, `words`,
-//!    `cors`, `body`, `input`: foundations that import nothing here; beside them `fixtures`, how
-//!    to call each action once, for the checks that replay every action.
+//! 1. `clock`, `ids`, `json`, `error`, `scope`, `columns`, `paging`, `db`, `batched_reads`,
+//!    `schema`, `words`, `cors`, `body`, `input`: foundations that import nothing above them (`db`
+//!    starts `batched_reads`); beside them `fixtures`, how to call each action once, for the
+//!    checks that replay every action.
 //! 2. `lease`, `credits`, `idempotency`, `principal`, `config`, `admin`, `test_clock`: the
 //!    bookkeeping and the rules that the faces, the web pages and the CLI share.
 //! 3. `ctx`: what an action receives; `jobs`, `worker`: durable jobs, what their handlers
@@ -41,6 +42,7 @@
 //!     runs.
 
 // Declared bottom to top, in the order above.
+pub mod batched_reads;
 pub mod body;
 pub mod clock;
 pub mod columns;

@@ -20,8 +20,21 @@ use outreach_layers::{Layers, check_every_module_in_one_layer, find_cycle, graph
 const LAYERS: Layers = &[
     // Foundations: they import nothing from this crate.
     &[
-        "clock", "ids", "json", "error", "scope", "columns", "paging", "db", "schema", "words",
-        "cors", "body", "input", "fixtures",
+        "clock",
+        "ids",
+        "json",
+        "error",
+        "scope",
+        "columns",
+        "paging",
+        "db",
+        "batched_reads",
+        "schema",
+        "words",
+        "cors",
+        "body",
+        "input",
+        "fixtures",
     ],
     // The bookkeeping and the rules that the faces, the web pages and the CLI share.
     // `lease` keeps a hold on a shared row alive while its work runs; `retry` runs again what the

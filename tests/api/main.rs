@@ -49,6 +49,7 @@ mod parity;
 mod processing;
 mod prompts;
 mod prospects;
+mod round_trips;
 mod sandbox;
 mod sandbox_clock;
 mod scoring;
