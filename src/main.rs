@@ -615,10 +615,14 @@ const DEFAULT_LOG_FILTER: &str = "info,sqlx=warn,rmcp=error";
 /// guard waits at exit.
 const LOG_BUFFERED_LINES: usize = 16_384;
 
+/// The writer thread's buffer: what one `write(2)` takes at most.
+const LOG_WRITE_BYTES: usize = 64 * 1024;
+
 /// Installs the log. Lines go to stderr from a thread of their own (`tracing_appender`'s
 /// non-blocking writer), so a request's access line costs a hand-off, not a `write(2)` on the
-/// request's path. It never drops a line: when the buffer is full, the next line waits. The
-/// returned guard writes out what is buffered when it is dropped, at the end of `main`.
+/// request's path, and lines that queue up together are written together. It never drops a
+/// line: when the buffer is full, the next line waits. The returned guard writes out what is
+/// buffered when it is dropped, at the end of `main`.
 fn init_tracing(json: bool) -> tracing_appender::non_blocking::WorkerGuard {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
@@ -628,7 +632,12 @@ fn init_tracing(json: bool) -> tracing_appender::non_blocking::WorkerGuard {
         .lossy(false)
         .buffered_lines_limit(LOG_BUFFERED_LINES)
         .thread_name("outreach-log")
-        .finish(std::io::stderr());
+        // The thread writes every line waiting for it, then flushes: a burst's lines go out in
+        // a few large writes, and a quiet server's line at once.
+        .finish(std::io::BufWriter::with_capacity(
+            LOG_WRITE_BYTES,
+            std::io::stderr(),
+        ));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer);
