@@ -106,6 +106,21 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// A rate measured by another tool (pgbench): `per_second` over one second, nothing else.
+    pub fn rate_only(per_second: f64) -> Self {
+        Self {
+            requests: per_second.round() as u64,
+            elapsed: Duration::from_secs(1),
+            latencies_ns: Vec::new(),
+            errors: 0,
+            first_error: None,
+            body_bytes: 0,
+            server_cpu: Duration::ZERO,
+            client_cpu: Duration::ZERO,
+            server_switches: 0,
+        }
+    }
+
     pub fn requests_per_second(&self) -> f64 {
         self.requests as f64 / self.elapsed.as_secs_f64()
     }

@@ -33,14 +33,22 @@ pub struct Peers {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sdk {
     Python,
+    /// On node's bare `http` (`peer_ts.mjs`).
     TypeScript,
+    /// On the SDK's own Express app, as its documentation shows (`peer_ts_express.mjs`).
+    TypeScriptExpress,
 }
 
 impl Sdk {
     pub fn title(self) -> &'static str {
         match self {
             Self::Python => "peer: official MCP Python SDK server (stateless, JSON)",
-            Self::TypeScript => "peer: official MCP TypeScript SDK server (stateless, JSON)",
+            Self::TypeScript => {
+                "peer: official MCP TypeScript SDK server on node http (stateless, JSON)"
+            }
+            Self::TypeScriptExpress => {
+                "peer: official MCP TypeScript SDK server on its Express app (stateless, JSON)"
+            }
         }
     }
 }
@@ -109,10 +117,15 @@ impl Peers {
                 command.arg(self.scripts.join("peer_py.py"));
                 command
             }
-            Sdk::TypeScript => {
+            Sdk::TypeScript | Sdk::TypeScriptExpress => {
+                let name = if sdk == Sdk::TypeScript {
+                    "peer_ts.mjs"
+                } else {
+                    "peer_ts_express.mjs"
+                };
                 // The script is copied beside node_modules so its imports resolve there.
-                let script = self.dir.join("ts").join("peer_ts.mjs");
-                std::fs::copy(self.scripts.join("peer_ts.mjs"), &script)?;
+                let script = self.dir.join("ts").join(name);
+                std::fs::copy(self.scripts.join(name), &script)?;
                 let mut command = Command::new("node");
                 command.arg(script);
                 command

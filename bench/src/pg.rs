@@ -52,3 +52,69 @@ impl FreshDatabase {
         Ok(())
     }
 }
+
+/// The statement every authenticated request on PostgreSQL makes before anything else, for one
+/// key: `runtime/src/auth.rs`'s API-key query (kept in step with it by hand; the server batches
+/// concurrent ones with `= any($1)`, which only makes its side cheaper).
+const CREDENTIAL_SQL: &str = "select k.id, k.name, k.scopes, k.last_used_at, k.workspace_id, k.person_id, \
+     p.email, m.role, w.terms_accepted_at, w.name, w.created_at, w.credits_balance, \
+     k.expires_at, k.revoked_at, k.unattended \
+     from api_keys k \
+     join people p on p.id = k.person_id \
+     join workspaces w on w.id = k.workspace_id \
+     left join memberships m on m.workspace_id = k.workspace_id and m.person_id = k.person_id \
+     where k.key_hash = :hash and k.environment = :environment;";
+
+/// PostgreSQL's own ceiling for the credential read: `pgbench` running [`CREDENTIAL_SQL`] for the
+/// database's first key, prepared, over `connections` plain-text connections (as the server's)
+/// for `seconds`; its transactions per second.
+pub async fn credential_query_tps(
+    url: &str,
+    dir: &std::path::Path,
+    connections: usize,
+    seconds: u64,
+) -> anyhow::Result<f64> {
+    let mut conn = PgConnection::connect(url).await?;
+    let (hash, environment): (String, String) =
+        sqlx::query_as("select key_hash, environment from api_keys order by created_at limit 1")
+            .fetch_one(&mut conn)
+            .await?;
+    conn.close().await?;
+    let script = dir.join("credential.sql");
+    std::fs::write(
+        &script,
+        CREDENTIAL_SQL
+            .replace(":hash", &format!("'{hash}'"))
+            .replace(":environment", &format!("'{environment}'")),
+    )?;
+    let output = tokio::process::Command::new("pgbench")
+        .env("PGSSLMODE", "disable")
+        .args(["-n", "-M", "prepared", "-j", "2"])
+        .args(["-c", &connections.to_string(), "-T", &seconds.to_string()])
+        .arg("-f")
+        .arg(&script)
+        .arg(url)
+        .output()
+        .await
+        .context("could not run pgbench (the postgresql-client package)")?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    ensure!(
+        output.status.success(),
+        "pgbench failed: {text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let failed = text
+        .lines()
+        .find_map(|line| line.strip_prefix("number of failed transactions: "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or("0");
+    ensure!(
+        failed == "0",
+        "pgbench: {failed} failed transactions\n{text}"
+    );
+    text.lines()
+        .find_map(|line| line.strip_prefix("tps = "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|tps| tps.parse().ok())
+        .with_context(|| format!("no tps in pgbench's output:\n{text}"))
+}
