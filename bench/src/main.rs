@@ -850,11 +850,12 @@ fn report(phases: &[Phase], hwm_kib: u64, rss_kib: u64, baseline_hwm_kib: u64) -
         .filter_map(|&kind| {
             let mut of_kind: Vec<&Phase> =
                 phases.iter().filter(|phase| phase.kind == kind).collect();
-            of_kind.sort_by(|a, b| {
-                let key =
-                    |phase: &Phase| ratio(phase).unwrap_or(phase.outcome.requests_per_second());
-                key(a).total_cmp(&key(b))
-            });
+            // The baseline's ratios are all 1: its own rate orders its rounds.
+            let key = |phase: &Phase| match kind {
+                PhaseKind::Baseline => phase.outcome.requests_per_second(),
+                _ => ratio(phase).unwrap_or(phase.outcome.requests_per_second()),
+            };
+            of_kind.sort_by(|a, b| key(a).total_cmp(&key(b)));
             let middle = *of_kind.get(of_kind.len().saturating_sub(1) / 2)?;
             let mut by_round: Vec<&Phase> =
                 phases.iter().filter(|phase| phase.kind == kind).collect();
