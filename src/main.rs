@@ -610,10 +610,10 @@ async fn main() -> std::process::ExitCode {
 /// name clipped, so rmcp speaks only of its own errors by default.
 const DEFAULT_LOG_FILTER: &str = "info,sqlx=warn,rmcp=error";
 
-/// Lines the log may hold before a request that logs waits for the writer to catch up: a few
-/// seconds of a busy server's access lines, small enough to be written out within the second the
-/// guard waits at exit.
-const LOG_BUFFERED_LINES: usize = 16_384;
+/// Lines the log may hold before a request that logs waits for the writer to catch up. Small
+/// enough (about 1 MB of JSON lines) to be written out within the second the guard waits for the
+/// writer at exit (tracing-appender's fixed wait), large enough to ride out a burst.
+const LOG_BUFFERED_LINES: usize = 4_096;
 
 /// The writer thread's buffer: what one `write(2)` takes at most.
 const LOG_WRITE_BYTES: usize = 64 * 1024;
@@ -622,7 +622,7 @@ const LOG_WRITE_BYTES: usize = 64 * 1024;
 /// non-blocking writer), so a request's access line costs a hand-off, not a `write(2)` on the
 /// request's path, and lines that queue up together are written together. It never drops a
 /// line: when the buffer is full, the next line waits. The returned guard writes out what is
-/// buffered when it is dropped, at the end of `main`.
+/// buffered when it is dropped, at the end of `main`, waiting for the writer up to a second.
 fn init_tracing(json: bool) -> tracing_appender::non_blocking::WorkerGuard {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;

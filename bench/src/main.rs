@@ -811,13 +811,14 @@ fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
-/// The results as a Markdown table plus the aims, ready for RESULTS.md.
 /// The median of `values` (the lower middle one of an even count); `None` when there are none.
 fn median(mut values: Vec<f64>) -> Option<f64> {
     values.sort_by(f64::total_cmp);
     values.get(values.len().saturating_sub(1) / 2).copied()
 }
 
+/// The results as a Markdown table plus the aims, ready for RESULTS.md: each phase's median
+/// round, and each aim from the median of the rounds' own figures.
 fn report(phases: &[Phase], hwm_kib: u64, rss_kib: u64, baseline_hwm_kib: u64) -> String {
     let rate_in = |kind: PhaseKind, round: usize| {
         phases

@@ -1,4 +1,6 @@
-//! A fresh PostgreSQL database for the `pg-rest` and `pg-mcp` phases, dropped at the end.
+//! PostgreSQL for the load phases: a fresh database for `pg-rest` and `pg-mcp`, dropped at the
+//! end, and `pg-ceiling`, PostgreSQL's own rate for the credential statement every request makes
+//! (run by `pgbench`), which bounds what a request on PostgreSQL can reach.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

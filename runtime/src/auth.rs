@@ -160,7 +160,9 @@ fn api_key_batch_sql() -> &'static str {
     })
 }
 
-fn api_key_query(key_column: &str, key_is: &str) -> String {
+/// The API-key query with `key_condition` choosing the keys and `key_column` added to the
+/// columns (empty, or the batched form's [`batched_reads::KEY_COLUMN`]).
+fn api_key_query(key_column: &str, key_condition: &str) -> String {
     format!(
         "select k.id, k.name, k.scopes, k.last_used_at, k.workspace_id, k.person_id, \
                 {PRINCIPAL_COLUMNS}, k.expires_at, k.revoked_at, k.unattended{key_column} \
@@ -168,7 +170,7 @@ fn api_key_query(key_column: &str, key_is: &str) -> String {
          join people p on p.id = k.person_id \
          join workspaces w on w.id = k.workspace_id \
          left join memberships m on m.workspace_id = k.workspace_id and m.person_id = k.person_id \
-         where {key_is} and k.environment = $2"
+         where {key_condition} and k.environment = $2"
     )
 }
 
@@ -190,7 +192,9 @@ fn oauth_token_batch_sql() -> &'static str {
     })
 }
 
-fn oauth_token_query(key_column: &str, key_is: &str) -> String {
+/// The OAuth-token query with `key_condition` choosing the tokens and `key_column` added to the
+/// columns, as [`api_key_query`].
+fn oauth_token_query(key_column: &str, key_condition: &str) -> String {
     format!(
         "select g.id, g.client_name, coalesce(t.scopes, g.scopes), g.last_used_at, \
                 g.workspace_id, g.person_id, {PRINCIPAL_COLUMNS}, \
@@ -200,7 +204,7 @@ fn oauth_token_query(key_column: &str, key_is: &str) -> String {
          join people p on p.id = g.person_id \
          join workspaces w on w.id = g.workspace_id \
          left join memberships m on m.workspace_id = g.workspace_id and m.person_id = g.person_id \
-         where {key_is} and t.kind = 'access'"
+         where {key_condition} and t.kind = 'access'"
     )
 }
 

@@ -14,10 +14,11 @@
 //! statement was sent, so nothing is cached and a revoked key fails on its next call.
 //!
 //! Because the lane owns the connection, a request that goes away mid-read leaves no connection
-//! half-read: the lane finishes the statement and drops the answer. A connection that fails (not
-//! a statement refused by the server) is closed and opened again; a statement that failed on a
-//! connection kept from earlier is tried once more on a new one, since the server may have
-//! restarted while it sat idle.
+//! half-read: the lane finishes the statement and drops the answer. A connection that fails (an
+//! I/O error, or the server ending the session, not a statement refused) is closed and opened
+//! again; a statement that failed so on a connection kept from earlier is tried once more on a
+//! new one, since the server may have restarted while it sat idle. Opening a connection and
+//! running a statement each give up after 30 seconds.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -38,6 +39,9 @@ const MAX_BATCH: usize = 256;
 /// an indexed key answers in milliseconds, so this only catches a connection that went silent.
 const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Opening a lane's connection is given up after this long (the pool's checkout waits as long).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The column every batched statement adds last: the key its row answers.
 pub const KEY_COLUMN: &str = "lookup_key";
 
@@ -52,11 +56,11 @@ pub struct BatchedReads {
 /// What a lane does with a lookup's row (or its absence) or the error its statement met.
 type Answer = Box<dyn FnOnce(Result<Option<&PgRow>, &sqlx::Error>) + Send>;
 
-/// One waiting lookup: its statement (with its fixed parameters after `$1`), its key, and what
-/// to do with the row found (or not) or the error met.
+/// One waiting lookup: its statement (with its parameters after `$1`), its key, and what to do
+/// with the row found (or not) or the error met.
 struct Lookup {
     sql: &'static str,
-    fixed: Vec<String>,
+    params_after_keys: Vec<String>,
     key: String,
     answer: Answer,
 }
@@ -86,12 +90,12 @@ impl BatchedReads {
     }
 
     /// Reads the row of `sql` whose [`KEY_COLUMN`] is `key`, decoded by `decode`. `sql` takes
-    /// the keys as `$1` (a `text[]`, as in `where t.hash = any($1)`) and `fixed` as `$2` onwards,
-    /// and selects [`KEY_COLUMN`] last.
+    /// the keys as `$1` (a `text[]`, as in `where t.hash = any($1)`) and `params_after_keys` as
+    /// `$2` onwards, and selects [`KEY_COLUMN`] last.
     pub async fn read<T: Send + 'static>(
         &self,
         sql: &'static str,
-        fixed: Vec<String>,
+        params_after_keys: Vec<String>,
         key: String,
         decode: fn(&PgRow) -> Result<T, sqlx::Error>,
     ) -> Result<Option<T>, sqlx::Error> {
@@ -108,7 +112,7 @@ impl BatchedReads {
         let lane = self.next.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
         let lookup = Lookup {
             sql,
-            fixed,
+            params_after_keys,
             key,
             answer,
         };
@@ -149,12 +153,12 @@ async fn run_lane(
             _ = closed.wait_for(|closed| *closed) => break,
         }
         while let Some(first) = batch.first() {
-            let (sql, fixed) = (first.sql, first.fixed.clone());
+            let (sql, params) = (first.sql, first.params_after_keys.clone());
             let (group, rest): (Vec<Lookup>, Vec<Lookup>) = batch
                 .drain(..)
-                .partition(|lookup| lookup.sql == sql && lookup.fixed == fixed);
+                .partition(|lookup| lookup.sql == sql && lookup.params_after_keys == params);
             batch = rest;
-            answer_group(&mut connection, &options, sql, &fixed, group).await;
+            answer_group(&mut connection, &options, sql, &params, group).await;
         }
     }
     if let Some(connection) = connection {
@@ -167,11 +171,11 @@ async fn answer_group(
     connection: &mut Option<PgConnection>,
     options: &PgConnectOptions,
     sql: &'static str,
-    fixed: &[String],
+    params_after_keys: &[String],
     group: Vec<Lookup>,
 ) {
     let keys: Vec<String> = group.iter().map(|lookup| lookup.key.clone()).collect();
-    match fetch(connection, options, sql, fixed, &keys).await {
+    match fetch(connection, options, sql, params_after_keys, &keys).await {
         Ok(rows) => {
             let mut by_key: HashMap<String, PgRow> = HashMap::with_capacity(rows.len());
             for row in rows {
@@ -201,38 +205,62 @@ async fn answer_group(
 
 /// The rows of `sql` for `keys`, on the lane's connection (opened if there is none). A failed
 /// connection is closed; a statement that failed on a connection kept from earlier is tried once
-/// more on a new one.
+/// more on a new one, unless it failed by taking too long (a silent server is not asked twice).
 async fn fetch(
     connection: &mut Option<PgConnection>,
     options: &PgConnectOptions,
     sql: &'static str,
-    fixed: &[String],
+    params_after_keys: &[String],
     keys: &[String],
 ) -> Result<Vec<PgRow>, sqlx::Error> {
-    let kept = connection.is_some();
-    for attempt in 0..2 {
+    let had_connection = connection.is_some();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
         let open = match connection {
             Some(open) => open,
-            None => connection.insert(PgConnection::connect_with(options).await?),
+            None => {
+                let opened =
+                    tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(options))
+                        .await
+                        .map_err(|_| timed_out("opening a connection took too long"))??;
+                connection.insert(opened)
+            }
         };
         let mut query = sqlx::query(sql).bind(keys);
-        for value in fixed {
+        for value in params_after_keys {
             query = query.bind(value);
         }
-        let failure = match tokio::time::timeout(STATEMENT_TIMEOUT, query.fetch_all(open)).await {
-            Ok(Ok(rows)) => return Ok(rows),
-            // The server refused the statement: the connection itself is fine.
-            Ok(Err(error @ sqlx::Error::Database(_))) => return Err(error),
-            Ok(Err(error)) => error,
-            Err(_) => sqlx::Error::Io(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "the statement did not answer in time",
-            )),
-        };
+        let (failure, may_retry) =
+            match tokio::time::timeout(STATEMENT_TIMEOUT, query.fetch_all(open)).await {
+                Ok(Ok(rows)) => return Ok(rows),
+                // The server refused the statement: the connection itself is fine.
+                Ok(Err(error)) if !connection_lost(&error) => return Err(error),
+                Ok(Err(error)) => (error, true),
+                Err(_) => (timed_out("the statement did not answer in time"), false),
+            };
         *connection = None;
-        if !(kept && attempt == 0) {
+        if !(had_connection && attempt == 1 && may_retry) {
             return Err(failure);
         }
     }
-    unreachable!("the second attempt returns")
+}
+
+/// Whether `error` means the connection is gone: an I/O or protocol failure, or the server ending
+/// the session (SQLSTATE class 08, connection exception, or 57P, such as an administrator's
+/// shutdown or `idle_session_timeout`), which sqlx reports as a database error.
+fn connection_lost(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Database(error) => error
+            .code()
+            .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+        _ => true,
+    }
+}
+
+fn timed_out(what: &str) -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        what.to_owned(),
+    ))
 }

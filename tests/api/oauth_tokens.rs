@@ -14,7 +14,7 @@ use crate::helpers::{OWNER_EMAIL, TestApp, spawn_app};
 
 /// Issues an access token for `email` in the app's workspace with `scope`, bound to `resource`
 /// (the app's MCP address unless given); returns `(grant id, token)`.
-async fn issue_token(
+pub(crate) async fn issue_token(
     app: &TestApp,
     email: &str,
     scope: Scope,
