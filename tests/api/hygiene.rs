@@ -221,22 +221,27 @@ async fn metrics_need_the_token_when_one_is_set() {
     assert_eq!(allowed.status.as_u16(), 200);
 }
 
-#[tokio::test]
-async fn json_logs_have_one_access_line_per_request_with_the_route_template() {
-    let database = TestDatabase::create().await;
+/// Starts `outreach serve` with JSON logs at `info` going to `stderr` and `extra` arguments;
+/// answers the child and its REST address (ending in `/api/v1`) once it has printed it.
+async fn serve_with_json_logs(
+    database: &TestDatabase,
+    extra: &[&str],
+    stderr: std::process::Stdio,
+) -> (tokio::process::Child, String) {
     let mut child = outreach()
         .args(["serve", "--addr", "127.0.0.1:0", "--log-format", "json"])
         .args(["--database-url", database.url()])
+        .args(extra)
         .env("RUST_LOG", "info")
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stderr(stderr)
         .spawn()
         .expect("start outreach serve");
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let base_url = tokio::time::timeout(Duration::from_secs(60), async {
+    let rest = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(line) = stdout.next_line().await.expect("read stdout") {
             if let Some(rest) = line.strip_prefix("REST:") {
-                return rest.trim().trim_end_matches("/api/v1").to_owned();
+                return rest.trim().to_owned();
             }
         }
         panic!("serve exited before printing its address");
@@ -244,6 +249,15 @@ async fn json_logs_have_one_access_line_per_request_with_the_route_template() {
     .await
     .expect("serve prints its address");
     tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+    (child, rest)
+}
+
+#[tokio::test]
+async fn json_logs_have_one_access_line_per_request_with_the_route_template() {
+    let database = TestDatabase::create().await;
+    let (mut child, rest) =
+        serve_with_json_logs(&database, &[], std::process::Stdio::piped()).await;
+    let base_url = rest.trim_end_matches("/api/v1").to_owned();
     let long = "x".repeat(5_000);
     let client = reqwest::Client::new();
     client
@@ -288,27 +302,8 @@ async fn every_access_line_is_written_before_a_stopped_server_exits() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let log_path = dir.path().join("server.log");
     let log = std::fs::File::create(&log_path).expect("create the log file");
-    let mut child = outreach()
-        .args(["serve", "--addr", "127.0.0.1:0", "--log-format", "json"])
-        .args(["--database-url", database.url()])
-        .args(["--rate-limit", "1000000", "--rate-limit-burst", "1000000"])
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .expect("start outreach serve");
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let base_url = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Some(line) = stdout.next_line().await.expect("read stdout") {
-            if let Some(rest) = line.strip_prefix("REST:") {
-                return rest.trim().to_owned();
-            }
-        }
-        panic!("serve exited before printing its address");
-    })
-    .await
-    .expect("serve prints its address");
-    tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+    let limits = ["--rate-limit", "1000000", "--rate-limit-burst", "1000000"];
+    let (mut child, base_url) = serve_with_json_logs(&database, &limits, log.into()).await;
 
     let client = reqwest::Client::new();
     // Eight connections at a time (a client gets at most 128), each sending its share.
