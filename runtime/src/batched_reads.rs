@@ -45,7 +45,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The column every batched statement adds last: the key its row answers.
 pub const KEY_COLUMN: &str = "lookup_key";
 
-/// Hands lookups to the lanes. Cheap to share; the lanes end when it is closed or dropped.
+/// Hands lookups to the lanes. Cheap to share; the lanes end when it is closed, or dropped (their
+/// inboxes close).
 #[derive(Debug)]
 pub struct BatchedReads {
     lanes: Vec<mpsc::UnboundedSender<Lookup>>,
@@ -63,12 +64,6 @@ struct Lookup {
     params_after_keys: Vec<String>,
     key: String,
     answer: Answer,
-}
-
-impl std::fmt::Debug for Lookup {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lookup").field("sql", &self.sql).finish()
-    }
 }
 
 impl BatchedReads {
@@ -125,12 +120,6 @@ impl BatchedReads {
     /// Ends the lanes: each closes its connection once the statement it runs has answered.
     pub fn close(&self) {
         self.closed.send_replace(true);
-    }
-}
-
-impl Drop for BatchedReads {
-    fn drop(&mut self) {
-        self.close();
     }
 }
 
