@@ -804,7 +804,29 @@ async fn spawn_app_configured(
     configure: impl FnOnce(&mut Config),
 ) -> TestApp {
     let database = TestDatabase::create().await;
-    let db = Db::connect(database.url())
+    let url = database.url().to_owned();
+    spawn_app_reaching(database, &url, environment, clock, configure).await
+}
+
+/// A development [`TestApp`] on `database` that reaches it at `url` (through a proxy, say),
+/// with the adjusted configuration.
+pub async fn spawn_app_over(
+    database: TestDatabase,
+    url: &str,
+    configure: impl FnOnce(&mut Config),
+) -> TestApp {
+    let environment = Environment::new("development");
+    spawn_app_reaching(database, url, environment, Clock::default(), configure).await
+}
+
+async fn spawn_app_reaching(
+    database: TestDatabase,
+    url: &str,
+    environment: Environment,
+    clock: Clock,
+    configure: impl FnOnce(&mut Config),
+) -> TestApp {
+    let db = Db::connect(url)
         .await
         .expect("connect to the test database");
     db.migrate().await.expect("migrate the test database");

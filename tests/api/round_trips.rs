@@ -9,14 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use outreach_runtime::admin;
-use outreach_runtime::server::{build_state, serve as serve_app};
-use outreach_runtime::{Clock, Config, Db, Environment, Scope, ids};
+use outreach_runtime::{Scope, admin, ids};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::helpers::{OWNER_EMAIL, TestDatabase, spawn_app};
+use crate::helpers::{OWNER_EMAIL, TestDatabase, spawn_app, spawn_app_over};
 
 /// A TCP proxy in front of PostgreSQL that counts the round trips its clients start: each
 /// extended-protocol exchange ends with a `Sync` message (`S`), and a simple query is one `Query`
@@ -138,48 +136,19 @@ async fn an_authenticated_read_makes_one_round_trip_on_postgresql() {
         return;
     }
     let proxy = CountingProxy::start(upstream(database.url())).await;
-    let db = Db::connect(&through(database.url(), proxy.address))
-        .await
-        .expect("connect through the proxy");
-    db.migrate().await.expect("migrate");
-    let clock = Clock::default();
-    let environment = Environment::new("development");
-    let created = admin::create_workspace(&db, &clock, "Acme", OWNER_EMAIL, None, 0)
-        .await
-        .expect("a workspace");
-    let key = admin::create_key(
-        &db,
-        &clock,
-        &environment,
-        &created.workspace_id,
-        OWNER_EMAIL,
-        "round trips",
-        Scope::Write,
-        None,
-    )
-    .await
-    .expect("a key")
-    .key;
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let base_url = format!("http://{}", listener.local_addr().expect("address"));
-    let mut config = Config::new(&base_url, environment);
-    config.jobs.workers = 0;
-    let state = build_state(db, clock, config).expect("state");
-    tokio::spawn(async move {
-        serve_app(state, listener, std::future::pending::<()>())
-            .await
-            .ok();
-    });
+    let url = through(database.url(), proxy.address);
+    let app = spawn_app_over(database, &url, |config| config.jobs.workers = 0).await;
+    let (base_url, key) = (&app.base_url, &app.key);
     let client = reqwest::Client::new();
     let rest = || {
         client
             .get(format!("{base_url}/api/v1/workspace"))
-            .bearer_auth(&key)
+            .bearer_auth(key)
     };
     let mcp = || {
         client
             .post(format!("{base_url}/api/mcp"))
-            .bearer_auth(&key)
+            .bearer_auth(key)
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", crate::helpers::MCP_PROTOCOL_VERSION)
             .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
