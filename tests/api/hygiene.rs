@@ -128,6 +128,10 @@ async fn a_browser_preflight_to_rest_is_answered_without_a_credential() {
     ] {
         assert!(exposed.contains(header), "{header} not exposed: {exposed}");
     }
+    // Nothing in either answer depends on the Origin or the preflight's headers (any origin,
+    // fixed lists), so neither says it varies by them (runtime/src/cors.rs).
+    assert!(headers.get("vary").is_none(), "{headers:?}");
+    assert!(call.headers().get("vary").is_none(), "{:?}", call.headers());
 }
 
 #[tokio::test]
