@@ -15,7 +15,8 @@
 //! second server over a fresh PostgreSQL database, all against the same baseline.
 //!
 //! `--phases issue3` adds the benchmark of issue 3 (see `issue3.rs`): a CSV import against a plain
-//! batched insert of the same rows, and a scoring run over them.
+//! batched insert of the same rows, a scoring run over them, and scoring's writes alone in its
+//! storage layouts (`scoring_floor.rs`), `--rounds` times.
 //!
 //! It prints requests/s, p50/p99 latency, errors, the ratio to the baseline, the CPU time the
 //! server spent per request, and the server's peak RSS. It asserts nothing about time: a figure
@@ -29,6 +30,7 @@ mod peers;
 mod pg;
 mod procfs;
 mod scheduler;
+mod scoring_floor;
 mod seed;
 mod service;
 mod webhooks;
@@ -315,7 +317,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         result = measure(&args, &root, &bin, &dir).await;
     }
     if result.is_ok() && args.phases.contains(&PhaseKind::Issue3) {
-        result = issue3::run(&bin, &dir, usize::try_from(args.prospects)?, load_average).await;
+        result = issue3::run(
+            &bin,
+            &dir,
+            usize::try_from(args.prospects)?,
+            args.rounds,
+            load_average,
+        )
+        .await;
     }
     if result.is_ok() && args.phases.contains(&PhaseKind::Scheduler) {
         result = scheduler::run(&bin, &dir, usize::try_from(args.prospects)?).await;
