@@ -32,6 +32,7 @@ use crate::common::{IdKind, json_text};
 use crate::events::{self, EventType};
 use crate::lists::check_name;
 use crate::prospects::Fields;
+use crate::prospects::bulk::BoundProspects;
 pub use parse::{MAX_REPORTED_ERRORS, MAX_ROWS};
 use parse::{Rows, Summary};
 use plan::Target;
@@ -414,44 +415,45 @@ pub async fn import_prospects(
         .collect();
 
     // The file again, row by row. A new prospect is made from its first row, later matching
-    // rows merged in, and written once the last of them has been read, a batch at a time.
+    // rows merged in, and written once the last of them has been read, a batch at a time. While
+    // the database inserts one batch, the rows of the next are read and bound: `biased`, so the
+    // insert is polled first and its statement is on its way (on SQLite, to the connection's
+    // thread) before the reading, which never waits, takes the task.
     let mut creating = NewProspects::new(&new_ids, &last_row);
-    let mut rows = input.open()?;
-    let (mut index, mut next_create, mut next_merge) = (0, 0, 0);
-    while let Some(row) = rows.next_row()? {
-        let Ok(row) = row else { continue };
-        if plan.creates.get(next_create) == Some(&index) {
-            creating.push(row.fields);
-            next_create += 1;
-        } else if let Some(merge) = plan.merges.get(next_merge).filter(|m| m.row == index) {
-            let into = match merge.target {
-                Target::New(n) => Some(creating.waiting_mut(n)?),
-                // Gone since the lookup: nothing to update.
-                Target::Existing(n) => after.get_mut(existing.ids[n].as_str()),
-            };
-            if let Some(fields) = into {
-                write::merge(fields, &row, merge.fill_url, merge.fill_email);
-            }
-            next_merge += 1;
+    let mut reading = SecondRead {
+        rows: input.open()?,
+        plan: &plan,
+        existing_ids: &existing.ids,
+        index: 0,
+        next_create: 0,
+        next_merge: 0,
+    };
+    let mut next = reading.next_batch(&mut creating, &mut after, backend, workspace_id, now)?;
+    loop {
+        let (batch, more) = next;
+        if !more {
+            write::write_batch(&mut tx, backend, workspace_id, now, batch).await?;
+            break;
         }
-        creating.advance(index);
-        if creating.ready() >= crate::prospects::bulk::PROSPECT_BATCH {
-            let ready = creating.ready();
-            creating
-                .write(&mut tx, backend, workspace_id, now, ready)
-                .await?;
-        }
-        index += 1;
+        let (written, read) = tokio::join!(
+            biased;
+            write::write_batch(&mut tx, backend, workspace_id, now, batch),
+            async { reading.next_batch(&mut creating, &mut after, backend, workspace_id, now) },
+        );
+        written?;
+        next = read?;
     }
+    let SecondRead {
+        index,
+        next_create,
+        next_merge,
+        ..
+    } = reading;
     if index != valid_rows || next_create != plan.creates.len() || next_merge != plan.merges.len() {
         return Err(ApiError::internal(format!(
             "the import read {index} valid rows the second time, {valid_rows} the first"
         )));
     }
-    let left = creating.waiting();
-    creating
-        .write(&mut tx, backend, workspace_id, now, left)
-        .await?;
 
     let updated = update_touched(
         &mut tx,
@@ -571,6 +573,79 @@ async fn target_list(
         }
         (None, None) => (None, false),
     })
+}
+
+/// The second read of an import's file: where it is, and what the plan says each row does.
+struct SecondRead<'r, 'p> {
+    rows: Rows<'r>,
+    plan: &'p plan::Plan,
+    existing_ids: &'p [String],
+    /// Valid rows read so far.
+    index: usize,
+    /// The next of the plan's creates and merges.
+    next_create: usize,
+    next_merge: usize,
+}
+
+impl SecondRead<'_, '_> {
+    /// Reads rows until a batch of new prospects is ready to write (`true`), or to the end of the
+    /// file (`false`, every waiting prospect then ready). A new prospect is made from its first
+    /// row; a later matching row is merged into it, or into the existing prospect it matched
+    /// (`after`).
+    fn until_batch(
+        &mut self,
+        creating: &mut NewProspects<'_>,
+        after: &mut HashMap<&str, Fields>,
+    ) -> Result<bool, ApiError> {
+        while let Some(row) = self.rows.next_row()? {
+            let Ok(row) = row else { continue };
+            let index = self.index;
+            self.index += 1;
+            if self.plan.creates.get(self.next_create) == Some(&index) {
+                creating.push(row.fields);
+                self.next_create += 1;
+            } else if let Some(merge) = self
+                .plan
+                .merges
+                .get(self.next_merge)
+                .filter(|m| m.row == index)
+            {
+                let into = match merge.target {
+                    Target::New(n) => Some(creating.waiting_mut(n)?),
+                    // Gone since the lookup: nothing to update.
+                    Target::Existing(n) => after.get_mut(self.existing_ids[n].as_str()),
+                };
+                if let Some(fields) = into {
+                    write::merge(fields, &row, merge.fill_url, merge.fill_email);
+                }
+                self.next_merge += 1;
+            }
+            creating.advance(index);
+            if creating.ready() >= crate::prospects::bulk::PROSPECT_BATCH {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Reads the next batch of new prospects (see [`Self::until_batch`]) and binds it; with
+    /// `false` at the end of the file, when the batch is every prospect still waiting.
+    fn next_batch<'i>(
+        &mut self,
+        creating: &mut NewProspects<'i>,
+        after: &mut HashMap<&str, Fields>,
+        backend: Backend,
+        workspace_id: &str,
+        now: i64,
+    ) -> Result<(BoundProspects<'i>, bool), ApiError> {
+        let more = self.until_batch(creating, after)?;
+        let count = if more {
+            creating.ready()
+        } else {
+            creating.waiting()
+        };
+        Ok((creating.take(count, backend, workspace_id, now)?, more))
+    }
 }
 
 /// Writes the existing prospects whose fields the rows changed; answers how many.

@@ -8,7 +8,7 @@ use outreach_runtime::prelude::{ApiError, Backend};
 use sqlx::Row as _;
 
 use crate::common::IdKind;
-use crate::prospects::bulk::{insert_prospects, insert_tags};
+use crate::prospects::bulk::{BoundProspects, bind_prospects, insert_bound};
 use crate::prospects::{Fields, normalize};
 
 type Tx = sqlx::AnyConnection;
@@ -131,46 +131,47 @@ impl<'a> NewProspects<'a> {
         }
     }
 
-    /// Writes the first `count` waiting prospects and their tags.
-    pub async fn write(
+    /// Takes the first `count` waiting prospects (all of them ready) and binds them into their
+    /// inserts, to be written by [`write_batch`].
+    pub fn take(
         &mut self,
-        tx: &mut Tx,
+        count: usize,
         backend: Backend,
         workspace_id: &str,
         now: i64,
-        count: usize,
-    ) -> Result<(), ApiError> {
-        if count == 0 {
-            return Ok(());
-        }
-        let batch: Vec<Fields> = self.waiting.drain(..count).collect();
+    ) -> Result<BoundProspects<'a>, ApiError> {
+        let fields: Vec<Fields> = self.waiting.drain(..count).collect();
         let ids = &self.ids[self.written..self.written + count];
         self.written += count;
         self.ready = self.ready.saturating_sub(count);
-        if let Err(error) = insert_prospects(tx, backend, workspace_id, now, ids, &batch).await {
+        bind_prospects(backend, workspace_id, now, ids, fields)
+    }
+}
+
+/// Writes a batch of new prospects (see [`NewProspects::take`]) and their tags.
+pub async fn write_batch(
+    tx: &mut Tx,
+    backend: Backend,
+    workspace_id: &str,
+    now: i64,
+    batch: BoundProspects<'_>,
+) -> Result<(), ApiError> {
+    insert_bound(tx, backend, workspace_id, now, batch)
+        .await
+        .map_err(|error| {
             // A prospect with one of these profile URLs was created by another request meanwhile.
-            if let Some(cause) = error
+            match error
                 .internal
                 .as_deref()
                 .filter(|cause| cause.contains("prospects_profile_url_key"))
             {
-                tracing::info!(cause, "import raced a prospect create");
-                return Err(ApiError::conflict(
-                    "A prospect with one of these profile URLs was created while the import ran; nothing was imported or spent. Retry.",
-                ));
+                Some(cause) => {
+                    tracing::info!(cause, "import raced a prospect create");
+                    ApiError::conflict(
+                        "A prospect with one of these profile URLs was created while the import ran; nothing was imported or spent. Retry.",
+                    )
+                }
+                None => error,
             }
-            return Err(error);
-        }
-        let tags: Vec<(&str, &str)> = ids
-            .iter()
-            .zip(&batch)
-            .flat_map(|(id, fields)| {
-                fields
-                    .tags
-                    .iter()
-                    .map(move |tag| (id.as_str(), tag.as_str()))
-            })
-            .collect();
-        insert_tags(tx, backend, workspace_id, &tags).await
-    }
+        })
 }

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use outreach_runtime::prelude::{ApiError, Backend};
+use outreach_runtime::prelude::{AnyQuery, ApiError, Backend};
 use sqlx::AssertSqlSafe;
 
 use super::{
@@ -29,44 +29,85 @@ const SMALL_BATCH: usize = 5000;
 
 // SQL built here interpolates only constants and placeholders; values are bound.
 
-/// Inserts new prospects; `ids[n]` is the id of `prospects[n]`.
-pub(crate) async fn insert_prospects(
+/// New prospects bound into their inserts, to be run by [`insert_bound`]. Binding takes the fields
+/// by value, so an import binds one batch while the database inserts the one before it.
+pub(crate) struct BoundProspects<'i> {
+    inserts: Vec<AnyQuery<'static>>,
+    ids: &'i [String],
+    /// The new prospects marked do-not-contact.
+    marked: Vec<&'i str>,
+    /// Every tag, with its prospect's id.
+    tags: Vec<(&'i str, String)>,
+}
+
+/// Binds new prospects into their inserts; `ids[n]` is the id of `prospects[n]`.
+pub(crate) fn bind_prospects<'i>(
+    backend: Backend,
+    workspace_id: &str,
+    now: i64,
+    ids: &'i [String],
+    prospects: Vec<Fields>,
+) -> Result<BoundProspects<'i>, ApiError> {
+    let mut marked = Vec::new();
+    let mut tags = Vec::new();
+    for (id, fields) in ids.iter().zip(&prospects) {
+        if fields.do_not_contact {
+            marked.push(id.as_str());
+        }
+        tags.extend(fields.tags.iter().map(|tag| (id.as_str(), tag.clone())));
+    }
+    let mut inserts = Vec::with_capacity(ids.len().div_ceil(PROSPECT_BATCH));
+    let mut prospects = prospects.into_iter();
+    for ids in ids.chunks(PROSPECT_BATCH) {
+        let sql = if ids.len() == PROSPECT_BATCH {
+            Cow::Borrowed(full_batch_sql(backend))
+        } else {
+            Cow::Owned(insert_prospects_sql(backend, ids.len()))
+        };
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for (id, fields) in ids.iter().zip(prospects.by_ref()) {
+            query = fields
+                .bind_columns(query.bind(id.clone()))?
+                .bind(workspace_id.to_owned())
+                .bind(now)
+                .bind(now);
+        }
+        inserts.push(query);
+    }
+    Ok(BoundProspects {
+        inserts,
+        ids,
+        marked,
+        tags,
+    })
+}
+
+/// Inserts bound new prospects, their do-not-contact marks and their tags.
+pub(crate) async fn insert_bound(
     tx: &mut Tx,
     backend: Backend,
     workspace_id: &str,
     now: i64,
-    ids: &[String],
-    prospects: &[Fields],
+    bound: BoundProspects<'_>,
 ) -> Result<(), ApiError> {
-    for (ids, batch) in ids
-        .chunks(PROSPECT_BATCH)
-        .zip(prospects.chunks(PROSPECT_BATCH))
-    {
-        let sql = if batch.len() == PROSPECT_BATCH {
-            Cow::Borrowed(full_batch_sql(backend))
-        } else {
-            Cow::Owned(insert_prospects_sql(backend, batch.len()))
-        };
-        let mut query = sqlx::query(AssertSqlSafe(sql));
-        for (id, fields) in ids.iter().zip(batch) {
-            query = fields
-                .bind_columns(query.bind(id))?
-                .bind(workspace_id)
-                .bind(now)
-                .bind(now);
-        }
-        query.execute(&mut *tx).await?;
+    let BoundProspects {
+        inserts,
+        ids,
+        marked,
+        tags,
+    } = bound;
+    if ids.is_empty() {
+        return Ok(());
     }
-    let marked: Vec<&str> = ids
-        .iter()
-        .zip(prospects)
-        .filter(|(_, fields)| fields.do_not_contact)
-        .map(|(id, _)| id.as_str())
-        .collect();
+    for insert in inserts {
+        insert.execute(&mut *tx).await?;
+    }
     super::do_not_contact_added(tx, workspace_id, &marked, None, now).await?;
     let written: Vec<&str> = ids.iter().map(String::as_str).collect();
     super::do_not_contact::flag_listed(tx, workspace_id, &written, now).await?;
-    crate::prospects::totals::add(tx, workspace_id, ids.len() as i64).await
+    crate::prospects::totals::add(tx, workspace_id, ids.len() as i64).await?;
+    let tags: Vec<(&str, &str)> = tags.iter().map(|(id, tag)| (*id, tag.as_str())).collect();
+    insert_tags(tx, backend, workspace_id, &tags).await
 }
 
 /// The insert of a full batch of prospects, made once per backend (an import writes a hundred).

@@ -245,7 +245,12 @@ pub(crate) async fn write_fields(
     now: i64,
 ) -> Result<Result<sqlx::any::AnyQueryResult, sqlx::Error>, ApiError> {
     let query = sqlx::query(UPDATE_SQL.as_str()).bind(workspace_id).bind(id);
-    Ok(fields.bind_columns(query)?.bind(now).execute(conn).await)
+    Ok(fields
+        .clone()
+        .bind_columns(query)?
+        .bind(now)
+        .execute(conn)
+        .await)
 }
 
 impl Prospect {
@@ -356,32 +361,34 @@ impl Fields {
         Ok(())
     }
 
-    /// Binds the writable columns, in the order of [`FIELDS`].
-    pub(crate) fn bind_columns<'q>(
-        &'q self,
-        query: AnyQuery<'q>,
-    ) -> Result<AnyQuery<'q>, ApiError> {
+    /// Binds the writable columns, in the order of [`FIELDS`]. It takes the fields by value: the
+    /// `Any` driver copies every borrowed value it is given, and a query that owns its values
+    /// can be bound ahead of the statement before it (an import's batches).
+    pub(crate) fn bind_columns<'q>(self, query: AnyQuery<'q>) -> Result<AnyQuery<'q>, ApiError> {
+        let tags = json_text(&self.tags)?;
+        let custom_fields = json_text(&self.custom_fields)?;
+        let search_text = self.search_text();
         Ok(query
-            .bind(&self.first_name)
-            .bind(&self.last_name)
-            .bind(&self.headline)
-            .bind(&self.title)
-            .bind(&self.seniority)
-            .bind(&self.department)
-            .bind(&self.company_name)
-            .bind(&self.company_domain)
-            .bind(&self.company_industry)
+            .bind(self.first_name)
+            .bind(self.last_name)
+            .bind(self.headline)
+            .bind(self.title)
+            .bind(self.seniority)
+            .bind(self.department)
+            .bind(self.company_name)
+            .bind(self.company_domain)
+            .bind(self.company_industry)
             .bind(self.company_size)
-            .bind(&self.location)
-            .bind(&self.country)
-            .bind(&self.timezone)
-            .bind(&self.profile_url)
-            .bind(&self.email)
-            .bind(&self.phone)
-            .bind(json_text(&self.tags)?)
-            .bind(json_text(&self.custom_fields)?)
+            .bind(self.location)
+            .bind(self.country)
+            .bind(self.timezone)
+            .bind(self.profile_url)
+            .bind(self.email)
+            .bind(self.phone)
+            .bind(tags)
+            .bind(custom_fields)
             .bind(i64::from(self.do_not_contact))
-            .bind(self.search_text()))
+            .bind(search_text))
     }
 
     pub(crate) fn search_text(&self) -> String {
@@ -515,6 +522,7 @@ pub async fn create_prospect(ctx: Ctx, input: CreateProspectInput) -> Result<Pro
         .bind(&id)
         .bind(ctx.workspace_id());
     let inserted = fields
+        .clone()
         .bind_columns(insert)?
         .bind(ProspectSource::Api.as_str())
         .bind(now)
