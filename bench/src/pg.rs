@@ -55,21 +55,11 @@ impl FreshDatabase {
     }
 }
 
-/// The statement every authenticated request on PostgreSQL makes before anything else, for one
-/// key: `runtime/src/auth.rs`'s API-key query (kept in step with it by hand; the server batches
-/// concurrent ones with `= any($1)`, which only makes its side cheaper).
-const CREDENTIAL_SQL: &str = "select k.id, k.name, k.scopes, k.last_used_at, k.workspace_id, k.person_id, \
-     p.email, m.role, w.terms_accepted_at, w.name, w.created_at, w.credits_balance, \
-     k.expires_at, k.revoked_at, k.unattended \
-     from api_keys k \
-     join people p on p.id = k.person_id \
-     join workspaces w on w.id = k.workspace_id \
-     left join memberships m on m.workspace_id = k.workspace_id and m.person_id = k.person_id \
-     where k.key_hash = :hash and k.environment = :environment;";
-
-/// PostgreSQL's own ceiling for the credential read: `pgbench` running [`CREDENTIAL_SQL`] for the
-/// database's first key, prepared, over `connections` plain-text connections (as the server's)
-/// for `seconds`; its transactions per second.
+/// PostgreSQL's own ceiling for the credential read: `pgbench` running the server's own statement
+/// for one API key (`outreach_runtime::auth::api_key_sql`; the server batches concurrent ones with
+/// `= any($1)`, which only makes its side cheaper) for the database's first key, prepared, over
+/// `connections` plain-text connections (as the server's) for `seconds`; its transactions per
+/// second.
 pub async fn credential_query_tps(
     url: &str,
     dir: &std::path::Path,
@@ -85,9 +75,14 @@ pub async fn credential_query_tps(
     let script = dir.join("credential.sql");
     std::fs::write(
         &script,
-        CREDENTIAL_SQL
-            .replace(":hash", &format!("'{hash}'"))
-            .replace(":environment", &format!("'{environment}'")),
+        // The two values as literals: pgbench's `-M prepared` prepares the script's statement as
+        // it is written.
+        format!(
+            "{};\n",
+            outreach_runtime::auth::api_key_sql()
+                .replace("$1", &format!("'{hash}'"))
+                .replace("$2", &format!("'{environment}'"))
+        ),
     )?;
     let output = tokio::process::Command::new("pgbench")
         .env("PGSSLMODE", "disable")

@@ -142,8 +142,9 @@ const PRINCIPAL_COLUMNS: &str = "p.email, m.role, w.terms_accepted_at, w.name, w
                                  w.credits_balance";
 
 /// An API key with its person, membership and workspace, in one query. The columns after the
-/// shared ones: `expires_at`, `revoked_at`, `unattended`.
-fn api_key_sql() -> &'static str {
+/// shared ones: `expires_at`, `revoked_at`, `unattended`. Public for the bench, whose PostgreSQL
+/// ceiling runs this very statement under pgbench.
+pub fn api_key_sql() -> &'static str {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     SQL.get_or_init(|| api_key_query("", "k.key_hash = $1"))
 }
