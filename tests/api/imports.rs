@@ -503,6 +503,59 @@ async fn a_file_of_several_batches_merges_its_last_row_into_its_first() {
     assert_eq!(balance(&app).await, 6000 - 2399 - 2499);
 }
 
+/// The import binds and writes its new prospects 1,000 at a time, each batch beside the insert
+/// of the one before. Exactly 2,000 new prospects: the last read of the file finds none left to
+/// write. A do-not-contact mark and tags in the second batch are written with it, and the
+/// workspace's count of prospects (`total`) holds every one.
+#[tokio::test]
+async fn an_import_of_exactly_two_batches_writes_every_prospect_mark_and_tag() {
+    let app = spawn_app().await;
+    grant(&app, 2000).await;
+    let rows: Vec<Value> = (1..=2000)
+        .map(|i| {
+            if i == 1500 {
+                json!({"first_name": "Dana", "last_name": i.to_string(), "email": format!("d{i}@batch.test"),
+                       "tags": ["late"], "do_not_contact": true})
+            } else {
+                json!({"first_name": "Pat", "last_name": i.to_string(), "email": format!("p{i}@batch.test")})
+            }
+        })
+        .collect();
+    let outcome = import(&app, &app.key, None, json!({"rows": rows}))
+        .await
+        .expect(200)
+        .clone();
+    assert_eq!(
+        (&outcome["created"], &outcome["credits_spent"]),
+        (&json!(2000), &json!(2000)),
+        "{outcome}"
+    );
+    assert_eq!(app.prospect_count().await, 2000);
+    let listed = app.get("/prospects?limit=1", &app.key).await;
+    assert_eq!(listed.expect(200)["total"], json!(2000));
+    let dana = app
+        .get("/prospects?email=d1500@batch.test", &app.key)
+        .await
+        .expect(200)["items"][0]
+        .clone();
+    assert_eq!(
+        (&dana["do_not_contact"], &dana["tags"]),
+        (&json!(true), &json!(["late"])),
+        "{dana}"
+    );
+    let last = app
+        .get("/prospects?email=p2000@batch.test", &app.key)
+        .await
+        .expect(200)["items"][0]
+        .clone();
+    assert_eq!(
+        last["last_name"],
+        json!("2000"),
+        "the last batch is written"
+    );
+    assert_eq!(balance(&app).await, 0);
+}
+
 #[tokio::test]
 async fn imports_fill_a_list_by_id_or_by_name() {
     let app = spawn_app().await;

@@ -32,7 +32,7 @@ use crate::common::{IdKind, json_text};
 use crate::events::{self, EventType};
 use crate::lists::check_name;
 use crate::prospects::Fields;
-use crate::prospects::bulk::BoundProspects;
+use crate::prospects::bulk::{BoundProspects, PROSPECT_BATCH};
 pub use parse::{MAX_REPORTED_ERRORS, MAX_ROWS};
 use parse::{Rows, Summary};
 use plan::Target;
@@ -417,14 +417,18 @@ pub async fn import_prospects(
     // The file again, row by row. A new prospect is made from its first row, later matching
     // rows merged in, and written once the last of them has been read, a batch at a time. While
     // the database inserts one batch, the rows of the next are read and bound: `biased`, so the
-    // insert is polled first and its statement is on its way (on SQLite, to the connection's
-    // thread) before the reading, which never waits, takes the task.
+    // insert is polled first and its statement is on its way before the reading, which never
+    // waits, takes the task. On SQLite the first poll hands the statement to the connection's
+    // thread. On PostgreSQL a statement not yet prepared (the first full batch, a short last one)
+    // waits for its description first, and a large bind may be only partly sent, so there the
+    // overlap is smaller (measured on SQLite only: bench/RESULTS.md).
     let mut creating = NewProspects::new(&new_ids, &last_row);
     let mut reading = SecondRead {
         rows: input.open()?,
         plan: &plan,
         existing_ids: &existing.ids,
         index: 0,
+        finished: false,
         next_create: 0,
         next_merge: 0,
     };
@@ -582,6 +586,8 @@ struct SecondRead<'r, 'p> {
     existing_ids: &'p [String],
     /// Valid rows read so far.
     index: usize,
+    /// Whether the last row has been read.
+    finished: bool,
     /// The next of the plan's creates and merges.
     next_create: usize,
     next_merge: usize,
@@ -621,15 +627,17 @@ impl SecondRead<'_, '_> {
                 self.next_merge += 1;
             }
             creating.advance(index);
-            if creating.ready() >= crate::prospects::bulk::PROSPECT_BATCH {
+            if creating.ready() >= PROSPECT_BATCH {
                 return Ok(true);
             }
         }
         Ok(false)
     }
 
-    /// Reads the next batch of new prospects (see [`Self::until_batch`]) and binds it; with
-    /// `false` at the end of the file, when the batch is every prospect still waiting.
+    /// Reads until a batch of new prospects is ready (see [`Self::until_batch`]) and binds it:
+    /// at most [`PROSPECT_BATCH`] of them, so a file whose first row waits for its last one is
+    /// still bound (and its values held) a batch at a time. With `false` when nothing is left to
+    /// write after this batch.
     fn next_batch<'i>(
         &mut self,
         creating: &mut NewProspects<'i>,
@@ -638,13 +646,18 @@ impl SecondRead<'_, '_> {
         workspace_id: &str,
         now: i64,
     ) -> Result<(BoundProspects<'i>, bool), ApiError> {
-        let more = self.until_batch(creating, after)?;
-        let count = if more {
-            creating.ready()
-        } else {
+        if creating.ready() < PROSPECT_BATCH && !self.finished {
+            self.finished = !self.until_batch(creating, after)?;
+        }
+        // At the end of the file every waiting prospect is ready.
+        let count = if self.finished {
             creating.waiting()
-        };
-        Ok((creating.take(count, backend, workspace_id, now)?, more))
+        } else {
+            creating.ready()
+        }
+        .min(PROSPECT_BATCH);
+        let batch = creating.take(count, backend, workspace_id, now)?;
+        Ok((batch, !self.finished || creating.waiting() > 0))
     }
 }
 
