@@ -11,8 +11,8 @@
 //! No `Vary` header: every answer allows any origin (`*`) and names fixed lists, so none depends
 //! on the request's `Origin` or its preflight headers, and a cache may share it. (tower-http's
 //! default adds `Vary: origin, access-control-request-method, access-control-request-headers`
-//! to every response, joined anew each time: a tenth of the middleware's cost per request, for
-//! nothing here.)
+//! to every response, the value joined anew each time: work on every request, for nothing
+//! here.)
 
 use std::time::Duration;
 
