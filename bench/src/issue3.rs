@@ -15,9 +15,8 @@
 //!    time is from sending the request to having read the whole response (HTTP, JSON and CSV
 //!    parsing, normalisation, deduplication, the inserts, the list members, the credits).
 //! 3. **Scoring.** A targeting (`POST /api/v1/targetings`), then one `POST /api/v1/scoring-runs`
-//!    over the import's list; the time is again request to response. (Between the import and
-//!    the scoring the server is stopped, its database copied as the import left it, and the
-//!    server started again on it.)
+//!    over the import's list; the time is again request to response. (Between the two, the
+//!    database is copied as the import left it, with `vacuum into`.)
 //! 4. **Scoring's storage.** The run's stored results are written again into copies of the
 //!    imported database, with nothing but SQLite in the way, in today's layout (the floor the run
 //!    is held to) and in two that store less (`scoring_floor.rs`).
@@ -334,8 +333,8 @@ struct RoundFigures {
     scoring_rate: f64,
     /// The scoring run's rate over today's layout's floor rate.
     scoring_vs_floor: f64,
-    /// Each layout's write rate, prospects/s.
-    layout_rates: Vec<(scoring_floor::Layout, f64)>,
+    /// Each layout's write rates, prospects/s: the first run, the second.
+    layout_rates: Vec<(scoring_floor::Layout, f64, f64)>,
 }
 
 /// Runs `rounds` rounds of the measurements (each on fresh databases), prints each round's tables,
@@ -389,14 +388,17 @@ pub async fn run(
         mark(rate >= SCORING_AIM)
     );
     for layout in scoring_floor::Layout::ALL {
-        let (rate, each) = median(&|f| {
-            f.layout_rates
-                .iter()
-                .find(|(l, _)| *l == layout)
-                .map_or(0.0, |(_, rate)| *rate)
-        });
+        let rates = |second: bool| {
+            median(&|f| {
+                f.layout_rates.iter().find(|(l, _, _)| *l == layout).map_or(
+                    0.0,
+                    |(_, first, later)| if second { *later } else { *first },
+                )
+            })
+        };
+        let ((first, first_each), (second, second_each)) = (rates(false), rates(true));
         println!(
-            "- writes alone, layout `{}`: {rate:.0} prospects/s ({each})",
+            "- writes alone, layout `{}`: first run {first:.0} prospects/s ({first_each}), second run {second:.0} ({second_each})",
             layout.name()
         );
     }
@@ -463,7 +465,7 @@ async fn round(
     )
     .await?;
     let bearer = format!("Bearer {}", key["key"].as_str().context("no key")?);
-    let server = service::start_server(bin, &database_url, &dir.join("server-import.log")).await?;
+    let server = service::start_server(bin, &database_url, &dir.join("server-issue3.log")).await?;
     println!("  server pid {} at http://{}", server.pid, server.addr);
 
     let csv = csv(&rows);
@@ -517,13 +519,9 @@ async fn round(
         import_rate / baseline_rate,
         import.body["credits_spent"]
     );
-    // The database as the import left it, for the storage layouts (step 4): copied with the
-    // server stopped, which then starts again on it for the scoring run.
-    let (import_hwm_kib, _) = procfs::rss_kib(server.pid)?;
-    server.stop().await?;
+    // The database as the import left it, for the storage layouts (step 4).
     let imported = dir.join("imported.db");
-    scoring_floor::copy_database(&db_path, &imported)?;
-    let server = service::start_server(bin, &database_url, &dir.join("server-scoring.log")).await?;
+    scoring_floor::copy_database(&db_path, &imported).await?;
 
     // 3. Scoring.
     let made = timed_post(
@@ -567,8 +565,7 @@ async fn round(
     );
     // The allocator gives freed memory back after a short delay; the end figure is read after it.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (scoring_hwm_kib, rss_kib) = procfs::rss_kib(server.pid)?;
-    let hwm_kib = import_hwm_kib.max(scoring_hwm_kib);
+    let (hwm_kib, rss_kib) = procfs::rss_kib(server.pid)?;
     server.stop().await?;
 
     // 4. Scoring's storage: the run's own results written again in each layout, with nothing
@@ -614,16 +611,19 @@ async fn round(
         scoring.server_cpu.as_secs_f64()
     );
     println!();
-    let floor_rate = |layout: &scoring_floor::Measured| count as f64 / layout.writes.as_secs_f64();
+    let rate = |took: Duration| count as f64 / took.as_secs_f64();
     let today = layouts
         .iter()
         .find(|measured| measured.layout == scoring_floor::Layout::Today)
         .context("no figure for today's layout")?;
-    let scoring_vs_floor = scoring_rate / floor_rate(today);
+    // The server's run scored unscored prospects: its floor is the first write.
+    let scoring_vs_floor = scoring_rate / rate(today.writes[0]);
+    let page_names: Vec<&str> = today.pages.iter().map(|(name, _)| name.as_str()).collect();
     println!(
-        "| scoring's writes alone, layout | wall time | prospects/s | vs today's | run vs this floor | bytes added | page at 0 / middle / end |"
+        "| scoring's writes alone, layout | first run: wall, prospects/s, vs today | scoring run vs this floor | second run: wall, prospects/s, vs today | bytes added by the second run | pages ({}) |",
+        page_names.join(" / ")
     );
-    println!("|---|---:|---:|---:|---:|---:|---|");
+    println!("|---|---|---:|---|---:|---|");
     for measured in &layouts {
         let pages: Vec<String> = measured
             .pages
@@ -631,19 +631,22 @@ async fn round(
             .map(|(_, took)| format!("{:.2} ms", took.as_secs_f64() * 1000.0))
             .collect();
         println!(
-            "| {} | {:.3} s | {:.0} | {:.2} | {:.2} | {:.1} MiB | {} |",
+            "| {} | {:.3} s, {:.0}/s, {:.2} | {:.2} | {:.3} s, {:.0}/s, {:.2} | {:.1} MiB | {} |",
             measured.layout.name(),
-            measured.writes.as_secs_f64(),
-            floor_rate(measured),
-            today.writes.as_secs_f64() / measured.writes.as_secs_f64(),
-            scoring_rate / floor_rate(measured),
-            measured.bytes_added as f64 / 1_048_576.0,
+            measured.writes[0].as_secs_f64(),
+            rate(measured.writes[0]),
+            today.writes[0].as_secs_f64() / measured.writes[0].as_secs_f64(),
+            scoring_rate / rate(measured.writes[0]),
+            measured.writes[1].as_secs_f64(),
+            rate(measured.writes[1]),
+            today.writes[1].as_secs_f64() / measured.writes[1].as_secs_f64(),
+            measured.bytes_added[1] as f64 / 1_048_576.0,
             pages.join(" / ")
         );
     }
     println!();
     println!(
-        "server peak RSS (VmHWM, the larger of the import's and the scoring's server) {:.1} MiB, RSS 3 s after the scoring run {:.1} MiB; scoring by tier {}",
+        "server peak RSS (VmHWM) {:.1} MiB, RSS 3 s after the scoring run {:.1} MiB; scoring by tier {}",
         hwm_kib as f64 / 1024.0,
         rss_kib as f64 / 1024.0,
         scoring.body["by_tier"]
@@ -665,7 +668,13 @@ async fn round(
         scoring_vs_floor,
         layout_rates: layouts
             .iter()
-            .map(|measured| (measured.layout, floor_rate(measured)))
+            .map(|measured| {
+                (
+                    measured.layout,
+                    rate(measured.writes[0]),
+                    rate(measured.writes[1]),
+                )
+            })
             .collect(),
     })
 }

@@ -73,20 +73,29 @@ pub async fn credential_query_tps(
             .await?;
     conn.close().await?;
     let script = dir.join("credential.sql");
+    let sql = outreach_runtime::auth::api_key_sql();
+    ensure!(
+        sql.contains("$2") && !sql.contains("$3"),
+        "the credential statement's parameters changed: {sql}"
+    );
+    // The values as pgbench variables, which `-M prepared` sends as bound parameters, as the
+    // server sends its own.
     std::fs::write(
         &script,
-        // The two values as literals: pgbench's `-M prepared` prepares the script's statement as
-        // it is written.
         format!(
             "{};\n",
-            outreach_runtime::auth::api_key_sql()
-                .replace("$1", &format!("'{hash}'"))
-                .replace("$2", &format!("'{environment}'"))
+            sql.replace("$1", ":hash").replace("$2", ":environment")
         ),
     )?;
     let output = tokio::process::Command::new("pgbench")
         .env("PGSSLMODE", "disable")
         .args(["-n", "-M", "prepared", "-j", "2"])
+        .args([
+            "-D",
+            &format!("hash={hash}"),
+            "-D",
+            &format!("environment={environment}"),
+        ])
         .args(["-c", &connections.to_string(), "-T", &seconds.to_string()])
         .arg("-f")
         .arg(&script)

@@ -1,28 +1,32 @@
 //! Scoring's storage against SQLite's own floor (part of `--phases issue3`): what the writes of a
 //! scoring run cost with nothing else in the way, and what two layouts that store less would cost.
 //!
-//! Each layout starts from a copy of the database as the import left it (before any scoring), and
-//! writes the very results the server's run stored (read back from its database afterwards), with
-//! plain sqlx on one connection (the server's pragmas), in one transaction, timed `begin` to
-//! `commit`:
+//! Each layout starts from a copy of the database as the import left it (before any scoring;
+//! `vacuum into`, taken while the server runs), and writes the very results the server's run
+//! stored (read back from its database afterwards), with plain sqlx on one connection (the
+//! server's pragmas), in one transaction, timed `begin` to `commit`. It writes them twice, as two
+//! runs with ids of the server's shape: the first over unscored prospects, like the server's run
+//! (the floor that run is held to), the second over the prospects the first scored (what a
+//! workspace's later runs cost, and what one more run adds to the file).
 //!
 //! - **today**: what a run writes now. The run's row, one `scoring_results` row per prospect
 //!   (multi-row inserts of [`BATCH`]; the table and its three indexes), then the run's own
-//!   statement that copies each score and tier to its prospect
-//!   ([`copy_scores_to_prospects`]: the row and its score and tier indexes). The run's rate
-//!   against this one is the issue's "scoring against the same-run floor".
-//! - **packed**: one row per batch of [`BATCH`] results (`scoring_result_packs`, the results as one
-//!   JSON array) and each prospect's latest score in a narrow table of its own (`prospect_scores`,
-//!   `without rowid`, keyed by prospect, with the `(workspace, score)` index that `list_prospects`
-//!   sorts by), in place of the prospects' columns. No row per result.
-//! - **ordered**: `packed`, plus one narrow row per result in a single B-tree
-//!   (`scoring_result_order`, `without rowid`, keyed by `(run, score desc, prospect)`, naming the
-//!   pack), so a page by score is a range scan, as today.
+//!   statement that copies each score and tier to its prospect ([`copy_scores_to_prospects`]:
+//!   the row and its score and tier indexes).
+//! - **packed**: one row per batch of [`BATCH`] results (`scoring_result_packs`, the results as
+//!   one JSON array) and each prospect's latest score in a narrow table of its own
+//!   (`prospect_scores`, `without rowid`, keyed by prospect, with the `(workspace, score)` index
+//!   `list_prospects` sorts by), written with an upsert, in place of the prospects' columns. No
+//!   row per result.
+//! - **ordered**: `packed`, plus one narrow row per result (`scoring_result_order`, `without
+//!   rowid`, keyed by `(run, score desc, prospect)`, with its tier and its pack), so a page by
+//!   score is a range scan as today, and an index by prospect, which the cascade from a deleted
+//!   prospect (and so the erasure of its packed result) would need.
 //!
-//! Then a page of `list_scoring_results` (25 results at the start, the middle and the end, best
-//! score first) is read from each layout as that layout would answer it, and the pages must hold
-//! the same prospects in the same order: a layout that cannot keep the action's answers does not
-//! count.
+//! Then pages of `list_scoring_results` (25 results at the start, the middle and the end, best
+//! score first, and the first page of tier `d`) are read from each layout as that layout would
+//! answer them, and every field of every result must be the same in every layout: a layout that
+//! cannot keep the action's answers does not count.
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -40,8 +44,8 @@ const BATCH: usize = 500;
 const PAGE: usize = 25;
 /// Reads of each page; the median is reported.
 const PAGE_READS: usize = 5;
-/// The run id the layouts write under (each in its own copy of the database).
-const RUN_ID: &str = "scr_floor";
+/// The tier of the tier-filtered page read.
+const PAGE_TIER: &str = "d";
 
 /// One stored result, as the server's run wrote it.
 pub struct StoredResult {
@@ -55,6 +59,7 @@ pub struct StoredResult {
 
 /// What the server's run was over, and what it stored.
 pub struct ServerRun {
+    id: String,
     workspace_id: String,
     targeting_id: String,
     targeting_version: i64,
@@ -64,6 +69,14 @@ pub struct ServerRun {
 impl ServerRun {
     pub fn len(&self) -> usize {
         self.results.len()
+    }
+
+    /// The ids of the two runs each layout writes: the server's own, then one of the same shape.
+    fn run_ids(&self) -> [String; 2] {
+        let mut second = self.id.clone();
+        second.pop();
+        second.push(if self.id.ends_with('0') { '1' } else { '0' });
+        [self.id.clone(), second]
     }
 }
 
@@ -87,13 +100,15 @@ impl Layout {
     }
 }
 
-/// One layout's figures: the writes' wall time, and the median time of a page at each offset.
+/// One layout's figures.
 pub struct Measured {
     pub layout: Layout,
-    pub writes: Duration,
-    pub pages: Vec<(usize, Duration)>,
-    /// The bytes the layout added to the database file (its pages, after a checkpoint).
-    pub bytes_added: u64,
+    /// The writes' wall time: the first run (over unscored prospects), then the second.
+    pub writes: [Duration; 2],
+    /// The bytes each run added to the database file (its pages, after a checkpoint).
+    pub bytes_added: [u64; 2],
+    /// The median time of each page read, by its name.
+    pub pages: Vec<(String, Duration)>,
 }
 
 async fn connect(path: &Path) -> anyhow::Result<SqliteConnection> {
@@ -105,17 +120,15 @@ async fn connect(path: &Path) -> anyhow::Result<SqliteConnection> {
     Ok(SqliteConnection::connect_with(&options).await?)
 }
 
-/// Copies a SQLite database that no process has open (its `-wal` too, if there is one).
-pub fn copy_database(from: &Path, to: &Path) -> anyhow::Result<()> {
-    std::fs::copy(from, to).with_context(|| format!("copy {}", from.display()))?;
-    let wal = |path: &Path| {
-        let mut name = path.as_os_str().to_owned();
-        name.push("-wal");
-        std::path::PathBuf::from(name)
-    };
-    if wal(from).exists() {
-        std::fs::copy(wal(from), wal(to))?;
-    }
+/// Copies the SQLite database at `from` into the new file `to` with `vacuum into`: a consistent
+/// copy taken through a connection of its own, while the server still has the database open.
+pub async fn copy_database(from: &Path, to: &Path) -> anyhow::Result<()> {
+    let mut conn = connect(from).await?;
+    sqlx::query("vacuum into ?")
+        .bind(to.to_str().context("a path that is not UTF-8")?)
+        .execute(&mut conn)
+        .await?;
+    conn.close().await?;
     Ok(())
 }
 
@@ -126,12 +139,12 @@ pub async fn read_server_run(path: &Path) -> anyhow::Result<ServerRun> {
         sqlx::query("select id, workspace_id, targeting_id, targeting_version from scoring_runs")
             .fetch_one(&mut conn)
             .await?;
-    let run_id: String = run.try_get("id")?;
+    let id: String = run.try_get("id")?;
     let results = sqlx::query(
         "select prospect_id, score, tier, matched, gates_failed, missing from scoring_results \
          where run_id = ? order by prospect_id",
     )
-    .bind(&run_id)
+    .bind(&id)
     .fetch_all(&mut conn)
     .await?
     .iter()
@@ -147,6 +160,7 @@ pub async fn read_server_run(path: &Path) -> anyhow::Result<ServerRun> {
     })
     .collect::<Result<Vec<_>, sqlx::Error>>()?;
     let server_run = ServerRun {
+        id,
         workspace_id: run.try_get("workspace_id")?,
         targeting_id: run.try_get("targeting_id")?,
         targeting_version: run.try_get("targeting_version")?,
@@ -191,11 +205,21 @@ const ORDER_TABLE: &str = "
 create table scoring_result_order (
     run_id text not null references scoring_runs (id) on delete cascade,
     score integer not null,
-    prospect_id text not null,
+    prospect_id text not null references prospects (id) on delete cascade,
+    tier text not null,
     pack integer not null,
     primary key (run_id, score desc, prospect_id)
 ) without rowid;
+create index scoring_result_order_prospect_idx on scoring_result_order (prospect_id);
 ";
+
+const RESULTS_HEAD: &str = "insert into scoring_results (run_id, prospect_id, score, tier, matched, gates_failed, missing)";
+const LATEST_HEAD: &str = "insert into prospect_scores (prospect_id, workspace_id, score, tier, targeting_id, targeting_version, scored_at)";
+const LATEST_UPSERT: &str = " on conflict (prospect_id) do update set workspace_id = excluded.workspace_id, \
+     score = excluded.score, tier = excluded.tier, targeting_id = excluded.targeting_id, \
+     targeting_version = excluded.targeting_version, scored_at = excluded.scored_at";
+const ORDER_HEAD: &str =
+    "insert into scoring_result_order (run_id, score, prospect_id, tier, pack)";
 
 /// One pack: the batch's results as a JSON array of `[prospect_id, score, tier, matched,
 /// gates_failed, missing]` (the three lists are stored JSON already, so they go in as they are).
@@ -222,39 +246,54 @@ fn pack(results: &[StoredResult]) -> anyhow::Result<String> {
     Ok(text)
 }
 
-/// A pack read back: its entries, in the order they were written.
+/// A pack's entry read back.
 type Entry = (String, i64, String, Value, Value, Value);
 
-/// Writes `run`'s results in `layout` into the database at `path` (a copy as the import left it);
-/// returns the time from `begin` to `commit`.
-async fn write(path: &Path, layout: Layout, run: &ServerRun) -> anyhow::Result<Duration> {
-    let mut conn = connect(path).await?;
-    match layout {
-        Layout::Today => {}
-        Layout::Packed => {
-            sqlx::raw_sql(PACKED_TABLES).execute(&mut conn).await?;
-        }
-        Layout::Ordered => {
-            sqlx::raw_sql(PACKED_TABLES).execute(&mut conn).await?;
-            sqlx::raw_sql(ORDER_TABLE).execute(&mut conn).await?;
-        }
+/// One result of a page, every field the action answers.
+#[derive(Debug, PartialEq)]
+struct PageItem {
+    prospect_id: String,
+    names: (
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    ),
+    score: i64,
+    tier: String,
+    lists: (Value, Value, Value),
+}
+
+impl PageItem {
+    fn of(names: &sqlx::sqlite::SqliteRow, entry: Entry) -> anyhow::Result<Self> {
+        let (prospect_id, score, tier, matched, gates_failed, missing) = entry;
+        Ok(Self {
+            prospect_id,
+            names: (
+                names.try_get("first_name")?,
+                names.try_get("last_name")?,
+                names.try_get("title")?,
+                names.try_get("company_name")?,
+            ),
+            score,
+            tier,
+            lists: (matched, gates_failed, missing),
+        })
     }
+}
+
+/// Writes one run of `results` in `layout` into `conn` (the layout's tables made); returns the
+/// time from `begin` to `commit`.
+async fn write_run(
+    conn: &mut SqliteConnection,
+    layout: Layout,
+    run: &ServerRun,
+    run_id: &str,
+) -> anyhow::Result<Duration> {
     let now = now_ms()?;
-    let full_results = rows_sql(
-        "insert into scoring_results (run_id, prospect_id, score, tier, matched, gates_failed, missing)",
-        7,
-        BATCH,
-    );
-    let full_latest = rows_sql(
-        "insert into prospect_scores (prospect_id, workspace_id, score, tier, targeting_id, targeting_version, scored_at)",
-        7,
-        BATCH,
-    );
-    let full_order = rows_sql(
-        "insert into scoring_result_order (run_id, score, prospect_id, pack)",
-        4,
-        BATCH,
-    );
+    let full_results = rows_sql(RESULTS_HEAD, 7, BATCH);
+    let full_latest = rows_sql(LATEST_HEAD, 7, BATCH) + LATEST_UPSERT;
+    let full_order = rows_sql(ORDER_HEAD, 5, BATCH);
     let statement = |full: &str, head: &str, columns: usize, rows: usize| {
         if rows == BATCH {
             full.to_owned()
@@ -269,7 +308,7 @@ async fn write(path: &Path, layout: Layout, run: &ServerRun) -> anyhow::Result<D
         "insert into scoring_runs (id, workspace_id, targeting_id, targeting_version, list_id, status, created_at) \
          values (?, ?, ?, ?, null, 'running', ?)",
     )
-    .bind(RUN_ID)
+    .bind(run_id)
     .bind(&run.workspace_id)
     .bind(&run.targeting_id)
     .bind(run.targeting_version)
@@ -277,77 +316,63 @@ async fn write(path: &Path, layout: Layout, run: &ServerRun) -> anyhow::Result<D
     .execute(&mut *tx)
     .await?;
     for (pack_number, chunk) in run.results.chunks(BATCH).enumerate() {
-        match layout {
-            Layout::Today => {
-                let sql = statement(
-                    &full_results,
-                    "insert into scoring_results (run_id, prospect_id, score, tier, matched, gates_failed, missing)",
-                    7,
-                    chunk.len(),
-                );
-                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-                for result in chunk {
-                    query = query
-                        .bind(RUN_ID)
-                        .bind(&result.prospect_id)
-                        .bind(result.score)
-                        .bind(&result.tier)
-                        .bind(&result.matched)
-                        .bind(&result.gates_failed)
-                        .bind(&result.missing);
-                }
-                query.execute(&mut *tx).await?;
+        let pack_number = i64::try_from(pack_number)?;
+        if layout == Layout::Today {
+            let sql = statement(&full_results, RESULTS_HEAD, 7, chunk.len());
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for result in chunk {
+                query = query
+                    .bind(run_id)
+                    .bind(&result.prospect_id)
+                    .bind(result.score)
+                    .bind(&result.tier)
+                    .bind(&result.matched)
+                    .bind(&result.gates_failed)
+                    .bind(&result.missing);
             }
-            Layout::Packed | Layout::Ordered => {
-                sqlx::query(
-                    "insert into scoring_result_packs (run_id, pack, results) values (?, ?, ?)",
-                )
-                .bind(RUN_ID)
-                .bind(i64::try_from(pack_number)?)
-                .bind(pack(chunk)?)
-                .execute(&mut *tx)
-                .await?;
-                let sql = statement(
-                    &full_latest,
-                    "insert into prospect_scores (prospect_id, workspace_id, score, tier, targeting_id, targeting_version, scored_at)",
-                    7,
-                    chunk.len(),
-                );
-                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-                for result in chunk {
-                    query = query
-                        .bind(&result.prospect_id)
-                        .bind(&run.workspace_id)
-                        .bind(result.score)
-                        .bind(&result.tier)
-                        .bind(&run.targeting_id)
-                        .bind(run.targeting_version)
-                        .bind(now);
-                }
-                query.execute(&mut *tx).await?;
-                if layout == Layout::Ordered {
-                    let sql = statement(
-                        &full_order,
-                        "insert into scoring_result_order (run_id, score, prospect_id, pack)",
-                        4,
-                        chunk.len(),
-                    );
-                    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-                    for result in chunk {
-                        query = query
-                            .bind(RUN_ID)
-                            .bind(result.score)
-                            .bind(&result.prospect_id)
-                            .bind(i64::try_from(pack_number)?);
-                    }
-                    query.execute(&mut *tx).await?;
-                }
+            query.execute(&mut *tx).await?;
+            continue;
+        }
+        sqlx::query("insert into scoring_result_packs (run_id, pack, results) values (?, ?, ?)")
+            .bind(run_id)
+            .bind(pack_number)
+            .bind(pack(chunk)?)
+            .execute(&mut *tx)
+            .await?;
+        let sql = if chunk.len() == BATCH {
+            full_latest.clone()
+        } else {
+            rows_sql(LATEST_HEAD, 7, chunk.len()) + LATEST_UPSERT
+        };
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for result in chunk {
+            query = query
+                .bind(&result.prospect_id)
+                .bind(&run.workspace_id)
+                .bind(result.score)
+                .bind(&result.tier)
+                .bind(&run.targeting_id)
+                .bind(run.targeting_version)
+                .bind(now);
+        }
+        query.execute(&mut *tx).await?;
+        if layout == Layout::Ordered {
+            let sql = statement(&full_order, ORDER_HEAD, 5, chunk.len());
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for result in chunk {
+                query = query
+                    .bind(run_id)
+                    .bind(result.score)
+                    .bind(&result.prospect_id)
+                    .bind(&result.tier)
+                    .bind(pack_number);
             }
+            query.execute(&mut *tx).await?;
         }
     }
     if layout == Layout::Today {
         sqlx::query(copy_scores_to_prospects(Backend::Sqlite))
-            .bind(RUN_ID)
+            .bind(run_id)
             .bind(&run.targeting_id)
             .bind(run.targeting_version)
             .bind(now)
@@ -359,101 +384,123 @@ async fn write(path: &Path, layout: Layout, run: &ServerRun) -> anyhow::Result<D
     )
     .bind(i64::try_from(run.results.len())?)
     .bind(now)
-    .bind(RUN_ID)
+    .bind(run_id)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    let took = started.elapsed();
-    sqlx::query("pragma wal_checkpoint(truncate)")
-        .execute(&mut conn)
-        .await?;
-    conn.close().await?;
-    Ok(took)
+    Ok(started.elapsed())
 }
 
-/// One page of `list_scoring_results` as `layout` answers it: the prospect ids, best score first,
-/// with each one's name (joined from `prospects`, as the action does) and its matched criteria.
+/// The file's size after a checkpoint.
+async fn file_size(conn: &mut SqliteConnection, path: &Path) -> anyhow::Result<u64> {
+    sqlx::query("pragma wal_checkpoint(truncate)")
+        .execute(&mut *conn)
+        .await?;
+    Ok(std::fs::metadata(path)?.len())
+}
+
+const NAMES: &str = "p.first_name, p.last_name, p.title, p.company_name";
+
+/// One page of `list_scoring_results` as `layout` answers it: `limit` results from `offset`,
+/// best score first, of tier `tier` if given; with the count the action answers too.
 async fn page(
     conn: &mut SqliteConnection,
     layout: Layout,
+    run_id: &str,
+    tier: Option<&str>,
     offset: usize,
-) -> anyhow::Result<Vec<(String, String, Value)>> {
+) -> anyhow::Result<Vec<PageItem>> {
     let (limit, offset) = (i64::try_from(PAGE)?, i64::try_from(offset)?);
+    let filter = if tier.is_some() {
+        "run_id = ? and tier = ?"
+    } else {
+        "run_id = ?"
+    };
+    let bind = |sql: String| {
+        let query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(run_id.to_owned());
+        match tier {
+            Some(tier) => query.bind(tier.to_owned()),
+            None => query,
+        }
+    };
     match layout {
         Layout::Today => {
             // The action's own statement (`actions/src/scoring/mod.rs`) and its count.
-            let rows = sqlx::query(
-                "select r.prospect_id, p.first_name, p.last_name, p.title, p.company_name, r.score, r.tier, r.matched, \
-                 r.gates_failed, r.missing from scoring_results r join prospects p on p.id = r.prospect_id \
-                 where r.run_id = ? order by r.score desc, r.prospect_id limit ? offset ?",
-            )
-            .bind(RUN_ID)
+            let rows = bind(format!(
+                "select r.prospect_id, {NAMES}, r.score, r.tier, r.matched, r.gates_failed, r.missing \
+                 from scoring_results r join prospects p on p.id = r.prospect_id where r.{} \
+                 order by r.score desc, r.prospect_id limit ? offset ?",
+                filter.replace(" and ", " and r.")
+            ))
             .bind(limit)
             .bind(offset)
             .fetch_all(&mut *conn)
             .await?;
-            let _: i64 =
-                sqlx::query_scalar("select count(*) from scoring_results r where r.run_id = ?")
-                    .bind(RUN_ID)
-                    .fetch_one(&mut *conn)
-                    .await?;
+            bind(format!(
+                "select count(*) from scoring_results where {filter}"
+            ))
+            .fetch_one(&mut *conn)
+            .await?;
             rows.iter()
                 .map(|row| {
-                    let matched: String = row.try_get(7)?;
-                    Ok((
-                        row.try_get(0)?,
-                        row.try_get(1)?,
-                        serde_json::from_str(&matched)?,
-                    ))
+                    let list = |column: &str| -> anyhow::Result<Value> {
+                        Ok(serde_json::from_str(&row.try_get::<String, _>(column)?)?)
+                    };
+                    let entry = (
+                        row.try_get("prospect_id")?,
+                        row.try_get("score")?,
+                        row.try_get("tier")?,
+                        list("matched")?,
+                        list("gates_failed")?,
+                        list("missing")?,
+                    );
+                    PageItem::of(row, entry)
                 })
                 .collect()
         }
         Layout::Ordered => {
-            let rows = sqlx::query(
-                "select o.prospect_id, o.pack, p.first_name from scoring_result_order o \
-                 join prospects p on p.id = o.prospect_id where o.run_id = ? \
+            let rows = bind(format!(
+                "select o.prospect_id, o.pack, {NAMES} from scoring_result_order o \
+                 join prospects p on p.id = o.prospect_id where o.{} \
                  order by o.score desc, o.prospect_id limit ? offset ?",
-            )
-            .bind(RUN_ID)
+                filter.replace(" and ", " and o.")
+            ))
             .bind(limit)
             .bind(offset)
             .fetch_all(&mut *conn)
             .await?;
-            let _: i64 =
-                sqlx::query_scalar("select count(*) from scoring_result_order where run_id = ?")
-                    .bind(RUN_ID)
-                    .fetch_one(&mut *conn)
-                    .await?;
-            let mut packs: Vec<i64> = rows
+            bind(format!(
+                "select count(*) from scoring_result_order where {filter}"
+            ))
+            .fetch_one(&mut *conn)
+            .await?;
+            let mut numbers: Vec<i64> = rows
                 .iter()
-                .map(|row| row.try_get(1))
+                .map(|row| row.try_get("pack"))
                 .collect::<Result<_, _>>()?;
-            packs.sort_unstable();
-            packs.dedup();
-            let mut page = Vec::with_capacity(rows.len());
-            let mut texts = std::collections::HashMap::new();
-            for number in packs {
+            numbers.sort_unstable();
+            numbers.dedup();
+            let mut packs = std::collections::HashMap::new();
+            for number in numbers {
                 let text: String = sqlx::query_scalar(
                     "select results from scoring_result_packs where run_id = ? and pack = ?",
                 )
-                .bind(RUN_ID)
+                .bind(run_id)
                 .bind(number)
                 .fetch_one(&mut *conn)
                 .await?;
-                texts.insert(number, text);
+                packs.insert(number, serde_json::from_str::<Vec<Entry>>(&text)?);
             }
-            let decoded: std::collections::HashMap<i64, Vec<Entry>> = texts
-                .iter()
-                .map(|(number, text)| Ok((*number, serde_json::from_str(text)?)))
-                .collect::<anyhow::Result<_>>()?;
+            let mut page = Vec::with_capacity(rows.len());
             for row in &rows {
-                let id: String = row.try_get(0)?;
-                let number: i64 = row.try_get(1)?;
-                let entry = decoded[&number]
+                let id: String = row.try_get("prospect_id")?;
+                let number: i64 = row.try_get("pack")?;
+                let entry = packs[&number]
                     .iter()
                     .find(|entry| entry.0 == id)
-                    .context("a result missing from its pack")?;
-                page.push((id, row.try_get(2)?, entry.3.clone()));
+                    .context("a result missing from its pack")?
+                    .clone();
+                page.push(PageItem::of(row, entry)?);
             }
             Ok(page)
         }
@@ -466,70 +513,97 @@ async fn page(
             let texts: Vec<String> = sqlx::query_scalar(
                 "select results from scoring_result_packs where run_id = ? order by pack",
             )
-            .bind(RUN_ID)
+            .bind(run_id)
             .fetch_all(&mut *conn)
             .await?;
             let mut entries: Vec<Entry> = Vec::new();
             for text in &texts {
-                entries.extend(serde_json::from_str::<Vec<Entry>>(text)?);
+                entries.extend(
+                    serde_json::from_str::<Vec<Entry>>(text)?
+                        .into_iter()
+                        .filter(|entry| tier.is_none_or(|tier| entry.2 == tier)),
+                );
             }
             entries.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             let start = usize::try_from(offset)?.min(entries.len());
-            let cut = &entries[start..(start + PAGE).min(entries.len())];
-            let mut page = Vec::with_capacity(cut.len());
-            for entry in cut {
-                let name: String =
-                    sqlx::query_scalar("select first_name from prospects where id = ?")
-                        .bind(&entry.0)
-                        .fetch_one(&mut *conn)
-                        .await?;
-                page.push((entry.0.clone(), name, entry.3.clone()));
+            let end = (start + PAGE).min(entries.len());
+            let mut page = Vec::with_capacity(end - start);
+            for entry in entries.drain(start..end) {
+                let names = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "select {NAMES} from prospects p where p.id = ?"
+                )))
+                .bind(&entry.0)
+                .fetch_one(&mut *conn)
+                .await?;
+                page.push(PageItem::of(&names, entry)?);
             }
             Ok(page)
         }
     }
 }
 
-/// Writes `run` in each layout into its own copy of `imported` (the database as the import left
-/// it), then reads pages from each; fails if two layouts answer a page differently.
+/// Writes `run` in each layout, twice, into its own copy of `imported` (the database as the
+/// import left it), then reads pages from each; fails if two layouts answer a page differently.
 pub async fn measure(
     dir: &Path,
     imported: &Path,
     run: &ServerRun,
 ) -> anyhow::Result<Vec<Measured>> {
     let count = run.results.len();
-    let offsets = [0, count / 2, count.saturating_sub(PAGE)];
+    let tier_count = run
+        .results
+        .iter()
+        .filter(|result| result.tier == PAGE_TIER)
+        .count();
+    let pages: [(String, Option<&str>, usize); 4] = [
+        ("start".to_owned(), None, 0),
+        ("middle".to_owned(), None, count / 2),
+        ("end".to_owned(), None, count.saturating_sub(PAGE)),
+        (format!("tier {PAGE_TIER}"), Some(PAGE_TIER), 0),
+    ];
+    let run_ids = run.run_ids();
     let mut measured = Vec::new();
-    let mut answers: Vec<Vec<Vec<(String, String, Value)>>> = Vec::new();
+    let mut answers: Vec<Vec<Vec<PageItem>>> = Vec::new();
     for layout in Layout::ALL {
         let path = dir.join(format!("floor-{}.db", layout.name()));
-        copy_database(imported, &path)?;
-        let size_before = {
-            let mut conn = connect(&path).await?;
-            sqlx::query("pragma wal_checkpoint(truncate)")
-                .execute(&mut conn)
-                .await?;
-            conn.close().await?;
-            std::fs::metadata(&path)?.len()
-        };
-        let writes = write(&path, layout, run).await?;
-        let bytes_added = std::fs::metadata(&path)?.len().saturating_sub(size_before);
+        std::fs::remove_file(&path).ok();
+        copy_database(imported, &path).await?;
         let mut conn = connect(&path).await?;
-        let mut pages = Vec::new();
+        match layout {
+            Layout::Today => {}
+            Layout::Packed => {
+                sqlx::raw_sql(PACKED_TABLES).execute(&mut conn).await?;
+            }
+            Layout::Ordered => {
+                sqlx::raw_sql(PACKED_TABLES).execute(&mut conn).await?;
+                sqlx::raw_sql(ORDER_TABLE).execute(&mut conn).await?;
+            }
+        }
+        let mut size = file_size(&mut conn, &path).await?;
+        let mut writes = [Duration::ZERO; 2];
+        let mut bytes_added = [0; 2];
+        for (index, run_id) in run_ids.iter().enumerate() {
+            writes[index] = write_run(&mut conn, layout, run, run_id).await?;
+            let after = file_size(&mut conn, &path).await?;
+            bytes_added[index] = after.saturating_sub(size);
+            size = after;
+        }
+        let mut times = Vec::new();
         let mut layout_answers = Vec::new();
-        for offset in offsets {
-            let mut times = Vec::with_capacity(PAGE_READS);
+        for (name, tier, offset) in &pages {
+            let mut reads = Vec::with_capacity(PAGE_READS);
             let mut answer = Vec::new();
             for _ in 0..PAGE_READS {
                 let started = Instant::now();
-                answer = page(&mut conn, layout, offset).await?;
-                times.push(started.elapsed());
+                answer = page(&mut conn, layout, &run_ids[1], *tier, *offset).await?;
+                reads.push(started.elapsed());
             }
-            times.sort_unstable();
-            pages.push((offset, times[PAGE_READS / 2]));
+            reads.sort_unstable();
+            times.push((name.clone(), reads[PAGE_READS / 2]));
+            let of = if tier.is_some() { tier_count } else { count };
             ensure!(
-                answer.len() == PAGE.min(count - offset.min(count)),
-                "{} answered {} results at offset {offset}",
+                answer.len() == PAGE.min(of.saturating_sub(*offset)),
+                "{} answered {} results for the page `{name}`",
                 layout.name(),
                 answer.len()
             );
@@ -547,8 +621,8 @@ pub async fn measure(
         measured.push(Measured {
             layout,
             writes,
-            pages,
             bytes_added,
+            pages: times,
         });
         std::fs::remove_file(&path).ok();
     }
