@@ -30,8 +30,7 @@ use anyhow::{Context, ensure};
 use bytes::Bytes;
 use hyper::Method;
 use serde_json::{Value, json};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
-use sqlx::{Connection, SqliteConnection};
+use sqlx::Connection;
 
 use crate::load::{self, Target};
 use crate::{procfs, scoring_floor, service};
@@ -209,12 +208,7 @@ async fn baseline_insert(
     workspace_id: &str,
     rows: &[Row],
 ) -> anyhow::Result<(Duration, Duration)> {
-    let options = SqliteConnectOptions::new()
-        .filename(db_path)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
-        .foreign_keys(true);
-    let mut conn = SqliteConnection::connect_with(&options).await?;
+    let mut conn = scoring_floor::connect(db_path).await?;
     let ids = ids(rows.len());
     ensure!(ids.len() == rows.len(), "duplicate ids");
     let search: Vec<String> = rows.iter().map(Row::search_text).collect();
@@ -359,13 +353,9 @@ pub async fn run(
         std::fs::remove_dir_all(&round_dir).ok();
     }
     let median = |figure: &dyn Fn(&RoundFigures) -> f64| {
-        let mut values: Vec<f64> = figures.iter().map(figure).collect();
-        values.sort_by(f64::total_cmp);
-        let shown: Vec<String> = figures
-            .iter()
-            .map(|f| format!("{:.2}", figure(f)))
-            .collect();
-        (values[values.len() / 2], shown.join(", "))
+        let values: Vec<f64> = figures.iter().map(figure).collect();
+        let shown: Vec<String> = values.iter().map(|value| format!("{value:.2}")).collect();
+        (crate::median(values).unwrap_or(0.0), shown.join(", "))
     };
     let mark = |ok: bool| if ok { "met" } else { "MISSED" };
     println!();
@@ -640,7 +630,7 @@ async fn round(
             measured.writes[1].as_secs_f64(),
             rate(measured.writes[1]),
             today.writes[1].as_secs_f64() / measured.writes[1].as_secs_f64(),
-            measured.bytes_added[1] as f64 / 1_048_576.0,
+            measured.bytes_added as f64 / 1_048_576.0,
             pages.join(" / ")
         );
     }

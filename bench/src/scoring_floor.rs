@@ -105,13 +105,16 @@ pub struct Measured {
     pub layout: Layout,
     /// The writes' wall time: the first run (over unscored prospects), then the second.
     pub writes: [Duration; 2],
-    /// The bytes each run added to the database file (its pages, after a checkpoint).
-    pub bytes_added: [u64; 2],
+    /// The bytes the second run added to the database file (its pages, after a checkpoint):
+    /// what one more run stores.
+    pub bytes_added: u64,
     /// The median time of each page read, by its name.
     pub pages: Vec<(String, Duration)>,
 }
 
-async fn connect(path: &Path) -> anyhow::Result<SqliteConnection> {
+/// A connection to the SQLite database at `path` with the server's pragmas (WAL, `synchronous =
+/// normal`, foreign keys on), as the issue3 phase's baseline and the layouts write through.
+pub async fn connect(path: &Path) -> anyhow::Result<SqliteConnection> {
     let options = SqliteConnectOptions::new()
         .filename(path)
         .journal_mode(SqliteJournalMode::Wal)
@@ -579,15 +582,11 @@ pub async fn measure(
                 sqlx::raw_sql(ORDER_TABLE).execute(&mut conn).await?;
             }
         }
-        let mut size = file_size(&mut conn, &path).await?;
-        let mut writes = [Duration::ZERO; 2];
-        let mut bytes_added = [0; 2];
-        for (index, run_id) in run_ids.iter().enumerate() {
-            writes[index] = write_run(&mut conn, layout, run, run_id).await?;
-            let after = file_size(&mut conn, &path).await?;
-            bytes_added[index] = after.saturating_sub(size);
-            size = after;
-        }
+        let first = write_run(&mut conn, layout, run, &run_ids[0]).await?;
+        let size = file_size(&mut conn, &path).await?;
+        let second = write_run(&mut conn, layout, run, &run_ids[1]).await?;
+        let bytes_added = file_size(&mut conn, &path).await?.saturating_sub(size);
+        let writes = [first, second];
         let mut times = Vec::new();
         let mut layout_answers = Vec::new();
         for (name, tier, offset) in &pages {
